@@ -1,0 +1,112 @@
+// The agent as a library: sample -> stream. main.ts only parses flags and calls startAgent,
+// so tests run the same code against fixture roots and a real gateway.
+import { randomUUID } from 'node:crypto';
+import type { HostFacts__Output } from '../proto/gen/oversell/v1/HostFacts.js';
+import type { Logger } from '../lib/log.js';
+import type { PodSource } from './requests/pod-source.js';
+import { NodeSampler } from './sample/sampler.js';
+import { ReportStream } from './stream/report-stream.js';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface AgentOptions {
+  nodeName: string;
+  gatewayAddress: string;
+  procRoot: string;
+  cgroupRoot: string;
+  intervalMs: number;
+  /** Per-pod usage rides on every Nth sample. */
+  podReportEvery: number;
+  pods: PodSource;
+  log: Logger;
+  /** Host facts; tests pass fixed ones, main reads them through systeminformation. */
+  host?: HostFacts__Output;
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+}
+
+export interface RunningAgent {
+  readonly instanceId: string;
+  readonly stream: ReportStream;
+  readonly sampler: NodeSampler;
+  /** Takes one sample now (also what the timer does). */
+  tick(): void;
+  stop(): Promise<void>;
+}
+
+export function startAgent(options: AgentOptions): RunningAgent {
+  const { log } = options;
+  const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot });
+  const instanceId = randomUUID();
+  const layout = sampler.layout;
+  const host: HostFacts__Output = options.host ?? {
+    cpuModel: '',
+    logicalCpus: 0,
+    memoryTotalBytes: 0,
+    os: '',
+    kernel: '',
+    cgroupMode: layout.mode,
+    cgroupDriver: layout.driver ?? '',
+  };
+  let intervalMs = options.intervalMs;
+  let podReportEvery = Math.max(1, options.podReportEvery);
+  let timer: NodeJS.Timeout | undefined;
+  let seq = 0;
+  let lastError = '';
+
+  const stream = new ReportStream({
+    gatewayAddress: options.gatewayAddress,
+    hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host },
+    log,
+    ...(options.backoffInitialMs !== undefined && { backoffInitialMs: options.backoffInitialMs }),
+    ...(options.backoffMaxMs !== undefined && { backoffMaxMs: options.backoffMaxMs }),
+    silenceTimeoutMs: Math.max(30_000, intervalMs * 10),
+    onSettings: (s) => {
+      if (s.podReportEvery > 0) podReportEvery = s.podReportEvery;
+      if (s.sampleIntervalMs > 0 && s.sampleIntervalMs !== intervalMs) {
+        log.info({ from: intervalMs, to: s.sampleIntervalMs }, 'gateway changed the sampling interval');
+        intervalMs = s.sampleIntervalMs;
+        schedule();
+      }
+    },
+  });
+
+  const tick = () => {
+    try {
+      const next = seq + 1;
+      const reading = sampler.read(Date.now(), next % podReportEvery === 1 || podReportEvery === 1);
+      seq = next;
+      stream.push({ ...reading, seq, requests: options.pods.requests() });
+      lastError = '';
+    } catch (err) {
+      // Said once per distinct failure, not once a second.
+      const message = (err as Error).message;
+      if (message !== lastError) log.error({ err: message }, 'sampling failed; will retry on the next tick');
+      lastError = message;
+    }
+  };
+
+  function schedule() {
+    clearInterval(timer);
+    timer = setInterval(tick, intervalMs);
+  }
+
+  log.info(
+    { node: options.nodeName, gateway: options.gatewayAddress, cgroup: layout.mode, driver: layout.driver ?? 'none', intervalMs, instanceId },
+    'agent started',
+  );
+  stream.start();
+  schedule();
+
+  return {
+    instanceId,
+    stream,
+    sampler,
+    tick,
+    stop: async () => {
+      clearInterval(timer);
+      await stream.stop();
+      await options.pods.stop();
+    },
+  };
+}

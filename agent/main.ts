@@ -1,0 +1,67 @@
+#!/usr/bin/env node
+// oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
+// streams it to the gateway.
+import { hostname } from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
+import { parseDuration } from '../lib/duration.js';
+import { createLogger } from '../lib/log.js';
+import { startAgent } from './agent.js';
+import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
+import { detectCgroupLayout } from './sample/cgroup-layout.js';
+import { readHostFacts } from './sample/host-facts.js';
+
+const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and pressure to the oversell gateway.')
+  .addOption(flag('--node-name <name>', 'node this agent reports for (downward API spec.nodeName)', 'NODE_NAME', hostname()))
+  .addOption(flag('--gateway <host:port>', 'gateway gRPC address', 'OVERSELL_GATEWAY', '127.0.0.1:50051'))
+  .addOption(flag('--proc-root <dir>', 'procfs of the host (e.g. /host/proc in a pod)', 'OVERSELL_PROC_ROOT', '/proc'))
+  .addOption(flag('--cgroup-root <dir>', 'cgroup mount of the host', 'OVERSELL_CGROUP_ROOT', '/sys/fs/cgroup'))
+  .addOption(durationFlag('--interval <duration>', 'sampling interval', 'OVERSELL_INTERVAL', '1s'))
+  .addOption(numberFlag('--pod-report-every <n>', 'send per-pod usage with every Nth sample', 'OVERSELL_POD_REPORT_EVERY', '10', 1))
+  .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))
+  .addOption(flag('--pods-file <file>', 'local mode: pods bound to this node, from a YAML/JSON file instead of a watch', 'OVERSELL_PODS_FILE'))
+  .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
+
+cmd.parse();
+const o = cmd.opts<{
+  nodeName: string; gateway: string; procRoot: string; cgroupRoot: string; interval: number | string;
+  podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string;
+}>();
+const log = createLogger('oversell-agent', o.logLevel);
+
+async function podSource(): Promise<PodSource> {
+  if (o.podsFile) return filePodSource(o.podsFile, log);
+  const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
+  if (!o.kubeconfig && !inCluster) {
+    log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
+    return noPodSource();
+  }
+  const kc = new KubeConfig();
+  if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
+  else kc.loadFromCluster();
+  return watchPodSource(kc, o.nodeName, log);
+}
+
+try {
+  const intervalMs = parsed(o.interval, (s) => parseDuration(s, '--interval'));
+  const layout = detectCgroupLayout(o.cgroupRoot);
+  const host = await readHostFacts(layout).catch((err: unknown) => {
+    log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
+    return undefined;
+  });
+  const agent = startAgent({
+    nodeName: o.nodeName,
+    gatewayAddress: o.gateway,
+    procRoot: o.procRoot,
+    cgroupRoot: o.cgroupRoot,
+    intervalMs,
+    podReportEvery: Number(o.podReportEvery),
+    pods: await podSource(),
+    log,
+    ...(host && { host }),
+  });
+  stopOnSignals(() => agent.stop(), log);
+} catch (err) {
+  log.fatal({ err: (err as Error).message }, 'agent cannot start');
+  process.exit(2);
+}

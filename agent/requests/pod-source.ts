@@ -1,0 +1,81 @@
+// Where the agent learns which pods are bound to its node:
+//  - a watch of pods with spec.nodeName=<node> (in a cluster, as the kubelet sees them);
+//  - a YAML/JSON file of pods (local mode without a cluster, e.g. the npm start demo);
+//  - nothing: requests are reported as unknown, never as a made-up zero floor.
+import { readFileSync } from 'node:fs';
+import { CoreV1Api, KubeConfig, loadAllYaml, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import type { Requests__Output } from '../../proto/gen/oversell/v1/Requests.js';
+import type { Logger } from '../../lib/log.js';
+import { sumRequests } from './pod-requests.js';
+
+export interface PodSource {
+  /** Current sums; cheap (cached), called on every sample. */
+  requests(): Requests__Output;
+  stop(): Promise<void>;
+}
+
+const UNKNOWN: Requests__Output = { cpuMillicores: 0, memoryBytes: 0, podCount: 0, known: false };
+
+export function noPodSource(): PodSource {
+  return { requests: () => UNKNOWN, stop: async () => {} };
+}
+
+function toRequests(pods: Iterable<V1Pod>, log: Logger): Requests__Output {
+  const sum = sumRequests(pods);
+  for (const problem of sum.invalid) log.warn({ problem }, 'pod skipped in the requests sum: invalid quantity');
+  return { cpuMillicores: sum.cpuMillicores, memoryBytes: sum.memoryBytes, podCount: sum.podCount, known: true };
+}
+
+/** Pods from a file: a single Pod, a List, or several YAML documents. */
+export function filePodSource(path: string, log: Logger): PodSource {
+  let docs: unknown[];
+  try {
+    docs = loadAllYaml(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`cannot load pods from ${path}: ${(err as Error).message}`);
+  }
+  const pods: V1Pod[] = [];
+  for (const doc of docs) {
+    const d = doc as { kind?: string; items?: V1Pod[] } | null;
+    if (d?.kind === 'Pod') pods.push(d as V1Pod);
+    else if (d?.kind?.endsWith('List')) pods.push(...(d.items ?? []).filter((i) => i.kind === undefined || i.kind === 'Pod'));
+  }
+  const requests = toRequests(pods, log);
+  log.info({ path, pods: requests.podCount, cpuMillicores: requests.cpuMillicores, memoryBytes: requests.memoryBytes }, 'pods bound to this node read from file');
+  return { requests: () => requests, stop: async () => {} };
+}
+
+/** Watches the pods bound to nodeName; sums are recomputed on each change, not on each sample. */
+export async function watchPodSource(kubeConfig: KubeConfig, nodeName: string, log: Logger): Promise<PodSource> {
+  const api = kubeConfig.makeApiClient(CoreV1Api);
+  const fieldSelector = `spec.nodeName=${nodeName}`;
+  const informer = makeInformer<V1Pod>(
+    kubeConfig,
+    `/api/v1/pods?fieldSelector=${encodeURIComponent(fieldSelector)}`,
+    () => api.listPodForAllNamespaces({ fieldSelector }),
+  );
+  let current = UNKNOWN;
+  let synced = false;
+  const recompute = () => {
+    current = toRequests(informer.list(), log);
+  };
+  informer.on('add', recompute);
+  informer.on('update', recompute);
+  informer.on('delete', recompute);
+  informer.on('error', (err) => {
+    log.warn({ err: String(err) }, 'pod watch failed; restarting in 5 s (requests keep their last known value)');
+    setTimeout(() => {
+      informer.start().catch((e: unknown) => log.error({ err: String(e) }, 'pod watch restart failed'));
+    }, 5000).unref();
+  });
+  await informer.start();
+  synced = true;
+  recompute();
+  log.info({ node: nodeName, pods: current.podCount }, 'watching pods bound to this node');
+  return {
+    requests: () => (synced ? current : UNKNOWN),
+    stop: async () => {
+      await informer.stop();
+    },
+  };
+}

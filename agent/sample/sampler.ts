@@ -1,0 +1,102 @@
+// Turns the raw files into one node sample per tick. Only reads; keeps just the
+// previous cumulative counters it needs to turn them into rates.
+import { join } from 'node:path';
+import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import type { Pressure__Output } from '../../proto/gen/oversell/v1/Pressure.js';
+import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
+import { detectCgroupLayout, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
+import { readOptional } from './files.js';
+import { parseMeminfo } from './meminfo.js';
+import { readPodCounters, type PodCounters } from './pod-counters.js';
+import { parsePsi } from './pressure.js';
+import { cpuMillicoresBetween, parseProcStat, type CpuTimes } from './proc-stat.js';
+
+export interface SamplerOptions {
+  procRoot: string;
+  cgroupRoot: string;
+}
+
+/** A sample as read from the host; the stream adds seq and the requests add requests. */
+export type UsageReading = Omit<Sample__Output, 'seq' | 'requests'>;
+
+export class NodeSampler {
+  readonly #procRoot: string;
+  readonly #cgroupRoot: string;
+  #layout: CgroupLayout;
+  #prevCpu: CpuTimes;
+  #prevPods = new Map<string, PodCounters & { atMs: number }>();
+
+  constructor(options: SamplerOptions) {
+    this.#procRoot = options.procRoot;
+    this.#cgroupRoot = options.cgroupRoot;
+    this.#layout = detectCgroupLayout(this.#cgroupRoot);
+    this.#prevCpu = this.#readCpu();
+  }
+
+  get layout(): CgroupLayout {
+    return this.#layout;
+  }
+
+  read(nowMs: number, includePods: boolean): UsageReading {
+    const cpu = this.#readCpu();
+    const cpuUsageMillicores = cpuMillicoresBetween(this.#prevCpu, cpu);
+    this.#prevCpu = cpu;
+    const memory = parseMeminfo(this.#mustRead('meminfo'));
+    return {
+      timestampMs: nowMs,
+      cpuUsageMillicores,
+      memoryWorkingSetBytes: memory.workingSetBytes,
+      capacity: { cpuMillicores: cpu.cpus * 1000, memoryBytes: memory.totalBytes },
+      pressure: this.#readPressure(),
+      podsIncluded: includePods,
+      pods: includePods ? this.#readPods(nowMs) : [],
+    };
+  }
+
+  #readCpu(): CpuTimes {
+    return parseProcStat(this.#mustRead('stat'));
+  }
+
+  #mustRead(name: string): string {
+    const path = join(this.#procRoot, name);
+    const text = readOptional(path);
+    if (text === undefined) throw new Error(`cannot read ${path}; check --proc-root (the host /proc, mounted read-only)`);
+    return text;
+  }
+
+  #readPressure(): Pressure__Output {
+    const cpu = readOptional(join(this.#procRoot, 'pressure', 'cpu'));
+    const memory = readOptional(join(this.#procRoot, 'pressure', 'memory'));
+    if (cpu === undefined || memory === undefined) {
+      const zero = { avg10: 0, avg60: 0 };
+      return { available: false, cpuSome: zero, cpuFull: zero, memorySome: zero, memoryFull: zero };
+    }
+    const c = parsePsi(cpu);
+    const m = parsePsi(memory);
+    return { available: true, cpuSome: c.some, cpuFull: c.full, memorySome: m.some, memoryFull: m.full };
+  }
+
+  /** Per-pod rates over the time since the previous pod report; pods seen for the first time wait one report. */
+  #readPods(nowMs: number): PodUsage__Output[] {
+    // The kubelet may create kubepods after the agent started.
+    if (this.#layout.driver === undefined) this.#layout = detectCgroupLayout(this.#cgroupRoot);
+    const seen = new Map<string, PodCounters & { atMs: number }>();
+    const out: PodUsage__Output[] = [];
+    for (const pod of listPodCgroups(this.#layout)) {
+      const counters = readPodCounters(this.#layout, pod);
+      if (!counters) continue;
+      seen.set(pod.uid, { ...counters, atMs: nowMs });
+      const prev = this.#prevPods.get(pod.uid);
+      if (!prev || nowMs <= prev.atMs) continue;
+      const cpuNanos = Math.max(0, counters.cpuNanos - prev.cpuNanos);
+      out.push({
+        uid: pod.uid,
+        qosClass: pod.qos,
+        cpuUsageMillicores: Math.round(cpuNanos / ((nowMs - prev.atMs) * 1000)),
+        memoryWorkingSetBytes: counters.workingSetBytes,
+      });
+    }
+    this.#prevPods = seen;
+    return out;
+  }
+}

@@ -1,0 +1,77 @@
+// admission.k8s.io/v1 AdmissionReview: the envelope, read defensively. Anything
+// the API server sends is untrusted until checked here.
+
+export interface AdmissionRequest {
+  uid: string;
+  kind: { group?: string; version?: string; kind?: string } | undefined;
+  resource: { group?: string; version?: string; resource?: string } | undefined;
+  subResource: string | undefined;
+  operation: string | undefined;
+  name: string | undefined;
+  object: unknown;
+  userInfo: { username?: string } | undefined;
+}
+
+export interface JsonPatchOp {
+  op: 'add' | 'replace' | 'remove';
+  path: string;
+  value?: unknown;
+}
+
+export interface AdmissionReviewResponse {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  response: {
+    uid: string;
+    allowed: true;
+    patchType?: 'JSONPatch';
+    patch?: string;
+    warnings?: string[];
+  };
+}
+
+/** The body is not an AdmissionReview we can answer at all; the webhook replies 400. */
+export class BadReviewError extends Error {
+  override name = 'BadReviewError';
+}
+
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function parseAdmissionReview(body: unknown): AdmissionRequest {
+  if (!isObject(body)) throw new BadReviewError('body must be a JSON object (an admission.k8s.io/v1 AdmissionReview)');
+  if (body.apiVersion !== 'admission.k8s.io/v1' || body.kind !== 'AdmissionReview') {
+    throw new BadReviewError(
+      `expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got ${JSON.stringify(body.apiVersion)} ${JSON.stringify(body.kind)}; ` +
+        'list only "v1" in the webhook\'s admissionReviewVersions',
+    );
+  }
+  const req = body.request;
+  if (!isObject(req)) throw new BadReviewError('AdmissionReview has no request object');
+  if (typeof req.uid !== 'string' || req.uid.length === 0) throw new BadReviewError('AdmissionReview request.uid is missing');
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return {
+    uid: req.uid,
+    kind: isObject(req.kind) ? (req.kind as AdmissionRequest['kind']) : undefined,
+    resource: isObject(req.resource) ? (req.resource as AdmissionRequest['resource']) : undefined,
+    subResource: str(req.subResource),
+    operation: str(req.operation),
+    name: str(req.name),
+    object: req.object,
+    userInfo: isObject(req.userInfo) ? (req.userInfo as AdmissionRequest['userInfo']) : undefined,
+  };
+}
+
+export function allow(uid: string, patch?: JsonPatchOp[]): AdmissionReviewResponse {
+  const response: AdmissionReviewResponse['response'] = { uid, allowed: true };
+  if (patch && patch.length > 0) {
+    // patch and patchType go together or not at all.
+    response.patchType = 'JSONPatch';
+    response.patch = Buffer.from(JSON.stringify(patch)).toString('base64');
+  }
+  return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+}
+
+/** RFC 6901: "~" and "/" inside a key. */
+export function pointerEscape(key: string): string {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}

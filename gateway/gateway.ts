@@ -1,0 +1,137 @@
+// The gateway as a function: every listener on its own port, all of them
+// closable, so tests start it on random ports and main.ts starts it on fixed ones.
+//
+//   ingest (gRPC AgentStream) -> store -> decide -> admit (HTTPS webhook)
+//                                      \-> query (gRPC NodeUsage)
+import * as grpc from '@grpc/grpc-js';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { oversellV1 } from '../proto/load.js';
+import type { Logger } from '../lib/log.js';
+import { webhookPlugin } from './admit/webhook-plugin.js';
+import type { Policy } from './decide/policy.js';
+import { GatewayMetrics } from './http/metrics.js';
+import { probesPlugin } from './http/probes-plugin.js';
+import { agentStreamService } from './ingest/agent-stream-service.js';
+import { nodeUsageService } from './query/node-usage-service.js';
+import { NodeStore } from './store/node-store.js';
+
+export interface GatewayOptions {
+  bindAddress: string;
+  /** 0 picks a free port. */
+  webhookPort: number;
+  grpcPort: number;
+  metricsPort: number;
+  tls: { cert: string; key: string };
+  policy: Policy;
+  windowMs: number;
+  /** Forget nodes whose agent is gone this long. */
+  forgetAfterMs: number;
+  /** Largest AdmissionReview accepted. */
+  bodyLimitBytes: number;
+  log: Logger;
+  now?: () => number;
+}
+
+export interface RunningGateway {
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  ports: { webhook: number; grpc: number; metrics: number };
+  close(): Promise<void>;
+}
+
+export const GATEWAY_DEFAULTS = {
+  bindAddress: '0.0.0.0',
+  webhookPort: 8443,
+  grpcPort: 50051,
+  metricsPort: 9090,
+  windowMs: 60_000,
+  forgetAfterMs: 600_000,
+  bodyLimitBytes: 4 * 1024 * 1024,
+};
+
+function bindGrpc(server: grpc.Server, address: string): Promise<number> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
+  );
+}
+
+async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
+  await app.listen({ host, port });
+  const address = app.server.address();
+  return typeof address === 'object' && address ? address.port : port;
+}
+
+export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
+  const { log } = options;
+  const now = options.now ?? Date.now;
+  const store = new NodeStore({ windowMs: options.windowMs, forgetAfterMs: options.forgetAfterMs });
+  const metrics = new GatewayMetrics(store, now);
+  let ready = false;
+
+  const grpcServer = new grpc.Server({
+    'grpc.max_receive_message_length': 4 * 1024 * 1024,
+    // Agents ping through idle periods; allow it rather than send GOAWAY.
+    'grpc.keepalive_permit_without_calls': 1,
+  });
+  const V1 = oversellV1();
+  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now }));
+  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policy: () => options.policy, now }));
+
+  const webhook = Fastify({
+    https: { cert: options.tls.cert, key: options.tls.key },
+    bodyLimit: options.bodyLimitBytes,
+    logger: false,
+    // The API server's own timeout is seconds; a client that dribbles a body longer than this is not it.
+    requestTimeout: 10_000,
+    connectionTimeout: 10_000,
+  });
+  await webhook.register(webhookPlugin, {
+    deps: {
+      usage: (name) => store.usage(name, now()),
+      observeRaw: (name, raw) => store.observeRaw(name, raw, now()),
+      policy: options.policy,
+    },
+    metrics,
+    log,
+  });
+
+  const probes = Fastify({ logger: false });
+  await probes.register(probesPlugin, { metrics, notReady: () => (ready ? undefined : 'listeners starting') });
+
+  const prune = setInterval(() => store.prune(now()), 30_000);
+  prune.unref();
+
+  const closeAll = async () => {
+    clearInterval(prune);
+    await Promise.allSettled([
+      webhook.close(),
+      probes.close(),
+      new Promise<void>((resolve) => {
+        grpcServer.tryShutdown(() => resolve());
+        // Open agent streams would hold tryShutdown forever.
+        setTimeout(() => {
+          grpcServer.forceShutdown();
+          resolve();
+        }, 2000).unref();
+      }),
+    ]);
+  };
+
+  try {
+    const ports = {
+      grpc: await bindGrpc(grpcServer, `${options.bindAddress}:${options.grpcPort}`),
+      webhook: await listen(webhook, options.bindAddress, options.webhookPort),
+      metrics: await listen(probes, options.bindAddress, options.metricsPort),
+    };
+    ready = true;
+    log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
+    return { store, metrics, ports, close: closeAll };
+  } catch (err) {
+    await closeAll();
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EADDRINUSE' || /address already in use|No address added/i.test(e.message)) {
+      throw new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--metrics-port`);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,67 @@
+// The gateway's Prometheus series. One registry per gateway instance, so tests
+// can run several gateways in one process without their counters mixing.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Bound } from '../decide/policy.js';
+import type { IngestResult, NodeStore } from '../store/node-store.js';
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #webhookDuration: Histogram<'outcome'>;
+  readonly #decisions: Counter<'resource' | 'bound'>;
+  readonly #samples: Counter<'result'>;
+
+  constructor(store: NodeStore, now: () => number = Date.now) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'oversell_gateway_' });
+    this.#webhookDuration = new Histogram({
+      name: 'oversell_webhook_request_duration_seconds',
+      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, bad-request, error).',
+      labelNames: ['outcome'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+      registers,
+    });
+    this.#decisions = new Counter({
+      name: 'oversell_decisions_total',
+      help: 'Allocatable decisions made by the webhook, by resource and by the bound that set the value.',
+      labelNames: ['resource', 'bound'],
+      registers,
+    });
+    this.#samples = new Counter({
+      name: 'oversell_samples_received_total',
+      help: 'Agent samples received, by what the store did with them (stored, duplicate, not-current-stream, unknown-node).',
+      labelNames: ['result'],
+      registers,
+    });
+    new Gauge({
+      name: 'oversell_agents_connected',
+      help: 'Agent streams currently open.',
+      registers,
+      collect() {
+        this.set(store.connectedCount());
+      },
+    });
+    new Gauge({
+      name: 'oversell_node_sample_age_seconds',
+      help: 'Age of the newest sample of each node, on the gateway clock.',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        this.reset();
+        const t = now();
+        for (const r of store.list()) if (r.latest) this.set({ node: r.name }, (t - r.receivedAtMs) / 1000);
+      },
+    });
+  }
+
+  observeWebhook(outcome: string, seconds: number): void {
+    this.#webhookDuration.observe({ outcome }, seconds);
+  }
+
+  decision(resource: 'cpu' | 'memory', bound: Bound): void {
+    this.#decisions.inc({ resource, bound });
+  }
+
+  sampleReceived(result: IngestResult): void {
+    this.#samples.inc({ result });
+  }
+}

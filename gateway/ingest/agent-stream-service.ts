@@ -1,0 +1,98 @@
+// AgentStream.Report on the gateway: validates each agent stream and hands its
+// samples to the store. A broken or hostile stream ends with a gRPC status; it
+// never throws into the server.
+import * as grpc from '@grpc/grpc-js';
+import type { AgentMessage__Output } from '../../proto/gen/oversell/v1/AgentMessage.js';
+import type { AgentStreamHandlers } from '../../proto/gen/oversell/v1/AgentStream.js';
+import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.js';
+import type { Logger } from '../../lib/log.js';
+import type { GatewayMetrics } from '../http/metrics.js';
+import type { NodeStore } from '../store/node-store.js';
+
+export interface AgentStreamServiceOptions {
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  log: Logger;
+  /** Acknowledge every Nth stored sample (and always right after a replay). */
+  ackEvery?: number;
+  now?: () => number;
+}
+
+// RFC 1123 DNS subdomain, as Kubernetes requires of node names.
+const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export function isValidNodeName(name: string): boolean {
+  return name.length > 0 && name.length <= 253 && NODE_NAME.test(name);
+}
+
+let nextStreamId = 1;
+
+export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
+  const { store, metrics, log } = options;
+  const ackEvery = options.ackEvery ?? 5;
+  const now = options.now ?? Date.now;
+
+  return {
+    Report(call: grpc.ServerDuplexStream<AgentMessage__Output, GatewayMessage>) {
+      const streamId = nextStreamId++;
+      const peer = call.getPeer();
+      let node: string | undefined;
+      let sinceAck = 0;
+      let ended = false;
+
+      const fail = (code: grpc.status, details: string) => {
+        if (ended) return;
+        ended = true;
+        log.warn({ peer, node, code: grpc.status[code], details }, 'agent stream refused');
+        call.emit('error', { code, details });
+      };
+
+      call.on('data', (msg: AgentMessage__Output) => {
+        if (ended) return;
+        if (msg.hello) {
+          if (node !== undefined) return fail(grpc.status.INVALID_ARGUMENT, 'hello sent twice on one stream');
+          const { nodeName, instanceId } = msg.hello;
+          if (!isValidNodeName(nodeName)) {
+            return fail(grpc.status.INVALID_ARGUMENT, `node name ${JSON.stringify(nodeName.slice(0, 300))} is not a valid Kubernetes node name`);
+          }
+          if (!instanceId) return fail(grpc.status.INVALID_ARGUMENT, 'hello.instance_id is empty');
+          node = nodeName;
+          const lastSeq = store.attach(nodeName, instanceId, msg.hello.host, streamId);
+          log.info({ node, peer, instanceId, lastSeq, agentVersion: msg.hello.agentVersion }, 'agent connected');
+          call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
+          return;
+        }
+        if (msg.sample) {
+          if (node === undefined) return fail(grpc.status.FAILED_PRECONDITION, 'sample before hello; send hello first');
+          const result = store.ingest(node, streamId, msg.sample, now());
+          metrics.sampleReceived(result);
+          if (result === 'not-current-stream') {
+            return fail(grpc.status.ABORTED, `a newer stream reports for node ${node}; this one is closed`);
+          }
+          if (result === 'stored' && ++sinceAck >= ackEvery) {
+            sinceAck = 0;
+            call.write({ ack: { lastSeq: msg.sample.seq } });
+          }
+        }
+      });
+
+      const close = () => {
+        if (node !== undefined) {
+          store.detach(node, streamId);
+          log.info({ node, peer }, 'agent disconnected');
+          node = undefined;
+        }
+      };
+      call.on('end', () => {
+        close();
+        if (!ended) {
+          ended = true;
+          call.end();
+        }
+      });
+      call.on('cancelled', close);
+      call.on('error', close);
+      call.on('close', close);
+    },
+  };
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+// oversell-gateway: ingests agent streams, serves the nodes/status webhook and the query API.
+import { readFileSync } from 'node:fs';
+import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
+import { parseDuration } from '../lib/duration.js';
+import { createLogger } from '../lib/log.js';
+import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
+import { GATEWAY_DEFAULTS, startGateway } from './gateway.js';
+import { ensureServingCertificate } from './tls/self-signed.js';
+
+const d = GATEWAY_DEFAULTS;
+const p = DEFAULT_POLICY;
+const cmd = program('oversell-gateway', 'Inflates node allocatable from live usage: agent ingest, admission webhook, query API.')
+  .addOption(flag('--bind-address <ip>', 'address every listener binds', 'OVERSELL_BIND_ADDRESS', d.bindAddress))
+  .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
+  .addOption(numberFlag('--grpc-port <port>', 'gRPC port (agent streams and query API)', 'OVERSELL_GRPC_PORT', String(d.grpcPort)))
+  .addOption(numberFlag('--metrics-port <port>', 'HTTP port of /healthz, /readyz and /metrics', 'OVERSELL_METRICS_PORT', String(d.metricsPort)))
+  .addOption(flag('--tls-cert-file <file>', 'serving certificate (PEM); with --tls-key-file, replaces the self-managed one', 'OVERSELL_TLS_CERT_FILE'))
+  .addOption(flag('--tls-key-file <file>', 'serving key (PEM)', 'OVERSELL_TLS_KEY_FILE'))
+  .addOption(flag('--tls-dir <dir>', 'where the self-managed CA and serving certificate live', 'OVERSELL_TLS_DIR', '.oversell/tls'))
+  .addOption(flag('--tls-hosts <list>', 'comma-separated DNS names and IPs of the self-managed certificate', 'OVERSELL_TLS_HOSTS',
+    'localhost,127.0.0.1,oversell-gateway,oversell-gateway.oversell,oversell-gateway.oversell.svc,oversell-gateway.oversell.svc.cluster.local'))
+  .addOption(numberFlag('--max-ratio-cpu <ratio>', 'cap on granted/raw allocatable for cpu', 'OVERSELL_MAX_RATIO_CPU', String(p.cpu.maxRatio), 1))
+  .addOption(numberFlag('--max-ratio-memory <ratio>', 'cap on granted/raw allocatable for memory', 'OVERSELL_MAX_RATIO_MEMORY', String(p.memory.maxRatio), 1))
+  .addOption(numberFlag('--target-cpu <fraction>', 'cpu utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_CPU', String(p.cpu.targetUtilization)))
+  .addOption(numberFlag('--target-memory <fraction>', 'memory utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_MEMORY', String(p.memory.targetUtilization)))
+  .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
+  .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${d.windowMs / 1000}s`))
+  .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
+
+cmd.parse();
+const o = cmd.opts<Record<string, string | number | undefined>>();
+const log = createLogger('oversell-gateway', String(o.logLevel));
+
+try {
+  const fraction = (v: unknown, name: string) => {
+    const n = Number(v);
+    if (!(n > 0 && n <= 1)) throw new Error(`${name} must be in (0, 1], got ${v}`);
+    return n;
+  };
+  const policy: Policy = {
+    cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu') },
+    memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory') },
+    staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
+  };
+  let tls: { cert: string; key: string };
+  if (o.tlsCertFile || o.tlsKeyFile) {
+    if (!o.tlsCertFile || !o.tlsKeyFile) throw new Error('--tls-cert-file and --tls-key-file go together');
+    tls = { cert: readFileSync(String(o.tlsCertFile), 'utf8'), key: readFileSync(String(o.tlsKeyFile), 'utf8') };
+  } else {
+    const hosts = String(o.tlsHosts).split(',').map((h) => h.trim()).filter(Boolean);
+    const own = await ensureServingCertificate(String(o.tlsDir), hosts);
+    log.info({ caFile: own.caFile, created: own.created }, 'self-managed serving certificate; give the webhook this CA as caBundle');
+    tls = own;
+  }
+  const gateway = await startGateway({
+    ...GATEWAY_DEFAULTS,
+    bindAddress: String(o.bindAddress),
+    webhookPort: Number(o.webhookPort),
+    grpcPort: Number(o.grpcPort),
+    metricsPort: Number(o.metricsPort),
+    tls,
+    policy,
+    windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
+    log,
+  });
+  stopOnSignals(() => gateway.close(), log);
+} catch (err) {
+  log.fatal({ err: (err as Error).message }, 'gateway cannot start');
+  process.exit(2);
+}

@@ -1,0 +1,186 @@
+// Live state of every node, in memory. The store only keeps: it accepts
+// samples (dropping duplicates and replays it already has), remembers the raw
+// allocatable the webhook saw, and tells listeners what changed. Deciding is
+// somebody else's job.
+import { EventEmitter } from 'node:events';
+import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
+import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
+import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import type { Allocatable, UsageInput } from '../decide/policy.js';
+import { summarize, type UsageSummary, type WindowPoint } from '../decide/usage-stats.js';
+
+export interface NodeRecord {
+  readonly name: string;
+  instanceId: string;
+  host: HostFacts__Output | null;
+  /** The stream currently reporting for this node, if any. */
+  streamId: number | undefined;
+  lastSeq: number;
+  latest: Sample__Output | undefined;
+  /** Gateway clock when `latest` arrived. */
+  receivedAtMs: number;
+  window: WindowPoint[];
+  summary: UsageSummary;
+  pods: PodUsage__Output[];
+  /** Raw allocatable from the kubelet's last write, as the webhook saw it. */
+  raw: (Allocatable & { seenAtMs: number }) | undefined;
+}
+
+export interface NodeStoreOptions {
+  /** Samples older than this, on the agent's timeline, leave the window. */
+  windowMs: number;
+  /** Records with no stream and no sample for this long are forgotten. */
+  forgetAfterMs: number;
+}
+
+export type IngestResult = 'stored' | 'duplicate' | 'not-current-stream' | 'unknown-node';
+
+interface StoreEvents {
+  updated: [NodeRecord];
+  removed: [string];
+}
+
+export class NodeStore extends EventEmitter<StoreEvents> {
+  readonly #nodes = new Map<string, NodeRecord>();
+  readonly #options: NodeStoreOptions;
+
+  constructor(options: NodeStoreOptions) {
+    super();
+    this.#options = options;
+    // One listener per watch stream; many watchers are normal.
+    this.setMaxListeners(0);
+  }
+
+  get size(): number {
+    return this.#nodes.size;
+  }
+
+  get(name: string): NodeRecord | undefined {
+    return this.#nodes.get(name);
+  }
+
+  list(): NodeRecord[] {
+    return [...this.#nodes.values()];
+  }
+
+  connectedCount(): number {
+    let n = 0;
+    for (const r of this.#nodes.values()) if (r.streamId !== undefined) n += 1;
+    return n;
+  }
+
+  /**
+   * A stream says hello. Returns the last seq stored for this agent instance
+   * (0 for a new instance), which the agent uses to replay only what is missing.
+   * The newest stream for a node wins; an older one's samples are refused.
+   */
+  attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number): number {
+    let record = this.#nodes.get(name);
+    if (!record) {
+      record = {
+        name,
+        instanceId,
+        host,
+        streamId,
+        lastSeq: 0,
+        latest: undefined,
+        receivedAtMs: 0,
+        window: [],
+        summary: summarize([]),
+        pods: [],
+        raw: undefined,
+      };
+      this.#nodes.set(name, record);
+    } else {
+      if (record.instanceId !== instanceId) {
+        // A restarted agent numbers from 1 again; the usage history of the node stays valid.
+        record.instanceId = instanceId;
+        record.lastSeq = 0;
+      }
+      record.host = host ?? record.host;
+      record.streamId = streamId;
+    }
+    this.emit('updated', record);
+    return record.lastSeq;
+  }
+
+  detach(name: string, streamId: number): void {
+    const record = this.#nodes.get(name);
+    if (record && record.streamId === streamId) {
+      record.streamId = undefined;
+      this.emit('updated', record);
+    }
+  }
+
+  ingest(name: string, streamId: number, sample: Sample__Output, nowMs: number): IngestResult {
+    const record = this.#nodes.get(name);
+    if (!record) return 'unknown-node';
+    if (record.streamId !== streamId) return 'not-current-stream';
+    if (sample.seq <= record.lastSeq) return 'duplicate';
+    record.lastSeq = sample.seq;
+    record.latest = sample;
+    record.receivedAtMs = nowMs;
+    if (sample.podsIncluded) record.pods = sample.pods;
+
+    const window = record.window;
+    window.push({
+      timestampMs: sample.timestampMs,
+      cpuMillicores: sample.cpuUsageMillicores,
+      memoryBytes: sample.memoryWorkingSetBytes,
+    });
+    // Replays can arrive out of timestamp order only across instances; keep it sorted cheaply.
+    if (window.length > 1 && (window[window.length - 2]?.timestampMs ?? 0) > sample.timestampMs) {
+      window.sort((a, b) => a.timestampMs - b.timestampMs);
+    }
+    const newest = window[window.length - 1]?.timestampMs ?? sample.timestampMs;
+    const cut = newest - this.#options.windowMs;
+    let drop = 0;
+    while (drop < window.length && (window[drop]?.timestampMs ?? 0) <= cut) drop += 1;
+    if (drop > 0) window.splice(0, drop);
+    record.summary = summarize(window);
+    this.emit('updated', record);
+    return 'stored';
+  }
+
+  /** The webhook saw the kubelet's raw allocatable for this node. */
+  observeRaw(name: string, raw: Allocatable, nowMs: number): void {
+    const record = this.#nodes.get(name);
+    if (record) record.raw = { ...raw, seenAtMs: nowMs };
+  }
+
+  /** What the policy needs, measured at nowMs; undefined when no sample ever arrived. */
+  usage(name: string, nowMs: number): UsageInput | undefined {
+    const record = this.#nodes.get(name);
+    return record ? usageOf(record, nowMs) : undefined;
+  }
+
+  /** Forgets nodes whose agent is gone for longer than forgetAfterMs. */
+  prune(nowMs: number): string[] {
+    const removed: string[] = [];
+    for (const [name, r] of this.#nodes) {
+      if (r.streamId === undefined && nowMs - r.receivedAtMs > this.#options.forgetAfterMs) {
+        this.#nodes.delete(name);
+        removed.push(name);
+        this.emit('removed', name);
+      }
+    }
+    return removed;
+  }
+}
+
+export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefined {
+  const latest = record.latest;
+  if (!latest) return undefined;
+  return {
+    ageMs: Math.max(0, nowMs - record.receivedAtMs),
+    samples: record.summary.samples,
+    spanMs: record.summary.spanMs,
+    cpuMillicores: record.summary.cpuP95Millicores,
+    memoryBytes: record.summary.memoryMaxBytes,
+    requests: {
+      cpuMillicores: latest.requests?.cpuMillicores ?? 0,
+      memoryBytes: latest.requests?.memoryBytes ?? 0,
+      known: latest.requests?.known ?? false,
+    },
+  };
+}

@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# A real, local Kubernetes control plane for tests: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok (fake nodes and pods), all
+# plain processes on 127.0.0.1. Binaries come from test/cluster/build.sh.
+#
+# Usage: test/cluster/cluster.sh <command>
+#   up                 build if needed, generate certs, start everything, wait until healthy
+#   down               stop exactly the processes in the pid files, delete etcd data
+#   status             per component: pid, alive, health (exit 0 only if all healthy)
+#   node-cert <name>   client cert + kubeconfig for user system:node:<name> (group system:nodes)
+#                      -> .oversell/cluster/nodes/<name>.kubeconfig (+ .crt/.key)
+#   serving-cert <name> [san...]
+#                      serving cert signed by the cluster CA for 127.0.0.1/localhost (+ SANs),
+#                      e.g. for a webhook: .oversell/cluster/serving/<name>.crt/.key; caBundle = pki/ca.crt
+#   env                print shell exports (KUBECONFIG, OVERSELL_KUBECTL, ...)
+#   kubectl [args...]  run the built kubectl against the cluster as admin
+#   clean              down, then delete the whole state dir (certs included)
+#
+# Env (defaults):  OVERSELL_CLUSTER_DIR (<repo>/.oversell/cluster)
+#   OVERSELL_ETCD_PORT (12379)  OVERSELL_ETCD_PEER_PORT (12380)
+#   OVERSELL_APISERVER_PORT (16443)  OVERSELL_KCM_PORT (16257)
+#   OVERSELL_SCHEDULER_PORT (16259)  OVERSELL_KWOK_PORT (16247)
+#   OVERSELL_CLUSTER_TIMEOUT (180 s, per wait)  OVERSELL_CLUSTER_V (1, klog -v)
+#   OVERSELL_CLUSTER_KEEP_ON_FAILURE=1  leave components running when `up` fails
+#   OVERSELL_{ETCD,APISERVER,KCM,SCHEDULER,KWOK}_EXTRA_ARGS  extra flags (word-split)
+#   plus build.sh's K8S_VERSION / OVERSELL_CACHE.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+STATE="${OVERSELL_CLUSTER_DIR:-$REPO/.oversell/cluster}"
+PKI="$STATE/pki"; PIDS="$STATE/pids"; LOGS="$STATE/logs"; CONF="$STATE/config"
+NODES="$STATE/nodes"; SERVING="$STATE/serving"
+PORTS_FILE="$STATE/ports.env"
+
+# Ports: the ones recorded by a running cluster win over the environment, so
+# down/status/node-cert talk to what `up` really started.
+ETCD_PORT="${OVERSELL_ETCD_PORT:-12379}"
+ETCD_PEER_PORT="${OVERSELL_ETCD_PEER_PORT:-12380}"
+APISERVER_PORT="${OVERSELL_APISERVER_PORT:-16443}"
+KCM_PORT="${OVERSELL_KCM_PORT:-16257}"
+SCHEDULER_PORT="${OVERSELL_SCHEDULER_PORT:-16259}"
+KWOK_PORT="${OVERSELL_KWOK_PORT:-16247}"
+load_ports() { # also restores RUN_BIN: the bin dir the running cluster was started from
+  if [[ -f "$PORTS_FILE" ]]; then source "$PORTS_FILE"; fi
+  if [[ -n "${RUN_BIN:-}" ]]; then BIN="$RUN_BIN"; fi
+  return 0
+}
+
+TIMEOUT="${OVERSELL_CLUSTER_TIMEOUT:-180}"
+VERBOSITY="${OVERSELL_CLUSTER_V:-1}"
+SERVICE_CIDR="10.96.0.0/16"
+SERVICE_IP="10.96.0.1"
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+say() { printf '[cluster] %s\n' "$*"; }
+die() { printf '[cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+
+bin_dir() { "$HERE/build.sh" --print-bin-dir; }
+BIN="$(bin_dir)"
+STAGES="$(dirname "$BIN")/kwok-stages.yaml"
+
+need() { command -v "$1" >/dev/null || die "'$1' not found (run test/cluster/ci-install.sh)"; }
+
+# ------------------------------------------------------------------- certs
+# Key (kept if present) + CSR + openssl x509 -req signed by our CA, 10 years.
+sign() { # dir name subject extensions
+  local dir="$1" name="$2" subj="$3" ext="$4"
+  [[ -f "$dir/$name.key" ]] || openssl genrsa -out "$dir/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$dir/$name.key" -subj "$subj" -out "$dir/$name.csr" 2>/dev/null
+  printf '%b\n' "$ext" > "$dir/$name.ext"
+  openssl x509 -req -in "$dir/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$dir/$name.ext" -out "$dir/$name.crt" 2>/dev/null
+  rm -f "$dir/$name.csr" "$dir/$name.ext"
+  chmod 600 "$dir/$name.key"
+}
+CLIENT_EXT='basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth'
+serving_ext() { # san-list (comma separated, e.g. IP:127.0.0.1,DNS:localhost)
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s' "$1"
+}
+
+ensure_ca() {
+  need openssl
+  mkdir -p "$PKI"
+  if [[ ! -f "$PKI/ca.crt" || ! -f "$PKI/ca.key" ]]; then
+    say "generating CA in $PKI"
+    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+    chmod 600 "$PKI/ca.key"
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=oversell-local-ca" -days 3650 -sha256 \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -out "$PKI/ca.crt" 2>/dev/null
+    # A new CA invalidates every leaf signed by an old one.
+    rm -f "$PKI"/{apiserver,admin,kube-controller-manager,kube-scheduler,kwok}.crt
+    rm -rf "$NODES" "$SERVING"
+  fi
+}
+
+ensure_pki() {
+  ensure_ca
+  [[ -f "$PKI/apiserver.crt" ]] || sign "$PKI" apiserver "/CN=kube-apiserver" "$(serving_ext \
+    "IP:127.0.0.1,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local")"
+  [[ -f "$PKI/admin.crt" ]] || sign "$PKI" admin "/O=system:masters/CN=oversell-admin" "$CLIENT_EXT"
+  [[ -f "$PKI/kube-controller-manager.crt" ]] || sign "$PKI" kube-controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
+  [[ -f "$PKI/kube-scheduler.crt" ]] || sign "$PKI" kube-scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
+  # kwok fakes kubelets for many nodes and also writes pod status: give it admin rights.
+  [[ -f "$PKI/kwok.crt" ]] || sign "$PKI" kwok "/O=system:masters/CN=kwok-controller" "$CLIENT_EXT"
+  if [[ ! -f "$PKI/sa.key" ]]; then
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    chmod 600 "$PKI/sa.key"
+  fi
+}
+
+b64() { base64 -w0 < "$1"; }
+write_kubeconfig() { # out user crt key
+  local out="$1" user="$2" crt="$3" key="$4"
+  mkdir -p "$(dirname "$out")"
+  cat > "$out.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: oversell
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(b64 "$PKI/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(b64 "$crt")
+    client-key-data: $(b64 "$key")
+contexts:
+- name: $user@oversell
+  context:
+    cluster: oversell
+    user: $user
+current-context: $user@oversell
+EOF
+  chmod 600 "$out.tmp"; mv -f "$out.tmp" "$out"
+}
+
+# ---------------------------------------------------------------- processes
+pid_of() { [[ -f "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
+# Alive AND really our binary (guards against pid reuse after a reboot/crash).
+is_ours() { # component pid
+  local exe
+  [[ -n "$2" && -d "/proc/$2" ]] || return 1
+  exe="$(readlink "/proc/$2/exe" 2>/dev/null || true)"
+  [[ "$exe" == "$BIN/$1" || "$exe" == "$BIN/$1 (deleted)" ]]
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start() { # component args...
+  local c="$1"; shift
+  mkdir -p "$PIDS" "$LOGS"
+  {
+    echo "==== $(date -u +%FT%TZ) starting $c"
+    printf '%q ' "$BIN/$c" "$@"; echo
+  } >> "$LOGS/$c.log"
+  # setsid: own session, so a Ctrl-C in the caller's terminal does not kill it;
+  # `down` stops it by pid.
+  setsid "$BIN/$c" "$@" >> "$LOGS/$c.log" 2>&1 < /dev/null &
+  local pid=$! i
+  echo "$pid" > "$PIDS/$c.pid"
+  # Until setsid has exec'ed, /proc/<pid>/exe is still bash/setsid.
+  for ((i = 0; i < 50; i++)); do is_ours "$c" "$pid" && break; [[ -d /proc/$pid ]] || break; sleep 0.05; done
+  say "started $c (pid $pid, log ${LOGS#"$REPO"/}/$c.log)"
+}
+
+stop() { # component
+  local c="$1" pid i
+  pid="$(pid_of "$c")"
+  [[ -n "$pid" ]] || return 0
+  if is_ours "$c" "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do is_ours "$c" "$pid" || break; sleep 0.1; done
+    if is_ours "$c" "$pid"; then
+      say "$c (pid $pid) did not stop in 10s, sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do is_ours "$c" "$pid" || break; sleep 0.1; done
+    fi
+    say "stopped $c (pid $pid)"
+  else
+    say "$c: pid $pid not running (stale pid file)"
+  fi
+  rm -f "$PIDS/$c.pid"
+}
+
+# ------------------------------------------------------------------- health
+curl_admin() { curl -sS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
+health_url() {
+  case "$1" in
+    etcd) echo "http://127.0.0.1:$ETCD_PORT/health" ;;
+    kube-apiserver) echo "https://127.0.0.1:$APISERVER_PORT/readyz" ;;
+    kube-controller-manager) echo "https://127.0.0.1:$KCM_PORT/healthz" ;;
+    kube-scheduler) echo "https://127.0.0.1:$SCHEDULER_PORT/healthz" ;;
+    kwok) echo "http://127.0.0.1:$KWOK_PORT/healthz" ;;
+  esac
+}
+healthy() { # component -> 0 if its health endpoint says ok
+  local out url; url="$(health_url "$1")"
+  case "$1" in
+    etcd) out="$(curl -sS --max-time 5 "$url" 2>/dev/null)" || return 1; [[ "$out" == *'"health":"true"'* ]] ;;
+    kube-apiserver) out="$(curl_admin "$url" 2>/dev/null)" || return 1; [[ "$out" == ok ]] ;;
+    # Self-signed serving certs (in memory); /healthz is always allowed.
+    kube-controller-manager|kube-scheduler) out="$(curl -ksS --max-time 5 "$url" 2>/dev/null)" || return 1; [[ "$out" == ok ]] ;;
+    kwok) out="$(curl -sS --max-time 5 "$url" 2>/dev/null)" || return 1; [[ "$out" == ok* ]] ;;
+  esac
+}
+
+dump_logs() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    [[ -f "$LOGS/$c.log" ]] || continue
+    echo "----- tail of $LOGS/$c.log" >&2
+    tail -n 25 "$LOGS/$c.log" >&2
+  done
+}
+
+fail_up() {
+  say "FAILED: $*" >&2
+  dump_logs
+  if [[ "${OVERSELL_CLUSTER_KEEP_ON_FAILURE:-0}" != 1 ]]; then
+    say "stopping what was started (set OVERSELL_CLUSTER_KEEP_ON_FAILURE=1 to keep it)" >&2
+    cmd_down >&2 || true
+  fi
+  exit 1
+}
+
+wait_healthy() { # component
+  local c="$1" start; start=$(date +%s)
+  while ! healthy "$c"; do
+    is_ours "$c" "$(pid_of "$c")" || fail_up "$c exited (see log)"
+    (( $(date +%s) - start < TIMEOUT )) || fail_up "$c not healthy after ${TIMEOUT}s ($(health_url "$c"))"
+    sleep 0.5
+  done
+  say "$c healthy after $(( $(date +%s) - start ))s"
+}
+
+kubectl_admin() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+
+# ----------------------------------------------------------------- commands
+cmd_up() {
+  need curl; need openssl; need setsid
+  local T0; T0=$(date +%s)
+
+  # Already running? (judged with the ports/binaries that run recorded)
+  local c st=0
+  (
+    load_ports
+    running=0 ok=1
+    for c in "${COMPONENTS[@]}"; do
+      if is_ours "$c" "$(pid_of "$c")"; then running=$((running + 1)); healthy "$c" || ok=0; fi
+    done
+    (( running == 0 )) && exit 10
+    (( ok == 1 && running == ${#COMPONENTS[@]} )) && exit 0
+    say "partly running or unhealthy ($running/${#COMPONENTS[@]} components up); run '$0 down' first" >&2
+    exit 11
+  ) || st=$?
+  case $st in
+    0) say "already up (kubeconfig: $STATE/admin.kubeconfig)"; return 0 ;;
+    10) ;;
+    *) exit 1 ;;
+  esac
+  rm -f "$PIDS"/*.pid 2>/dev/null || true
+
+  "$HERE/build.sh"
+  [[ -f "$STAGES" ]] || die "kwok stages file $STAGES missing (build.sh should write it)"
+
+  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"; do
+    port_busy "$p" && die "port 127.0.0.1:$p is in use (set OVERSELL_*_PORT to move it)"
+  done
+
+  mkdir -p "$STATE" "$CONF" "$LOGS" "$PIDS"
+  cat > "$PORTS_FILE" <<EOF
+ETCD_PORT=$ETCD_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+APISERVER_PORT=$APISERVER_PORT
+KCM_PORT=$KCM_PORT
+SCHEDULER_PORT=$SCHEDULER_PORT
+KWOK_PORT=$KWOK_PORT
+RUN_BIN=$BIN
+EOF
+  ensure_pki
+  write_kubeconfig "$STATE/admin.kubeconfig" oversell-admin "$PKI/admin.crt" "$PKI/admin.key"
+  write_kubeconfig "$CONF/kube-controller-manager.kubeconfig" system:kube-controller-manager "$PKI/kube-controller-manager.crt" "$PKI/kube-controller-manager.key"
+  write_kubeconfig "$CONF/kube-scheduler.kubeconfig" system:kube-scheduler "$PKI/kube-scheduler.crt" "$PKI/kube-scheduler.key"
+  write_kubeconfig "$CONF/kwok.kubeconfig" kwok-controller "$PKI/kwok.crt" "$PKI/kwok.key"
+  # Node kubeconfigs carry the server URL: refresh those that exist (port may have changed).
+  if [[ -d "$NODES" ]]; then
+    for f in "$NODES"/*.crt; do
+      [[ -f "$f" ]] || continue
+      local n; n="$(basename "$f" .crt)"
+      write_kubeconfig "$NODES/$n.kubeconfig" "system:node:$n" "$NODES/$n.crt" "$NODES/$n.key"
+    done
+  fi
+
+  rm -rf "$STATE/etcd"
+  # shellcheck disable=SC2086
+  start etcd --name=oversell --data-dir="$STATE/etcd" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="oversell=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state=new \
+    --unsafe-no-fsync=true --log-level=warn ${OVERSELL_ETCD_EXTRA_ARGS:-}
+  wait_healthy etcd
+
+  # shellcheck disable=SC2086
+  start kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+    --endpoint-reconciler-type=none --profiling=false --v="$VERBOSITY" ${OVERSELL_APISERVER_EXTRA_ARGS:-}
+  wait_healthy kube-apiserver
+
+  # shellcheck disable=SC2086
+  start kube-controller-manager --kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*' \
+    --profiling=false --v="$VERBOSITY" ${OVERSELL_KCM_EXTRA_ARGS:-}
+
+  # shellcheck disable=SC2086
+  start kube-scheduler --kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --leader-elect=false \
+    --profiling=false --v="$VERBOSITY" ${OVERSELL_SCHEDULER_EXTRA_ARGS:-}
+
+  # kwok manages only nodes annotated kwok.x-k8s.io/node=fake (and their pods).
+  # shellcheck disable=SC2086
+  start kwok --kubeconfig="$CONF/kwok.kubeconfig" --config="$STAGES" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 --cidr=10.0.0.0/16 --node-ip=127.0.0.1 \
+    --server-address="127.0.0.1:$KWOK_PORT" ${OVERSELL_KWOK_EXTRA_ARGS:-}
+
+  wait_healthy kube-controller-manager
+  wait_healthy kube-scheduler
+  wait_healthy kwok
+
+  # Pods are rejected until the "default" ServiceAccount exists (made by KCM).
+  local start_sa; start_sa=$(date +%s)
+  until kubectl_admin get serviceaccount default -n default >/dev/null 2>&1; do
+    (( $(date +%s) - start_sa < TIMEOUT )) || fail_up "serviceaccount default/default not created after ${TIMEOUT}s"
+    sleep 0.5
+  done
+
+  say "up in $(( $(date +%s) - T0 ))s: https://127.0.0.1:$APISERVER_PORT"
+  say "export KUBECONFIG=$STATE/admin.kubeconfig   # kubectl: $BIN/kubectl"
+}
+
+cmd_down() {
+  local c i
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[$i]}"; done
+  rm -rf "$STATE/etcd"
+  say "down"
+}
+
+cmd_status() {
+  load_ports
+  local c pid alive health all=0
+  printf '%-24s %-8s %-6s %s\n' COMPONENT PID ALIVE HEALTH
+  for c in "${COMPONENTS[@]}"; do
+    pid="$(pid_of "$c")"; alive=no; health=-
+    if is_ours "$c" "$pid"; then
+      alive=yes
+      if [[ -f "$PKI/admin.crt" ]] && healthy "$c"; then health="ok ($(health_url "$c"))"; else health="FAIL ($(health_url "$c"))"; all=1; fi
+    else
+      all=1
+    fi
+    printf '%-24s %-8s %-6s %s\n' "$c" "${pid:--}" "$alive" "$health"
+  done
+  [[ -f "$STATE/admin.kubeconfig" ]] && echo "kubeconfig: $STATE/admin.kubeconfig"
+  return $all
+}
+
+cmd_node_cert() {
+  local n="${1:-}"
+  [[ "$n" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "usage: $0 node-cert <node-name> (a DNS-1123 name)"
+  load_ports
+  ensure_ca
+  mkdir -p "$NODES"
+  [[ -f "$NODES/$n.crt" ]] || sign "$NODES" "$n" "/O=system:nodes/CN=system:node:$n" "$CLIENT_EXT"
+  write_kubeconfig "$NODES/$n.kubeconfig" "system:node:$n" "$NODES/$n.crt" "$NODES/$n.key"
+  echo "$NODES/$n.kubeconfig"
+}
+
+cmd_serving_cert() {
+  local n="${1:-}"; shift || true
+  [[ "$n" =~ ^[A-Za-z0-9._-]+$ ]] || die "usage: $0 serving-cert <name> [extra SAN, e.g. DNS:foo.bar.svc or IP:10.0.0.1]..."
+  ensure_ca
+  mkdir -p "$SERVING"
+  local san="IP:127.0.0.1,DNS:localhost" s
+  for s in "$@"; do san+=",$s"; done
+  rm -f "$SERVING/$n.crt"
+  sign "$SERVING" "$n" "/CN=$n" "$(serving_ext "$san")"
+  echo "$SERVING/$n.crt"
+}
+
+cmd_env() {
+  load_ports
+  cat <<EOF
+export KUBECONFIG=$STATE/admin.kubeconfig
+export OVERSELL_KUBECTL=$BIN/kubectl
+export OVERSELL_CLUSTER_DIR=$STATE
+export OVERSELL_APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+export OVERSELL_CLUSTER_CA=$PKI/ca.crt
+EOF
+}
+
+cmd_clean() {
+  cmd_down
+  rm -rf "$STATE"
+  say "removed $STATE"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) load_ports; cmd_down ;;
+  status) cmd_status ;;
+  node-cert) shift; cmd_node_cert "$@" ;;
+  serving-cert) shift; cmd_serving_cert "$@" ;;
+  env) cmd_env ;;
+  kubectl) shift; load_ports; kubectl_admin "$@" ;;
+  clean) load_ports; cmd_clean ;;
+  *) sed -n '2,27p' "$0" >&2; exit 2 ;;
+esac
