@@ -138,9 +138,15 @@ export function formatMilli(millis: bigint | number): string {
   return formatQuantity({ nanos: BigInt(millis) * 1_000_000n, format: 'DecimalSI' });
 }
 
-/** Canonical memory quantity from bytes: "3778260Ki" for 3868938240, "1500M" for 1.5e9. */
+/**
+ * Canonical memory quantity from bytes: "3778260Ki" for 3868938240, "1500M" for 1.5e9.
+ * Binary suffixes only where they are exact: "1500000000" would be re-read by the
+ * API server as a decimal quantity and stored as "1500M", a different string.
+ */
 export function formatBytes(bytes: bigint | number): string {
-  return formatQuantity({ nanos: BigInt(bytes) * NANO, format: 'BinarySI' });
+  const b = BigInt(bytes);
+  const binary = b % 1024n === 0n && (b >= 1024n || b <= -1024n);
+  return formatQuantity({ nanos: b * NANO, format: binary ? 'BinarySI' : 'DecimalSI' });
 }
 
 /** Parses and returns whole millicores, or throws QuantityError naming the field. */

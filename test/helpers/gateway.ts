@@ -1,0 +1,66 @@
+// A real gateway on random 127.0.0.1 ports, with a freshly generated CA, for tests.
+import { request } from 'node:https';
+import { createLogger } from '../../lib/log.js';
+import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
+import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
+import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
+
+export interface TestGateway extends RunningGateway {
+  ca: string;
+}
+
+let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
+
+export async function startTestGateway(
+  over: { policy?: Policy; now?: () => number; grpcPort?: number; bodyLimitBytes?: number } = {},
+): Promise<TestGateway> {
+  cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
+  const gw = await startGateway({
+    ...GATEWAY_DEFAULTS,
+    bindAddress: '127.0.0.1',
+    webhookPort: 0,
+    grpcPort: over.grpcPort ?? 0,
+    metricsPort: 0,
+    tls: cert,
+    policy: over.policy ?? DEFAULT_POLICY,
+    log: createLogger('test-gateway', process.env.TEST_LOG_LEVEL ?? 'silent'),
+    ...(over.now && { now: over.now }),
+    ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),
+  });
+  return { ...gw, ca: cert.ca };
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: string;
+  json: () => unknown;
+}
+
+/** POST over real HTTPS, verifying the gateway's certificate against its CA. */
+export function postHttps(
+  gw: TestGateway,
+  path: string,
+  body: string | Buffer,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: '127.0.0.1', servername: 'localhost', port: gw.ports.webhook, path, method: 'POST', ca: gw.ca, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          resolve({ status: res.statusCode ?? 0, body: text, json: () => JSON.parse(text) });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export async function getHttp(port: number, path: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.text() };
+}

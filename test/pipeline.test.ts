@@ -1,0 +1,264 @@
+// Agent and gateway over real gRPC on 127.0.0.1: the real agent code reading
+// fixture roots, the real gateway, the real query API.
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import { startAgent } from '../agent/agent.js';
+import { filePodSource } from '../agent/requests/pod-source.js';
+import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
+import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
+import { oversellV1 } from '../proto/load.js';
+import { createLogger } from '../lib/log.js';
+import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
+import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
+
+const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
+const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+function fixtureRoots(name: string) {
+  const proc = join(work, name, 'proc');
+  const cgroup = join(work, name, 'cgroup');
+  cpSync(join(fixtures, 'proc', 'vm-2cpu'), proc, { recursive: true });
+  cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroup, { recursive: true });
+  return { proc, cgroup };
+}
+
+type RawCall = grpc.ClientDuplexStream<AgentMessage, GatewayMessage__Output>;
+
+/** A hand-driven agent stream, for protocol-level checks. */
+function rawStream(port: number) {
+  const client = new (oversellV1().AgentStream)(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const call = client.Report() as unknown as RawCall;
+  const messages: GatewayMessage__Output[] = [];
+  let error: grpc.ServiceError | undefined;
+  call.on('data', (m: GatewayMessage__Output) => messages.push(m));
+  call.on('error', (e: grpc.ServiceError) => (error = e));
+  return { call, messages, error: () => error, close: () => { call.cancel(); client.close(); } };
+}
+
+const sample = (seq: number) => ({
+  sample: { seq, timestampMs: Date.now(), cpuUsageMillicores: 100 * seq, memoryWorkingSetBytes: 1e9, capacity: { cpuMillicores: 4000, memoryBytes: 8e9 } },
+});
+
+describe('agent -> gRPC -> gateway -> query API', () => {
+  it('a sample read by the agent is visible through GetNode, ListNodes and WatchNodes', async () => {
+    const gw = await startTestGateway();
+    const query = queryClient(gw.ports.grpc);
+    const watch = collectWatch(query);
+    const roots = fixtureRoots('visible');
+    const agent = startAgent({
+      nodeName: 'node-a',
+      gatewayAddress: `127.0.0.1:${gw.ports.grpc}`,
+      procRoot: roots.proc,
+      cgroupRoot: roots.cgroup,
+      intervalMs: 50,
+      podReportEvery: 2,
+      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
+      log,
+    });
+    try {
+      const n = await eventually(async () => {
+        const s = await getNode(query, 'node-a');
+        return s.window && s.window.samples >= 3 && s.latest?.podsIncluded === false ? s : undefined;
+      }, 5000, 'three samples of node-a');
+      assert.equal(n.name, 'node-a');
+      assert.equal(n.connected, true);
+      assert.equal(n.instanceId, agent.instanceId);
+      assert.equal(n.host?.cgroupMode, 'v2');
+      assert.equal(n.host?.cgroupDriver, 'systemd');
+      assert.equal(n.latest?.capacity?.cpuMillicores, 2000);
+      assert.equal(n.latest?.capacity?.memoryBytes, 24684084 * 1024);
+      assert.equal(n.latest?.requests?.known, true);
+      assert.equal(n.latest?.requests?.cpuMillicores, 1850);
+      assert.equal(n.latest?.pressure?.available, true);
+      assert.ok(n.ageMs < 2000, `data age ${n.ageMs}`);
+      assert.equal(n.rawAllocatableKnown, false);
+
+      // Pods ride on every 2nd sample, and the fixture's three pods are there.
+      const withPods = await eventually(async () => {
+        const s = await getNode(query, 'node-a');
+        return s.latest?.podsIncluded && s.latest.pods.length === 3 ? s : undefined;
+      }, 5000, 'a pod report');
+      assert.deepEqual(withPods.latest?.pods.map((p) => p.qosClass).sort(), ['besteffort', 'burstable', 'guaranteed']);
+
+      const all = await listNodes(query);
+      assert.deepEqual(all.map((x) => x.name), ['node-a']);
+
+      const types = watch.events.map((e) => e.type);
+      const synced = types.indexOf('SYNCED');
+      assert.ok(synced >= 0, `watch never synced: ${types.join(',')}`);
+      assert.ok(types.slice(synced + 1).includes('UPDATED'), 'no UPDATED after SYNCED');
+      assert.ok(watch.events.some((e) => e.type === 'UPDATED' && e.node?.name === 'node-a' && (e.node.window?.samples ?? 0) > 0));
+
+      const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
+      assert.match(metrics, /oversell_agents_connected 1/);
+      assert.match(metrics, /oversell_samples_received_total\{result="stored"\} [3-9]|oversell_samples_received_total\{result="stored"\} \d\d/);
+      assert.match(metrics, /oversell_node_sample_age_seconds\{node="node-a"\} /);
+    } finally {
+      watch.cancel();
+      await agent.stop();
+      await gw.close();
+    }
+  });
+
+  it('the agent reconnects after the gateway restarts and the new gateway gets fresh data', async () => {
+    let gw = await startTestGateway();
+    const port = gw.ports.grpc;
+    const roots = fixtureRoots('restart');
+    const agent = startAgent({
+      nodeName: 'node-r',
+      gatewayAddress: `127.0.0.1:${port}`,
+      procRoot: roots.proc,
+      cgroupRoot: roots.cgroup,
+      intervalMs: 50,
+      podReportEvery: 10,
+      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
+      log,
+      backoffInitialMs: 50,
+      backoffMaxMs: 300,
+    });
+    try {
+      await eventually(() => (agent.stream.live ? true : undefined), 5000, 'first connection');
+      await gw.close();
+      await eventually(() => (!agent.stream.live ? true : undefined), 5000, 'the agent to notice');
+      await new Promise((r) => setTimeout(r, 300)); // samples pile up while the gateway is away
+      gw = await startTestGateway({ grpcPort: port });
+      const query = queryClient(port);
+      const n = await eventually(async () => {
+        const s = await getNode(query, 'node-r');
+        return (s.window?.samples ?? 0) >= 3 ? s : undefined;
+      }, 8000, 'data at the restarted gateway');
+      assert.equal(n.connected, true);
+      assert.ok(agent.stream.reconnects >= 1);
+      // The replayed backlog arrived without being counted twice.
+      const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
+      assert.doesNotMatch(metrics, /oversell_samples_received_total\{result="duplicate"\} [1-9]/);
+      const record = gw.store.get('node-r');
+      const seqs = record?.window.map((p) => p.timestampMs) ?? [];
+      assert.equal(new Set(seqs).size, seqs.length, 'duplicate samples in the window');
+    } finally {
+      await agent.stop();
+      await gw.close();
+    }
+  });
+});
+
+describe('the whole chain', () => {
+  it('usage read by the agent turns into an inflated allocatable in a real AdmissionReview answer', async () => {
+    const gw = await startTestGateway();
+    const roots = fixtureRoots('chain');
+    const agent = startAgent({
+      nodeName: 'ip-10-0-17-42.eu-west-1.compute.internal',
+      gatewayAddress: `127.0.0.1:${gw.ports.grpc}`,
+      procRoot: roots.proc,
+      cgroupRoot: roots.cgroup,
+      intervalMs: 50,
+      podReportEvery: 10,
+      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
+      log,
+    });
+    try {
+      const review = readFileSync(new URL('./fixtures/admission/node-status-update.json', import.meta.url), 'utf8');
+      const patch = await eventually(async () => {
+        const res = await postHttps(gw, '/mutate/nodes', review);
+        const answer = res.json() as { response: { patch?: string } };
+        return answer.response.patch ? (JSON.parse(Buffer.from(answer.response.patch, 'base64').toString()) as Array<{ path: string; value: string }>) : undefined;
+      }, 5000, 'a patch');
+      // The fixture /proc/stat does not move, so usage is 0m; requests 1850m on raw 7910m:
+      // headroom = 1850 + 4746/0.1 -> capped at 2x.
+      assert.equal(patch.find((op) => op.path === '/status/allocatable/cpu')?.value, '15820m');
+      const q = await getNode(queryClient(gw.ports.grpc), 'ip-10-0-17-42.eu-west-1.compute.internal');
+      assert.equal(q.rawAllocatableKnown, true);
+      assert.equal(q.rawAllocatable?.cpuMillicores, 7910);
+      assert.equal(q.decision?.allocatable?.cpuMillicores, 15820);
+      assert.equal(q.decision?.cpuBound, 'cap');
+    } finally {
+      await agent.stop();
+      await gw.close();
+    }
+  });
+});
+
+describe('AgentStream protocol', () => {
+  it('resumes without double counting: Welcome carries the last stored seq, replays are dropped', async () => {
+    const gw = await startTestGateway();
+    try {
+      const a = rawStream(gw.ports.grpc);
+      a.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
+      for (let s = 1; s <= 5; s++) a.call.write(sample(s));
+      await eventually(() => (gw.store.get('node-p')?.lastSeq === 5 ? true : undefined), 3000, 'five samples');
+      assert.equal(a.messages[0]?.welcome?.lastSeq, 0);
+      assert.equal(a.messages.find((m) => m.ack)?.ack?.lastSeq, 5, 'ack after 5 samples');
+      a.close();
+
+      const b = rawStream(gw.ports.grpc);
+      b.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
+      await eventually(() => b.messages[0], 3000, 'welcome');
+      assert.equal(b.messages[0]?.welcome?.lastSeq, 5);
+      for (let s = 3; s <= 8; s++) b.call.write(sample(s)); // 3..5 are replays
+      await eventually(() => (gw.store.get('node-p')?.lastSeq === 8 ? true : undefined), 3000, 'seq 8');
+      assert.equal(gw.store.get('node-p')?.window.length, 8);
+      const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
+      assert.match(metrics, /oversell_samples_received_total\{result="duplicate"\} 3/);
+
+      // A restarted agent (new instance) starts from seq 1 and is accepted.
+      const c = rawStream(gw.ports.grpc);
+      c.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-2' } });
+      await eventually(() => c.messages[0], 3000, 'welcome');
+      assert.equal(c.messages[0]?.welcome?.lastSeq, 0);
+      c.call.write(sample(1));
+      await eventually(() => (gw.store.get('node-p')?.instanceId === 'inst-2' && gw.store.get('node-p')?.lastSeq === 1 ? true : undefined), 3000, 'new instance');
+      // The older stream of inst-1 is no longer the node's reporter.
+      b.call.write(sample(9));
+      await eventually(() => b.error(), 3000, 'older stream closed');
+      assert.equal(b.error()?.code, grpc.status.ABORTED);
+      b.close();
+      c.close();
+    } finally {
+      await gw.close();
+    }
+  });
+
+  const refusals: Array<[string, AgentMessage[], grpc.status, RegExp]> = [
+    ['a sample before hello', [sample(1)], grpc.status.FAILED_PRECONDITION, /hello first/],
+    ['an invalid node name', [{ hello: { nodeName: 'Not_A_Node!', instanceId: 'x' } }], grpc.status.INVALID_ARGUMENT, /not a valid Kubernetes node name/],
+    ['an empty instance id', [{ hello: { nodeName: 'node-x', instanceId: '' } }], grpc.status.INVALID_ARGUMENT, /instance_id/],
+    ['hello twice', [{ hello: { nodeName: 'node-y', instanceId: 'i' } }, { hello: { nodeName: 'node-z', instanceId: 'i' } }], grpc.status.INVALID_ARGUMENT, /twice/],
+  ];
+  for (const [what, messages, code, details] of refusals) {
+    it(`refuses ${what} with ${grpc.status[code]}, and keeps serving others`, async () => {
+      const gw = await startTestGateway();
+      try {
+        const bad = rawStream(gw.ports.grpc);
+        for (const m of messages) bad.call.write(m);
+        const err = await eventually(() => bad.error(), 3000, 'the refusal');
+        assert.equal(err.code, code);
+        assert.match(err.details, details);
+        bad.close();
+        const good = rawStream(gw.ports.grpc);
+        good.call.write({ hello: { nodeName: 'node-ok', instanceId: 'i' } });
+        await eventually(() => good.messages[0]?.welcome, 3000, 'a welcome for a good stream');
+        good.close();
+      } finally {
+        await gw.close();
+      }
+    });
+  }
+
+  it('GetNode of an unknown node is NOT_FOUND, an empty name INVALID_ARGUMENT', async () => {
+    const gw = await startTestGateway();
+    try {
+      const q = queryClient(gw.ports.grpc);
+      await assert.rejects(getNode(q, 'nope'), (e: grpc.ServiceError) => e.code === grpc.status.NOT_FOUND && /nope/.test(e.details));
+      await assert.rejects(getNode(q, ''), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT);
+    } finally {
+      await gw.close();
+    }
+  });
+});

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
+import { NodeStore } from '../gateway/store/node-store.js';
+
+const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
+  seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, capacity: null, pressure: null,
+  requests: { cpuMillicores: 5, memoryBytes: 6, podCount: 1, known: true }, podsIncluded: false, pods: [],
+});
+
+describe('NodeStore', () => {
+  it('keeps a window cut on the agent timeline and summarizes it', () => {
+    const store = new NodeStore({ windowMs: 10_000, forgetAfterMs: 60_000 });
+    store.attach('n', 'i', null, 1);
+    for (let i = 1; i <= 30; i++) store.ingest('n', 1, s(i, i * 1000, i === 30 ? 9000 : 100), 500_000 + i);
+    const r = store.get('n');
+    assert.equal(r?.window.length, 10);
+    assert.equal(r?.window[0]?.timestampMs, 21_000);
+    assert.equal(r?.summary.cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
+    const u = store.usage('n', 500_030 + 5000);
+    assert.equal(u?.ageMs, 5000);
+    assert.equal(u?.requests.cpuMillicores, 5);
+  });
+
+  it('refuses duplicates and samples from a stream that is no longer current', () => {
+    const store = new NodeStore({ windowMs: 60_000, forgetAfterMs: 60_000 });
+    store.attach('n', 'i', null, 1);
+    assert.equal(store.ingest('n', 1, s(1, 1), 1), 'stored');
+    assert.equal(store.ingest('n', 1, s(1, 1), 2), 'duplicate');
+    assert.equal(store.attach('n', 'i', null, 2), 1);
+    assert.equal(store.ingest('n', 1, s(2, 2), 3), 'not-current-stream');
+    assert.equal(store.ingest('x', 1, s(1, 1), 3), 'unknown-node');
+    // The old stream closing does not mark the node disconnected.
+    store.detach('n', 1);
+    assert.equal(store.connectedCount(), 1);
+    store.detach('n', 2);
+    assert.equal(store.connectedCount(), 0);
+  });
+
+  it('forgets nodes whose agent is gone for longer than forgetAfterMs, and says so', () => {
+    const store = new NodeStore({ windowMs: 60_000, forgetAfterMs: 1000 });
+    const removed: string[] = [];
+    store.on('removed', (n) => removed.push(n));
+    store.attach('gone', 'i', null, 1);
+    store.ingest('gone', 1, s(1, 1), 100);
+    store.attach('here', 'i', null, 2);
+    store.ingest('here', 2, s(1, 1), 100);
+    store.detach('gone', 1);
+    assert.deepEqual(store.prune(1000), []);
+    assert.deepEqual(store.prune(1101), ['gone']);
+    assert.deepEqual(removed, ['gone']);
+    assert.equal(store.get('here')?.name, 'here');
+  });
+});
