@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { startAgent } from '../agent/agent.js';
+import { startAgent, type AgentOptions, type RunningAgent } from '../agent/agent.js';
 import { filePodSource } from '../agent/requests/pod-source.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
@@ -21,12 +21,23 @@ const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-function fixtureRoots(name: string) {
-  const proc = join(work, name, 'proc');
-  const cgroup = join(work, name, 'cgroup');
-  cpSync(join(fixtures, 'proc', 'vm-2cpu'), proc, { recursive: true });
-  cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroup, { recursive: true });
-  return { proc, cgroup };
+/** The real agent, sampling every 50 ms from a private copy of the v2-systemd fixture host. */
+function fixtureAgent(nodeName: string, grpcPort: number, over: Partial<AgentOptions> = {}): RunningAgent {
+  const procRoot = join(work, nodeName, 'proc');
+  const cgroupRoot = join(work, nodeName, 'cgroup');
+  cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
+  cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
+  return startAgent({
+    nodeName,
+    gatewayAddress: `127.0.0.1:${grpcPort}`,
+    procRoot,
+    cgroupRoot,
+    intervalMs: 50,
+    podReportEvery: 10,
+    pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
+    log,
+    ...over,
+  });
 }
 
 type RawCall = grpc.ClientDuplexStream<AgentMessage, GatewayMessage__Output>;
@@ -51,17 +62,7 @@ describe('agent -> gRPC -> gateway -> query API', () => {
     const gw = await startTestGateway();
     const query = queryClient(gw.ports.grpc);
     const watch = collectWatch(query);
-    const roots = fixtureRoots('visible');
-    const agent = startAgent({
-      nodeName: 'node-a',
-      gatewayAddress: `127.0.0.1:${gw.ports.grpc}`,
-      procRoot: roots.proc,
-      cgroupRoot: roots.cgroup,
-      intervalMs: 50,
-      podReportEvery: 2,
-      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
-      log,
-    });
+    const agent = fixtureAgent('node-a', gw.ports.grpc, { podReportEvery: 2 });
     try {
       const n = await eventually(async () => {
         const s = await getNode(query, 'node-a');
@@ -110,19 +111,7 @@ describe('agent -> gRPC -> gateway -> query API', () => {
   it('the agent reconnects after the gateway restarts and the new gateway gets fresh data', async () => {
     let gw = await startTestGateway();
     const port = gw.ports.grpc;
-    const roots = fixtureRoots('restart');
-    const agent = startAgent({
-      nodeName: 'node-r',
-      gatewayAddress: `127.0.0.1:${port}`,
-      procRoot: roots.proc,
-      cgroupRoot: roots.cgroup,
-      intervalMs: 50,
-      podReportEvery: 10,
-      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
-      log,
-      backoffInitialMs: 50,
-      backoffMaxMs: 300,
-    });
+    const agent = fixtureAgent('node-r', port, { backoffInitialMs: 50, backoffMaxMs: 300 });
     try {
       await eventually(() => (agent.stream.live ? true : undefined), 5000, 'first connection');
       await gw.close();
@@ -152,17 +141,7 @@ describe('agent -> gRPC -> gateway -> query API', () => {
 describe('the whole chain', () => {
   it('usage read by the agent turns into an inflated allocatable in a real AdmissionReview answer', async () => {
     const gw = await startTestGateway();
-    const roots = fixtureRoots('chain');
-    const agent = startAgent({
-      nodeName: 'ip-10-0-17-42.eu-west-1.compute.internal',
-      gatewayAddress: `127.0.0.1:${gw.ports.grpc}`,
-      procRoot: roots.proc,
-      cgroupRoot: roots.cgroup,
-      intervalMs: 50,
-      podReportEvery: 10,
-      pods: filePodSource(fileURLToPath(new URL('../examples/local-pods.yaml', import.meta.url)), log),
-      log,
-    });
+    const agent = fixtureAgent('ip-10-0-17-42.eu-west-1.compute.internal', gw.ports.grpc);
     try {
       const review = readFileSync(new URL('./fixtures/admission/node-status-update.json', import.meta.url), 'utf8');
       const patch = await eventually(async () => {
