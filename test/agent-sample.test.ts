@@ -175,3 +175,20 @@ describe('this machine, for real', () => {
     assert.ok(s.cpuUsageMillicores >= 100, `a 300 ms busy loop used only ${s.cpuUsageMillicores}m (${x})`);
   });
 });
+
+describe('FakeHost (the e2e and benchmark stand-in for a node) through the real sampler', () => {
+  it('the sampler sees the usage the test set', async () => {
+    const { FakeHost } = await import('./helpers/fake-host.js');
+    const dir = mkdtempSync(join(tmpdir(), 'oversell-fake-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const host = new FakeHost(dir, 4, 16 * 1024 ** 3, { cpuMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3, memorySomeAvg10: 12.5 }).start(20);
+    const sampler = new NodeSampler({ procRoot: host.procRoot, cgroupRoot: host.cgroupRoot });
+    await new Promise((r) => setTimeout(r, 300));
+    const s = sampler.read(Date.now(), false);
+    host.stop();
+    assert.ok(Math.abs(s.cpuUsageMillicores - 1000) <= 50, `cpu ${s.cpuUsageMillicores}`);
+    assert.equal(s.capacity?.cpuMillicores, 4000);
+    assert.equal(s.memoryWorkingSetBytes, 4 * 1024 ** 3);
+    assert.equal(s.pressure?.memorySome?.avg10, 12.5);
+  });
+});
