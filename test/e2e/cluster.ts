@@ -1,0 +1,101 @@
+// The local control plane (test/cluster/cluster.sh) as seen from a test: admin
+// client, kubelet credentials, and the kubelet's own way of writing its status.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, type V1Node } from '@kubernetes/client-node';
+
+export const REPO = fileURLToPath(new URL('../../', import.meta.url));
+export const CLUSTER_SH = join(REPO, 'test/cluster/cluster.sh');
+export const STATE = process.env.OVERSELL_CLUSTER_DIR ?? join(REPO, '.oversell/cluster');
+export const ADMIN_KUBECONFIG = join(STATE, 'admin.kubeconfig');
+
+export function cluster(...args: string[]): string {
+  return execFileSync('bash', [CLUSTER_SH, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+export function adminConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(ADMIN_KUBECONFIG);
+  return kc;
+}
+
+export const core = () => adminConfig().makeApiClient(CoreV1Api);
+export const objects = () => KubernetesObjectApi.makeApiClient(adminConfig());
+
+export interface Credentials {
+  server: URL;
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
+
+/** A client certificate for CN=system:node:<name>, O=system:nodes: what a kubelet holds. */
+export function kubeletCredentials(name: string): Credentials {
+  cluster('node-cert', name);
+  const kc = new KubeConfig();
+  kc.loadFromFile(join(STATE, 'nodes', `${name}.kubeconfig`));
+  const server = new URL(kc.getCurrentCluster()?.server ?? '');
+  return {
+    server,
+    ca: readFileSync(join(STATE, 'pki', 'ca.crt')),
+    cert: readFileSync(join(STATE, 'nodes', `${name}.crt`)),
+    key: readFileSync(join(STATE, 'nodes', `${name}.key`)),
+  };
+}
+
+export interface ApiAnswer<T> {
+  status: number;
+  body: T;
+  ms: number;
+}
+
+function call<T>(creds: Credentials, method: string, path: string, contentType: string, body: unknown): Promise<ApiAnswer<T>> {
+  const payload = JSON.stringify(body);
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: creds.server.hostname,
+        port: creds.server.port,
+        path,
+        method,
+        ca: creds.ca,
+        cert: creds.cert,
+        key: creds.key,
+        headers: { 'content-type': contentType, accept: 'application/json', 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text || '{}') as T, ms: performance.now() - started }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** PATCH nodes/<name>/status with a strategic merge patch, as the kubelet's status loop does. */
+export function kubeletPatchStatus(creds: Credentials, name: string, status: object): Promise<ApiAnswer<V1Node>> {
+  return call<V1Node>(creds, 'PATCH', `/api/v1/nodes/${name}/status`, 'application/strategic-merge-patch+json', { status });
+}
+
+/** POST a Node with full status, as the kubelet registers itself. */
+export function kubeletRegister(creds: Credentials, node: V1Node): Promise<ApiAnswer<V1Node>> {
+  return call<V1Node>(creds, 'POST', '/api/v1/nodes', 'application/json', node);
+}
+
+/** The status a kubelet computes for a node with this raw allocatable, with a fresh Ready heartbeat. */
+export function kubeletStatus(raw: { cpu: string; memory: string }, capacity = raw): object {
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  return {
+    capacity: { ...capacity, pods: '110' },
+    allocatable: { ...raw, pods: '110' },
+    conditions: [
+      { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now },
+    ],
+  };
+}

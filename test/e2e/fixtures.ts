@@ -1,0 +1,139 @@
+// What the e2e tests set up on the real control plane: the gateway process, the
+// webhook from deploy/, fake nodes (kwok runs their pods), their agents (the
+// real agent binary reading a FakeHost) and their kubelet status loops.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadYaml, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
+import { FakeHost, type FakeUsage } from '../helpers/fake-host.js';
+import { ADMIN_KUBECONFIG, REPO, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
+import { freePort, run, type Proc } from './processes.js';
+
+export const GI = 1024 ** 3;
+export const OPT_IN = { 'oversell.io/enabled': 'true' };
+const work = mkdtempSync(join(tmpdir(), 'oversell-e2e-'));
+
+export interface GatewayProc extends Proc {
+  ports: { webhook: number; grpc: number; metrics: number };
+  ca: string;
+}
+
+export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls')): Promise<GatewayProc> {
+  const p = ports ?? { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const proc = run(`gateway-${p.grpc}`, 'gateway', [
+    '--bind-address', '127.0.0.1',
+    '--webhook-port', String(p.webhook),
+    '--grpc-port', String(p.grpc),
+    '--metrics-port', String(p.metrics),
+    '--tls-dir', tlsDir,
+    '--stale-after', '6s',
+    '--window', '10s',
+  ]);
+  await proc.waitFor(/gateway serving/);
+  return { ...proc, ports: p, ca: readFileSync(join(tlsDir, 'ca.crt'), 'utf8') };
+}
+
+/** deploy/base/webhook.yaml, pointed at the local gateway by URL with its CA. */
+export function webhookFromDeploy(gateway: GatewayProc): V1MutatingWebhookConfiguration {
+  const config = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(REPO, 'deploy/base/webhook.yaml'), 'utf8'));
+  for (const hook of config.webhooks ?? []) {
+    hook.clientConfig = {
+      url: `https://127.0.0.1:${gateway.ports.webhook}${hook.clientConfig.service?.path ?? '/mutate/nodes'}`,
+      caBundle: Buffer.from(gateway.ca).toString('base64'),
+    };
+  }
+  return config;
+}
+
+export interface FakeNode {
+  name: string;
+  raw: { cpu: string; memory: string };
+  host: FakeHost;
+  creds: Credentials;
+  agent: Proc | undefined;
+  /** Stops the kubelet loop, the agent and the fake host. */
+  stop(): Promise<void>;
+  startAgent(gateway: GatewayProc): Promise<Proc>;
+  /** One kubelet status write; returns the stored node. */
+  heartbeat(): Promise<V1Node>;
+}
+
+export async function fakeNode(
+  name: string,
+  opts: { labels?: Record<string, string>; raw?: { cpu: string; memory: string }; usage?: FakeUsage; taints?: V1Taint[]; create?: boolean } = {},
+): Promise<FakeNode> {
+  const raw = opts.raw ?? { cpu: '4', memory: '8Gi' };
+  if (opts.create !== false) {
+    await core().createNode({
+      body: {
+        metadata: { name, labels: { 'kubernetes.io/hostname': name, type: 'kwok', ...opts.labels }, annotations: { 'kwok.x-k8s.io/node': 'fake' } },
+        spec: { ...(opts.taints && { taints: opts.taints }) },
+        status: kubeletStatus(raw),
+      },
+    });
+  }
+  const host = new FakeHost(join(work, name), 8, 16 * GI, opts.usage ?? { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI }).start();
+  const creds = kubeletCredentials(name);
+  const node: FakeNode = {
+    name,
+    raw,
+    host,
+    creds,
+    agent: undefined,
+    async startAgent(gateway) {
+      node.agent = run(`agent-${name}`, 'agent', [
+        '--node-name', name,
+        '--gateway', `127.0.0.1:${gateway.ports.grpc}`,
+        '--proc-root', host.procRoot,
+        '--cgroup-root', host.cgroupRoot,
+        '--interval', '500ms',
+        '--kubeconfig', ADMIN_KUBECONFIG,
+      ]);
+      await node.agent.waitFor(/connected to gateway/);
+      return node.agent;
+    },
+    async heartbeat() {
+      const res = await kubeletPatchStatus(creds, name, kubeletStatus(raw));
+      if (res.status !== 200) throw new Error(`kubelet patch of ${name} failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
+    async stop() {
+      host.stop();
+      await node.agent?.kill();
+    },
+  };
+  return node;
+}
+
+export function pod(name: string, cpu: string, memory: string, placement: { nodeName?: string; nodeSelector?: Record<string, string> }): V1Pod {
+  return {
+    metadata: { name, namespace: 'default', labels: { app: 'e2e' } },
+    spec: {
+      ...placement,
+      tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+      containers: [{ name: 'app', image: 'fake', resources: { requests: { cpu, memory } } }],
+    },
+  };
+}
+
+export async function podsOn(nodeName: string): Promise<V1Pod[]> {
+  const list = await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` });
+  return list.items;
+}
+
+export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+export { objects };
