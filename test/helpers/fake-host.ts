@@ -37,6 +37,10 @@ export class FakeHost {
     this.#write();
   }
 
+  get usage(): FakeUsage {
+    return this.#usage;
+  }
+
   set(usage: FakeUsage): void {
     this.#advance();
     this.#usage = usage;
