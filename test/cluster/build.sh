@@ -101,7 +101,17 @@ log() { printf '[build %4ds] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 with_heartbeat() { # label cmd...
   local label="$1"; shift
   local start; start=$(date +%s)
-  ( while sleep 60; do log "  ... still building $label ($(( $(date +%s) - start ))s)"; done ) &
+  # The sleep must not keep our stdout open (a caller reading it through a pipe
+  # would wait for it) and must die with the heartbeat loop.
+  (
+    sp=""
+    trap '[[ -n $sp ]] && kill "$sp" 2>/dev/null; exit 0' TERM
+    while true; do
+      sleep 60 >/dev/null 2>&1 & sp=$!
+      wait "$sp"
+      log "  ... still building $label ($(( $(date +%s) - start ))s)"
+    done
+  ) &
   local hb=$!
   local rc=0
   "$@" || rc=$?
@@ -141,7 +151,7 @@ for c in "${K8S_CMDS[@]}"; do is_fresh "$c" || need_k8s=1; done
 if [[ $need_k8s == 1 ]]; then
   log "kubernetes $K8S_VERSION (staging modules $STAGING_VERSION), go $(go env GOVERSION), -p $JOBS"
   W="$SRC/kubernetes"; mkdir -p "$W"
-  upstream_mod="$(cd "$SRC" && GOFLAGS= mod_file_of "k8s.io/kubernetes@$K8S_VERSION")"
+  upstream_mod="$(cd "$SRC" && GOFLAGS='' mod_file_of "k8s.io/kubernetes@$K8S_VERSION")"
   [[ -f "$upstream_mod" ]] || { echo "build.sh: cannot fetch k8s.io/kubernetes@$K8S_VERSION go.mod" >&2; exit 1; }
   go_line="$(grep -m1 '^go ' "$upstream_mod")"
   godebug_line="$(grep -m1 '^godebug ' "$upstream_mod" || true)"
@@ -222,7 +232,7 @@ fi
 # the binary: node-initialize, node-heartbeat-with-lease (kwok keeps a 40 s
 # node Lease), pod-ready, pod-complete, pod-delete.
 if ! stages_fresh; then
-  kdir="$(cd "$SRC" && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+  kdir="$(cd "$SRC" && GOFLAGS='' go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
   st="$kdir/kustomize/stage"
   {

@@ -42,6 +42,7 @@ KCM_PORT="${OVERSELL_KCM_PORT:-16257}"
 SCHEDULER_PORT="${OVERSELL_SCHEDULER_PORT:-16259}"
 KWOK_PORT="${OVERSELL_KWOK_PORT:-16247}"
 load_ports() { # also restores RUN_BIN: the bin dir the running cluster was started from
+  # shellcheck disable=SC1090
   if [[ -f "$PORTS_FILE" ]]; then source "$PORTS_FILE"; fi
   if [[ -n "${RUN_BIN:-}" ]]; then BIN="$RUN_BIN"; fi
   return 0
@@ -105,6 +106,25 @@ ensure_pki() {
   [[ -f "$PKI/kube-scheduler.crt" ]] || sign "$PKI" kube-scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
   # kwok fakes kubelets for many nodes and also writes pod status: give it admin rights.
   [[ -f "$PKI/kwok.crt" ]] || sign "$PKI" kwok "/O=system:masters/CN=kwok-controller" "$CLIENT_EXT"
+  # Front-proxy (request-header) CA: lets KCM/scheduler/aggregated servers
+  # load a complete extension-apiserver-authentication configmap.
+  if [[ ! -f "$PKI/front-proxy-ca.crt" ]]; then
+    openssl genrsa -out "$PKI/front-proxy-ca.key" 2048 2>/dev/null
+    chmod 600 "$PKI/front-proxy-ca.key"
+    openssl req -x509 -new -key "$PKI/front-proxy-ca.key" -subj "/CN=oversell-front-proxy-ca" -days 3650 -sha256 \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -out "$PKI/front-proxy-ca.crt" 2>/dev/null
+    rm -f "$PKI/front-proxy-client.crt"
+  fi
+  if [[ ! -f "$PKI/front-proxy-client.crt" ]]; then
+    [[ -f "$PKI/front-proxy-client.key" ]] || openssl genrsa -out "$PKI/front-proxy-client.key" 2048 2>/dev/null
+    openssl req -new -key "$PKI/front-proxy-client.key" -subj "/CN=front-proxy-client" -out "$PKI/front-proxy-client.csr" 2>/dev/null
+    printf '%b\n' "$CLIENT_EXT" > "$PKI/front-proxy-client.ext"
+    openssl x509 -req -in "$PKI/front-proxy-client.csr" -CA "$PKI/front-proxy-ca.crt" -CAkey "$PKI/front-proxy-ca.key" \
+      -CAcreateserial -days 3650 -sha256 -extfile "$PKI/front-proxy-client.ext" -out "$PKI/front-proxy-client.crt" 2>/dev/null
+    rm -f "$PKI/front-proxy-client.csr" "$PKI/front-proxy-client.ext"
+    chmod 600 "$PKI/front-proxy-client.key"
+  fi
   if [[ ! -f "$PKI/sa.key" ]]; then
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -297,6 +317,8 @@ EOF
   fi
 
   rm -rf "$STATE/etcd"
+  # Fresh logs per `up`; the previous run's are kept as *.log.prev.
+  for c in "${COMPONENTS[@]}"; do [[ -f "$LOGS/$c.log" ]] && mv -f "$LOGS/$c.log" "$LOGS/$c.log.prev"; done
   # shellcheck disable=SC2086
   start etcd --name=oversell --data-dir="$STATE/etcd" \
     --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
@@ -310,6 +332,10 @@ EOF
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
