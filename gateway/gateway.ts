@@ -8,7 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { oversellV1 } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
-import type { Policy } from './decide/policy.js';
+import type { PolicySource } from './policies/policy-source.js';
 import { GatewayMetrics } from './http/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
@@ -22,8 +22,7 @@ export interface GatewayOptions {
   grpcPort: number;
   metricsPort: number;
   tls: { cert: string; key: string };
-  policy: Policy;
-  windowMs: number;
+  policies: PolicySource;
   /** Forget nodes whose agent is gone this long. */
   forgetAfterMs: number;
   /** Largest AdmissionReview accepted. */
@@ -44,7 +43,6 @@ export const GATEWAY_DEFAULTS = {
   webhookPort: 8443,
   grpcPort: 50051,
   metricsPort: 9090,
-  windowMs: 60_000,
   forgetAfterMs: 600_000,
   bodyLimitBytes: 4 * 1024 * 1024,
 };
@@ -64,7 +62,9 @@ async function listen(app: FastifyInstance, host: string, port: number): Promise
 export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
   const { log } = options;
   const now = options.now ?? Date.now;
-  const store = new NodeStore({ windowMs: options.windowMs, forgetAfterMs: options.forgetAfterMs });
+  const { policies } = options;
+  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs });
+  policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
   let ready = false;
 
@@ -75,7 +75,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   });
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now }));
-  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policy: () => options.policy, now }));
+  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policies, now }));
 
   const webhook = Fastify({
     https: { cert: options.tls.cert, key: options.tls.key },
@@ -88,21 +88,22 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),
-      observeRaw: (name, raw) => store.observeRaw(name, raw, now()),
-      policy: options.policy,
+      observe: (name, raw, labels) => store.observe(name, raw, labels, now()),
+      policyFor: (labels) => policies.select(labels),
     },
     metrics,
     log,
   });
 
   const probes = Fastify({ logger: false });
-  await probes.register(probesPlugin, { metrics, notReady: () => (ready ? undefined : 'listeners starting') });
+  await probes.register(probesPlugin, { metrics, notReady: () => (ready ? policies.notReady() : 'listeners starting') });
 
   const prune = setInterval(() => store.prune(now()), 30_000);
   prune.unref();
 
   const closeAll = async () => {
     clearInterval(prune);
+    await policies.stop();
     await Promise.allSettled([
       webhook.close(),
       probes.close(),

@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
 import { createLogger } from '../lib/log.js';
+import { KubeConfig } from '@kubernetes/client-node';
 import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
+import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
 import { GATEWAY_DEFAULTS, startGateway } from './gateway.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 
@@ -25,7 +27,11 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(numberFlag('--target-cpu <fraction>', 'cpu utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_CPU', String(p.cpu.targetUtilization)))
   .addOption(numberFlag('--target-memory <fraction>', 'memory utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_MEMORY', String(p.memory.targetUtilization)))
   .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
-  .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${d.windowMs / 1000}s`))
+  .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
+  .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))
+  .addOption(numberFlag('--hysteresis <fraction>', 'hold back rises smaller than this fraction of the previous grant', 'OVERSELL_HYSTERESIS', String(p.hysteresis)))
+  .addOption(flag('--policies <source>', '"crd": OversellPolicy objects of the cluster; "flags": the flags above for every node (default: crd in a cluster or with --kubeconfig, else flags)', 'OVERSELL_POLICIES'))
+  .addOption(flag('--kubeconfig <file>', 'kubeconfig (default: in-cluster when running in a pod)', 'KUBECONFIG'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
 cmd.parse();
@@ -39,10 +45,27 @@ try {
     return n;
   };
   const policy: Policy = {
+    ...p,
     cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu') },
     memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory') },
     staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
+    windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
+    calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),
+    hysteresis: Number(o.hysteresis),
   };
+  const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
+  const source = o.policies ?? (o.kubeconfig || inCluster ? 'crd' : 'flags');
+  let kubeConfig: KubeConfig | undefined;
+  if (source === 'crd' || o.kubeconfig || inCluster) {
+    kubeConfig = new KubeConfig();
+    if (o.kubeconfig) kubeConfig.loadFromFile(String(o.kubeconfig));
+    else kubeConfig.loadFromCluster();
+  }
+  let policies: PolicySource;
+  if (source === 'flags') policies = flagsPolicySource(policy);
+  else if (source === 'crd' && kubeConfig) policies = await crdPolicySource(kubeConfig, log);
+  else throw new Error(`--policies must be "crd" or "flags", got ${JSON.stringify(source)}`);
+  log.info({ policies: source }, source === 'crd' ? 'policies from OversellPolicy objects' : 'one policy from flags for every node sent to the webhook');
   let tls: { cert: string; key: string };
   if (o.tlsCertFile || o.tlsKeyFile) {
     if (!o.tlsCertFile || !o.tlsKeyFile) throw new Error('--tls-cert-file and --tls-key-file go together');
@@ -60,8 +83,7 @@ try {
     grpcPort: Number(o.grpcPort),
     metricsPort: Number(o.metricsPort),
     tls,
-    policy,
-    windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
+    policies,
     log,
   });
   stopOnSignals(() => gateway.close(), log);

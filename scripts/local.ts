@@ -52,7 +52,7 @@ process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
 
 const logLevel = env('OVERSELL_LOG_LEVEL', 'warn');
-run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--log-level', logLevel]);
+run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', logLevel]);
 run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.grpc}`, '--pods-file', podsFile, '--log-level', logLevel]);
 
 console.log(`oversell local pipeline for node "${nodeName}"

@@ -1,7 +1,7 @@
 // Agent and gateway over real gRPC on 127.0.0.1: the real agent code reading
 // fixture roots, the real gateway, the real query API.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -21,12 +21,16 @@ const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
+const CALM_PSI = 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n';
+
 /** The real agent, sampling every 50 ms from a private copy of the v2-systemd fixture host. */
 function fixtureAgent(nodeName: string, grpcPort: number, over: Partial<AgentOptions> = {}): RunningAgent {
   const procRoot = join(work, nodeName, 'proc');
   const cgroupRoot = join(work, nodeName, 'cgroup');
   cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
   cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
+  // The copied host was busy (cpu some avg10 49%); these tests start calm.
+  writeFileSync(join(procRoot, 'pressure', 'cpu'), CALM_PSI);
   return startAgent({
     nodeName,
     gatewayAddress: `127.0.0.1:${grpcPort}`,
@@ -141,7 +145,8 @@ describe('agent -> gRPC -> gateway -> query API', () => {
 describe('the whole chain', () => {
   it('usage read by the agent turns into an inflated allocatable in a real AdmissionReview answer', async () => {
     const gw = await startTestGateway();
-    const agent = fixtureAgent('ip-10-0-17-42.eu-west-1.compute.internal', gw.ports.grpc);
+    const agentNode = 'ip-10-0-17-42.eu-west-1.compute.internal';
+    const agent = fixtureAgent(agentNode, gw.ports.grpc);
     try {
       const review = readFileSync(new URL('./fixtures/admission/node-status-update.json', import.meta.url), 'utf8');
       const patch = await eventually(async () => {
@@ -157,6 +162,16 @@ describe('the whole chain', () => {
       assert.equal(q.rawAllocatable?.cpuMillicores, 7910);
       assert.equal(q.decision?.allocatable?.cpuMillicores, 15820);
       assert.equal(q.decision?.cpuBound, 'cap');
+
+      // CPU pressure appears on the host: the next answer drops cpu to raw at once.
+      writeFileSync(join(work, agentNode, 'proc', 'pressure', 'cpu'), 'some avg10=55.00 avg60=20.00 avg300=5.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n');
+      const calmed = await eventually(async () => {
+        const res = await postHttps(gw, '/mutate/nodes', review);
+        const answer = res.json() as { response: { patch?: string } };
+        const ops = answer.response.patch ? (JSON.parse(Buffer.from(answer.response.patch, 'base64').toString()) as Array<{ path: string; value: string }>) : [];
+        return ops.some((op) => op.path === '/status/allocatable/cpu') ? undefined : ops;
+      }, 5000, 'cpu to fall back under pressure');
+      assert.match(calmed.find((op) => op.path.endsWith('reason'))?.value ?? '', /cpu 7910m->7910m \(pressure: floor until calm\)/);
     } finally {
       await agent.stop();
       await gw.close();

@@ -1,59 +1,65 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { decide, DEFAULT_POLICY, headroom, type UsageInput } from '../gateway/decide/policy.js';
-import { percentile, summarize } from '../gateway/decide/usage-stats.js';
+import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
+import { lastWindow, percentile, statistic, summarize, type WindowPoint } from '../gateway/decide/usage-stats.js';
 
-const GI = 1024n ** 3n;
+const GI = 1024 ** 3;
 const raw = { cpuMillicores: 7910n, memoryBytes: 3778260n * 1024n };
 
-function usage(over: Partial<UsageInput> & { reqCpu?: number; reqMem?: number; known?: boolean } = {}): UsageInput {
+/** 60 one-second points of constant usage, newest at t = 60 s. */
+function points(cpu: number, memory: number, extra: Partial<WindowPoint> = {}, n = 60): WindowPoint[] {
+  return Array.from({ length: n }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: cpu, memoryBytes: memory, cpuPressure: 0, memoryPressure: 0, ...extra }));
+}
+
+function usage(
+  over: { cpu?: number; mem?: number; ageMs?: number; reqCpu?: number; reqMem?: number; known?: boolean; pts?: WindowPoint[] } = {},
+): UsageInput {
   return {
-    ageMs: 1000,
-    samples: 60,
-    spanMs: 59_000,
-    cpuMillicores: 800,
-    memoryBytes: 1 * 1024 ** 3,
-    ...over,
-    requests: { cpuMillicores: over.reqCpu ?? 6000, memoryBytes: over.reqMem ?? 3 * 1024 ** 3, known: over.known ?? true },
+    ageMs: over.ageMs ?? 1000,
+    points: over.pts ?? points(over.cpu ?? 800, over.mem ?? 1 * GI),
+    capacityMemoryBytes: 4 * GI,
+    requests: { cpuMillicores: over.reqCpu ?? 6000, memoryBytes: over.reqMem ?? 3 * GI, known: over.known ?? true },
   };
 }
+
+const input = (u: UsageInput | undefined, over: Partial<DecisionInput> = {}): DecisionInput => ({ raw, usage: u, policy: DEFAULT_POLICY, ...over });
 
 describe('decide', () => {
   it('applies the Katalyst headroom formula when it is below the cap', () => {
     // A=7910, R=6000, U=3000: L = 0.5, headroom = 6000 + (4746 - 3000)/0.5 = 9492
-    const d = decide(raw, usage({ cpuMillicores: 3000 }), DEFAULT_POLICY);
+    const d = decide(input(usage({ cpu: 3000 })));
     assert.equal(d.cpu.bound, 'headroom');
     assert.equal(d.cpu.granted, 9492n);
+    assert.equal(d.cpu.applied, 9492n);
     assert.equal(headroom(7910, 6000, 3000, DEFAULT_POLICY.cpu), 9492);
   });
 
   it('caps at raw * maxRatio (cpu 2x, memory 1.25x by default)', () => {
-    const d = decide(raw, usage({ cpuMillicores: 100, memoryBytes: 100 * 1024 ** 2 }), DEFAULT_POLICY);
+    const d = decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 })));
     assert.equal(d.cpu.bound, 'cap');
     assert.equal(d.cpu.granted, 15820n);
     assert.equal(d.memory.bound, 'cap');
-    // 1.25 * 3778260Ki = 4722825Ki exactly
-    assert.equal(d.memory.granted, 4722825n * 1024n);
+    assert.equal(d.memory.granted, 4722825n * 1024n); // 1.25 * 3778260Ki exactly
     assert.match(d.reason, /cpu 7910m->15820m \(capped at 2x raw/);
+    assert.match(d.reason, /^policy flags; /);
   });
 
   it('never goes below raw allocatable when the node is busy', () => {
-    const d = decide(raw, usage({ cpuMillicores: 7500, memoryBytes: Number(3n * GI) }), DEFAULT_POLICY);
+    const d = decide(input(usage({ cpu: 7500, mem: 3.4 * GI })));
     assert.equal(d.cpu.granted, raw.cpuMillicores);
     assert.equal(d.cpu.bound, 'floor-raw');
     assert.equal(d.memory.granted, raw.memoryBytes);
   });
 
   it('never goes below the requests already bound, even above the cap', () => {
-    const d = decide(raw, usage({ cpuMillicores: 7900, reqCpu: 20000 }), DEFAULT_POLICY);
+    const d = decide(input(usage({ cpu: 7900, reqCpu: 20000 })));
     assert.equal(d.cpu.granted, 20000n);
     assert.equal(d.cpu.bound, 'floor-requests');
   });
 
   it('does not inflate on stale data, but keeps the floor at bound requests', () => {
-    const stale = usage({ ageMs: 41_000, cpuMillicores: 100, reqCpu: 9000 });
-    const d = decide(raw, stale, DEFAULT_POLICY);
+    const d = decide(input(usage({ ageMs: 41_000, cpu: 100, reqCpu: 9000 })));
     assert.equal(d.cpu.bound, 'stale');
     assert.equal(d.cpu.granted, 9000n);
     assert.equal(d.memory.bound, 'stale');
@@ -61,40 +67,130 @@ describe('decide', () => {
     assert.match(d.reason, /41s old \(staleAfter 40s\)/);
   });
 
-  it('is exactly at the staleness limit still fresh', () => {
-    const d = decide(raw, usage({ ageMs: 40_000, cpuMillicores: 100 }), DEFAULT_POLICY);
-    assert.equal(d.cpu.bound, 'cap');
+  it('exactly at the staleness limit, data is still fresh', () => {
+    assert.equal(decide(input(usage({ ageMs: 40_000, cpu: 100 }))).cpu.bound, 'cap');
   });
 
   it('reports no-data and keeps raw when there is no usage', () => {
-    const d = decide(raw, undefined, DEFAULT_POLICY);
+    const d = decide(input(undefined));
     assert.equal(d.cpu.bound, 'no-data');
     assert.equal(d.cpu.granted, raw.cpuMillicores);
     assert.equal(d.memory.granted, raw.memoryBytes);
     assert.match(d.reason, /no usage data/);
   });
 
-  it('with unknown requests, does not use them as a floor and grants no more than raw*target headroom', () => {
-    const d = decide(raw, usage({ cpuMillicores: 100, known: false, reqCpu: 99999 }), DEFAULT_POLICY);
-    // R treated as 0: headroom = A*T - U = 4646 < raw
-    assert.equal(d.cpu.granted, raw.cpuMillicores);
+  it('without a policy: no inflation, floor at bound requests, and the reason says so', () => {
+    const d = decide(input(usage({ cpu: 100, reqCpu: 9000 }), { policy: undefined }));
+    assert.equal(d.cpu.bound, 'no-policy');
+    assert.equal(d.cpu.applied, 9000n);
+    assert.equal(d.memory.applied, raw.memoryBytes);
+    assert.match(d.reason, /no valid OversellPolicy selects this node/);
+  });
+
+  it('with unknown requests, does not use them as a floor and grants no more than raw', () => {
+    const d = decide(input(usage({ cpu: 100, known: false, reqCpu: 99999 })));
+    assert.equal(d.cpu.granted, raw.cpuMillicores); // R taken as 0: A*T - U < A
     assert.equal(d.cpu.floor, raw.cpuMillicores);
     assert.match(d.reason, /requests unknown/);
   });
 
   it('rounds memory down to whole KiB so the API server keeps our string', () => {
     // raw 1024007 B; 1.25x = 1280008.75 B -> 1250 KiB exactly
-    const d = decide({ cpuMillicores: 1000n, memoryBytes: 1000n * 1024n + 7n }, usage({ memoryBytes: 1, reqMem: 900 * 1024 }), DEFAULT_POLICY);
+    const d = decide({ raw: { cpuMillicores: 1000n, memoryBytes: 1000n * 1024n + 7n }, usage: usage({ mem: 1, reqMem: 900 * 1024 }), policy: DEFAULT_POLICY });
     assert.equal(d.memory.bound, 'cap');
     assert.equal(d.memory.granted, 1250n * 1024n);
   });
 
+  it('uses the policy statistic: p95 ignores one spike, max does not', () => {
+    const spiky = points(500, 1 * GI);
+    spiky[30] = { ...spiky[30]!, cpuMillicores: 7000 };
+    const p95 = decide(input(usage({ pts: spiky, reqCpu: 6000 })));
+    const max = decide(input(usage({ pts: spiky, reqCpu: 6000 }), { policy: { ...DEFAULT_POLICY, cpu: { ...DEFAULT_POLICY.cpu, statistic: 'max' } } }));
+    assert.equal(p95.cpu.usage, 500);
+    assert.equal(max.cpu.usage, 7000);
+    assert.ok(max.cpu.granted < p95.cpu.granted);
+    assert.match(max.reason, /from max usage 7000m/);
+  });
+
+  it('uses only the policy window of the history', () => {
+    const history = [...points(7000, 1 * GI, {}, 30), ...points(500, 1 * GI, {}, 30).map((p) => ({ ...p, timestampMs: p.timestampMs + 30_000 }))];
+    const d = decide(input(usage({ pts: history }), { policy: { ...DEFAULT_POLICY, windowMs: 20_000 } }));
+    assert.equal(d.cpu.usage, 500);
+    assert.match(d.reason, /window 20 samples over 20s/);
+  });
+
   it('explains every resource in the reason', () => {
-    const d = decide(raw, usage(), DEFAULT_POLICY);
-    assert.match(d.reason, /^cpu 7910m->\d+m \(/);
+    const d = decide(input(usage()));
+    assert.match(d.reason, /cpu 7910m->\d+m \(/);
     assert.match(d.reason, /memory [\d.]+GiB->[\d.]+GiB/);
     assert.match(d.reason, /p95 usage 800m, requests 6000m, target 60%/);
-    assert.match(d.reason, /window 60 samples over 59s$/);
+    assert.match(d.reason, /window 60 samples over 60s$/);
+  });
+});
+
+describe('decide: pressure', () => {
+  it('cpu PSI at the threshold drops cpu to the floor at once; memory is unaffected', () => {
+    const pts = points(300, 1 * GI);
+    pts[59] = { ...pts[59]!, cpuPressure: 40 };
+    const d = decide(input(usage({ pts })));
+    assert.equal(d.cpu.bound, 'pressure');
+    assert.equal(d.cpu.granted, raw.cpuMillicores);
+    assert.equal(d.memory.bound, 'cap');
+  });
+
+  it('memory PSI or working set over the threshold drops memory to the floor', () => {
+    const psi = points(300, 1 * GI);
+    psi[59] = { ...psi[59]!, memoryPressure: 10 };
+    assert.equal(decide(input(usage({ pts: psi }))).memory.bound, 'pressure');
+    const full = points(300, 3.7 * GI); // 0.925 of 4Gi capacity >= 0.9
+    assert.equal(decide(input(usage({ pts: full, reqMem: 0 }))).memory.bound, 'pressure');
+  });
+
+  it('stays at the floor for the calm period after pressure, then rises again', () => {
+    const pts = points(300, 1 * GI, {}, 120).map((p) => ({ ...p, cpuPressure: p.timestampMs === 30_000 ? 80 : 0 }));
+    // newest point at 120 s; pressure at 30 s; calm period 60 s -> calm since 90 s ago: inflated
+    assert.equal(decide(input(usage({ pts }))).cpu.bound, 'cap');
+    // calm period 100 s: pressure at 30 s is still within it
+    const d = decide(input(usage({ pts }), { policy: { ...DEFAULT_POLICY, calmPeriodMs: 100_000 } }));
+    assert.equal(d.cpu.bound, 'pressure');
+    assert.match(d.reason, /pressure: floor until calm/);
+  });
+});
+
+describe('decide: hysteresis, DryRun, per-node caps', () => {
+  it('holds back a rise within the hysteresis fraction', () => {
+    // fresh grant 9492m (see the formula test); previous 9100m: +4.3% < 5%
+    const held = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9100n } }));
+    assert.equal(held.cpu.granted, 9100n);
+    assert.equal(held.cpu.bound, 'hysteresis');
+    // previous 9000m: +5.5% > 5%: the rise goes through
+    assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9000n } })).cpu.granted, 9492n);
+  });
+
+  it('never delays a fall', () => {
+    const d = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9600n } }));
+    assert.equal(d.cpu.granted, 9492n);
+    assert.equal(d.cpu.bound, 'headroom');
+  });
+
+  it('a held value is still clamped into today\'s bounds', () => {
+    const d = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9100n }, nodeMaxRatio: { cpu: 1.1 } }));
+    assert.equal(d.cpu.granted, 8701n); // cap 7910 * 1.1
+    assert.equal(d.cpu.bound, 'cap');
+  });
+
+  it('DryRun: the grant is computed and reported, allocatable stays at the floor', () => {
+    const policy: Policy = { ...DEFAULT_POLICY, name: 'pool-a', mode: 'DryRun' };
+    const d = decide(input(usage({ cpu: 100 }), { policy }));
+    assert.equal(d.dryRun, true);
+    assert.equal(d.cpu.granted, 15820n);
+    assert.equal(d.cpu.applied, raw.cpuMillicores);
+    assert.match(d.reason, /^policy pool-a \(DryRun: allocatable not changed\)/);
+  });
+
+  it('a per-node annotation lowers the cap but cannot raise it above the policy', () => {
+    assert.equal(decide(input(usage({ cpu: 100 }), { nodeMaxRatio: { cpu: 1.5 } })).cpu.granted, 11865n);
+    assert.equal(decide(input(usage({ cpu: 100 }), { nodeMaxRatio: { cpu: 5 } })).cpu.granted, 15820n);
   });
 });
 
@@ -103,38 +199,67 @@ describe('decide: properties over random inputs', () => {
     cpuMillicores: fc.bigInt({ min: 1n, max: 512_000n }),
     memoryBytes: fc.bigInt({ min: 1024n, max: 4n * 1024n ** 4n }),
   });
+  const arbPoints = fc.array(
+    fc.record({
+      cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
+      memoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
+      cpuPressure: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 100, noNaN: true })),
+      memoryPressure: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 100, noNaN: true })),
+    }),
+    { minLength: 1, maxLength: 40 },
+  ).map((ps) => ps.map((p, i) => ({ ...p, timestampMs: (i + 1) * 1000 })));
   const arbUsage = fc.record({
     ageMs: fc.integer({ min: 0, max: 120_000 }),
-    samples: fc.integer({ min: 1, max: 60 }),
-    spanMs: fc.constant(59_000),
-    cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
-    memoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
+    points: arbPoints,
+    capacityMemoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
     requests: fc.record({
       cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
       memoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
       known: fc.boolean(),
     }),
   });
-  const arbPolicy = fc.record({
-    cpu: fc.record({ maxRatio: fc.double({ min: 1, max: 10, noNaN: true }), targetUtilization: fc.double({ min: 0.05, max: 1, noNaN: true }), minLoadFactor: fc.double({ min: 0.01, max: 1, noNaN: true }) }),
-    memory: fc.record({ maxRatio: fc.double({ min: 1, max: 10, noNaN: true }), targetUtilization: fc.double({ min: 0.05, max: 1, noNaN: true }), minLoadFactor: fc.double({ min: 0.01, max: 1, noNaN: true }) }),
-    staleAfterMs: fc.integer({ min: 1000, max: 60_000 }),
+  const arbResource = fc.record({
+    maxRatio: fc.double({ min: 1, max: 10, noNaN: true }),
+    targetUtilization: fc.double({ min: 0.05, max: 1, noNaN: true }),
+    minLoadFactor: fc.double({ min: 0.01, max: 1, noNaN: true }),
+    statistic: fc.constantFrom('p50', 'p90', 'p95', 'p99', 'max', 'avg' as const),
+    pressureThreshold: fc.double({ min: 1, max: 100, noNaN: true }),
   });
+  const arbPolicy: fc.Arbitrary<Policy> = fc.record({
+    name: fc.constant('p'),
+    mode: fc.constantFrom('Enforce', 'DryRun' as const),
+    cpu: arbResource,
+    memory: arbResource.map((r) => ({ ...r, workingSetThreshold: 0.9 })),
+    windowMs: fc.integer({ min: 1000, max: 60_000 }),
+    staleAfterMs: fc.integer({ min: 1000, max: 60_000 }),
+    calmPeriodMs: fc.integer({ min: 0, max: 60_000 }),
+    hysteresis: fc.double({ min: 0, max: 0.5, noNaN: true }),
+  });
+  const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
+  const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });
+  const arbInput = fc.record({ raw: arbRaw, usage: arbUsage, policy: fc.option(arbPolicy, { nil: undefined }), previous: arbPrevious, nodeMaxRatio: arbNodeMax }).map(
+    (r) => ({ raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }) }) as DecisionInput,
+  );
 
-  it('granted is never below max(raw, bound requests) nor above max(cap, bound requests)', () => {
+  it('applied and granted are never below max(raw, bound requests) nor above max(cap, bound requests)', () => {
     fc.assert(
-      fc.property(arbRaw, arbUsage, arbPolicy, (r, u, p) => {
-        const d = decide(r, u, p);
+      fc.property(arbInput, (i) => {
+        const d = decide(i);
+        const u = i.usage!;
         for (const [res, rawV, req] of [
-          [d.cpu, r.cpuMillicores, BigInt(u.requests.cpuMillicores)],
-          [d.memory, r.memoryBytes, BigInt(u.requests.memoryBytes)],
+          [d.cpu, i.raw.cpuMillicores, BigInt(u.requests.cpuMillicores)],
+          [d.memory, i.raw.memoryBytes, BigInt(u.requests.memoryBytes)],
         ] as const) {
           const bound = u.requests.known ? req : 0n;
           const floor = rawV > bound ? rawV : bound;
-          assert.ok(res.granted >= floor, `granted ${res.granted} < floor ${floor}`);
           const ceiling = res.cap > floor ? res.cap : floor;
-          assert.ok(res.granted <= ceiling, `granted ${res.granted} > ceiling ${ceiling}`);
-          assert.ok(res.cap >= rawV);
+          for (const v of [res.granted, res.applied]) {
+            assert.ok(v >= floor, `${v} < floor ${floor} (${res.bound})`);
+            assert.ok(v <= ceiling, `${v} > ceiling ${ceiling} (${res.bound})`);
+          }
+          const policyCap = i.policy ? (rawV * BigInt(Math.round(Math.max(1, i.policy.cpu.maxRatio, i.policy.memory.maxRatio) * 1e6))) / 1_000_000n : rawV;
+          assert.ok(res.cap <= (policyCap > rawV ? policyCap : rawV));
+          if (i.policy?.mode !== 'Enforce') assert.equal(res.applied, res.floor);
         }
       }),
       { numRuns: 3000 },
@@ -143,10 +268,13 @@ describe('decide: properties over random inputs', () => {
 
   it('more usage never yields a larger grant', () => {
     fc.assert(
-      fc.property(arbRaw, arbUsage, arbPolicy, fc.integer({ min: 0, max: 500_000 }), fc.integer({ min: 0, max: 2 ** 40 }), (r, u, p, dc, dm) => {
-        const more = { ...u, cpuMillicores: u.cpuMillicores + dc, memoryBytes: u.memoryBytes + dm };
-        const a = decide(r, u, p);
-        const b = decide(r, more, p);
+      fc.property(arbInput, fc.integer({ min: 0, max: 500_000 }), fc.integer({ min: 0, max: 2 ** 40 }), (i, dc, dm) => {
+        const more: DecisionInput = {
+          ...i,
+          usage: { ...i.usage!, points: i.usage!.points.map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm })) },
+        };
+        const a = decide(i);
+        const b = decide(more);
         assert.ok(b.cpu.granted <= a.cpu.granted, `cpu ${a.cpu.granted} -> ${b.cpu.granted} when usage rose`);
         assert.ok(b.memory.granted <= a.memory.granted, `memory ${a.memory.granted} -> ${b.memory.granted} when usage rose`);
       }),
@@ -154,50 +282,55 @@ describe('decide: properties over random inputs', () => {
     );
   });
 
-  it('stale data never inflates above the floor', () => {
+  it('stale data, pressure and a missing policy never inflate above the floor', () => {
     fc.assert(
-      fc.property(arbRaw, arbUsage, arbPolicy, (r, u, p) => {
-        const d = decide(r, { ...u, ageMs: p.staleAfterMs + 1 }, p);
-        assert.equal(d.cpu.granted, d.cpu.floor);
-        assert.equal(d.memory.granted, d.memory.floor);
+      fc.property(arbInput, (i) => {
+        const stale = i.policy ? decide({ ...i, usage: { ...i.usage!, ageMs: i.policy.staleAfterMs + 1 } }) : decide(i);
+        for (const d of [stale, decide({ ...i, policy: undefined })]) {
+          assert.equal(d.cpu.granted, d.cpu.floor);
+          assert.equal(d.memory.granted, d.memory.floor);
+        }
       }),
       { numRuns: 1000 },
     );
   });
 
   it('is deterministic: same input, same output and reason', () => {
-    fc.assert(
-      fc.property(arbRaw, arbUsage, arbPolicy, (r, u, p) => {
-        assert.deepEqual(decide(r, u, p), decide(r, u, p));
-      }),
-      { numRuns: 300 },
-    );
+    fc.assert(fc.property(arbInput, (i) => assert.deepEqual(decide(i), decide(i))), { numRuns: 300 });
   });
 });
 
 describe('usage statistics', () => {
+  const pt = (timestampMs: number, cpuMillicores: number, memoryBytes = 100): WindowPoint => ({ timestampMs, cpuMillicores, memoryBytes, cpuPressure: 0, memoryPressure: 0 });
+
   it('p95 ignores a single spike in a 60-sample window', () => {
-    const w = Array.from({ length: 60 }, (_, i) => ({ timestampMs: i * 1000, cpuMillicores: i === 30 ? 8000 : 500, memoryBytes: 100 }));
+    const w = Array.from({ length: 60 }, (_, i) => pt(i * 1000, i === 30 ? 8000 : 500));
     assert.equal(summarize(w).cpuP95Millicores, 500);
   });
 
   it('p95 follows sustained load (more than 5% of the window)', () => {
-    const w = Array.from({ length: 60 }, (_, i) => ({ timestampMs: i * 1000, cpuMillicores: i < 10 ? 4000 : 500, memoryBytes: 100 }));
+    const w = Array.from({ length: 60 }, (_, i) => pt(i * 1000, i < 10 ? 4000 : 500));
     assert.equal(summarize(w).cpuP95Millicores, 4000);
   });
 
   it('memory takes the peak of the window', () => {
-    const w = [100, 900, 300].map((m, i) => ({ timestampMs: i, cpuMillicores: 0, memoryBytes: m }));
-    const s = summarize(w);
+    const s = summarize([100, 900, 300].map((m, i) => pt(i, 0, m)));
     assert.equal(s.memoryMaxBytes, 900);
     assert.equal(s.samples, 3);
     assert.equal(s.spanMs, 2);
   });
 
-  it('percentile uses nearest rank', () => {
-    assert.equal(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95), 10);
-    assert.equal(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50), 5);
+  it('percentile uses nearest rank; statistic covers every named kind', () => {
+    const v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+    assert.equal(percentile(v, 95), 10);
+    assert.equal(percentile(v, 50), 5);
     assert.equal(percentile([], 95), 0);
-    assert.equal(percentile([7], 95), 7);
+    assert.deepEqual(['p50', 'p90', 'p95', 'p99', 'max', 'avg'].map((s) => statistic(v, s as 'max')), [5, 9, 10, 10, 10, 5.5]);
+  });
+
+  it('lastWindow cuts on the newest point', () => {
+    const w = [pt(1000, 1), pt(2000, 2), pt(3000, 3), pt(4000, 4)];
+    assert.deepEqual(lastWindow(w, 2000).map((p) => p.cpuMillicores), [3, 4]);
+    assert.deepEqual(lastWindow([], 2000), []);
   });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { NodeStore } from '../gateway/store/node-store.js';
+import { summarize } from '../gateway/decide/usage-stats.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, capacity: null, pressure: null,
@@ -10,20 +11,21 @@ const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
 
 describe('NodeStore', () => {
   it('keeps a window cut on the agent timeline and summarizes it', () => {
-    const store = new NodeStore({ windowMs: 10_000, forgetAfterMs: 60_000 });
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
     for (let i = 1; i <= 30; i++) store.ingest('n', 1, s(i, i * 1000, i === 30 ? 9000 : 100), 500_000 + i);
     const r = store.get('n');
     assert.equal(r?.window.length, 10);
     assert.equal(r?.window[0]?.timestampMs, 21_000);
-    assert.equal(r?.summary.cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
+    assert.equal(summarize(r?.window ?? []).cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
     const u = store.usage('n', 500_030 + 5000);
+    assert.equal(u?.points.length, 10);
     assert.equal(u?.ageMs, 5000);
     assert.equal(u?.requests.cpuMillicores, 5);
   });
 
   it('refuses duplicates and samples from a stream that is no longer current', () => {
-    const store = new NodeStore({ windowMs: 60_000, forgetAfterMs: 60_000 });
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
     assert.equal(store.ingest('n', 1, s(1, 1), 1), 'stored');
     assert.equal(store.ingest('n', 1, s(1, 1), 2), 'duplicate');
@@ -38,7 +40,7 @@ describe('NodeStore', () => {
   });
 
   it('forgets nodes whose agent is gone for longer than forgetAfterMs, and says so', () => {
-    const store = new NodeStore({ windowMs: 60_000, forgetAfterMs: 1000 });
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 1000 });
     const removed: string[] = [];
     store.on('removed', (n) => removed.push(n));
     store.attach('gone', 'i', null, 1);

@@ -99,7 +99,7 @@ describe('webhook over real HTTPS', () => {
     assert.equal(ann[ANNOTATION.rawCpu], '7910m');
     assert.equal(ann[ANNOTATION.rawMemory], '31369912Ki');
     assert.equal(ann[ANNOTATION.grantedCpu], '15820m');
-    assert.match(ann[ANNOTATION.reason] ?? '', /^cpu 7910m->15820m \(capped at 2x raw/);
+    assert.match(ann[ANNOTATION.reason] ?? '', /^policy flags; cpu 7910m->15820m \(capped at 2x raw/);
     // Everything else the kubelet sent is untouched.
     assert.equal(a['ephemeral-storage'], '95551679124');
     assert.equal(a.pods, '58');

@@ -8,7 +8,8 @@
 // therefore gives the same result, and other status writers that do not touch
 // allocatable cannot make us compound the inflation.
 import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
-import { decide, type Allocatable, type Decision, type Policy, type UsageInput } from '../decide/policy.js';
+import { decide, type Allocatable, type Decision, type UsageInput } from '../decide/policy.js';
+import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
 import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
 
 export const ANNOTATION = {
@@ -16,13 +17,15 @@ export const ANNOTATION = {
   rawMemory: 'oversell.io/raw-allocatable-memory',
   grantedCpu: 'oversell.io/granted-allocatable-cpu',
   grantedMemory: 'oversell.io/granted-allocatable-memory',
+  dryRunCpu: 'oversell.io/dry-run-allocatable-cpu',
+  dryRunMemory: 'oversell.io/dry-run-allocatable-memory',
   reason: 'oversell.io/reason',
 } as const;
 
 export interface NodeReviewDeps {
   usage(node: string): UsageInput | undefined;
-  observeRaw(node: string, raw: Allocatable): void;
-  policy: Policy;
+  observe(node: string, raw: Allocatable, labels: Record<string, string>): void;
+  policyFor(labels: Record<string, string>): PolicyEntry | undefined;
 }
 
 /** patched: allocatable or annotations changed; unchanged: already right; no-data; skipped: not ours to touch. */
@@ -74,61 +77,114 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   }
   if (raw.cpuMillicores <= 0n || raw.memoryBytes <= 0n) return { ...skip('raw allocatable is not positive'), node: name };
 
-  deps.observeRaw(name, raw);
-  const decision = decide(raw, deps.usage(name), deps.policy);
+  const labels = stringMap(node.metadata.labels);
+  deps.observe(name, raw, labels);
+  const decision = decideForNode(raw, annotations, deps.usage(name), deps.policyFor(labels));
   if (decision.cpu.bound === 'no-data') {
     return { review: allow(req.uid), outcome: 'no-data', node: name, decision };
   }
 
-  const patch = buildPatch(incoming, annotations, raw, decision);
+  const patch = nodePatch(incoming, annotations, raw, decision);
   return { review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision };
 }
 
-function rawValue(
+function stringMap(v: unknown): Record<string, string> {
+  if (!isObject(v)) return {};
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
+  return out;
+}
+
+function annotated(annotations: Record<string, unknown> | undefined, key: string, parse: (v: unknown, f: string) => bigint): bigint | undefined {
+  const v = annotations?.[key];
+  if (typeof v !== 'string') return undefined;
+  try {
+    return parse(v, key);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The decision for a node object: the webhook and the gateway's own status
+ * writer both call this, so they can never disagree.
+ */
+export function decideForNode(
+  raw: Allocatable,
+  annotations: Record<string, unknown> | undefined,
+  usage: UsageInput | undefined,
+  entry: PolicyEntry | undefined,
+): Decision {
+  const dryRun = entry?.policy?.mode === 'DryRun';
+  const previous = {
+    cpuMillicores: annotated(annotations, dryRun ? ANNOTATION.dryRunCpu : ANNOTATION.grantedCpu, parseMilli),
+    memoryBytes: annotated(annotations, dryRun ? ANNOTATION.dryRunMemory : ANNOTATION.grantedMemory, parseBytes),
+  };
+  const decision = decide({
+    raw,
+    usage,
+    policy: entry?.policy,
+    previous: {
+      ...(previous.cpuMillicores !== undefined && { cpuMillicores: previous.cpuMillicores }),
+      ...(previous.memoryBytes !== undefined && { memoryBytes: previous.memoryBytes }),
+    },
+    nodeMaxRatio: nodeMaxRatio(annotations),
+  });
+  if (entry?.error && decision.cpu.bound !== 'no-data') {
+    return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };
+  }
+  return decision;
+}
+
+/** The kubelet's raw value: the incoming one, unless it is our own earlier output. */
+export function rawValue(
   incoming: bigint,
   annotations: Record<string, unknown> | undefined,
   grantedKey: string,
   rawKey: string,
   parse: (v: unknown, field: string) => bigint,
 ): bigint {
-  const granted = annotations?.[grantedKey];
-  const raw = annotations?.[rawKey];
-  if (typeof granted !== 'string' || typeof raw !== 'string') return incoming;
-  try {
-    return parse(granted, grantedKey) === incoming ? parse(raw, rawKey) : incoming;
-  } catch {
-    // Someone wrote garbage into our annotations: trust what the writer sent.
-    return incoming;
-  }
+  const granted = annotated(annotations, grantedKey, parse);
+  const raw = annotated(annotations, rawKey, parse);
+  return granted !== undefined && raw !== undefined && granted === incoming ? raw : incoming;
 }
 
-function buildPatch(
+/** JSONPatch ops that make the object carry the decision; empty when it already does. */
+export function nodePatch(
   incoming: Allocatable,
   annotations: Record<string, unknown> | undefined,
   raw: Allocatable,
   decision: Decision,
 ): JsonPatchOp[] {
-  const wanted: Record<string, string> = {
+  const wanted: Record<string, string | undefined> = {
     [ANNOTATION.rawCpu]: formatMilli(raw.cpuMillicores),
     [ANNOTATION.rawMemory]: formatBytes(raw.memoryBytes),
-    [ANNOTATION.grantedCpu]: formatMilli(decision.cpu.granted),
-    [ANNOTATION.grantedMemory]: formatBytes(decision.memory.granted),
+    [ANNOTATION.grantedCpu]: formatMilli(decision.cpu.applied),
+    [ANNOTATION.grantedMemory]: formatBytes(decision.memory.applied),
+    [ANNOTATION.dryRunCpu]: decision.dryRun ? formatMilli(decision.cpu.granted) : undefined,
+    [ANNOTATION.dryRunMemory]: decision.dryRun ? formatBytes(decision.memory.granted) : undefined,
     [ANNOTATION.reason]: decision.reason,
   };
   const ops: JsonPatchOp[] = [];
   if (!annotations) {
-    ops.push({ op: 'add', path: '/metadata/annotations', value: wanted });
+    const present = Object.fromEntries(Object.entries(wanted).filter(([, v]) => v !== undefined));
+    ops.push({ op: 'add', path: '/metadata/annotations', value: present });
   } else {
     for (const [key, value] of Object.entries(wanted)) {
-      if (annotations[key] !== value) ops.push({ op: 'add', path: `/metadata/annotations/${pointerEscape(key)}`, value });
+      const path = `/metadata/annotations/${pointerEscape(key)}`;
+      if (value === undefined) {
+        if (Object.hasOwn(annotations, key)) ops.push({ op: 'remove', path });
+      } else if (annotations[key] !== value) {
+        ops.push({ op: 'add', path, value });
+      }
     }
   }
   // Untouched when equal in value, so the kubelet's own spelling survives.
-  if (decision.cpu.granted !== incoming.cpuMillicores) {
-    ops.push({ op: 'replace', path: '/status/allocatable/cpu', value: formatMilli(decision.cpu.granted) });
+  if (decision.cpu.applied !== incoming.cpuMillicores) {
+    ops.push({ op: 'replace', path: '/status/allocatable/cpu', value: formatMilli(decision.cpu.applied) });
   }
-  if (decision.memory.granted !== incoming.memoryBytes) {
-    ops.push({ op: 'replace', path: '/status/allocatable/memory', value: formatBytes(decision.memory.granted) });
+  if (decision.memory.applied !== incoming.memoryBytes) {
+    ops.push({ op: 'replace', path: '/status/allocatable/memory', value: formatBytes(decision.memory.applied) });
   }
   return ops;
 }

@@ -1,22 +1,24 @@
-// The oversell decision: a pure function from (raw allocatable, usage, bound
-// requests, policy) to (allocatable, reason). No I/O, no clock: the caller passes
-// the data age.
+// The oversell decision: a pure function from (raw allocatable, usage window,
+// bound requests, policy, previous grant) to (allocatable, reason). No I/O, no
+// clock: the caller passes the data age.
 //
 // Headroom follows Katalyst's formula. With A = raw allocatable, R = requests
-// bound to the node, U = usage (window statistic), T = target utilization and
-// L = clamp(U / R, minLoadFactor, 1):
+// bound to the node, U = usage (the policy's window statistic), T = target
+// utilization and L = clamp(U / R, minLoadFactor, 1):
 //
 //     headroom = R + (A*T - U) / L
 //
 // i.e. if new pods use their requests in the same proportion L as the pods
 // already there, filling the node up to `headroom` brings usage to A*T.
-// The grant is then bounded by construction:
+// The grant is bounded by construction:
 //
 //     granted = max(floor, min(cap, headroom)),  floor = max(A, R),  cap = A * maxRatio
 //
 // so it never drops below what the kubelet computed nor below what is already
 // bound (pods would be rejected on a kubelet restart), and never exceeds the cap
-// unless bound requests already do.
+// unless bound requests already do. Stale data, pressure, a missing policy give
+// the floor. Hysteresis holds small rises back; a fall is never delayed.
+import { lastWindow, statistic, type Statistic, type WindowPoint } from './usage-stats.js';
 
 export interface ResourcePolicy {
   /** Hard ceiling on granted / raw. */
@@ -25,19 +27,40 @@ export interface ResourcePolicy {
   targetUtilization: number;
   /** Lower clamp of usage/requests, so near-idle pods cannot justify unbounded grants. */
   minLoadFactor: number;
+  /** How the window is reduced to one usage figure. */
+  statistic: Statistic;
+  /** PSI "some" avg10 (percent) at or above which the resource is under pressure. */
+  pressureThreshold: number;
 }
 
 export interface Policy {
+  /** The OversellPolicy's name, or "flags" for the gateway's own default. */
+  name: string;
+  /** DryRun computes and reports, but allocatable stays at the floor. */
+  mode: 'Enforce' | 'DryRun';
   cpu: ResourcePolicy;
-  memory: ResourcePolicy;
+  memory: ResourcePolicy & {
+    /** Working set / capacity at or above which memory is under pressure. */
+    workingSetThreshold: number;
+  };
+  windowMs: number;
   /** Usage older than this (gateway clock) never inflates. */
   staleAfterMs: number;
+  /** After pressure, the grant stays at the floor until this long without it. */
+  calmPeriodMs: number;
+  /** A rise smaller than this fraction of the previous grant is held back. */
+  hysteresis: number;
 }
 
 export const DEFAULT_POLICY: Policy = {
-  cpu: { maxRatio: 2.0, targetUtilization: 0.6, minLoadFactor: 0.1 },
-  memory: { maxRatio: 1.25, targetUtilization: 0.8, minLoadFactor: 0.1 },
+  name: 'flags',
+  mode: 'Enforce',
+  cpu: { maxRatio: 2.0, targetUtilization: 0.6, minLoadFactor: 0.1, statistic: 'p95', pressureThreshold: 40 },
+  memory: { maxRatio: 1.25, targetUtilization: 0.8, minLoadFactor: 0.1, statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.9 },
+  windowMs: 60_000,
   staleAfterMs: 40_000,
+  calmPeriodMs: 60_000,
+  hysteresis: 0.05,
 };
 
 export interface Allocatable {
@@ -48,33 +71,50 @@ export interface Allocatable {
 export interface UsageInput {
   /** Gateway now - when the newest sample arrived. */
   ageMs: number;
-  samples: number;
-  spanMs: number;
-  cpuMillicores: number;
-  memoryBytes: number;
+  /** Oldest first; at least the policy's window and calm period. */
+  points: readonly WindowPoint[];
+  capacityMemoryBytes: number;
   requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
 }
 
-export type Bound = 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'stale' | 'no-data';
+export interface DecisionInput {
+  raw: Allocatable;
+  usage: UsageInput | undefined;
+  /** Undefined when no (valid) policy selects the node: no inflation. */
+  policy: Policy | undefined;
+  /** The grant this node carries from last time (its annotation), for hysteresis. */
+  previous?: Partial<Allocatable>;
+  /** Per-node caps from annotations; they can only lower the policy's maxRatio. */
+  nodeMaxRatio?: { cpu?: number; memory?: number };
+}
+
+export type Bound =
+  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis'
+  | 'pressure' | 'stale' | 'no-policy' | 'no-data';
 
 export interface ResourceDecision {
   raw: bigint;
+  /** What the policy grants (in DryRun: what it would grant). */
   granted: bigint;
+  /** What goes into status.allocatable: granted, or the floor in DryRun. */
+  applied: bigint;
   bound: Bound;
   floor: bigint;
   cap: bigint;
-  /** Undefined when no headroom was computed (stale or no data). */
+  /** The window statistic the headroom was computed from. */
+  usage: number | undefined;
   headroom: bigint | undefined;
 }
 
 export interface Decision {
   cpu: ResourceDecision;
   memory: ResourceDecision;
+  policy: string | undefined;
+  dryRun: boolean;
   /** One line an operator can read in the node annotation. */
   reason: string;
 }
 
-const KI = 1024n;
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
 const minBig = (a: bigint, b: bigint) => (a < b ? a : b);
 
@@ -84,64 +124,115 @@ function scale(raw: bigint, ratio: number, unit: bigint): bigint {
   return (v / unit) * unit;
 }
 
-/** Headroom in the resource's unit, rounded down; negative when the node is already past target. */
-export function headroom(raw: number, requests: number, usage: number, p: ResourcePolicy): number {
+/** Headroom in the resource's unit; negative when the node is already past target. */
+export function headroom(raw: number, requests: number, usage: number, p: Pick<ResourcePolicy, 'targetUtilization' | 'minLoadFactor'>): number {
   const load = requests > 0 ? Math.min(1, Math.max(p.minLoadFactor, usage / requests)) : 1;
   return requests + (raw * p.targetUtilization - usage) / load;
 }
 
-function decideResource(
-  raw: bigint,
-  usage: number | undefined,
-  requests: number | undefined,
-  stale: boolean,
-  p: ResourcePolicy,
-  unit: bigint,
-): ResourceDecision {
-  const bound = requests === undefined ? 0n : BigInt(Math.ceil(requests));
-  const floor = maxBig(raw, bound);
-  const cap = maxBig(scale(raw, p.maxRatio, unit), raw);
-  if (usage === undefined) return { raw, granted: raw, bound: 'no-data', floor, cap, headroom: undefined };
-  if (stale) return { raw, granted: floor, bound: 'stale', floor, cap, headroom: undefined };
-  const h = headroom(Number(raw), requests ?? 0, usage, p);
-  const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / unit) * unit : 0n;
-  const granted = maxBig(floor, minBig(cap, hRounded));
-  let which: Bound;
-  if (granted === floor && minBig(cap, hRounded) <= floor) which = bound > raw ? 'floor-requests' : 'floor-raw';
-  else which = hRounded > cap ? 'cap' : 'headroom';
-  return { raw, granted, bound: which, floor, cap, headroom: hRounded };
+interface ResourceContext {
+  raw: bigint;
+  unit: bigint;
+  requests: number | undefined;
+  policy: ResourcePolicy | undefined;
+  maxRatio: number;
+  window: number[];
+  underPressure: boolean;
+  stale: boolean;
+  noData: boolean;
+  previous: bigint | undefined;
+  hysteresis: number;
 }
 
-export function decide(raw: Allocatable, usage: UsageInput | undefined, policy: Policy): Decision {
-  const stale = usage !== undefined && usage.ageMs > policy.staleAfterMs;
+function decideResource(c: ResourceContext): Omit<ResourceDecision, 'applied'> {
+  const bound = c.requests === undefined ? 0n : BigInt(Math.ceil(c.requests));
+  const floor = maxBig(c.raw, bound);
+  const cap = maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw);
+  const at = (which: Bound) => ({ raw: c.raw, granted: floor, bound: which, floor, cap, usage: undefined, headroom: undefined });
+  if (c.noData) return { ...at('no-data'), granted: c.raw };
+  if (!c.policy) return at('no-policy');
+  if (c.stale) return at('stale');
+  if (c.underPressure) return at('pressure');
+
+  const usage = statistic(c.window, c.policy.statistic);
+  const h = headroom(Number(c.raw), c.requests ?? 0, usage, c.policy);
+  const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
+  let granted = maxBig(floor, minBig(cap, hRounded));
+  let which: Bound;
+  if (granted === floor && minBig(cap, hRounded) <= floor) which = bound > c.raw ? 'floor-requests' : 'floor-raw';
+  else which = hRounded > cap ? 'cap' : 'headroom';
+
+  // Hold back a small rise; never a fall. The held value is clamped into today's bounds.
+  const prev = c.previous;
+  if (prev !== undefined && granted > prev && Number(granted - prev) <= c.hysteresis * Number(prev)) {
+    const held = maxBig(floor, minBig(cap, prev));
+    if (held < granted) {
+      granted = held;
+      which = 'hysteresis';
+    }
+  }
+  return { raw: c.raw, granted, bound: which, floor, cap, usage, headroom: hRounded };
+}
+
+function pressureSince(points: readonly WindowPoint[], sinceMs: number, hit: (p: WindowPoint) => boolean): boolean {
+  for (let i = points.length - 1; i >= 0; i--) {
+    const p = points[i];
+    if (!p || p.timestampMs < sinceMs) break;
+    if (hit(p)) return true;
+  }
+  return false;
+}
+
+export function decide(input: DecisionInput): Decision {
+  const { raw, usage, policy } = input;
+  const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
   const known = usage?.requests.known === true;
-  const cpu = decideResource(
-    raw.cpuMillicores,
-    usage?.cpuMillicores,
-    known ? usage.requests.cpuMillicores : undefined,
-    stale,
-    policy.cpu,
-    1n,
-  );
-  const memory = decideResource(
-    raw.memoryBytes,
-    usage?.memoryBytes,
-    known ? usage.requests.memoryBytes : undefined,
-    stale,
-    policy.memory,
-    KI,
-  );
-  return { cpu, memory, reason: explain(cpu, memory, usage, policy) };
+  const points = usage?.points ?? [];
+  const window = policy ? lastWindow(points, policy.windowMs) : [];
+  const calmFrom = (points[points.length - 1]?.timestampMs ?? 0) - (policy?.calmPeriodMs ?? 0);
+  const mem = policy?.memory;
+  const memoryCapacity = usage?.capacityMemoryBytes ?? 0;
+  const common = { stale, noData: usage === undefined || points.length === 0, hysteresis: policy?.hysteresis ?? 0 };
+
+  const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
+  const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity);
+  const cpu = decideResource({
+    ...common,
+    raw: raw.cpuMillicores,
+    unit: 1n,
+    requests: known ? usage.requests.cpuMillicores : undefined,
+    policy: policy?.cpu,
+    maxRatio: Math.max(1, cpuMax),
+    window: window.map((p) => p.cpuMillicores),
+    underPressure: policy !== undefined && pressureSince(points, calmFrom, (p) => p.cpuPressure >= policy.cpu.pressureThreshold),
+    previous: input.previous?.cpuMillicores,
+  });
+  const memory = decideResource({
+    ...common,
+    raw: raw.memoryBytes,
+    unit: 1024n,
+    requests: known ? usage.requests.memoryBytes : undefined,
+    policy: mem,
+    maxRatio: Math.max(1, memMax),
+    window: window.map((p) => p.memoryBytes),
+    underPressure:
+      mem !== undefined &&
+      pressureSince(points, calmFrom, (p) => p.memoryPressure >= mem.pressureThreshold || (memoryCapacity > 0 && p.memoryBytes >= mem.workingSetThreshold * memoryCapacity)),
+    previous: input.previous?.memoryBytes,
+  });
+  const dryRun = policy?.mode === 'DryRun';
+  const cpuD = { ...cpu, applied: dryRun ? cpu.floor : cpu.granted };
+  const memD = { ...memory, applied: dryRun ? memory.floor : memory.granted };
+  return { cpu: cpuD, memory: memD, policy: policy?.name, dryRun, reason: explain(cpuD, memD, input, window.length) };
 }
 
 // ---------------------------------------------------------------- reason text
 
-const fmtCpu = (m: bigint | number) => `${m}m`;
+const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
 function fmtMem(b: bigint | number): string {
-  const n = Number(b);
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Number(b);
   let i = 0;
-  let v = n;
   while (Math.abs(v) >= 1024 && i < units.length - 1) {
     v /= 1024;
     i += 1;
@@ -149,38 +240,39 @@ function fmtMem(b: bigint | number): string {
   return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
 }
 
-function explainResource(
-  name: 'cpu' | 'memory',
-  d: ResourceDecision,
-  usage: UsageInput,
-  p: ResourcePolicy,
-  fmt: (v: bigint | number) => string,
-  statistic: string,
-): string {
+const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number) => string> = {
+  headroom: () => 'headroom',
+  cap: (_d, r) => `capped at ${r}x raw`,
+  'floor-raw': () => 'floor at raw (no headroom above raw)',
+  'floor-requests': () => 'floor at bound requests',
+  hysteresis: () => 'held at the previous grant (rise within hysteresis)',
+  pressure: () => 'pressure: floor until calm',
+  stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
+  'no-policy': () => 'no policy: floor',
+  'no-data': () => 'no data',
+};
+
+function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: DecisionInput, fmt: (v: bigint | number) => string): string {
+  const p = input.policy?.[name];
+  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const bound =
-    d.bound === 'cap'
-      ? `capped at ${p.maxRatio}x raw`
-      : d.bound === 'floor-raw'
-        ? 'floor at raw (no headroom above raw)'
-        : d.bound === 'floor-requests'
-          ? 'floor at bound requests'
-          : d.bound === 'stale'
-            ? d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'
-            : 'headroom';
-  if (d.headroom === undefined) return `${head} (${bound})`;
-  const used = name === 'cpu' ? usage.cpuMillicores : usage.memoryBytes;
-  const req = usage.requests.known ? fmt(name === 'cpu' ? usage.requests.cpuMillicores : usage.requests.memoryBytes) : 'unknown';
-  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${statistic} usage ${fmt(used)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
+  const bound = BOUND_TEXT[d.bound](d, maxRatio);
+  if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
+  const r = input.usage.requests;
+  const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
+  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
 }
 
-export function explain(cpu: ResourceDecision, memory: ResourceDecision, usage: UsageInput | undefined, policy: Policy): string {
-  if (usage === undefined) return 'no usage data for this node: allocatable left as the kubelet wrote it';
-  const window = `${usage.samples} samples over ${Math.round(usage.spanMs / 1000)}s`;
-  if (usage.ageMs > policy.staleAfterMs) {
-    return `usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation; ` +
-      `${explainResource('cpu', cpu, usage, policy.cpu, fmtCpu, 'p95')}; ${explainResource('memory', memory, usage, policy.memory, fmtMem, 'max')}`;
+function explain(cpu: ResourceDecision, memory: ResourceDecision, input: DecisionInput, samples: number): string {
+  const { usage, policy } = input;
+  if (usage === undefined || cpu.bound === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
+  const parts: string[] = [];
+  if (!policy) parts.push('no valid OversellPolicy selects this node: no inflation');
+  else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);
+  if (policy && usage.ageMs > policy.staleAfterMs) {
+    parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
   }
-  return `${explainResource('cpu', cpu, usage, policy.cpu, fmtCpu, 'p95')}; ` +
-    `${explainResource('memory', memory, usage, policy.memory, fmtMem, 'max')}; window ${window}`;
+  parts.push(explainResource('cpu', cpu, input, fmtCpu), explainResource('memory', memory, input, fmtMem));
+  if (policy) parts.push(`window ${samples} samples over ${Math.round(policy.windowMs / 1000)}s`);
+  return parts.join('; ');
 }

@@ -1,11 +1,15 @@
 // A store record as the query API shows it, with the decision the next kubelet
 // write would get (same pure policy the webhook uses).
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { decide, type Policy } from '../decide/policy.js';
+import { decideForNode } from '../admit/node-review.js';
+import { lastWindow, summarize } from '../decide/usage-stats.js';
+import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
 
-export function nodeStatus(record: NodeRecord, policy: Policy, nowMs: number): NodeStatus {
+export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: number): NodeStatus {
   const usage = usageOf(record, nowMs);
+  const entry = policies.select(record.labels);
+  const summary = summarize(lastWindow(record.window, entry?.policy?.windowMs ?? 60_000));
   const status: NodeStatus = {
     name: record.name,
     connected: record.streamId !== undefined,
@@ -15,18 +19,18 @@ export function nodeStatus(record: NodeRecord, policy: Policy, nowMs: number): N
     receivedAtMs: record.receivedAtMs,
     ageMs: usage?.ageMs ?? 0,
     window: {
-      samples: record.summary.samples,
-      spanMs: record.summary.spanMs,
-      cpuP95Millicores: record.summary.cpuP95Millicores,
-      memoryMaxBytes: record.summary.memoryMaxBytes,
+      samples: summary.samples,
+      spanMs: summary.spanMs,
+      cpuP95Millicores: summary.cpuP95Millicores,
+      memoryMaxBytes: summary.memoryMaxBytes,
     },
     rawAllocatableKnown: record.raw !== undefined,
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
-    const d = decide(record.raw, usage, policy);
+    const d = decideForNode(record.raw, undefined, usage, entry);
     status.decision = {
-      allocatable: { cpuMillicores: Number(d.cpu.granted), memoryBytes: Number(d.memory.granted) },
+      allocatable: { cpuMillicores: Number(d.cpu.applied), memoryBytes: Number(d.memory.applied) },
       cpuBound: d.cpu.bound,
       memoryBound: d.memory.bound,
       reason: d.reason,

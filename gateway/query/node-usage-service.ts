@@ -3,20 +3,20 @@ import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeUsageHandlers } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import type { WatchNodesRequest__Output } from '../../proto/gen/oversell/v1/WatchNodesRequest.js';
-import type { Policy } from '../decide/policy.js';
+import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
 
 export interface NodeUsageServiceOptions {
   store: NodeStore;
-  policy: () => Policy;
+  policies: PolicySource;
   now?: () => number;
 }
 
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
   const { store } = options;
   const now = options.now ?? Date.now;
-  const status = (r: NodeRecord) => nodeStatus(r, options.policy(), now());
+  const status = (r: NodeRecord) => nodeStatus(r, options.policies, now());
 
   return {
     GetNode(call, callback) {

@@ -7,7 +7,7 @@ import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { Allocatable, UsageInput } from '../decide/policy.js';
-import { summarize, type UsageSummary, type WindowPoint } from '../decide/usage-stats.js';
+import type { WindowPoint } from '../decide/usage-stats.js';
 
 export interface NodeRecord {
   readonly name: string;
@@ -19,16 +19,17 @@ export interface NodeRecord {
   latest: Sample__Output | undefined;
   /** Gateway clock when `latest` arrived. */
   receivedAtMs: number;
+  /** Oldest first, on the agent's timeline; as long as the longest policy window or calm period. */
   window: WindowPoint[];
-  summary: UsageSummary;
   pods: PodUsage__Output[];
-  /** Raw allocatable from the kubelet's last write, as the webhook saw it. */
+  /** Raw allocatable and labels from the kubelet's last write, as the webhook saw them. */
   raw: (Allocatable & { seenAtMs: number }) | undefined;
+  labels: Record<string, string>;
 }
 
 export interface NodeStoreOptions {
-  /** Samples older than this, on the agent's timeline, leave the window. */
-  windowMs: number;
+  /** Samples older than this, on the agent's timeline, are dropped (see retainMs()). */
+  retainMs: number;
   /** Records with no stream and no sample for this long are forgotten. */
   forgetAfterMs: number;
 }
@@ -42,13 +43,18 @@ interface StoreEvents {
 
 export class NodeStore extends EventEmitter<StoreEvents> {
   readonly #nodes = new Map<string, NodeRecord>();
-  readonly #options: NodeStoreOptions;
+  #options: NodeStoreOptions;
 
   constructor(options: NodeStoreOptions) {
     super();
     this.#options = options;
     // One listener per watch stream; many watchers are normal.
     this.setMaxListeners(0);
+  }
+
+  /** Policies changed: keep enough history for the longest window or calm period. */
+  setRetain(retainMs: number): void {
+    this.#options = { ...this.#options, retainMs };
   }
 
   get size(): number {
@@ -86,9 +92,9 @@ export class NodeStore extends EventEmitter<StoreEvents> {
         latest: undefined,
         receivedAtMs: 0,
         window: [],
-        summary: summarize([]),
         pods: [],
         raw: undefined,
+        labels: {},
       };
       this.#nodes.set(name, record);
     } else {
@@ -127,25 +133,29 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       timestampMs: sample.timestampMs,
       cpuMillicores: sample.cpuUsageMillicores,
       memoryBytes: sample.memoryWorkingSetBytes,
+      cpuPressure: sample.pressure?.cpuSome?.avg10 ?? 0,
+      memoryPressure: sample.pressure?.memorySome?.avg10 ?? 0,
     });
     // Replays can arrive out of timestamp order only across instances; keep it sorted cheaply.
     if (window.length > 1 && (window[window.length - 2]?.timestampMs ?? 0) > sample.timestampMs) {
       window.sort((a, b) => a.timestampMs - b.timestampMs);
     }
     const newest = window[window.length - 1]?.timestampMs ?? sample.timestampMs;
-    const cut = newest - this.#options.windowMs;
+    const cut = newest - this.#options.retainMs;
     let drop = 0;
     while (drop < window.length && (window[drop]?.timestampMs ?? 0) <= cut) drop += 1;
     if (drop > 0) window.splice(0, drop);
-    record.summary = summarize(window);
     this.emit('updated', record);
     return 'stored';
   }
 
-  /** The webhook saw the kubelet's raw allocatable for this node. */
-  observeRaw(name: string, raw: Allocatable, nowMs: number): void {
+  /** The webhook saw the kubelet's raw allocatable and the node's labels. */
+  observe(name: string, raw: Allocatable, labels: Record<string, string>, nowMs: number): void {
     const record = this.#nodes.get(name);
-    if (record) record.raw = { ...raw, seenAtMs: nowMs };
+    if (record) {
+      record.raw = { ...raw, seenAtMs: nowMs };
+      record.labels = labels;
+    }
   }
 
   /** What the policy needs, measured at nowMs; undefined when no sample ever arrived. */
@@ -173,10 +183,8 @@ export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefin
   if (!latest) return undefined;
   return {
     ageMs: Math.max(0, nowMs - record.receivedAtMs),
-    samples: record.summary.samples,
-    spanMs: record.summary.spanMs,
-    cpuMillicores: record.summary.cpuP95Millicores,
-    memoryBytes: record.summary.memoryMaxBytes,
+    points: record.window,
+    capacityMemoryBytes: latest.capacity?.memoryBytes ?? 0,
     requests: {
       cpuMillicores: latest.requests?.cpuMillicores ?? 0,
       memoryBytes: latest.requests?.memoryBytes ?? 0,

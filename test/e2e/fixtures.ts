@@ -18,7 +18,8 @@ export interface GatewayProc extends Proc {
   ca: string;
 }
 
-export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls')): Promise<GatewayProc> {
+/** Gateway flags: one policy from flags unless a test passes ['--policies', 'crd', '--kubeconfig', ...]. */
+export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls'), policyArgs: string[] = ['--policies', 'flags']): Promise<GatewayProc> {
   const p = ports ?? { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
   const proc = run(`gateway-${p.grpc}`, 'gateway', [
     '--bind-address', '127.0.0.1',
@@ -28,6 +29,7 @@ export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir =
     '--tls-dir', tlsDir,
     '--stale-after', '6s',
     '--window', '10s',
+    ...policyArgs,
   ]);
   await proc.waitFor(/gateway serving/);
   return { ...proc, ports: p, ca: readFileSync(join(tlsDir, 'ca.crt'), 'utf8') };

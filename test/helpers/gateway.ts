@@ -2,6 +2,7 @@
 import { request } from 'node:https';
 import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
+import { flagsPolicySource, type PolicySource } from '../../gateway/policies/policy-source.js';
 import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
 import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
 
@@ -12,7 +13,7 @@ export interface TestGateway extends RunningGateway {
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
 
 export async function startTestGateway(
-  over: { policy?: Policy; now?: () => number; grpcPort?: number; bodyLimitBytes?: number } = {},
+  over: { policy?: Policy; policies?: PolicySource; now?: () => number; grpcPort?: number; bodyLimitBytes?: number } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
   const gw = await startGateway({
@@ -22,7 +23,7 @@ export async function startTestGateway(
     grpcPort: over.grpcPort ?? 0,
     metricsPort: 0,
     tls: cert,
-    policy: over.policy ?? DEFAULT_POLICY,
+    policies: over.policies ?? flagsPolicySource(over.policy ?? DEFAULT_POLICY),
     log: createLogger('test-gateway', process.env.TEST_LOG_LEVEL ?? 'silent'),
     ...(over.now && { now: over.now }),
     ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),

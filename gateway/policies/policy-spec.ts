@@ -1,0 +1,108 @@
+// OversellPolicy objects (oversell.io/v1alpha1) into the policy the decision
+// uses. The API server validates and defaults through the CRD schema; this
+// checks again, because a policy read from a cluster whose CRD is older, or
+// edited with validation off, must give a clear error and no inflation, never a
+// crash or a nonsense grant.
+import { parseDuration } from '../../lib/duration.js';
+import { DEFAULT_POLICY, type Policy, type ResourcePolicy } from '../decide/policy.js';
+import type { LabelSelector, PolicyEntry } from '../decide/select-policy.js';
+import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
+
+export const POLICY_GROUP = 'oversell.io';
+export const POLICY_VERSION = 'v1alpha1';
+export const POLICY_PLURAL = 'oversellpolicies';
+
+export interface OversellPolicyObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; generation?: number; resourceVersion?: string };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function num(obj: Record<string, unknown>, key: string, fallback: number, min: number, max: number, where: string): number {
+  const v = obj[key];
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) {
+    throw new Error(`${where}.${key} must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function duration(obj: Record<string, unknown>, key: string, fallbackMs: number, where: string): number {
+  const v = obj[key];
+  if (v === undefined) return fallbackMs;
+  if (typeof v !== 'string') throw new Error(`${where}.${key} must be a duration string like "60s"`);
+  const ms = parseDuration(v, `${where}.${key}`);
+  if (ms <= 0) throw new Error(`${where}.${key} must be positive`);
+  return ms;
+}
+
+function resource<T extends ResourcePolicy>(spec: Record<string, unknown>, name: 'cpu' | 'memory', defaults: T): T {
+  const where = `spec.${name}`;
+  const r = spec[name] ?? {};
+  if (!isObject(r)) throw new Error(`${where} must be an object`);
+  const stat = r.statistic ?? defaults.statistic;
+  if (!STATISTICS.includes(stat as Statistic)) throw new Error(`${where}.statistic must be one of ${STATISTICS.join(', ')}`);
+  const out = {
+    ...defaults,
+    maxRatio: num(r, 'maxRatio', defaults.maxRatio, 1, 100, where),
+    targetUtilization: num(r, 'targetUtilization', defaults.targetUtilization, 0.01, 1, where),
+    minLoadFactor: num(r, 'minLoadFactor', defaults.minLoadFactor, 0.01, 1, where),
+    statistic: stat as Statistic,
+    pressureThreshold: num(r, 'pressureThreshold', defaults.pressureThreshold, 0, 100, where),
+  };
+  if (name === 'memory') {
+    (out as unknown as Policy['memory']).workingSetThreshold = num(r, 'workingSetThreshold', DEFAULT_POLICY.memory.workingSetThreshold, 0.1, 1, where);
+  }
+  return out;
+}
+
+function selector(spec: Record<string, unknown>): LabelSelector {
+  const s = spec.nodeSelector;
+  if (!isObject(s)) throw new Error('spec.nodeSelector is required');
+  const matchLabels = s.matchLabels ?? {};
+  const matchExpressions = s.matchExpressions ?? [];
+  if (!isObject(matchLabels) || !Object.values(matchLabels).every((v) => typeof v === 'string')) {
+    throw new Error('spec.nodeSelector.matchLabels must map strings to strings');
+  }
+  if (!Array.isArray(matchExpressions)) throw new Error('spec.nodeSelector.matchExpressions must be a list');
+  for (const e of matchExpressions) {
+    if (!isObject(e) || typeof e.key !== 'string' || !['In', 'NotIn', 'Exists', 'DoesNotExist'].includes(String(e.operator))) {
+      throw new Error('spec.nodeSelector.matchExpressions entries need a key and an operator In, NotIn, Exists or DoesNotExist');
+    }
+  }
+  const out = { matchLabels: matchLabels as Record<string, string>, matchExpressions: matchExpressions as LabelSelector['matchExpressions'] };
+  if (Object.keys(out.matchLabels).length === 0 && (out.matchExpressions?.length ?? 0) === 0) {
+    throw new Error('spec.nodeSelector is empty; it would select every node. Name the node pool.');
+  }
+  return out;
+}
+
+/** Never throws: an invalid object becomes an entry with no policy and the reason. */
+export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
+  const name = obj.metadata?.name ?? '(unnamed)';
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const priority = typeof spec.priority === 'number' && Number.isInteger(spec.priority) ? spec.priority : 0;
+  let sel: LabelSelector = {};
+  try {
+    sel = selector(spec);
+    const mode = spec.mode ?? 'Enforce';
+    if (mode !== 'Enforce' && mode !== 'DryRun') throw new Error('spec.mode must be Enforce or DryRun');
+    const policy: Policy = {
+      name,
+      mode,
+      cpu: resource(spec, 'cpu', DEFAULT_POLICY.cpu),
+      memory: resource(spec, 'memory', DEFAULT_POLICY.memory),
+      windowMs: duration(spec, 'window', DEFAULT_POLICY.windowMs, 'spec'),
+      staleAfterMs: duration(spec, 'staleAfter', DEFAULT_POLICY.staleAfterMs, 'spec'),
+      calmPeriodMs: duration(spec, 'calmPeriod', DEFAULT_POLICY.calmPeriodMs, 'spec'),
+      hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
+    };
+    return { name, priority, selector: sel, policy };
+  } catch (err) {
+    return { name, priority, selector: sel, policy: undefined, error: (err as Error).message };
+  }
+}
