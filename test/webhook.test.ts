@@ -5,7 +5,8 @@ import jsonpatch from 'fast-json-patch';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { ANNOTATION } from '../gateway/admit/node-review.js';
 import { formatQuantity, parseQuantity, milliValue, value } from '../lib/quantity.js';
-import { getHttp, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { getHttp, listPolicySource, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 
 interface Review {
   apiVersion: string;
@@ -273,5 +274,89 @@ describe('webhook over real HTTPS', () => {
     const out = applied(r.request.object, (await review(r)).patch);
     assert.equal(milliValue(parseQuantity(out.status.allocatable.cpu ?? '')), 15820n);
     assert.equal(value(parseQuantity(out.status.allocatable.memory ?? '')), 39212390n * 1024n);
+  });
+});
+
+describe('webhook with OversellPolicies', () => {
+  const entry = (name: string, mode: 'Enforce' | 'DryRun', priority = 0) =>
+    toPolicyEntry({ metadata: { name }, spec: { nodeSelector: { matchLabels: { pool: 'dry' } }, mode, priority } });
+  const policies = listPolicySource([entry('pool-dry', 'DryRun')]);
+  let pgw: TestGateway;
+  before(async () => {
+    pgw = await startTestGateway({ policies, now: () => clock });
+  });
+  after(() => pgw.close());
+
+  async function reviewAt(r: Review) {
+    const res = await postHttps(pgw, '/mutate/nodes', JSON.stringify(r));
+    assert.equal(res.status, 200, res.body);
+    const answer = res.json() as Answer;
+    return answer.response.patch ? (JSON.parse(Buffer.from(answer.response.patch, 'base64').toString()) as jsonpatch.Operation[]) : [];
+  }
+
+  function poolReview(name: string): Review {
+    const r = freshReview();
+    r.request.object.metadata.name = name;
+    r.request.object.metadata.labels = { 'oversell.io/enabled': 'true', pool: 'dry' };
+    const streamId = 5000 + Math.floor(Math.random() * 1e6);
+    pgw.store.attach(name, 'i', null, streamId);
+    pgw.store.ingest(name, streamId, sample(1), clock);
+    return r;
+  }
+
+  it('DryRun: allocatable stays raw; the would-be grant is in its own annotations and the reason', async () => {
+    const r = poolReview('dry-1');
+    const out = applied(r.request.object, await reviewAt(r));
+    assert.equal(out.status.allocatable.cpu, '7910m');
+    assert.equal(out.status.allocatable.memory, '31369912Ki');
+    const ann = out.metadata.annotations ?? {};
+    assert.equal(ann[ANNOTATION.dryRunCpu], '15820m');
+    assert.equal(ann[ANNOTATION.grantedCpu], '7910m');
+    assert.match(ann[ANNOTATION.reason] ?? '', /^policy pool-dry \(DryRun: allocatable not changed\)/);
+  });
+
+  it('switching the policy to Enforce inflates on the next write and drops the DryRun annotations', async () => {
+    const r = poolReview('dry-2');
+    const dry = applied(r.request.object, await reviewAt(r));
+    policies.set([entry('pool-dry', 'Enforce')]);
+    try {
+      const next = freshReview();
+      next.request.object = dry;
+      const out = applied(dry, await reviewAt(next));
+      assert.equal(out.status.allocatable.cpu, '15820m');
+      assert.equal(out.metadata.annotations?.[ANNOTATION.dryRunCpu], undefined);
+      assert.match(out.metadata.annotations?.[ANNOTATION.reason] ?? '', /^policy pool-dry; cpu 7910m->15820m/);
+    } finally {
+      policies.set([entry('pool-dry', 'DryRun')]);
+    }
+  });
+
+  it('deleting the policy brings an inflated node back to the floor on the next write', async () => {
+    policies.set([entry('pool-dry', 'Enforce')]);
+    const r = poolReview('dry-3');
+    const inflated = applied(r.request.object, await reviewAt(r));
+    assert.equal(inflated.status.allocatable.cpu, '15820m');
+    policies.set([]);
+    try {
+      const next = freshReview();
+      next.request.object = inflated; // even a write that did not touch allocatable
+      const out = applied(inflated, await reviewAt(next));
+      assert.equal(out.status.allocatable.cpu, '7910m');
+      assert.match(out.metadata.annotations?.[ANNOTATION.reason] ?? '', /no valid OversellPolicy selects this node/);
+    } finally {
+      policies.set([entry('pool-dry', 'DryRun')]);
+    }
+  });
+
+  it('an invalid policy: no inflation, and the reason names the error', async () => {
+    policies.set([toPolicyEntry({ metadata: { name: 'pool-dry' }, spec: { nodeSelector: { matchLabels: { pool: 'dry' } }, cpu: { maxRatio: 0 } } })]);
+    try {
+      const r = poolReview('dry-4');
+      const out = applied(r.request.object, await reviewAt(r));
+      assert.equal(out.status.allocatable.cpu, '7910m');
+      assert.match(out.metadata.annotations?.[ANNOTATION.reason] ?? '', /OversellPolicy pool-dry is invalid \(spec\.cpu\.maxRatio/);
+    } finally {
+      policies.set([entry('pool-dry', 'DryRun')]);
+    }
   });
 });

@@ -3,6 +3,7 @@ import { request } from 'node:https';
 import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
 import { flagsPolicySource, type PolicySource } from '../../gateway/policies/policy-source.js';
+import { selectPolicy, type PolicyEntry } from '../../gateway/decide/select-policy.js';
 import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
 import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
 
@@ -64,4 +65,23 @@ export function postHttps(
 export async function getHttp(port: number, path: string): Promise<{ status: number; body: string }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
   return { status: res.status, body: await res.text() };
+}
+
+/** A PolicySource over a list the test can change, as the CRD watch would. */
+export function listPolicySource(entries: PolicyEntry[]): PolicySource & { set(next: PolicyEntry[]): void } {
+  let current = entries;
+  const listeners: Array<() => void> = [];
+  return {
+    kind: 'crd',
+    entries: () => current,
+    select: (labels) => selectPolicy(current, labels),
+    retainMs: () => 120_000,
+    notReady: () => undefined,
+    onChange: (l) => listeners.push(l),
+    stop: async () => {},
+    set(next) {
+      current = next;
+      for (const l of listeners) l();
+    },
+  };
 }

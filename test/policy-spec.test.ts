@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { loadYaml } from '@kubernetes/client-node';
+import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
+import { matches, nodeMaxRatio, selectPolicy } from '../gateway/decide/select-policy.js';
+import { toPolicyEntry, type OversellPolicyObject } from '../gateway/policies/policy-spec.js';
+
+const obj = (name: string, spec: Record<string, unknown>): OversellPolicyObject => ({ metadata: { name }, spec });
+const pool = (p: string) => ({ nodeSelector: { matchLabels: { pool: p } } });
+
+describe('OversellPolicy objects into policies', () => {
+  it('the shipped default policy reads as the built-in defaults', () => {
+    const o = loadYaml<OversellPolicyObject>(readFileSync(new URL('../deploy/base/policy-default.yaml', import.meta.url), 'utf8'));
+    const e = toPolicyEntry(o);
+    assert.equal(e.error, undefined);
+    assert.equal(e.priority, -100);
+    assert.deepEqual({ ...e.policy, name: 'flags' }, DEFAULT_POLICY);
+  });
+
+  it('reads every field', () => {
+    const e = toPolicyEntry(obj('gpu-pool', {
+      ...pool('gpu'), priority: 10, mode: 'DryRun', window: '2m', staleAfter: '30s', calmPeriod: '90s', hysteresis: 0.1,
+      cpu: { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25 },
+      memory: { maxRatio: 1.1, statistic: 'p95', workingSetThreshold: 0.85 },
+    }));
+    assert.equal(e.error, undefined);
+    assert.equal(e.policy?.mode, 'DryRun');
+    assert.equal(e.policy?.windowMs, 120_000);
+    assert.equal(e.policy?.staleAfterMs, 30_000);
+    assert.equal(e.policy?.calmPeriodMs, 90_000);
+    assert.deepEqual(e.policy?.cpu, { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25 });
+    assert.equal(e.policy?.memory.workingSetThreshold, 0.85);
+    assert.equal(e.policy?.memory.targetUtilization, DEFAULT_POLICY.memory.targetUtilization);
+  });
+
+  const invalid: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['no selector', {}, /nodeSelector is required/],
+    ['an empty selector', { nodeSelector: {} }, /select every node/],
+    ['maxRatio below 1', { ...pool('a'), cpu: { maxRatio: 0.5 } }, /spec\.cpu\.maxRatio/],
+    ['target above 1', { ...pool('a'), memory: { targetUtilization: 1.5 } }, /spec\.memory\.targetUtilization/],
+    ['a string ratio', { ...pool('a'), cpu: { maxRatio: '2' } }, /spec\.cpu\.maxRatio must be a number/],
+    ['an unknown statistic', { ...pool('a'), cpu: { statistic: 'median' } }, /statistic must be one of/],
+    ['an unknown mode', { ...pool('a'), mode: 'Maybe' }, /mode must be Enforce or DryRun/],
+    ['a bad duration', { ...pool('a'), window: 'forever' }, /not a duration/],
+    ['a bad operator', { nodeSelector: { matchExpressions: [{ key: 'a', operator: 'Near' }] } }, /operator In, NotIn/],
+  ];
+  for (const [what, spec, message] of invalid) {
+    it(`${what}: no policy and a message, never a throw`, () => {
+      const e = toPolicyEntry(obj('bad', spec));
+      assert.equal(e.policy, undefined);
+      assert.match(e.error ?? '', message);
+    });
+  }
+});
+
+describe('policy selection', () => {
+  const entries = [
+    toPolicyEntry(obj('default', { nodeSelector: { matchLabels: { 'oversell.io/enabled': 'true' } }, priority: -100 })),
+    toPolicyEntry(obj('batch', { ...pool('batch'), priority: 10 })),
+    toPolicyEntry(obj('a-batch-twin', { ...pool('batch'), priority: 10 })),
+    toPolicyEntry(obj('broken', { ...pool('web'), priority: 50, cpu: { maxRatio: 0 } })),
+  ];
+  const on = { 'oversell.io/enabled': 'true' };
+
+  it('highest priority wins; a tie goes to the alphabetically first name; order of listing does not matter', () => {
+    assert.equal(selectPolicy(entries, { ...on, pool: 'batch' })?.name, 'a-batch-twin');
+    assert.equal(selectPolicy([...entries].reverse(), { ...on, pool: 'batch' })?.name, 'a-batch-twin');
+    assert.equal(selectPolicy(entries, { ...on, pool: 'other' })?.name, 'default');
+    assert.equal(selectPolicy(entries, { pool: 'none' }), undefined);
+  });
+
+  it('an invalid policy that matches is not skipped: its nodes get no policy, and the error travels', () => {
+    const e = selectPolicy(entries, { ...on, pool: 'web' });
+    assert.equal(e?.name, 'broken');
+    assert.equal(e?.policy, undefined);
+    assert.match(e?.error ?? '', /maxRatio/);
+  });
+
+  it('matchExpressions: In, NotIn, Exists, DoesNotExist', () => {
+    const labels = { zone: 'a', tier: 'x' };
+    assert.equal(matches({ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a', 'b'] }] }, labels), true);
+    assert.equal(matches({ matchExpressions: [{ key: 'zone', operator: 'NotIn', values: ['a'] }] }, labels), false);
+    assert.equal(matches({ matchExpressions: [{ key: 'gpu', operator: 'NotIn', values: ['a'] }] }, labels), true);
+    assert.equal(matches({ matchExpressions: [{ key: 'tier', operator: 'Exists' }] }, labels), true);
+    assert.equal(matches({ matchExpressions: [{ key: 'tier', operator: 'DoesNotExist' }] }, labels), false);
+    assert.equal(matches({}, labels), false, 'an empty selector selects nothing');
+  });
+
+  it('per-node ratio annotations: numbers >= 1 only', () => {
+    assert.deepEqual(nodeMaxRatio({ 'oversell.io/max-ratio-cpu': '1.5', 'oversell.io/max-ratio-memory': '0.5' }), { cpu: 1.5 });
+    assert.deepEqual(nodeMaxRatio({ 'oversell.io/max-ratio-cpu': 'lots' }), {});
+    assert.deepEqual(nodeMaxRatio(undefined), {});
+  });
+});
