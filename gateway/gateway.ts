@@ -8,7 +8,10 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { oversellV1 } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
+import { LeaderLease } from './act/leader-lease.js';
+import { StatusWriter } from './act/status-writer.js';
 import { GatewayMetrics } from './http/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
@@ -29,6 +32,13 @@ export interface GatewayOptions {
   bodyLimitBytes: number;
   log: Logger;
   now?: () => number;
+  /** With a cluster: the leader lowers allocatable itself and writes policy status. */
+  cluster?: {
+    kubeConfig: KubeConfig;
+    leaseNamespace: string;
+    identity: string;
+    statusWritesPerSecond: number;
+  };
 }
 
 export interface RunningGateway {
@@ -101,8 +111,18 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const prune = setInterval(() => store.prune(now()), 30_000);
   prune.unref();
 
+  let lease: LeaderLease | undefined;
+  let writer: StatusWriter | undefined;
+  if (options.cluster) {
+    const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond } = options.cluster;
+    lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
+    writer = new StatusWriter({ kubeConfig, store, policies, lease, metrics, log, writesPerSecond: statusWritesPerSecond, now });
+  }
+
   const closeAll = async () => {
     clearInterval(prune);
+    await writer?.stop();
+    await lease?.stop();
     await policies.stop();
     await Promise.allSettled([
       webhook.close(),
@@ -124,6 +144,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       webhook: await listen(webhook, options.bindAddress, options.webhookPort),
       metrics: await listen(probes, options.bindAddress, options.metricsPort),
     };
+    if (writer && lease) {
+      await writer.start();
+      lease.start();
+    }
     ready = true;
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
     return { store, metrics, ports, close: closeAll };

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // oversell-gateway: ingests agent streams, serves the nodes/status webhook and the query API.
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
 import { createLogger } from '../lib/log.js';
@@ -32,6 +33,9 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(numberFlag('--hysteresis <fraction>', 'hold back rises smaller than this fraction of the previous grant', 'OVERSELL_HYSTERESIS', String(p.hysteresis)))
   .addOption(flag('--policies <source>', '"crd": OversellPolicy objects of the cluster; "flags": the flags above for every node (default: crd in a cluster or with --kubeconfig, else flags)', 'OVERSELL_POLICIES'))
   .addOption(flag('--kubeconfig <file>', 'kubeconfig (default: in-cluster when running in a pod)', 'KUBECONFIG'))
+  .addOption(flag('--lease-namespace <ns>', 'namespace of the leader Lease (one replica writes node and policy status)', 'POD_NAMESPACE', 'oversell'))
+  .addOption(flag('--identity <name>', 'this replica in the leader election', 'POD_NAME', `${hostname()}-${process.pid}`))
+  .addOption(numberFlag('--status-writes-per-second <n>', 'rate limit of the gateway\'s own nodes/status writes', 'OVERSELL_STATUS_WRITES_PER_SECOND', '10', 0.1))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
 cmd.parse();
@@ -85,6 +89,14 @@ try {
     tls,
     policies,
     log,
+    ...(kubeConfig && {
+      cluster: {
+        kubeConfig,
+        leaseNamespace: String(o.leaseNamespace),
+        identity: String(o.identity),
+        statusWritesPerSecond: Number(o.statusWritesPerSecond),
+      },
+    }),
   });
   stopOnSignals(() => gateway.close(), log);
 } catch (err) {

@@ -9,6 +9,7 @@ export class GatewayMetrics {
   readonly #webhookDuration: Histogram<'outcome'>;
   readonly #decisions: Counter<'resource' | 'bound'>;
   readonly #samples: Counter<'result'>;
+  readonly #statusWrites: Counter<'result'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -29,6 +30,12 @@ export class GatewayMetrics {
     this.#samples = new Counter({
       name: 'oversell_samples_received_total',
       help: 'Agent samples received, by what the store did with them (stored, duplicate, not-current-stream, unknown-node).',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#statusWrites = new Counter({
+      name: 'oversell_node_status_writes_total',
+      help: 'Allocatable lowered by the gateway itself, ahead of the kubelet (lowered, failed, rate-limited).',
       labelNames: ['result'],
       registers,
     });
@@ -59,6 +66,10 @@ export class GatewayMetrics {
 
   decision(resource: 'cpu' | 'memory', bound: Bound): void {
     this.#decisions.inc({ resource, bound });
+  }
+
+  statusWrite(result: 'lowered' | 'failed' | 'rate-limited'): void {
+    this.#statusWrites.inc({ result });
   }
 
   sampleReceived(result: IngestResult): void {

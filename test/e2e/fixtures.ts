@@ -36,8 +36,9 @@ export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir =
 }
 
 /** deploy/base/webhook.yaml, pointed at the local gateway by URL with its CA. */
-export function webhookFromDeploy(gateway: GatewayProc): V1MutatingWebhookConfiguration {
+export function webhookFromDeploy(gateway: GatewayProc, name?: string): V1MutatingWebhookConfiguration {
   const config = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(REPO, 'deploy/base/webhook.yaml'), 'utf8'));
+  if (name) config.metadata = { ...config.metadata, name };
   for (const hook of config.webhooks ?? []) {
     hook.clientConfig = {
       url: `https://127.0.0.1:${gateway.ports.webhook}${hook.clientConfig.service?.path ?? '/mutate/nodes'}`,

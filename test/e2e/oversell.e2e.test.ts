@@ -34,6 +34,7 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
   after(async () => {
     for (const n of nodes) await n.stop();
     await gateway?.kill();
+    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }).catch(() => {});
   });
 
   it('1. registers the webhook from deploy/: Ignore, short timeout, opt-in by label, status UPDATE + node CREATE', async () => {
@@ -183,9 +184,16 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
     const docs = readdirSync(base)
       .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
       .flatMap((f) => loadAllYaml(readFileSync(join(base, f), 'utf8')) as KubernetesObject[]);
+    // What other objects need to exist first: the namespace, and the CRD for the default policy.
     const namespace = docs.find((d) => d.kind === 'Namespace');
-    assert.ok(namespace);
+    const crd = docs.find((d) => d.kind === 'CustomResourceDefinition');
+    assert.ok(namespace && crd);
     await api.patch(namespace, undefined, undefined, 'oversell-e2e', true, PatchStrategy.ServerSideApply);
+    await api.patch(crd, undefined, undefined, 'oversell-e2e', true, PatchStrategy.ServerSideApply);
+    await eventually('the CRD to be established', async () => {
+      const got = (await api.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: crd.metadata?.name ?? '' } })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
+      return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+    });
     for (const doc of docs) {
       // Test 1 registered the webhook by URL under the same name; a dry-run of the
       // service-based manifest over it would merge both clientConfigs. Check it under its own name.
