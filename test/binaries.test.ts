@@ -9,6 +9,7 @@ import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureServingCertificate } from '../gateway/tls/self-signed.js';
 import { Backoff } from '../agent/stream/backoff.js';
+import { TokenBucket } from '../gateway/act/token-bucket.js';
 import { parseDuration } from '../lib/duration.js';
 
 const bin = (name: string) => fileURLToPath(new URL(`../dist/${name}/main.js`, import.meta.url));
@@ -21,7 +22,7 @@ describe('binaries', () => {
       const r = spawnSync(process.execPath, [bin(name), '--help'], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, new RegExp(`Usage: oversell-${name}`));
-      const flags = [...r.stdout.matchAll(/^\s+(--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
+      const flags = [...r.stdout.matchAll(/^  (--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
       assert.ok(flags.length >= 5);
       const envs = [...r.stdout.matchAll(/env:\s+([A-Z_]+)/g)].map((m) => m[1]);
       assert.equal(envs.length, flags.length, `every flag has an env var:\n${r.stdout}`);
@@ -94,6 +95,18 @@ describe('small pieces', () => {
     assert.equal(b.next(), 100);
     const jittered = new Backoff({ initialMs: 100, maxMs: 1000 }, () => 0.5);
     assert.equal(jittered.next(), 50);
+  });
+
+  it('token bucket: burst, then the steady rate', () => {
+    let t = 0;
+    const b = new TokenBucket(2, 3, () => t);
+    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
+    t = 499;
+    assert.equal(b.take(), false);
+    t = 500;
+    assert.equal(b.take(), true);
+    t = 10_000;
+    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
   });
 
   it('durations', () => {
