@@ -76,6 +76,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs });
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
+  store.on('removed', (name) => metrics.forgetNode(name));
   let ready = false;
 
   const grpcServer = new grpc.Server({

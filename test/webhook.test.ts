@@ -313,6 +313,9 @@ describe('webhook with OversellPolicies', () => {
     assert.equal(ann[ANNOTATION.dryRunCpu], '15820m');
     assert.equal(ann[ANNOTATION.grantedCpu], '7910m');
     assert.match(ann[ANNOTATION.reason] ?? '', /^policy pool-dry \(DryRun: allocatable not changed\)/);
+    const metrics = (await getHttp(pgw.ports.metrics, '/metrics')).body;
+    assert.match(metrics, /oversell_node_granted_ratio\{node="dry-1",resource="cpu"\} 2\n/);
+    assert.match(metrics, /oversell_node_applied_ratio\{node="dry-1",resource="cpu"\} 1\n/);
   });
 
   it('switching the policy to Enforce inflates on the next write and drops the DryRun annotations', async () => {

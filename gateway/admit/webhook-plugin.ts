@@ -30,9 +30,9 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
     try {
       const result = reviewNode(request.body, deps);
       metrics.observeWebhook(result.outcome, seconds());
-      if (result.decision && result.outcome !== 'no-data') {
-        metrics.decision('cpu', result.decision.cpu.bound);
-        metrics.decision('memory', result.decision.memory.bound);
+      if (result.decision && result.node && result.outcome !== 'no-data') {
+        metrics.decision(result.node, 'cpu', result.decision.cpu);
+        metrics.decision(result.node, 'memory', result.decision.memory);
       }
       log.debug({ node: result.node, outcome: result.outcome, detail: result.detail, reason: result.decision?.reason }, 'node reviewed');
       return result.review;

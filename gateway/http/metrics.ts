@@ -10,6 +10,8 @@ export class GatewayMetrics {
   readonly #decisions: Counter<'resource' | 'bound'>;
   readonly #samples: Counter<'result'>;
   readonly #statusWrites: Counter<'result'>;
+  readonly #granted: Gauge<'node' | 'resource'>;
+  readonly #applied: Gauge<'node' | 'resource'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -39,6 +41,18 @@ export class GatewayMetrics {
       labelNames: ['result'],
       registers,
     });
+    this.#granted = new Gauge({
+      name: 'oversell_node_granted_ratio',
+      help: 'Granted / raw allocatable per node and resource at the last decision; in DryRun, what would be granted.',
+      labelNames: ['node', 'resource'],
+      registers,
+    });
+    this.#applied = new Gauge({
+      name: 'oversell_node_applied_ratio',
+      help: 'Allocatable written / raw allocatable per node and resource at the last decision (1 in DryRun unless bound requests exceed raw).',
+      labelNames: ['node', 'resource'],
+      registers,
+    });
     new Gauge({
       name: 'oversell_agents_connected',
       help: 'Agent streams currently open.',
@@ -64,8 +78,20 @@ export class GatewayMetrics {
     this.#webhookDuration.observe({ outcome }, seconds);
   }
 
-  decision(resource: 'cpu' | 'memory', bound: Bound): void {
-    this.#decisions.inc({ resource, bound });
+  decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint }): void {
+    this.#decisions.inc({ resource, bound: d.bound });
+    if (d.raw > 0n) {
+      this.#granted.set({ node, resource }, Number(d.granted) / Number(d.raw));
+      this.#applied.set({ node, resource }, Number(d.applied) / Number(d.raw));
+    }
+  }
+
+  /** A node the store forgot: drop its series. */
+  forgetNode(node: string): void {
+    for (const resource of ['cpu', 'memory']) {
+      this.#granted.remove({ node, resource });
+      this.#applied.remove({ node, resource });
+    }
   }
 
   statusWrite(result: 'lowered' | 'failed' | 'rate-limited'): void {
