@@ -1,7 +1,7 @@
 // A fake host root for the real agent: /proc files and a cgroup v2 tree the test
 // controls. The agent reads them exactly as it reads a real host; the test sets
 // the usage and pressure it should see.
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -12,6 +12,12 @@ export interface FakeUsage {
   memoryWorkingSetBytes: number;
   cpuSomeAvg10?: number;
   memorySomeAvg10?: number;
+}
+
+/** Like the kernel's files, never seen half-written: write aside, then rename over. */
+function writeAtomic(path: string, text: string): void {
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
 }
 
 export class FakeHost {
@@ -73,16 +79,16 @@ export class FakeHost {
     const busy = Math.round(this.#busy);
     const idle = Math.max(0, Math.round(this.#total) - busy);
     const perCpu = Array.from({ length: this.cpus }, (_, i) => `cpu${i} ${Math.round(busy / this.cpus)} 0 0 ${Math.round(idle / this.cpus)} 0 0 0 0 0 0`);
-    writeFileSync(join(this.procRoot, 'stat'), [`cpu  ${busy} 0 0 ${idle} 0 0 0 0 0 0`, ...perCpu, 'intr 0', 'ctxt 0', 'btime 0', ''].join('\n'));
+    writeAtomic(join(this.procRoot, 'stat'), [`cpu  ${busy} 0 0 ${idle} 0 0 0 0 0 0`, ...perCpu, 'intr 0', 'ctxt 0', 'btime 0', ''].join('\n'));
     const totalKib = Math.floor(this.memoryBytes / 1024);
     const usedKib = Math.floor(this.#usage.memoryWorkingSetBytes / 1024);
-    writeFileSync(
+    writeAtomic(
       join(this.procRoot, 'meminfo'),
       `MemTotal:       ${totalKib} kB\nMemFree:        ${totalKib - usedKib} kB\nMemAvailable:   ${totalKib - usedKib} kB\nInactive(file):        0 kB\n`,
     );
     const psi = (some = 0) => `some avg10=${some.toFixed(2)} avg60=${some.toFixed(2)} avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n`;
-    writeFileSync(join(this.procRoot, 'pressure', 'cpu'), psi(this.#usage.cpuSomeAvg10));
-    writeFileSync(join(this.procRoot, 'pressure', 'memory'), psi(this.#usage.memorySomeAvg10));
+    writeAtomic(join(this.procRoot, 'pressure', 'cpu'), psi(this.#usage.cpuSomeAvg10));
+    writeAtomic(join(this.procRoot, 'pressure', 'memory'), psi(this.#usage.memorySomeAvg10));
   }
 }
 
