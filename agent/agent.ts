@@ -5,13 +5,14 @@ import type { HostFacts__Output } from '../proto/gen/oversell/v1/HostFacts.js';
 import type { Logger } from '../lib/log.js';
 import type { PodSource } from './requests/pod-source.js';
 import { NodeSampler } from './sample/sampler.js';
-import { ReportStream } from './stream/report-stream.js';
+import { GatewaySet } from './stream/gateway-set.js';
 
 export const AGENT_VERSION = '0.1.0';
 
 export interface AgentOptions {
   nodeName: string;
-  gatewayAddress: string;
+  /** Gateway replicas to stream to; replace later with gateways.set() (discovery). */
+  gatewayAddresses: string[];
   procRoot: string;
   cgroupRoot: string;
   intervalMs: number;
@@ -27,7 +28,7 @@ export interface AgentOptions {
 
 export interface RunningAgent {
   readonly instanceId: string;
-  readonly stream: ReportStream;
+  readonly gateways: GatewaySet;
   readonly sampler: NodeSampler;
   /** Takes one sample now (also what the timer does). */
   tick(): void;
@@ -54,8 +55,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
   let seq = 0;
   let lastError = '';
 
-  const stream = new ReportStream({
-    gatewayAddress: options.gatewayAddress,
+  const gateways = GatewaySet.withOptions({
     hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host },
     log,
     ...(options.backoffInitialMs !== undefined && { backoffInitialMs: options.backoffInitialMs }),
@@ -69,14 +69,14 @@ export function startAgent(options: AgentOptions): RunningAgent {
         schedule();
       }
     },
-  });
+  }, log);
 
   const tick = () => {
     try {
       const next = seq + 1;
       const reading = sampler.read(Date.now(), next % podReportEvery === 1 || podReportEvery === 1);
       seq = next;
-      stream.push({ ...reading, seq, requests: options.pods.requests() });
+      gateways.push({ ...reading, seq, requests: options.pods.requests() });
       lastError = '';
     } catch (err) {
       // Said once per distinct failure, not once a second.
@@ -92,20 +92,20 @@ export function startAgent(options: AgentOptions): RunningAgent {
   }
 
   log.info(
-    { node: options.nodeName, gateway: options.gatewayAddress, cgroup: layout.mode, driver: layout.driver ?? 'none', intervalMs, instanceId },
+    { node: options.nodeName, gateways: options.gatewayAddresses, cgroup: layout.mode, driver: layout.driver ?? 'none', intervalMs, instanceId },
     'agent started',
   );
-  stream.start();
+  gateways.set(options.gatewayAddresses);
   schedule();
 
   return {
     instanceId,
-    stream,
+    gateways,
     sampler,
     tick,
     stop: async () => {
       clearInterval(timer);
-      await stream.stop();
+      await gateways.stop();
       await options.pods.stop();
     },
   };

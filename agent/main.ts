@@ -7,13 +7,15 @@ import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '
 import { parseDuration } from '../lib/duration.js';
 import { createLogger } from '../lib/log.js';
 import { startAgent } from './agent.js';
+import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
 import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
 import { detectCgroupLayout } from './sample/cgroup-layout.js';
 import { readHostFacts } from './sample/host-facts.js';
 
 const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and pressure to the oversell gateway.')
   .addOption(flag('--node-name <name>', 'node this agent reports for (downward API spec.nodeName)', 'NODE_NAME', hostname()))
-  .addOption(flag('--gateway <host:port>', 'gateway gRPC address', 'OVERSELL_GATEWAY', '127.0.0.1:50051'))
+  .addOption(flag('--gateway <host:port,...>', 'gateway gRPC address(es); the agent streams to each', 'OVERSELL_GATEWAY', '127.0.0.1:50051'))
+  .addOption(flag('--gateway-discovery <namespace/service>', 'stream to every ready endpoint of this Service (its EndpointSlices); overrides --gateway', 'OVERSELL_GATEWAY_DISCOVERY'))
   .addOption(flag('--proc-root <dir>', 'procfs of the host (e.g. /host/proc in a pod)', 'OVERSELL_PROC_ROOT', '/proc'))
   .addOption(flag('--cgroup-root <dir>', 'cgroup mount of the host', 'OVERSELL_CGROUP_ROOT', '/sys/fs/cgroup'))
   .addOption(durationFlag('--interval <duration>', 'sampling interval', 'OVERSELL_INTERVAL', '1s'))
@@ -24,21 +26,26 @@ const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and
 
 cmd.parse();
 const o = cmd.opts<{
-  nodeName: string; gateway: string; procRoot: string; cgroupRoot: string; interval: number | string;
+  nodeName: string; gateway: string; gatewayDiscovery?: string; procRoot: string; cgroupRoot: string; interval: number | string;
   podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string;
 }>();
 const log = createLogger('oversell-agent', o.logLevel);
 
-async function podSource(): Promise<PodSource> {
-  if (o.podsFile) return filePodSource(o.podsFile, log);
-  const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
-  if (!o.kubeconfig && !inCluster) {
-    log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
-    return noPodSource();
-  }
+const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
+function kubeConfig(): KubeConfig | undefined {
+  if (!o.kubeconfig && !inCluster) return undefined;
   const kc = new KubeConfig();
   if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
   else kc.loadFromCluster();
+  return kc;
+}
+
+async function podSource(kc: KubeConfig | undefined): Promise<PodSource> {
+  if (o.podsFile) return filePodSource(o.podsFile, log);
+  if (!kc) {
+    log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
+    return noPodSource();
+  }
   return watchPodSource(kc, o.nodeName, log);
 }
 
@@ -49,18 +56,29 @@ try {
     log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
     return undefined;
   });
+  const kc = kubeConfig();
+  const discovery = o.gatewayDiscovery?.split('/');
+  if (o.gatewayDiscovery && (discovery?.length !== 2 || !kc)) {
+    throw new Error(`--gateway-discovery needs namespace/service and a cluster (in a pod or --kubeconfig), got ${JSON.stringify(o.gatewayDiscovery)}`);
+  }
   const agent = startAgent({
     nodeName: o.nodeName,
-    gatewayAddress: o.gateway,
+    gatewayAddresses: discovery ? [] : o.gateway.split(',').map((a) => a.trim()).filter(Boolean),
     procRoot: o.procRoot,
     cgroupRoot: o.cgroupRoot,
     intervalMs,
     podReportEvery: Number(o.podReportEvery),
-    pods: await podSource(),
+    pods: await podSource(kc),
     log,
     ...(host && { host }),
   });
-  stopOnSignals(() => agent.stop(), log);
+  const watch = discovery && kc
+    ? await watchGatewayEndpoints(kc, discovery[0] ?? '', discovery[1] ?? '', (addresses) => agent.gateways.set(addresses), log)
+    : undefined;
+  stopOnSignals(async () => {
+    await watch?.stop();
+    await agent.stop();
+  }, log);
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'agent cannot start');
   process.exit(2);

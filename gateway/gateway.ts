@@ -4,6 +4,7 @@
 //   ingest (gRPC AgentStream) -> store -> decide -> admit (HTTPS webhook)
 //                                      \-> query (gRPC NodeUsage)
 import * as grpc from '@grpc/grpc-js';
+import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { oversellV1 } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
@@ -42,6 +43,8 @@ export interface GatewayOptions {
 }
 
 export interface RunningGateway {
+  /** Swaps the webhook's certificate; new handshakes use it, open connections are not dropped. */
+  setTls(tls: { cert: string; key: string }): void;
   store: NodeStore;
   metrics: GatewayMetrics;
   ports: { webhook: number; grpc: number; metrics: number };
@@ -151,7 +154,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     }
     ready = true;
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
-    return { store, metrics, ports, close: closeAll };
+    const setTls = (tls: { cert: string; key: string }) => (webhook.server as unknown as TlsServer).setSecureContext(tls);
+    return { store, metrics, ports, setTls, close: closeAll };
   } catch (err) {
     await closeAll();
     const e = err as NodeJS.ErrnoException;

@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 // oversell-gateway: ingests agent streams, serves the nodes/status webhook and the query API.
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
@@ -10,6 +9,7 @@ import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
 import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
 import { GATEWAY_DEFAULTS, startGateway } from './gateway.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
+import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 
 const d = GATEWAY_DEFAULTS;
 const p = DEFAULT_POLICY;
@@ -20,6 +20,8 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(numberFlag('--metrics-port <port>', 'HTTP port of /healthz, /readyz and /metrics', 'OVERSELL_METRICS_PORT', String(d.metricsPort)))
   .addOption(flag('--tls-cert-file <file>', 'serving certificate (PEM); with --tls-key-file, replaces the self-managed one', 'OVERSELL_TLS_CERT_FILE'))
   .addOption(flag('--tls-key-file <file>', 'serving key (PEM)', 'OVERSELL_TLS_KEY_FILE'))
+  .addOption(flag('--tls-secret <namespace/name>', 'in a cluster: keep the CA and serving certificate in this Secret (created if absent, renewed before expiry)', 'OVERSELL_TLS_SECRET'))
+  .addOption(flag('--webhook-configuration <name>', 'with --tls-secret: MutatingWebhookConfiguration whose caBundle gets our CA (empty: none)', 'OVERSELL_WEBHOOK_CONFIGURATION', 'oversell'))
   .addOption(flag('--tls-dir <dir>', 'where the self-managed CA and serving certificate live', 'OVERSELL_TLS_DIR', '.oversell/tls'))
   .addOption(flag('--tls-hosts <list>', 'comma-separated DNS names and IPs of the self-managed certificate', 'OVERSELL_TLS_HOSTS',
     'localhost,127.0.0.1,oversell-gateway,oversell-gateway.oversell,oversell-gateway.oversell.svc,oversell-gateway.oversell.svc.cluster.local'))
@@ -70,12 +72,20 @@ try {
   else if (source === 'crd' && kubeConfig) policies = await crdPolicySource(kubeConfig, log);
   else throw new Error(`--policies must be "crd" or "flags", got ${JSON.stringify(source)}`);
   log.info({ policies: source }, source === 'crd' ? 'policies from OversellPolicy objects' : 'one policy from flags for every node sent to the webhook');
-  let tls: { cert: string; key: string };
+  const hosts = String(o.tlsHosts).split(',').map((h) => h.trim()).filter(Boolean);
+  let tlsKeeper: TlsKeeper | undefined;
+  let tls: Tls;
   if (o.tlsCertFile || o.tlsKeyFile) {
     if (!o.tlsCertFile || !o.tlsKeyFile) throw new Error('--tls-cert-file and --tls-key-file go together');
-    tls = { cert: readFileSync(String(o.tlsCertFile), 'utf8'), key: readFileSync(String(o.tlsKeyFile), 'utf8') };
+    tlsKeeper = fileTlsKeeper(String(o.tlsCertFile), String(o.tlsKeyFile), log);
+    tls = tlsKeeper.current;
+  } else if (o.tlsSecret) {
+    const [namespace, name] = String(o.tlsSecret).split('/');
+    if (!namespace || !name) throw new Error(`--tls-secret must be namespace/name, got ${JSON.stringify(o.tlsSecret)}`);
+    if (!kubeConfig) throw new Error('--tls-secret needs a cluster: run in a pod or pass --kubeconfig');
+    tlsKeeper = await secretTlsKeeper({ kubeConfig, namespace, name, hosts, webhookConfiguration: String(o.webhookConfiguration ?? ''), log });
+    tls = tlsKeeper.current;
   } else {
-    const hosts = String(o.tlsHosts).split(',').map((h) => h.trim()).filter(Boolean);
     const own = await ensureServingCertificate(String(o.tlsDir), hosts);
     log.info({ caFile: own.caFile, created: own.created }, 'self-managed serving certificate; give the webhook this CA as caBundle');
     tls = own;
@@ -98,7 +108,14 @@ try {
       },
     }),
   });
-  stopOnSignals(() => gateway.close(), log);
+  tlsKeeper?.onChange((next) => {
+    gateway.setTls(next);
+    log.info('serving certificate swapped without a restart');
+  });
+  stopOnSignals(async () => {
+    tlsKeeper?.stop();
+    await gateway.close();
+  }, log);
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'gateway cannot start');
   process.exit(2);

@@ -12,6 +12,7 @@ import { filePodSource } from '../agent/requests/pod-source.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import { oversellV1 } from '../proto/load.js';
+import { addressesOf } from '../agent/stream/endpoint-discovery.js';
 import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
@@ -33,7 +34,7 @@ function fixtureAgent(nodeName: string, grpcPort: number, over: Partial<AgentOpt
   writeFileSync(join(procRoot, 'pressure', 'cpu'), CALM_PSI);
   return startAgent({
     nodeName,
-    gatewayAddress: `127.0.0.1:${grpcPort}`,
+    gatewayAddresses: [`127.0.0.1:${grpcPort}`],
     procRoot,
     cgroupRoot,
     intervalMs: 50,
@@ -117,9 +118,9 @@ describe('agent -> gRPC -> gateway -> query API', () => {
     const port = gw.ports.grpc;
     const agent = fixtureAgent('node-r', port, { backoffInitialMs: 50, backoffMaxMs: 300 });
     try {
-      await eventually(() => (agent.stream.live ? true : undefined), 5000, 'first connection');
+      await eventually(() => (agent.gateways.live ? true : undefined), 5000, 'first connection');
       await gw.close();
-      await eventually(() => (!agent.stream.live ? true : undefined), 5000, 'the agent to notice');
+      await eventually(() => (!agent.gateways.live ? true : undefined), 5000, 'the agent to notice');
       await new Promise((r) => setTimeout(r, 300)); // samples pile up while the gateway is away
       gw = await startTestGateway({ grpcPort: port });
       const query = queryClient(port);
@@ -128,7 +129,7 @@ describe('agent -> gRPC -> gateway -> query API', () => {
         return (s.window?.samples ?? 0) >= 3 ? s : undefined;
       }, 8000, 'data at the restarted gateway');
       assert.equal(n.connected, true);
-      assert.ok(agent.stream.reconnects >= 1);
+      assert.ok(agent.gateways.reconnects >= 1);
       // The replayed backlog arrived without being counted twice.
       const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
       assert.doesNotMatch(metrics, /oversell_samples_received_total\{result="duplicate"\} [1-9]/);
@@ -254,5 +255,41 @@ describe('AgentStream protocol', () => {
     } finally {
       await gw.close();
     }
+  });
+});
+
+describe('high availability: every sample to every gateway replica', () => {
+  it('two replicas both hold current data; losing one loses nothing', async () => {
+    const a = await startTestGateway();
+    const b = await startTestGateway();
+    const agent = fixtureAgent('node-ha', a.ports.grpc, { gatewayAddresses: [`127.0.0.1:${a.ports.grpc}`, `127.0.0.1:${b.ports.grpc}`] });
+    try {
+      for (const gw of [a, b]) {
+        await eventually(async () => ((await getNode(queryClient(gw.ports.grpc), 'node-ha')).window?.samples ?? 0) >= 3 || undefined, 5000, 'data at each replica');
+      }
+      await a.close();
+      const before = (await getNode(queryClient(b.ports.grpc), 'node-ha')).latest?.seq ?? 0;
+      await new Promise((r) => setTimeout(r, 300));
+      const after = await getNode(queryClient(b.ports.grpc), 'node-ha');
+      assert.ok((after.latest?.seq ?? 0) > before, 'samples keep arriving at the surviving replica');
+      assert.ok(after.ageMs < 1000);
+      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${a.ports.grpc}`, `127.0.0.1:${b.ports.grpc}`].sort());
+      // Discovery says A is gone: its stream is closed, B's stays.
+      agent.gateways.set([`127.0.0.1:${b.ports.grpc}`]);
+      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${b.ports.grpc}`]);
+      assert.equal(agent.gateways.live, true);
+    } finally {
+      await agent.stop();
+      await b.close();
+    }
+  });
+
+  it('EndpointSlices become addresses: ready endpoints on the grpc port', () => {
+    const slices = [
+      { addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.1'], conditions: { ready: true } }, { addresses: ['10.0.0.2'], conditions: { ready: false } }], ports: [{ name: 'grpc', port: 50051 }, { name: 'metrics', port: 9090 }] },
+      { addressType: 'IPv6', endpoints: [{ addresses: ['fd00::3'] }], ports: [{ name: 'grpc', port: 50051 }] },
+      { addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.4'] }], ports: [{ name: 'metrics', port: 9090 }, { name: 'web', port: 80 }] },
+    ];
+    assert.deepEqual(addressesOf(slices), ['10.0.0.1:50051', '[fd00::3]:50051']);
   });
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { Agent } from 'node:https';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import jsonpatch from 'fast-json-patch';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
@@ -7,6 +8,7 @@ import { ANNOTATION } from '../gateway/admit/node-review.js';
 import { formatQuantity, parseQuantity, milliValue, value } from '../lib/quantity.js';
 import { getHttp, listPolicySource, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
+import { generateServingCertificate } from '../gateway/tls/self-signed.js';
 
 interface Review {
   apiVersion: string;
@@ -360,6 +362,27 @@ describe('webhook with OversellPolicies', () => {
       assert.match(out.metadata.annotations?.[ANNOTATION.reason] ?? '', /OversellPolicy pool-dry is invalid \(spec\.cpu\.maxRatio/);
     } finally {
       policies.set([entry('pool-dry', 'DryRun')]);
+    }
+  });
+});
+
+describe('certificate hot reload', () => {
+  it('a new certificate is served to new connections without a restart; open connections are not dropped', async () => {
+    const gw = await startTestGateway();
+    const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+    const json = { 'content-type': 'application/json' };
+    try {
+      assert.equal((await postHttps(gw, '/mutate/nodes', fixture, json, keepAlive)).status, 200);
+      const next = await generateServingCertificate(['localhost', '127.0.0.1']);
+      gw.setTls(next);
+      // New handshakes get the new certificate: trusted with the new CA, refused with the old one.
+      assert.equal((await postHttps({ ...gw, ca: next.ca }, '/mutate/nodes', fixture, json, false)).status, 200);
+      await assert.rejects(postHttps(gw, '/mutate/nodes', fixture, json, false), /certificate|self.signed|unable to verify/i);
+      // The connection opened before the swap keeps working.
+      assert.equal((await postHttps(gw, '/mutate/nodes', fixture, json, keepAlive)).status, 200);
+    } finally {
+      keepAlive.destroy();
+      await gw.close();
     }
   });
 });

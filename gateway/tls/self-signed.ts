@@ -31,30 +31,49 @@ function serial(): string {
   return Buffer.from(b).toString('hex');
 }
 
-export async function generateServingCertificate(hosts: string[], now = new Date()): Promise<Omit<ServingCertificate, 'caFile'>> {
-  const caKeys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+export interface CertificateAuthority {
+  /** PEM */
+  cert: string;
+  key: string;
+}
+
+async function importKey(pemText: string): Promise<webcrypto.CryptoKey> {
+  const der = Buffer.from(pemText.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+  return webcrypto.subtle.importKey('pkcs8', der, ALG, true, ['sign']);
+}
+
+/** A new CA, valid ten years: the trust anchor the webhook's caBundle holds. */
+export async function generateCa(now = new Date()): Promise<CertificateAuthority> {
+  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
   const ca = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
     name: 'CN=oversell-ca',
     notBefore: new Date(now.getTime() - 60_000),
     notAfter: new Date(now.getTime() + 3650 * DAY),
-    keys: caKeys,
+    keys,
     signingAlgorithm: ALG,
     extensions: [
       new x509.BasicConstraintsExtension(true, 0, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
-      await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
+  return { cert: ca.toString('pem') + '\n', key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', keys.privateKey)) };
+}
+
+/** A serving certificate for hosts, signed by ca; valid validDays (default one year). */
+export async function issueServingCertificate(ca: CertificateAuthority, hosts: string[], now = new Date(), validDays = 365): Promise<{ cert: string; key: string }> {
+  const caCert = new x509.X509Certificate(ca.cert);
+  const caKey = await importKey(ca.key);
   const leafKeys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
   const isIp = (h: string) => /^[\d.]+$/.test(h) || h.includes(':');
   const leaf = await x509.X509CertificateGenerator.create({
     serialNumber: serial(),
     subject: `CN=${hosts[0] ?? 'oversell-gateway'}`,
-    issuer: ca.subject,
+    issuer: caCert.subject,
     notBefore: new Date(now.getTime() - 60_000),
-    notAfter: new Date(now.getTime() + 365 * DAY),
-    signingKey: caKeys.privateKey,
+    notAfter: new Date(now.getTime() + validDays * DAY),
+    signingKey: caKey,
     publicKey: leafKeys.publicKey,
     signingAlgorithm: ALG,
     extensions: [
@@ -62,17 +81,19 @@ export async function generateServingCertificate(hosts: string[], now = new Date
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
       new x509.SubjectAlternativeNameExtension(hosts.map((h) => ({ type: isIp(h) ? 'ip' : 'dns', value: h }))),
-      await x509.AuthorityKeyIdentifierExtension.create(ca, false),
+      await x509.AuthorityKeyIdentifierExtension.create(caCert, false),
     ],
   });
-  return {
-    ca: ca.toString('pem') + '\n',
-    cert: leaf.toString('pem') + '\n',
-    key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', leafKeys.privateKey)),
-  };
+  return { cert: leaf.toString('pem') + '\n', key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', leafKeys.privateKey)) };
 }
 
-function stillGood(certPem: string, hosts: string[], now: number): boolean {
+export async function generateServingCertificate(hosts: string[], now = new Date()): Promise<Omit<ServingCertificate, 'caFile'>> {
+  const ca = await generateCa(now);
+  return { ca: ca.cert, ...(await issueServingCertificate(ca, hosts, now)) };
+}
+
+/** True while the certificate covers every host and has more than 30 days left. */
+export function stillGood(certPem: string, hosts: string[], now: number): boolean {
   const cert = new X509Certificate(certPem);
   if (Date.parse(cert.validTo) - now < RENEW_BEFORE_MS) return false;
   return hosts.every((h) => (/^[\d.]+$/.test(h) ? cert.checkIP(h) !== undefined : cert.checkHost(h) !== undefined));

@@ -1,5 +1,5 @@
 // A real gateway on random 127.0.0.1 ports, with a freshly generated CA, for tests.
-import { request } from 'node:https';
+import { request, type Agent } from 'node:https';
 import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
 import { flagsPolicySource, type PolicySource } from '../../gateway/policies/policy-source.js';
@@ -44,10 +44,11 @@ export function postHttps(
   path: string,
   body: string | Buffer,
   headers: Record<string, string> = { 'content-type': 'application/json' },
+  agent?: Agent | false,
 ): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', servername: 'localhost', port: gw.ports.webhook, path, method: 'POST', ca: gw.ca, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      { host: '127.0.0.1', servername: 'localhost', port: gw.ports.webhook, path, method: 'POST', ca: gw.ca, ...(agent !== undefined && { agent }), headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
