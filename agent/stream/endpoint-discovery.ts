@@ -32,7 +32,9 @@ export async function watchGatewayEndpoints(
     labelSelector,
   );
   let last = '';
+  let synced = false;
   const update = () => {
+    if (!synced) return; // the initial list arrives object by object: decide once it is complete
     const addresses = addressesOf(informer.list());
     const key = addresses.join(',');
     if (key === last) return;
@@ -46,6 +48,7 @@ export async function watchGatewayEndpoints(
     setTimeout(() => informer.start().catch(() => {}), 5000).unref();
   });
   await informer.start();
+  synced = true;
   update();
   return { stop: () => informer.stop() };
 }

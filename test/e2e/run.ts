@@ -37,7 +37,11 @@ if (up.status !== 0) {
 }
 
 step('end-to-end suite');
-const files = readdirSync(join(REPO, 'test', 'e2e')).filter((f) => f.endsWith('.e2e.test.ts')).map((f) => join('test', 'e2e', f));
+// OVERSELL_E2E_ONLY=install runs only the files whose name contains it.
+const only = process.env.OVERSELL_E2E_ONLY ?? '';
+const files = readdirSync(join(REPO, 'test', 'e2e'))
+  .filter((f) => f.endsWith('.e2e.test.ts') && f.includes(only))
+  .map((f) => join('test', 'e2e', f));
 const suite = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
   cwd: REPO,
   stdio: 'inherit',

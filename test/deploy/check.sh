@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# CI check for the packaging: kustomize overlays, the Helm chart, docker-compose.yml.
+#
+#   1. tools: helm (test/deploy/build-helm.sh, from the Go module proxy, cached),
+#      kubectl (OVERSELL_KUBECTL, else the one test/cluster/build.sh built, else
+#      PATH; built by test/cluster/build.sh if none), and from npm dclint, yaml,
+#      ajv, kubernetes-models, @kubernetes-models/cert-manager (test/deploy/tools,
+#      pinned by its lock file, installed into the cache, never into the repo)
+#   2. the chart's CRD is deploy/base/crd.yaml, byte for byte
+#   3. helm lint --strict, both certificate modes; invalid values are refused
+#   4. render: kubectl kustomize deploy/, overlays/self-managed, overlays/cert-manager;
+#      helm template, both modes, in namespace oversell and in another namespace
+#   5. every rendered document (and every deploy/base/*.yaml) parses and passes
+#      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
+#      renders keep their promises (test/deploy/manifests.mjs: security context,
+#      probes, PDB, spread, RBAC scope, TLS mode, webhook -> Service -> port, ...)
+#      and kustomize and helm render the same objects per mode
+#   6. docker-compose.yml against the Compose Specification schema (dclint)
+#   7. only with KUBECONFIG set: server-side dry-run apply of every render. This
+#      creates the Namespace "oversell" and the OversellPolicy CRD for real
+#      (server-side apply, field manager oversell-check), like the e2e suite;
+#      cert-manager.io objects are left out when the cluster lacks cert-manager.
+#
+# Usage: test/deploy/check.sh        Env: KUBECONFIG (optional, see 7),
+#   OVERSELL_KUBECTL, OVERSELL_CACHE, OVERSELL_CHECK_OUT (keep the renders there).
+# Once helm and the npm tools are cached it takes well under a minute.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+CACHE="${OVERSELL_CACHE:-$HOME/.cache/oversell}"
+CHART="$REPO/deploy/helm/oversell"
+cd "$REPO"
+
+T0=$SECONDS
+step() { printf '\n[check %3ds] === %s\n' "$((SECONDS - T0))" "$*"; }
+ok() { printf '  ok   %s\n' "$*"; }
+die() { printf '\n[check] FAILED: %s\n' "$*" >&2; exit 1; }
+run() { # label cmd... : run, show output only on failure
+  local label="$1" out; shift
+  if out="$("$@" 2>&1)"; then ok "$label"; else printf '%s\n' "$out" >&2; die "$label"; fi
+}
+
+if [[ -n "${OVERSELL_CHECK_OUT:-}" ]]; then
+  OUT="$OVERSELL_CHECK_OUT"; mkdir -p "$OUT"
+else
+  OUT="$(mktemp -d)"; trap 'rm -rf "$OUT"' EXIT
+fi
+
+# ------------------------------------------------------------------ 1. tools
+step "tools"
+bash "$HERE/build-helm.sh"
+HELM="$(bash "$HERE/build-helm.sh" --print-path)"
+
+KUBECTL="${OVERSELL_KUBECTL:-}"
+if [[ -z "$KUBECTL" ]]; then
+  built="$(bash "$REPO/test/cluster/build.sh" --print-bin-dir)/kubectl"
+  if [[ -x "$built" ]]; then KUBECTL="$built"
+  elif command -v kubectl >/dev/null; then KUBECTL="$(command -v kubectl)"
+  else
+    echo "  no kubectl: building the local control plane binaries (test/cluster/build.sh; cold: ~15 min on 2 cores)"
+    bash "$REPO/test/cluster/build.sh"
+    KUBECTL="$built"
+  fi
+fi
+[[ -x "$KUBECTL" ]] || die "kubectl not found at $KUBECTL"
+ok "helm $("$HELM" version --short) ($HELM)"
+ok "kubectl $("$KUBECTL" version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)".*/\1/p' | head -n1) ($KUBECTL)"
+
+command -v node >/dev/null && command -v npm >/dev/null || die "node and npm are needed (Node >= 20.19)"
+lock_sum="$(cat "$HERE/tools/package.json" "$HERE/tools/package-lock.json" | sha256sum | cut -c1-16)"
+TOOLS="$CACHE/deploy-tools/$lock_sum"
+if [[ ! -f "$TOOLS/.installed" ]]; then
+  echo "  installing test/deploy/tools (npm ci) into $TOOLS"
+  rm -rf "$TOOLS"; mkdir -p "$TOOLS"
+  cp "$HERE/tools/package.json" "$HERE/tools/package-lock.json" "$TOOLS/"
+  (cd "$TOOLS" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci of test/deploy/tools"
+  touch "$TOOLS/.installed"
+fi
+ok "node $(node --version), dclint $("$TOOLS/node_modules/.bin/dclint" --version) ($TOOLS)"
+manifests() { node "$HERE/manifests.mjs" --tools "$TOOLS" "$@"; }
+select_docs() { node "$HERE/select.mjs" --tools "$TOOLS" "$@"; }
+
+# ------------------------------------------------------------ 2. chart CRD
+step "chart CRD = deploy/base/crd.yaml"
+cmp -s deploy/base/crd.yaml "$CHART/crds/oversellpolicies.yaml" ||
+  die "deploy/helm/oversell/crds/oversellpolicies.yaml differs from deploy/base/crd.yaml: cp deploy/base/crd.yaml deploy/helm/oversell/crds/oversellpolicies.yaml"
+ok "identical"
+
+# ---------------------------------------------------------------- 3. lint
+step "helm lint"
+for mode in self-managed cert-manager; do
+  run "helm lint --strict (certificates.mode=$mode)" "$HELM" lint --strict "$CHART" --namespace oversell --set "certificates.mode=$mode"
+done
+run "helm lint --strict (DryRun default policy, failurePolicy Fail, 3 replicas)" \
+  "$HELM" lint --strict "$CHART" --set defaultPolicy.mode=DryRun --set webhook.failurePolicy=Fail --set gateway.replicas=3
+run "helm lint --strict (default policy disabled)" "$HELM" lint --strict "$CHART" --set defaultPolicy.enabled=false
+refused() { # label helm-template-args...
+  local label="$1"; shift
+  if "$HELM" template oversell "$CHART" "$@" >/dev/null 2>&1; then die "helm template accepted $label"; fi
+  ok "refused: $label"
+}
+refused "certificates.mode=bogus" --set certificates.mode=bogus
+refused "webhook.failurePolicy=Never" --set webhook.failurePolicy=Never
+refused "defaultPolicy.mode=Sometimes" --set defaultPolicy.mode=Sometimes
+refused "defaultPolicy.cpu.maxRatio=0.5" --set defaultPolicy.cpu.maxRatio=0.5
+refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'
+
+# -------------------------------------------------------------- 4. render
+step "render"
+run "kubectl kustomize deploy/" sh -c "'$KUBECTL' kustomize deploy/ > '$OUT/kustomize-self-managed.yaml'"
+run "kubectl kustomize deploy/overlays/self-managed" sh -c "'$KUBECTL' kustomize deploy/overlays/self-managed > '$OUT/overlay-self-managed.yaml'"
+run "kubectl kustomize deploy/overlays/cert-manager" sh -c "'$KUBECTL' kustomize deploy/overlays/cert-manager > '$OUT/kustomize-cert-manager.yaml'"
+run "kubectl kustomize deploy/base" sh -c "'$KUBECTL' kustomize deploy/base > '$OUT/base.yaml'"
+cmp -s "$OUT/kustomize-self-managed.yaml" "$OUT/overlay-self-managed.yaml" || die "deploy/ does not render the same as deploy/overlays/self-managed"
+ok "deploy/ renders exactly overlays/self-managed"
+for mode in self-managed cert-manager; do
+  for ns in oversell ops; do
+    run "helm template -n $ns (certificates.mode=$mode)" sh -c \
+      "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set certificates.mode=$mode > '$OUT/helm-$mode-$ns.yaml'"
+  done
+done
+
+# ------------------------------------------------------------ 5. documents
+step "documents parse and pass their schemas; renders keep their promises"
+manifests --parse-only $(ls deploy/base/*.yaml | grep -v kustomization.yaml) || die "deploy/base/*.yaml (read one by one by the e2e suite)"
+manifests --parse-only "$OUT/base.yaml" || die "kubectl kustomize deploy/base"
+manifests --mode self-managed --namespace oversell kustomize="$OUT/kustomize-self-managed.yaml" helm="$OUT/helm-self-managed-oversell.yaml" || die "self-managed renders"
+manifests --mode cert-manager --namespace oversell kustomize="$OUT/kustomize-cert-manager.yaml" helm="$OUT/helm-cert-manager-oversell.yaml" || die "cert-manager renders"
+manifests --mode self-managed --namespace ops helm-ops="$OUT/helm-self-managed-ops.yaml" || die "self-managed helm render in namespace ops"
+manifests --mode cert-manager --namespace ops helm-ops="$OUT/helm-cert-manager-ops.yaml" || die "cert-manager helm render in namespace ops"
+
+# -------------------------------------------------------------- 6. compose
+step "docker-compose.yml against the Compose Specification schema"
+# -q: errors only (schema violations and dclint's error rules); style warnings are not failures.
+if "$TOOLS/node_modules/.bin/dclint" -q --color=false docker-compose.yml; then ok "docker-compose.yml is valid"
+else die "docker-compose.yml (dclint)"; fi
+printf 'services:\n  x:\n    image: busybox\n    ports: 8443\n' > "$OUT/bad-compose.yml"
+if "$TOOLS/node_modules/.bin/dclint" -q --color=false "$OUT/bad-compose.yml" >/dev/null 2>&1; then die "dclint accepted an invalid compose file"; fi
+ok "an invalid compose file is refused (the schema check is live)"
+
+# ------------------------------------------------------- 7. server dry run
+if [[ -n "${KUBECONFIG:-}" ]]; then
+  step "server-side dry run against $KUBECONFIG"
+  K=("$KUBECTL" --kubeconfig "$KUBECONFIG")
+  "${K[@]}" version >/dev/null 2>&1 || die "the cluster in KUBECONFIG=$KUBECONFIG does not answer"
+  not_groups=""
+  if ! "${K[@]}" get crd certificates.cert-manager.io >/dev/null 2>&1; then
+    not_groups="cert-manager.io"
+    echo "  (no cert-manager in this cluster: cert-manager.io objects are left out of the dry run)"
+  fi
+  # Prerequisites for real, as the e2e suite does: the namespace and the CRD.
+  select_docs --kinds Namespace,CustomResourceDefinition "$OUT/kustomize-self-managed.yaml" > "$OUT/prereq.yaml"
+  run "apply Namespace oversell and the CRD (for real)" \
+    "${K[@]}" apply --server-side --force-conflicts --field-manager=oversell-check -f "$OUT/prereq.yaml"
+  run "CRD established" "${K[@]}" wait --for=condition=Established --timeout=60s crd/oversellpolicies.oversell.io
+  for r in kustomize-self-managed kustomize-cert-manager helm-self-managed-oversell helm-cert-manager-oversell; do
+    select_docs --not-kinds Namespace,CustomResourceDefinition --not-groups "$not_groups" "$OUT/$r.yaml" > "$OUT/$r.rest.yaml"
+    n="$(grep -c '^kind:' "$OUT/$r.rest.yaml")"
+    run "$r: $n objects pass kubectl apply --server-side --dry-run=server" \
+      "${K[@]}" apply --server-side --dry-run=server --force-conflicts --field-manager=oversell-check -f "$OUT/$r.rest.yaml"
+  done
+else
+  step "server-side dry run: skipped (set KUBECONFIG to run it)"
+fi
+
+printf '\n[check %3ds] packaging: all checks passed\n' "$((SECONDS - T0))"

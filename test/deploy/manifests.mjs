@@ -1,0 +1,299 @@
+// Checks rendered oversell manifests (kustomize or helm output) without a
+// cluster: every document parses and is a well-formed object that passes its
+// schema (Kubernetes OpenAPI via kubernetes-models, cert-manager's CRDs via
+// @kubernetes-models/cert-manager, OversellPolicy via our CRD's
+// openAPIV3Schema with ajv; CEL rules and unknown fields are left to the API
+// server), names are unique, namespaced objects sit in the install namespace, references resolve
+// (bindings, Services, PDB, webhook -> Service -> container port), and the
+// properties docs/install.md promises hold. Given several renders of the same
+// certificate mode, they must contain the same objects.
+//
+// Usage: node test/deploy/manifests.mjs --mode self-managed|cert-manager
+//          --namespace NS [--tools DIR] LABEL=FILE [LABEL=FILE...]
+//        node test/deploy/manifests.mjs --parse-only [--tools DIR] FILE...
+//   DIR: where test/deploy/tools is installed (its node_modules has `yaml`).
+//   --parse-only: only that every document parses, is a well-formed object and
+//   passes its schema.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const opt = (name) => {
+  const i = args.indexOf(`--${name}`);
+  if (i < 0) return undefined;
+  const [v] = args.splice(i, 2).slice(1);
+  return v;
+};
+const parseOnly = args.includes('--parse-only') && args.splice(args.indexOf('--parse-only'), 1).length > 0;
+const mode = opt('mode');
+const ns = opt('namespace');
+const tools = opt('tools') ?? join(import.meta.dirname, 'tools');
+if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns)) {
+  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--tools DIR] LABEL=FILE...');
+  console.error('       manifests.mjs --parse-only [--tools DIR] FILE...');
+  process.exit(2);
+}
+const toolsRequire = createRequire(join(tools, 'node_modules', 'x.js'));
+const { parseAllDocuments } = toolsRequire('yaml');
+const toolImport = async (name) => {
+  const m = await import(pathToFileURL(toolsRequire.resolve(name)).href);
+  return { ...m.default, ...m };
+};
+
+const CLUSTER_SCOPED = new Set([
+  'Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding',
+  'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'OversellPolicy', 'PriorityClass',
+]);
+const DNS_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+let failures = 0;
+const fail = (where, msg) => { failures++; console.log(`  FAIL ${where}: ${msg}`); };
+const check = (where, ok, msg) => { if (!ok) fail(where, msg); };
+
+const id = (o) => `${o.kind}/${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+const matches = (selector = {}, labels = {}) =>
+  Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
+
+async function load(label, file) {
+  const objects = [];
+  for (const [i, doc] of parseAllDocuments(readFileSync(file, 'utf8')).entries()) {
+    const where = `${label} document ${i + 1}`;
+    if (doc.errors.length) { fail(where, `YAML: ${doc.errors.map((e) => e.message).join('; ')}`); continue; }
+    const o = doc.toJS();
+    if (o === null || o === undefined) continue; // empty document (a bare ---)
+    if (typeof o !== 'object' || Array.isArray(o)) { fail(where, 'not a mapping'); continue; }
+    if (!(typeof o.apiVersion === 'string' && typeof o.kind === 'string')) { fail(where, 'no apiVersion or kind'); continue; }
+    check(where, typeof o.metadata?.name === 'string' && DNS_NAME.test(o.metadata.name), `bad metadata.name ${JSON.stringify(o.metadata?.name)}`);
+    const errors = await schemaErrors(o);
+    check(`${label} ${id(o)}`, !errors, `schema: ${errors}`);
+    objects.push(o);
+  }
+  return objects;
+}
+
+// ------------------------------------------------------------------ schemas
+// OversellPolicy: the CRD's structural schema, in JSON Schema draft 7 terms
+// (OpenAPI v3.0's boolean exclusiveMinimum/Maximum become numbers).
+function draft7(schema) {
+  if (Array.isArray(schema)) return schema.map(draft7);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out = {};
+  for (const [k, v] of Object.entries(schema)) {
+    if (k.startsWith('x-kubernetes-')) continue;
+    out[k] = k === 'properties' ? Object.fromEntries(Object.entries(v).map(([p, ps]) => [p, draft7(ps)])) : draft7(v);
+  }
+  for (const [flag, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']]) {
+    if (out[flag] === true) { out[flag] = out[bound]; delete out[bound]; } else if (out[flag] === false) delete out[flag];
+  }
+  return out;
+}
+const REPO = join(import.meta.dirname, '..', '..');
+let crdValidate;
+async function oversellPolicyValidator() {
+  if (!crdValidate) {
+    const { default: Ajv } = await toolImport('ajv');
+    const crd = parseAllDocuments(readFileSync(join(REPO, 'deploy/base/crd.yaml'), 'utf8'))[0].toJS();
+    const version = crd.spec.versions.find((v) => v.storage);
+    crdValidate = new Ajv({ strict: false, allErrors: true }).compile(draft7(version.schema.openAPIV3Schema));
+  }
+  return crdValidate;
+}
+const MODELS = { 'cert-manager.io': '@kubernetes-models/cert-manager/cert-manager.io' };
+async function schemaErrors(o) {
+  const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
+  if (group === 'oversell.io') {
+    const validate = await oversellPolicyValidator();
+    return validate(o) ? undefined : validate.errors.map((e) => `${e.instancePath} ${e.message}`).join('; ');
+  }
+  const base = MODELS[group] ?? (group ? `kubernetes-models/${group}` : 'kubernetes-models');
+  let Model;
+  try {
+    Model = (await toolImport(`${base}/${version}`))[o.kind];
+  } catch {
+    return `no schema for ${o.apiVersion}`;
+  }
+  if (typeof Model !== 'function') return `no schema for ${o.apiVersion} ${o.kind}`;
+  try {
+    new Model(o).validate();
+  } catch (e) {
+    return e.message;
+  }
+  return undefined;
+}
+
+function verify(label, objects) {
+  const where = (o) => `${label} ${id(o)}`;
+  const get = (kind, name) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+  const need = (kind, name) => {
+    const o = get(kind, name);
+    check(label, o, `missing ${kind}/${name}`);
+    return o;
+  };
+
+  const seen = new Set();
+  for (const o of objects) {
+    const key = `${o.apiVersion.split('/')[0]}|${id(o)}`;
+    check(where(o), !seen.has(key), 'duplicate object');
+    seen.add(key);
+    if (CLUSTER_SCOPED.has(o.kind)) check(where(o), !o.metadata.namespace, 'cluster-scoped object with a namespace');
+    else check(where(o), o.metadata.namespace === ns, `namespace ${o.metadata.namespace} (want ${ns})`);
+    check(where(o), o.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell', 'no label app.kubernetes.io/part-of=oversell');
+  }
+  // Nothing may point at another namespace (helm renders into any namespace).
+  const text = JSON.stringify(objects);
+  for (const m of text.matchAll(/oversell-gateway(?:-agents|-tls)?\.([a-z0-9-]+)\.svc/g)) check(label, m[1] === ns, `reference to namespace ${m[1]}: ${m[0]}`);
+
+  // RBAC: every binding names a role and service accounts that are rendered.
+  for (const b of objects.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding')) {
+    check(where(b), get(b.roleRef.kind, b.roleRef.name), `roleRef ${b.roleRef.kind}/${b.roleRef.name} not rendered`);
+    for (const s of b.subjects ?? []) {
+      check(where(b), s.kind === 'ServiceAccount' && s.namespace === ns && get('ServiceAccount', s.name), `subject ${s.kind} ${s.namespace}/${s.name} not rendered`);
+    }
+  }
+  const rules = (sa) => objects
+    .filter((b) => (b.kind === 'RoleBinding' || b.kind === 'ClusterRoleBinding') && b.subjects?.some((s) => s.name === sa))
+    .flatMap((b) => (get(b.roleRef.kind, b.roleRef.name)?.rules ?? []).map((r) => ({ ...r, scope: b.kind })));
+  const grants = (sa, group, resource, verb, scope) => rules(sa).some((r) =>
+    r.apiGroups?.includes(group) && r.resources?.includes(resource) && r.verbs?.includes(verb) && (!scope || r.scope === scope));
+
+  // Gateway.
+  const gw = need('Deployment', 'oversell-gateway');
+  if (gw) {
+    const spec = gw.spec.template.spec;
+    const c = spec.containers.find((x) => x.name === 'gateway');
+    const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
+    const labels = gw.spec.template.metadata.labels;
+    check(where(gw), matches(gw.spec.selector.matchLabels, labels), 'selector does not match the pod template');
+    check(where(gw), gw.spec.replicas >= 2, `replicas ${gw.spec.replicas} (want >= 2)`);
+    check(where(gw), spec.topologySpreadConstraints?.some((t) => t.topologyKey === 'kubernetes.io/hostname' && matches(t.labelSelector?.matchLabels, labels)), 'no spread across nodes');
+    check(where(gw), c?.readinessProbe?.httpGet?.path === '/readyz' && c?.livenessProbe?.httpGet?.path === '/healthz', 'probes');
+    check(where(gw), c?.resources?.requests?.cpu && c?.resources?.requests?.memory && c?.resources?.limits?.memory, 'resource requests/limits');
+    check(where(gw), c?.securityContext?.readOnlyRootFilesystem === true && c?.securityContext?.allowPrivilegeEscalation === false, 'readOnlyRootFilesystem / allowPrivilegeEscalation');
+    check(where(gw), (spec.securityContext?.runAsNonRoot ?? c?.securityContext?.runAsNonRoot) === true, 'runAsNonRoot');
+    check(where(gw), (spec.securityContext?.seccompProfile ?? c?.securityContext?.seccompProfile)?.type === 'RuntimeDefault', 'seccomp RuntimeDefault');
+    check(where(gw), env.POD_NAME?.fieldRef?.fieldPath === 'metadata.name' && env.POD_NAMESPACE?.fieldRef?.fieldPath === 'metadata.namespace', 'POD_NAME / POD_NAMESPACE');
+    const ports = Object.fromEntries((c?.ports ?? []).map((p) => [p.name, p.containerPort]));
+    check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
+
+    const pdb = need('PodDisruptionBudget', 'oversell-gateway');
+    if (pdb) check(where(pdb), pdb.spec.minAvailable >= 1 && matches(pdb.spec.selector.matchLabels, labels), 'minAvailable >= 1 selecting the gateway');
+
+    const svc = need('Service', 'oversell-gateway');
+    if (svc) {
+      check(where(svc), matches(svc.spec.selector, labels), 'selector does not match the gateway pods');
+      const sp = Object.fromEntries(svc.spec.ports.map((p) => [p.name, `${p.port}->${p.targetPort}`]));
+      check(where(svc), sp.webhook === '443->webhook' && sp.grpc === '50051->grpc' && sp.metrics === '9090->metrics', `ports ${JSON.stringify(sp)}`);
+    }
+    const headless = need('Service', 'oversell-gateway-agents');
+    if (headless) {
+      check(where(headless), headless.spec.clusterIP === 'None' && headless.spec.publishNotReadyAddresses === false, 'headless, ready addresses only');
+      check(where(headless), matches(headless.spec.selector, labels) && headless.spec.ports.some((p) => p.name === 'grpc' && p.port === 50051), 'selects the gateway, grpc 50051');
+    }
+
+    // Certificates.
+    const mounts = c?.volumeMounts ?? [];
+    const hook = need('MutatingWebhookConfiguration', 'oversell');
+    const inject = hook?.metadata.annotations?.['cert-manager.io/inject-ca-from'];
+    if (mode === 'self-managed') {
+      check(where(gw), env.OVERSELL_TLS_SECRET === `${ns}/oversell-gateway-tls`, `OVERSELL_TLS_SECRET ${env.OVERSELL_TLS_SECRET}`);
+      check(where(gw), env.OVERSELL_WEBHOOK_CONFIGURATION === 'oversell', 'OVERSELL_WEBHOOK_CONFIGURATION');
+      check(where(gw), !env.OVERSELL_TLS_CERT_FILE && mounts.length === 0 && !spec.volumes?.length, 'no TLS files or volumes in self-managed mode');
+      check(label, !inject, 'cert-manager annotation in self-managed mode');
+      const secretRules = rules('oversell-gateway').filter((r) => r.scope === 'RoleBinding' && r.resources?.includes('secrets'));
+      check(label, secretRules.some((r) => r.resourceNames?.join() === 'oversell-gateway-tls' && ['get', 'update', 'patch'].every((v) => r.verbs.includes(v))), 'gateway: secrets get/update/patch on oversell-gateway-tls');
+      check(label, secretRules.some((r) => !r.resourceNames && r.verbs.join() === 'create'), 'gateway: secrets create (only create without resourceNames)');
+      check(label, secretRules.every((r) => r.resourceNames || r.verbs.join() === 'create'), 'gateway: no unrestricted secret access beyond create');
+      check(label, rules('oversell-gateway').some((r) => r.scope === 'ClusterRoleBinding' && r.resources?.includes('mutatingwebhookconfigurations') && r.resourceNames?.join() === 'oversell' && ['get', 'patch', 'update'].every((v) => r.verbs.includes(v))), 'gateway: patch the webhook configuration oversell');
+      check(label, !objects.some((o) => o.apiVersion.startsWith('cert-manager.io/')), 'cert-manager objects in self-managed mode');
+    } else {
+      check(where(gw), env.OVERSELL_TLS_CERT_FILE === '/etc/oversell/tls/tls.crt' && env.OVERSELL_TLS_KEY_FILE === '/etc/oversell/tls/tls.key', 'TLS file env');
+      const vol = spec.volumes?.find((v) => v.secret?.secretName === 'oversell-gateway-tls');
+      check(where(gw), vol && mounts.some((m) => m.name === vol.name && m.mountPath === '/etc/oversell/tls' && m.readOnly === true), 'Secret oversell-gateway-tls mounted read-only at /etc/oversell/tls');
+      check(where(gw), !env.OVERSELL_TLS_SECRET, 'OVERSELL_TLS_SECRET in cert-manager mode');
+      check(label, inject === `${ns}/oversell-gateway`, `inject-ca-from ${inject}`);
+      const cert = need('Certificate', 'oversell-gateway');
+      if (cert) {
+        check(where(cert), cert.spec.secretName === 'oversell-gateway-tls', 'secretName');
+        const names = [`oversell-gateway.${ns}.svc`, `oversell-gateway.${ns}.svc.cluster.local`];
+        check(where(cert), names.every((n) => cert.spec.dnsNames?.includes(n)), `dnsNames ${cert.spec.dnsNames}`);
+        const issuer = need('Issuer', cert.spec.issuerRef.name);
+        const caCert = issuer && need('Certificate', 'oversell-ca');
+        check(where(cert), issuer?.spec.ca?.secretName && caCert?.spec.secretName === issuer.spec.ca.secretName && caCert.spec.isCA === true, 'signed by a CA Issuer backed by the CA Certificate');
+        if (caCert) check(where(caCert), get('Issuer', caCert.spec.issuerRef.name)?.spec.selfSigned, 'CA issued by a self-signed Issuer');
+      }
+      check(label, !rules('oversell-gateway').some((r) => r.resources?.includes('secrets') || r.resources?.includes('mutatingwebhookconfigurations')), 'gateway needs no Secret or webhook RBAC with cert-manager');
+    }
+
+    // Webhook -> Service -> container port.
+    if (hook) {
+      const w = hook.webhooks?.[0] ?? {};
+      check(where(hook), hook.webhooks.length === 1, 'one webhook');
+      check(where(hook), w.failurePolicy === 'Ignore', `failurePolicy ${w.failurePolicy} (the default must be Ignore)`);
+      check(where(hook), w.timeoutSeconds === 2 && w.sideEffects === 'None', 'timeoutSeconds 2, sideEffects None');
+      check(where(hook), w.objectSelector?.matchLabels?.['oversell.io/enabled'] === 'true', 'opt-in objectSelector');
+      check(where(hook), w.matchConditions?.length > 0, 'matchConditions');
+      const s = w.clientConfig?.service;
+      check(where(hook), s?.name === 'oversell-gateway' && s?.namespace === ns && s?.port === 443 && s?.path === '/mutate/nodes', `clientConfig.service ${JSON.stringify(s)}`);
+      check(where(hook), !w.clientConfig?.caBundle, 'caBundle must be injected, not rendered');
+    }
+  }
+
+  // Agent.
+  const ds = need('DaemonSet', 'oversell-agent');
+  if (ds) {
+    const spec = ds.spec.template.spec;
+    const c = spec.containers.find((x) => x.name === 'agent');
+    const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
+    check(where(ds), matches(ds.spec.selector.matchLabels, ds.spec.template.metadata.labels), 'selector does not match the pod template');
+    check(where(ds), spec.tolerations?.some((t) => t.operator === 'Exists' && !t.key && !t.effect), 'tolerates every taint');
+    check(where(ds), spec.priorityClassName === 'system-node-critical', 'system-node-critical');
+    check(where(ds), ds.spec.updateStrategy?.type === 'RollingUpdate' && ds.spec.updateStrategy.rollingUpdate?.maxUnavailable, 'rolling update with maxUnavailable');
+    check(where(ds), env.NODE_NAME?.fieldRef?.fieldPath === 'spec.nodeName', 'NODE_NAME from the downward API');
+    check(where(ds), env.OVERSELL_GATEWAY_DISCOVERY === `${ns}/oversell-gateway-agents`, `OVERSELL_GATEWAY_DISCOVERY ${env.OVERSELL_GATEWAY_DISCOVERY}`);
+    for (const host of ['/proc', '/sys/fs/cgroup']) {
+      const vol = spec.volumes?.find((v) => v.hostPath?.path === host);
+      check(where(ds), vol && c?.volumeMounts?.some((m) => m.name === vol.name && m.readOnly === true), `host ${host} mounted read-only`);
+    }
+    check(where(ds), c?.securityContext?.readOnlyRootFilesystem === true && c?.securityContext?.allowPrivilegeEscalation === false && c?.securityContext?.runAsNonRoot === true, 'container security context');
+    check(label, grants('oversell-agent', 'discovery.k8s.io', 'endpointslices', 'watch', 'RoleBinding'), 'agent: watch endpointslices in its namespace');
+    check(label, !grants('oversell-agent', 'discovery.k8s.io', 'endpointslices', 'watch', 'ClusterRoleBinding'), 'agent: endpointslices must not be cluster-wide');
+    const clusterWide = rules('oversell-agent').filter((r) => r.scope === 'ClusterRoleBinding');
+    check(label, clusterWide.every((r) => r.apiGroups.join() === '' && r.resources.join() === 'pods' && r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))), 'agent: cluster-wide only pods get/list/watch');
+  }
+  return objects;
+}
+
+if (parseOnly) {
+  for (const file of args) {
+    const before = failures;
+    const objects = await load(file, file);
+    console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${file}: ${objects.map(id).join(', ')}`);
+  }
+  if (failures) {
+    console.error(`manifests: ${failures} problem(s)`);
+    process.exit(1);
+  }
+  process.exit(0);
+}
+
+const renders = [];
+for (const a of args) {
+  const [label, file] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, a];
+  const before = failures;
+  const objects = verify(label, await load(label, file));
+  console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects (${mode}, namespace ${ns})`);
+  renders.push({ label, ids: new Set(objects.filter((o) => o.kind !== 'Namespace').map(id)) });
+}
+// Same objects in every render of this mode (helm does not own the Namespace).
+for (const r of renders.slice(1)) {
+  const [first] = renders;
+  const only = (a, b) => [...a.ids].filter((x) => !b.ids.has(x));
+  for (const x of only(first, r)) fail(`${r.label} vs ${first.label}`, `${x} only in ${first.label}`);
+  for (const x of only(r, first)) fail(`${r.label} vs ${first.label}`, `${x} only in ${r.label}`);
+}
+if (failures) {
+  console.error(`manifests: ${failures} problem(s)`);
+  process.exit(1);
+}

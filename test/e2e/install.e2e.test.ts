@@ -1,0 +1,150 @@
+// Installing for real: certificates bootstrapped by the gateway into a Secret
+// and injected into the webhook (the API server then trusts it with no manual
+// step), two gateway replicas sharing that Secret, and agents that find every
+// replica through EndpointSlices, so losing one loses nothing.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { AdmissionregistrationV1Api, DiscoveryV1Api, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { ANNOTATION } from '../../gateway/admit/node-review.js';
+import { getNode, queryClient } from '../helpers/grpc.js';
+import { ADMIN_KUBECONFIG, adminConfig, core, objects } from './cluster.js';
+import { GI, OPT_IN, eventually, fakeNode, pod, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import { freePort, run, type Proc } from './processes.js';
+
+const NS = 'oversell';
+const SECRET = 'oversell-gateway-tls';
+const WEBHOOK = 'oversell-install-e2e';
+const SERVICE = 'oversell-gateway-agents';
+
+interface Replica extends Proc {
+  ports: { webhook: number; grpc: number; metrics: number };
+}
+
+async function replica(name: string): Promise<Replica> {
+  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const proc = run(`install-${name}`, 'gateway', [
+    '--bind-address', '127.0.0.1',
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
+    '--kubeconfig', ADMIN_KUBECONFIG, '--policies', 'flags', '--lease-namespace', NS, '--identity', name,
+    '--tls-secret', `${NS}/${SECRET}`, '--webhook-configuration', WEBHOOK,
+  ]);
+  await proc.waitFor(/gateway serving/);
+  return { ...proc, ports };
+}
+
+/**
+ * What the EndpointSlice controller would publish for pod IPs. The API server
+ * refuses loopback addresses in EndpointSlices, and test servers listen on
+ * 127.0.0.1 only, so these are TEST-NET addresses nobody answers on: the test
+ * checks which replicas the agent follows, not that it reaches them.
+ */
+async function publishSlices(ips: string[]): Promise<void> {
+  const api = adminConfig().makeApiClient(DiscoveryV1Api);
+  const existing = await api.listNamespacedEndpointSlice({ namespace: NS, labelSelector: `kubernetes.io/service-name=${SERVICE}` });
+  for (const s of existing.items) await api.deleteNamespacedEndpointSlice({ namespace: NS, name: s.metadata?.name ?? '' });
+  for (const ip of ips) {
+    await api.createNamespacedEndpointSlice({
+      namespace: NS,
+      body: {
+        metadata: { name: `${SERVICE}-${ip.replaceAll('.', '-')}`, labels: { 'kubernetes.io/service-name': SERVICE } },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: [ip], conditions: { ready: true } }],
+        ports: [{ name: 'grpc', port: 50051, protocol: 'TCP' }],
+      },
+    });
+  }
+}
+
+const webhookApi = () => adminConfig().makeApiClient(AdmissionregistrationV1Api);
+let a: Replica;
+let b: Replica;
+let node: FakeNode;
+let agent: Proc;
+
+describe('install: certificates without manual steps, and two replicas', { timeout: 10 * 60_000 }, () => {
+  before(async () => {
+    await core().createNamespace({ body: { metadata: { name: NS } } }).catch((e: { code?: number }) => {
+      if (e.code !== 409) throw e;
+    });
+    await core().deleteNamespacedSecret({ namespace: NS, name: SECRET }).catch(() => {});
+  });
+
+  after(async () => {
+    await agent?.kill();
+    await node?.stop();
+    await a?.kill();
+    await b?.kill();
+    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
+  });
+
+  it('the first replica creates the Secret and injects its CA; the second serves the same certificate', async () => {
+    // The webhook as installed: no caBundle yet.
+    const config = webhookFromDeploy({ ports: { webhook: 1, grpc: 0, metrics: 0 }, ca: '' } as never, WEBHOOK);
+    for (const h of config.webhooks ?? []) delete h.clientConfig.caBundle;
+    await objects().create(config);
+    a = await replica('replica-a');
+    const secret = await core().readNamespacedSecret({ namespace: NS, name: SECRET });
+    const ca = Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString();
+    assert.match(ca, /BEGIN CERTIFICATE/);
+    for (const key of ['ca.key', 'tls.crt', 'tls.key']) assert.ok(secret.data?.[key], `${key} in the Secret`);
+    const stored = await eventually('the caBundle to be injected', async () => {
+      const c: V1MutatingWebhookConfiguration = await webhookApi().readMutatingWebhookConfiguration({ name: WEBHOOK });
+      return c.webhooks?.every((w) => w.clientConfig.caBundle === Buffer.from(ca).toString('base64')) ? c : undefined;
+    });
+    assert.ok(stored.webhooks?.length);
+    b = await replica('replica-b');
+    const again = await core().readNamespacedSecret({ namespace: NS, name: SECRET });
+    assert.equal(again.metadata?.resourceVersion, secret.metadata?.resourceVersion, 'the second replica reused the Secret');
+  });
+
+  it('the API server trusts the injected CA: kubelet writes through it get inflated', async () => {
+    // Point the webhook at replica A by URL (in a cluster the Service does this), keeping the injected caBundle.
+    const c = await webhookApi().readMutatingWebhookConfiguration({ name: WEBHOOK });
+    for (const h of c.webhooks ?? []) h.clientConfig.url = `https://127.0.0.1:${a.ports.webhook}/mutate/nodes`;
+    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: c });
+    node = await fakeNode('e2e-install-ha', { labels: OPT_IN, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
+    for (let i = 0; i < 3; i++) await core().createNamespacedPod({ namespace: 'default', body: pod(`install-ha-${i}`, '1', '1Gi', { nodeName: node.name }) });
+    agent = run('agent-e2e-install-ha', 'agent', [
+      '--node-name', node.name, '--gateway', `127.0.0.1:${a.ports.grpc},127.0.0.1:${b.ports.grpc}`, '--kubeconfig', ADMIN_KUBECONFIG,
+      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--interval', '500ms',
+    ]);
+    const inflated = await eventually('inflated through replica A', async () => {
+      const s = await node.heartbeat();
+      return s.status?.allocatable?.cpu === '8' ? s : undefined;
+    });
+    assert.equal(inflated.metadata?.annotations?.[ANNOTATION.rawCpu], '4');
+  });
+
+  it('the agent streams to both replicas; with one killed, the other answers with current data', async () => {
+    for (const r of [a, b]) {
+      await eventually(`data at ${r.ports.grpc}`, async () => ((await getNode(queryClient(r.ports.grpc), node.name)).window?.samples ?? 0) >= 2 || undefined);
+    }
+    await a.kill('SIGKILL');
+    const fresh = await getNode(queryClient(b.ports.grpc), node.name);
+    assert.ok(fresh.ageMs < 2000, `replica B's data is ${fresh.ageMs} ms old`);
+    // The Service now routes to B: the very next kubelet write is inflated, no warm-up.
+    const c = await webhookApi().readMutatingWebhookConfiguration({ name: WEBHOOK });
+    for (const h of c.webhooks ?? []) h.clientConfig.url = `https://127.0.0.1:${b.ports.webhook}/mutate/nodes`;
+    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: c });
+    await new Promise((r) => setTimeout(r, 1000)); // the API server picks up the configuration change
+    const s = await node.heartbeat();
+    assert.equal(s.status?.allocatable?.cpu, '8');
+  });
+
+  it('an agent with --gateway-discovery follows the Service\'s EndpointSlices', async () => {
+    await publishSlices(['192.0.2.10', '192.0.2.11']);
+    const follower = run('agent-e2e-discovery', 'agent', [
+      '--node-name', 'e2e-discovery', '--gateway-discovery', `${NS}/${SERVICE}`, '--kubeconfig', ADMIN_KUBECONFIG,
+      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot,
+    ]);
+    try {
+      const both = await follower.waitFor(/gateway replicas changed/);
+      assert.deepEqual(both.addresses, ['192.0.2.10:50051', '192.0.2.11:50051']);
+      await publishSlices(['192.0.2.11']);
+      const gone = await follower.waitFor(/gateway replica gone/);
+      assert.equal(gone.gateway, '192.0.2.10:50051');
+    } finally {
+      await follower.kill();
+    }
+  });
+});
