@@ -6,6 +6,7 @@ import type { Logger } from '../lib/log.js';
 import type { PodSource } from './requests/pod-source.js';
 import { NodeSampler } from './sample/sampler.js';
 import { GatewaySet } from './stream/gateway-set.js';
+import { AgentMetrics } from './metrics.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -29,6 +30,7 @@ export interface AgentOptions {
 export interface RunningAgent {
   readonly instanceId: string;
   readonly gateways: GatewaySet;
+  readonly metrics: AgentMetrics;
   readonly sampler: NodeSampler;
   /** Takes one sample now (also what the timer does). */
   tick(): void;
@@ -71,14 +73,19 @@ export function startAgent(options: AgentOptions): RunningAgent {
     },
   }, log);
 
+  const metrics = new AgentMetrics(() => gateways);
   const tick = () => {
+    const end = metrics.samplingDuration.startTimer();
     try {
       const next = seq + 1;
       const reading = sampler.read(Date.now(), next % podReportEvery === 1 || podReportEvery === 1);
+      end();
       seq = next;
       gateways.push({ ...reading, seq, requests: options.pods.requests() });
+      metrics.samples.inc({ result: 'ok' });
       lastError = '';
     } catch (err) {
+      metrics.samples.inc({ result: 'error' });
       // Said once per distinct failure, not once a second.
       const message = (err as Error).message;
       if (message !== lastError) log.error({ err: message }, 'sampling failed; will retry on the next tick');
@@ -101,6 +108,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
   return {
     instanceId,
     gateways,
+    metrics,
     sampler,
     tick,
     stop: async () => {

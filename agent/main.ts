@@ -22,12 +22,13 @@ const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and
   .addOption(numberFlag('--pod-report-every <n>', 'send per-pod usage with every Nth sample', 'OVERSELL_POD_REPORT_EVERY', '10', 1))
   .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))
   .addOption(flag('--pods-file <file>', 'local mode: pods bound to this node, from a YAML/JSON file instead of a watch', 'OVERSELL_PODS_FILE'))
+  .addOption(flag('--metrics-address <host:port>', 'serve /metrics and /healthz here (empty: off)', 'OVERSELL_AGENT_METRICS_ADDRESS', '0.0.0.0:9091'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
 cmd.parse();
 const o = cmd.opts<{
   nodeName: string; gateway: string; gatewayDiscovery?: string; procRoot: string; cgroupRoot: string; interval: number | string;
-  podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string;
+  podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string; metricsAddress: string;
 }>();
 const log = createLogger('oversell-agent', o.logLevel);
 
@@ -75,7 +76,15 @@ try {
   const watch = discovery && kc
     ? await watchGatewayEndpoints(kc, discovery[0] ?? '', discovery[1] ?? '', (addresses) => agent.gateways.set(addresses), log)
     : undefined;
+  let metricsServer: import('node:http').Server | undefined;
+  if (o.metricsAddress) {
+    const at = o.metricsAddress.lastIndexOf(':');
+    const bound = await agent.metrics.listen(o.metricsAddress.slice(0, at) || '0.0.0.0', Number(o.metricsAddress.slice(at + 1)));
+    metricsServer = bound.server;
+    log.info({ metrics: `${o.metricsAddress.slice(0, at)}:${bound.port}` }, 'agent metrics serving');
+  }
   stopOnSignals(async () => {
+    metricsServer?.close();
     await watch?.stop();
     await agent.stop();
   }, log);

@@ -6,7 +6,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { oversellV1 } from '../proto/load.js';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -89,7 +91,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   });
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now }));
-  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policies, now }));
+  const notReady = () => (ready ? policies.notReady() : 'listeners starting');
+  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policies, notReady, now }));
+  // grpcurl and load balancers work without our proto files.
+  const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });
+  health.addToServer(grpcServer);
+  new ReflectionService(packageDefinition()).addToServer(grpcServer);
 
   const webhook = Fastify({
     https: { cert: options.tls.cert, key: options.tls.key },
@@ -110,7 +117,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   });
 
   const probes = Fastify({ logger: false });
-  await probes.register(probesPlugin, { metrics, notReady: () => (ready ? policies.notReady() : 'listeners starting') });
+  await probes.register(probesPlugin, { metrics, notReady });
+  const healthTimer = setInterval(() => {
+    const status = notReady() ? 'NOT_SERVING' : 'SERVING';
+    for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, status);
+  }, 1000);
+  healthTimer.unref();
 
   const prune = setInterval(() => store.prune(now()), 30_000);
   prune.unref();
@@ -125,6 +137,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   const closeAll = async () => {
     clearInterval(prune);
+    clearInterval(healthTimer);
     await writer?.stop();
     await lease?.stop();
     await policies.stop();
@@ -153,6 +166,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       lease.start();
     }
     ready = true;
+    if (!notReady()) for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, 'SERVING');
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
     const setTls = (tls: { cert: string; key: string }) => (webhook.server as unknown as TlsServer).setSecureContext(tls);
     return { store, metrics, ports, setTls, close: closeAll };

@@ -15,12 +15,16 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   oneofs: true,
 };
 
+let definition: protoLoader.PackageDefinition | undefined;
 let cached: ProtoGrpcType['oversell']['v1'] | undefined;
 
+/** The raw definition, for server reflection. */
+export function packageDefinition(): protoLoader.PackageDefinition {
+  definition ??= protoLoader.loadSync(PROTO_FILE, LOADER_OPTIONS);
+  return definition;
+}
+
 export function oversellV1(): ProtoGrpcType['oversell']['v1'] {
-  if (!cached) {
-    const definition = protoLoader.loadSync(PROTO_FILE, LOADER_OPTIONS);
-    cached = (grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType).oversell.v1;
-  }
+  cached ??= (grpc.loadPackageDefinition(packageDefinition()) as unknown as ProtoGrpcType).oversell.v1;
   return cached;
 }

@@ -53,12 +53,12 @@ process.on('SIGTERM', () => stop(0));
 
 const logLevel = env('OVERSELL_LOG_LEVEL', 'warn');
 run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', logLevel]);
-run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.grpc}`, '--pods-file', podsFile, '--log-level', logLevel]);
+run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.grpc}`, '--pods-file', podsFile, '--metrics-address', `127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}`, '--log-level', logLevel]);
 
 console.log(`oversell local pipeline for node "${nodeName}"
   webhook   https://127.0.0.1:${ports.webhook}/mutate/nodes   (CA: ${tlsDir}/ca.crt)
   gRPC      127.0.0.1:${ports.grpc}   (oversell.v1.AgentStream, oversell.v1.NodeUsage)
-  metrics   http://127.0.0.1:${ports.metrics}/metrics   probes /healthz /readyz
+  metrics   http://127.0.0.1:${ports.metrics}/metrics   probes /healthz /readyz   (agent: http://127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}/metrics)
   pods      ${podsFile} (requests of pods "bound" here)
   kubelet   capacity cpu ${capacity.cpu} memory ${capacity.memory}; raw allocatable cpu ${raw.cpu} memory ${raw.memory}
 Every ${everyMs / 1000}s: a nodes/status AdmissionReview for this node, and what the gateway grants. Ctrl-C stops.

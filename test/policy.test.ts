@@ -116,7 +116,7 @@ describe('decide', () => {
     const history = [...points(7000, 1 * GI, {}, 30), ...points(500, 1 * GI, {}, 30).map((p) => ({ ...p, timestampMs: p.timestampMs + 30_000 }))];
     const d = decide(input(usage({ pts: history }), { policy: { ...DEFAULT_POLICY, windowMs: 20_000 } }));
     assert.equal(d.cpu.usage, 500);
-    assert.match(d.reason, /window 20 samples over 20s/);
+    assert.match(d.reason, /20 samples in the 20s window/);
   });
 
   it('explains every resource in the reason', () => {
@@ -124,7 +124,7 @@ describe('decide', () => {
     assert.match(d.reason, /cpu 7910m->\d+m \(/);
     assert.match(d.reason, /memory [\d.]+GiB->[\d.]+GiB/);
     assert.match(d.reason, /p95 usage 800m, requests 6000m, target 60%/);
-    assert.match(d.reason, /window 60 samples over 60s$/);
+    assert.match(d.reason, /60 samples in the 60s window$/);
   });
 });
 

@@ -273,6 +273,6 @@ function explain(cpu: ResourceDecision, memory: ResourceDecision, input: Decisio
     parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
   }
   parts.push(explainResource('cpu', cpu, input, fmtCpu), explainResource('memory', memory, input, fmtMem));
-  if (policy) parts.push(`window ${samples} samples over ${Math.round(policy.windowMs / 1000)}s`);
+  if (policy) parts.push(`${samples} samples in the ${Math.round(policy.windowMs / 1000)}s window`);
   return parts.join('; ');
 }

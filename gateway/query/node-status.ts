@@ -25,15 +25,24 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
       memoryMaxBytes: summary.memoryMaxBytes,
     },
     rawAllocatableKnown: record.raw !== undefined,
+    labels: record.labels,
+    policy: entry?.name ?? '',
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
     const d = decideForNode(record.raw, undefined, usage, entry);
+    const pair = (cpu: bigint, memory: bigint) => ({ cpuMillicores: Number(cpu), memoryBytes: Number(memory) });
     status.decision = {
-      allocatable: { cpuMillicores: Number(d.cpu.applied), memoryBytes: Number(d.memory.applied) },
+      allocatable: pair(d.cpu.applied, d.memory.applied),
+      granted: pair(d.cpu.granted, d.memory.granted),
+      floor: pair(d.cpu.floor, d.memory.floor),
+      cap: pair(d.cpu.cap, d.memory.cap),
+      // Under pressure or stale data no statistic was needed; show the window's anyway.
+      usage: { cpuMillicores: Math.round(d.cpu.usage ?? summary.cpuP95Millicores), memoryBytes: Math.round(d.memory.usage ?? summary.memoryMaxBytes) },
       cpuBound: d.cpu.bound,
       memoryBound: d.memory.bound,
       reason: d.reason,
+      dryRun: d.dryRun,
     };
   }
   return status;

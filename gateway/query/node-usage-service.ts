@@ -1,25 +1,49 @@
-// NodeUsage: the query API (get, list, watch) over the store.
+// NodeUsage: the query API (get, list, watch, policies) over the store.
 import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent } from '../../proto/gen/oversell/v1/NodeEvent.js';
+import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeUsageHandlers } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import type { WatchNodesRequest__Output } from '../../proto/gen/oversell/v1/WatchNodesRequest.js';
+import { parseLabelSelector, SelectorError } from '../../lib/label-selector.js';
+import { matches } from '../decide/select-policy.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
+import { policyInfos } from './policy-info.js';
 
 export interface NodeUsageServiceOptions {
   store: NodeStore;
   policies: PolicySource;
+  /** Undefined when ready; otherwise why not (answered as UNAVAILABLE). */
+  notReady: () => string | undefined;
   now?: () => number;
 }
 
+type Filter = (r: NodeRecord, status: NodeStatus) => boolean;
+
+/** Throws SelectorError for a bad selector. */
+function filterOf(req: { labelSelector: string; policy: string }): Filter {
+  const selector = parseLabelSelector(req.labelSelector);
+  return (r, status) => (!selector || matches(selector, r.labels)) && (!req.policy || status.policy === req.policy);
+}
+
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
-  const { store } = options;
+  const { store, policies } = options;
   const now = options.now ?? Date.now;
-  const status = (r: NodeRecord) => nodeStatus(r, options.policies, now());
+  const status = (r: NodeRecord) => nodeStatus(r, policies, now());
+  const unavailable = () => {
+    const why = options.notReady();
+    return why ? { code: grpc.status.UNAVAILABLE, details: `gateway not ready: ${why}; retry shortly` } : undefined;
+  };
+  const badSelector = (err: unknown) => {
+    if (err instanceof SelectorError) return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
+    throw err;
+  };
 
   return {
     GetNode(call, callback) {
+      const u = unavailable();
+      if (u) return callback(u);
       const name = call.request.name;
       if (!name) return callback({ code: grpc.status.INVALID_ARGUMENT, details: 'name is required' });
       const record = store.get(name);
@@ -29,18 +53,50 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       callback(null, status(record));
     },
 
-    ListNodes(_call, callback) {
-      const nodes = store.list().sort((a, b) => a.name.localeCompare(b.name)).map(status);
+    ListNodes(call, callback) {
+      const u = unavailable();
+      if (u) return callback(u);
+      let filter: Filter;
+      try {
+        filter = filterOf(call.request);
+      } catch (err) {
+        return callback(badSelector(err));
+      }
+      const nodes = store
+        .list()
+        .sort((a, b) => a.name.localeCompare(b.name))
+        .map((r) => [r, status(r)] as const)
+        .filter(([r, s]) => filter(r, s))
+        .map(([, s]) => s);
       callback(null, { nodes });
     },
 
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {
+      const u = unavailable();
+      if (u) return call.emit('error', u);
+      let filter: Filter;
+      try {
+        filter = filterOf(call.request);
+      } catch (err) {
+        return call.emit('error', badSelector(err));
+      }
       // Subscribe before the snapshot so no change falls between the two.
       const pending: NodeEvent[] = [];
       let synced = false;
+      const shown = new Set<string>();
       const send = (e: NodeEvent) => (synced ? call.write(e) : pending.push(e));
-      const onUpdated = (r: NodeRecord) => send({ type: 'UPDATED', node: status(r) });
-      const onRemoved = (name: string) => send({ type: 'REMOVED', node: { name } });
+      const onUpdated = (r: NodeRecord) => {
+        const s = status(r);
+        if (filter(r, s)) {
+          shown.add(r.name);
+          send({ type: 'UPDATED', node: s });
+        } else if (shown.delete(r.name)) {
+          send({ type: 'REMOVED', node: { name: r.name } }); // no longer matches
+        }
+      };
+      const onRemoved = (name: string) => {
+        if (shown.delete(name)) send({ type: 'REMOVED', node: { name } });
+      };
       store.on('updated', onUpdated);
       store.on('removed', onRemoved);
       const stop = () => {
@@ -51,10 +107,22 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       call.on('close', stop);
       call.on('error', stop);
 
-      for (const r of store.list()) call.write({ type: 'SNAPSHOT', node: status(r) });
+      for (const r of store.list()) {
+        const s = status(r);
+        if (filter(r, s)) {
+          shown.add(r.name);
+          call.write({ type: 'SNAPSHOT', node: s });
+        }
+      }
       call.write({ type: 'SYNCED' });
       synced = true;
       for (const e of pending) call.write(e);
+    },
+
+    ListPolicies(_call, callback) {
+      const u = unavailable();
+      if (u) return callback(u);
+      callback(null, { policies: policyInfos(policies, store.list()) });
     },
   };
 }

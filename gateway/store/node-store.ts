@@ -152,10 +152,14 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   /** The webhook saw the kubelet's raw allocatable and the node's labels. */
   observe(name: string, raw: Allocatable, labels: Record<string, string>, nowMs: number): void {
     const record = this.#nodes.get(name);
-    if (record) {
-      record.raw = { ...raw, seenAtMs: nowMs };
-      record.labels = labels;
-    }
+    if (!record) return;
+    const changed =
+      record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes ||
+      JSON.stringify(record.labels) !== JSON.stringify(labels);
+    record.raw = { ...raw, seenAtMs: nowMs };
+    record.labels = labels;
+    // Watchers filter by labels and show raw allocatable: tell them, but not on every heartbeat.
+    if (changed) this.emit('updated', record);
   }
 
   /** What the policy needs, measured at nowMs; undefined when no sample ever arrived. */

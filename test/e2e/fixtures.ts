@@ -89,6 +89,7 @@ export async function fakeNode(
         '--gateway', `127.0.0.1:${gateway.ports.grpc}`,
         '--proc-root', host.procRoot,
         '--cgroup-root', host.cgroupRoot,
+        '--metrics-address', '127.0.0.1:0',
         '--interval', '500ms',
         '--kubeconfig', ADMIN_KUBECONFIG,
       ]);

@@ -106,7 +106,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     for (let i = 0; i < 3; i++) await core().createNamespacedPod({ namespace: 'default', body: pod(`install-ha-${i}`, '1', '1Gi', { nodeName: node.name }) });
     agent = run('agent-e2e-install-ha', 'agent', [
       '--node-name', node.name, '--gateway', `127.0.0.1:${a.ports.grpc},127.0.0.1:${b.ports.grpc}`, '--kubeconfig', ADMIN_KUBECONFIG,
-      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--interval', '500ms',
+      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--metrics-address', '127.0.0.1:0', '--interval', '500ms',
     ]);
     const inflated = await eventually('inflated through replica A', async () => {
       const s = await node.heartbeat();
@@ -135,7 +135,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     await publishSlices(['192.0.2.10', '192.0.2.11']);
     const follower = run('agent-e2e-discovery', 'agent', [
       '--node-name', 'e2e-discovery', '--gateway-discovery', `${NS}/${SERVICE}`, '--kubeconfig', ADMIN_KUBECONFIG,
-      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot,
+      '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--metrics-address', '127.0.0.1:0',
     ]);
     try {
       const both = await follower.waitFor(/gateway replicas changed/);

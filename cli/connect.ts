@@ -1,0 +1,98 @@
+// Reaching the gateway: a given address, or through the current kubeconfig by
+// port-forwarding to a ready pod of the gateway Service, the way
+// `kubectl port-forward svc/...` does.
+import { createServer, type Server } from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { CoreV1Api, KubeConfig, PortForward } from '@kubernetes/client-node';
+import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
+import { oversellV1 } from '../proto/load.js';
+
+export interface Connection {
+  client: NodeUsageClient;
+  /** Where it went, for error messages. */
+  target: string;
+  close(): void;
+}
+
+export interface ConnectOptions {
+  address?: string;
+  kubeconfig?: string;
+  namespace: string;
+  service: string;
+}
+
+export class ConnectError extends Error {
+  override name = 'ConnectError';
+}
+
+function client(address: string): NodeUsageClient {
+  return new (oversellV1().NodeUsage)(address, grpc.credentials.createInsecure());
+}
+
+async function portForward(o: ConnectOptions): Promise<{ address: string; server: Server; target: string }> {
+  const kc = new KubeConfig();
+  try {
+    if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new ConnectError(`cannot load a kubeconfig (${(err as Error).message}); pass --address host:port to reach a gateway directly`);
+  }
+  if (!kc.getCurrentCluster()) throw new ConnectError('no current cluster in the kubeconfig; pass --address host:port, or --kubeconfig');
+  const core = kc.makeApiClient(CoreV1Api);
+  let selector: Record<string, string>;
+  let grpcPort = 50051;
+  try {
+    const svc = await core.readNamespacedService({ name: o.service, namespace: o.namespace });
+    selector = svc.spec?.selector ?? {};
+    const port = svc.spec?.ports?.find((p) => p.name === 'grpc');
+    if (typeof port?.targetPort === 'number') grpcPort = port.targetPort;
+  } catch (err) {
+    throw new ConnectError(`cannot read Service ${o.namespace}/${o.service} (${(err as Error).message}); is oversell installed there? (--namespace, --service)`);
+  }
+  const pods = await core.listNamespacedPod({ namespace: o.namespace, labelSelector: Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') });
+  const pod = pods.items.find((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  const podName = pod?.metadata?.name;
+  if (!podName) throw new ConnectError(`no ready gateway pod behind ${o.namespace}/${o.service}; check: kubectl -n ${o.namespace} get pods`);
+  const forward = new PortForward(kc);
+  const server = createServer((socket) => {
+    forward.portForward(o.namespace, podName, [grpcPort], socket, null, socket).catch((err: unknown) => {
+      socket.destroy(err as Error);
+    });
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return { address: `127.0.0.1:${port}`, server, target: `pod ${o.namespace}/${podName} (port-forward)` };
+}
+
+export async function connect(o: ConnectOptions): Promise<Connection> {
+  if (o.address) {
+    const c = client(o.address);
+    return { client: c, target: o.address, close: () => c.close() };
+  }
+  const pf = await portForward(o);
+  const c = client(pf.address);
+  return {
+    client: c,
+    target: pf.target,
+    close: () => {
+      c.close();
+      pf.server.close();
+    },
+  };
+}
+
+/** A gRPC error in words an operator can act on. */
+export function explainGrpcError(err: grpc.ServiceError, target: string): string {
+  switch (err.code) {
+    case grpc.status.UNAVAILABLE:
+      return `cannot reach the gateway at ${target}: ${err.details}. Is it running? (--address host:port, or the kubeconfig's cluster)`;
+    case grpc.status.NOT_FOUND:
+    case grpc.status.INVALID_ARGUMENT:
+      return err.details;
+    case grpc.status.DEADLINE_EXCEEDED:
+      return `the gateway at ${target} did not answer in time`;
+    default:
+      return `${grpc.status[err.code] ?? err.code}: ${err.details}`;
+  }
+}

@@ -1,0 +1,142 @@
+// The CLI: rendering against golden files (UPDATE_GOLDEN=1 rewrites them after a
+// deliberate change), and the binary against a real gateway.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
+import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
+import { renderDescribe, renderPolicies, renderTop, sortNodes } from '../cli/render.js';
+import { startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+const GI = 1024 ** 3;
+const golden = (name: string) => fileURLToPath(new URL(`./fixtures/cli/${name}`, import.meta.url));
+
+function assertGolden(name: string, actual: string): void {
+  const file = golden(name);
+  if (process.env.UPDATE_GOLDEN === '1' || !existsSync(file)) writeFileSync(file, actual);
+  assert.equal(actual, readFileSync(file, 'utf8'), `${name} differs from its golden file (UPDATE_GOLDEN=1 to accept)`);
+}
+
+function node(name: string, over: { cpu: number; mem: number; raw: [number, number]; alloc: [number, number]; bound: [string, string]; age: number; psi?: [number, number]; connected?: boolean; policy?: string; dryRun?: boolean }): NodeStatus__Output {
+  const [cpuBound, memoryBound] = over.bound;
+  return {
+    name,
+    connected: over.connected ?? true,
+    instanceId: 'agent-1',
+    host: { cpuModel: 'Intel Xeon', logicalCpus: 8, memoryTotalBytes: 32 * GI, os: 'Debian 12', kernel: '6.1.0', cgroupMode: 'v2', cgroupDriver: 'systemd' },
+    latest: {
+      seq: 120, timestampMs: 0, cpuUsageMillicores: over.cpu, memoryWorkingSetBytes: over.mem,
+      capacity: { cpuMillicores: 8000, memoryBytes: 32 * GI },
+      pressure: { available: true, cpuSome: { avg10: over.psi?.[0] ?? 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: over.psi?.[1] ?? 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } },
+      requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },
+      podsIncluded: false, pods: [],
+    },
+    receivedAtMs: 0,
+    ageMs: over.age,
+    window: { samples: 60, spanMs: 59_000, cpuP95Millicores: over.cpu, memoryMaxBytes: over.mem },
+    rawAllocatable: { cpuMillicores: over.raw[0], memoryBytes: over.raw[1] },
+    rawAllocatableKnown: true,
+    decision: {
+      allocatable: { cpuMillicores: over.dryRun ? over.raw[0] : over.alloc[0], memoryBytes: over.dryRun ? over.raw[1] : over.alloc[1] },
+      granted: { cpuMillicores: over.alloc[0], memoryBytes: over.alloc[1] },
+      floor: { cpuMillicores: over.raw[0], memoryBytes: over.raw[1] },
+      cap: { cpuMillicores: over.raw[0] * 2, memoryBytes: Math.floor(over.raw[1] * 1.25) },
+      usage: { cpuMillicores: over.cpu, memoryBytes: over.mem },
+      cpuBound,
+      memoryBound,
+      reason: `policy ${over.policy ?? 'default'}; cpu ${over.raw[0]}m->${over.alloc[0]}m (${cpuBound})`,
+      dryRun: over.dryRun ?? false,
+    },
+    labels: { pool: 'batch' },
+    policy: over.policy ?? 'default',
+  };
+}
+
+const NODES = [
+  node('worker-b', { cpu: 7100, mem: 28 * GI, raw: [7910, 30 * GI], alloc: [7910, 30 * GI], bound: ['pressure', 'pressure'], age: 800, psi: [55, 12] }),
+  node('worker-a', { cpu: 600, mem: 6 * GI, raw: [7910, 30 * GI], alloc: [15820, 37.5 * GI], bound: ['cap', 'cap'], age: 1200 }),
+  node('worker-c', { cpu: 300, mem: 2 * GI, raw: [3910, 14 * GI], alloc: [3910, 14 * GI], bound: ['stale', 'stale'], age: 45_000, connected: false }),
+  node('worker-d', { cpu: 900, mem: 4 * GI, raw: [7910, 30 * GI], alloc: [12000, 33 * GI], bound: ['headroom', 'headroom'], age: 400, policy: 'trial', dryRun: true }),
+];
+
+describe('CLI rendering (golden files)', () => {
+  it('top nodes, sorted by name', () => assertGolden('top.txt', renderTop(sortNodes(NODES, 'name'), { color: false })));
+  it('top nodes -o wide, sorted by cpu', () => assertGolden('top-wide.txt', renderTop(sortNodes(NODES, 'cpu'), { color: false }, true)));
+  it('colours only when asked: green for inflated, red for pressure and stale', () => {
+    const colored = renderTop(sortNodes(NODES, 'name'), { color: true });
+    assert.match(colored, /\x1b\[32m7910m->15820m\x1b\[0m/);
+    assert.match(colored, /\x1b\[31m55\/12\x1b\[0m/);
+    assert.match(colored, /\x1b\[31m45s\x1b\[0m/);
+    assert.doesNotMatch(renderTop(NODES, { color: false }), /\x1b/);
+  });
+  it('describe node', () => assertGolden('describe-worker-a.txt', renderDescribe(NODES[1]!, { color: false })));
+  it('describe node in DryRun', () => assertGolden('describe-worker-d.txt', renderDescribe(NODES[3]!, { color: false })));
+  it('get policies', () => {
+    const policies: PolicyInfo__Output[] = [
+      { name: 'default', priority: -100, mode: 'Enforce', valid: true, error: '', matchedNodes: 3, nodeSelector: 'oversell.io/enabled=true', cpuMaxRatio: 2, memoryMaxRatio: 1.25, source: 'crd' },
+      { name: 'broken', priority: 10, mode: '', valid: false, error: 'spec.cpu.maxRatio must be a number in [1, 100], got 0', matchedNodes: 1, nodeSelector: 'pool=gpu', cpuMaxRatio: 0, memoryMaxRatio: 0, source: 'crd' },
+    ];
+    assertGolden('policies.txt', renderPolicies(policies, { color: false }));
+  });
+});
+
+describe('the oversell binary against a real gateway', () => {
+  const bin = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+  let gw: TestGateway;
+  // Asynchronous: the gateway answering it lives in this process.
+  const run = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
+    new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 20_000, env }, (err, stdout, stderr) =>
+        resolve({ status: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+  const cli = (...args: string[]) => run(['--address', `127.0.0.1:${gw.ports.grpc}`, ...args]);
+  before(async () => {
+    gw = await startTestGateway();
+    gw.store.attach('n1', 'i', null, 1);
+    gw.store.ingest('n1', 1, { ...NODES[1]!.latest!, seq: 1, timestampMs: Date.now() }, Date.now());
+    gw.store.observe('n1', { cpuMillicores: 7910n, memoryBytes: 30n * 2n ** 30n }, { pool: 'batch' }, Date.now());
+  });
+  after(() => gw.close());
+
+  it('top -o json is the query API\'s answer', async () => {
+    const r = await cli('top', '-o', 'json');
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { nodes: NodeStatus__Output[] };
+    assert.equal(out.nodes[0]?.name, 'n1');
+    assert.equal(out.nodes[0]?.decision?.allocatable?.cpuMillicores, 15820);
+  });
+
+  it('top prints a table (no colour when not a terminal)', async () => {
+    const r = await cli('top', 'nodes', '-l', 'pool=batch');
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^NAME\s+CPU\(cores\)/);
+    assert.match(r.stdout, /n1\s+600m\s+8%/);
+    assert.doesNotMatch(r.stdout, /\x1b/);
+  });
+
+  it('describe node -o yaml, and get policies', async () => {
+    const d = await cli('describe', 'node', 'n1', '-o', 'yaml');
+    assert.equal(d.status, 0, d.stderr);
+    assert.match(d.stdout, /^name: n1$/m);
+    const p = await cli('get', 'policies');
+    assert.match(p.stdout, /^flags\s+0\s+Enforce\s+2x\s+1.25x\s+1\s/m);
+  });
+
+  it('errors say what to do, with exit code 1', async () => {
+    const missing = await cli('describe', 'node', 'nope');
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /error: no agent has reported for node "nope"/);
+    const bad = await cli('top', '-l', 'a in (b');
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /unbalanced parentheses/);
+    const away = await run(['--address', '127.0.0.1:1', 'top']);
+    assert.equal(away.status, 1);
+    assert.match(away.stderr, /cannot reach the gateway at 127\.0\.0\.1:1.*Is it running\?/);
+    const noCluster = await run(['top'], { ...process.env, KUBECONFIG: '/nonexistent', OVERSELL_ADDRESS: '' });
+    assert.equal(noCluster.status, 1);
+    assert.match(noCluster.stderr, /--address/);
+  });
+});

@@ -1,0 +1,182 @@
+// The query API over real gRPC: every call, every error code, the watch's
+// snapshot-then-changes order, health checking and server reflection.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
+import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
+import { parseLabelSelector, SelectorError } from '../lib/label-selector.js';
+import { matches } from '../gateway/decide/select-policy.js';
+import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
+import { eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
+import { listPolicySource, startTestGateway, type TestGateway } from './helpers/gateway.js';
+
+const sample = (seq: number): Sample__Output => ({
+  seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
+  capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
+  requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, podsIncluded: false, pods: [],
+});
+
+const policies = listPolicySource([
+  toPolicyEntry({ metadata: { name: 'batch' }, spec: { nodeSelector: { matchLabels: { pool: 'batch' } }, priority: 5 } }),
+  toPolicyEntry({ metadata: { name: 'web' }, spec: { nodeSelector: { matchLabels: { pool: 'web' } }, mode: 'DryRun' } }),
+]);
+let gw: TestGateway;
+let stream = 100;
+
+function report(name: string, labels: Record<string, string>) {
+  stream += 1;
+  gw.store.attach(name, 'i', null, stream);
+  gw.store.ingest(name, stream, sample(1), Date.now());
+  gw.store.observe(name, { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, Date.now());
+}
+
+function list(req: { labelSelector?: string; policy?: string }) {
+  const c = queryClient(gw.ports.grpc);
+  return new Promise<string[]>((resolve, reject) =>
+    c.ListNodes({ labelSelector: req.labelSelector ?? '', policy: req.policy ?? '' }, (err, res) => (err ? reject(err) : resolve((res?.nodes ?? []).map((n) => n.name)))),
+  );
+}
+
+describe('NodeUsage over real gRPC', () => {
+  before(async () => {
+    gw = await startTestGateway({ policies });
+    report('b-1', { pool: 'batch', zone: 'a' });
+    report('b-2', { pool: 'batch', zone: 'b' });
+    report('w-1', { pool: 'web', zone: 'a' });
+  });
+  after(() => gw.close());
+
+  it('GetNode carries usage, window, raw and granted allocatable, policy and reason', async () => {
+    const n = await getNode(queryClient(gw.ports.grpc), 'b-1');
+    assert.equal(n.policy, 'batch');
+    assert.deepEqual(n.labels, { pool: 'batch', zone: 'a' });
+    assert.equal(n.latest?.cpuUsageMillicores, 500);
+    assert.equal(n.window?.samples, 1);
+    assert.equal(n.rawAllocatable?.cpuMillicores, 7910);
+    assert.equal(n.decision?.allocatable?.cpuMillicores, 15820);
+    assert.equal(n.decision?.granted?.cpuMillicores, 15820);
+    assert.equal(n.decision?.floor?.cpuMillicores, 7910);
+    assert.equal(n.decision?.usage?.cpuMillicores, 500);
+    assert.equal(n.decision?.cpuBound, 'cap');
+    assert.match(n.decision?.reason ?? '', /^policy batch; cpu 7910m->15820m/);
+    const dry = await getNode(queryClient(gw.ports.grpc), 'w-1');
+    assert.equal(dry.decision?.dryRun, true);
+    assert.equal(dry.decision?.allocatable?.cpuMillicores, 7910);
+    assert.equal(dry.decision?.granted?.cpuMillicores, 15820);
+  });
+
+  it('ListNodes filters by label selector and by policy', async () => {
+    assert.deepEqual(await list({}), ['b-1', 'b-2', 'w-1']);
+    assert.deepEqual(await list({ labelSelector: 'pool=batch' }), ['b-1', 'b-2']);
+    assert.deepEqual(await list({ labelSelector: 'zone in (a),pool!=web' }), ['b-1']);
+    assert.deepEqual(await list({ labelSelector: '!zone' }), []);
+    assert.deepEqual(await list({ policy: 'web' }), ['w-1']);
+    assert.deepEqual(await list({ policy: 'batch', labelSelector: 'zone=b' }), ['b-2']);
+  });
+
+  it('a bad selector is INVALID_ARGUMENT with the reason', async () => {
+    await assert.rejects(list({ labelSelector: 'pool in (batch' }), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && /unbalanced/.test(e.details));
+    await assert.rejects(list({ labelSelector: 'a=b,,c' }), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT);
+  });
+
+  it('WatchNodes: the snapshot, SYNCED, then changes; filtered; REMOVED when a node leaves the filter', async () => {
+    const events: NodeEvent__Output[] = [];
+    const call = queryClient(gw.ports.grpc).WatchNodes({ labelSelector: 'pool=batch', policy: '' });
+    call.on('data', (e: NodeEvent__Output) => events.push(e));
+    call.on('error', () => {});
+    try {
+      await eventually(() => (events.some((e) => e.type === 'SYNCED') ? true : undefined), 3000, 'SYNCED');
+      assert.deepEqual(events.map((e) => `${e.type}:${e.node?.name ?? ''}`), ['SNAPSHOT:b-1', 'SNAPSHOT:b-2', 'SYNCED:']);
+      report('b-3', { pool: 'batch' });
+      report('w-2', { pool: 'web' }); // filtered out
+      await eventually(() => (events.some((e) => e.node?.name === 'b-3') ? true : undefined), 3000, 'b-3');
+      // b-1 moves to the web pool: it leaves this watch.
+      gw.store.observe('b-1', { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, { pool: 'web' }, Date.now());
+      gw.store.ingest('b-1', gw.store.get('b-1')?.streamId ?? 0, sample(2), Date.now());
+      await eventually(() => (events.some((e) => e.type === 'REMOVED' && e.node?.name === 'b-1') ? true : undefined), 3000, 'REMOVED b-1');
+      assert.ok(!events.some((e) => e.node?.name === 'w-2'), 'a node outside the selector was sent');
+      const afterSync = events.slice(3);
+      assert.ok(afterSync.every((e) => e.type === 'UPDATED' || e.type === 'REMOVED'));
+    } finally {
+      call.cancel();
+    }
+  });
+
+  it('ListPolicies: each policy with the nodes it governs', async () => {
+    const c = queryClient(gw.ports.grpc);
+    const res = await new Promise<{ policies: Array<{ name: string; matchedNodes: number; mode: string; nodeSelector: string; valid: boolean }> }>((resolve, reject) =>
+      c.ListPolicies({}, (err, r) => (err ? reject(err) : resolve(r as never))),
+    );
+    const byName = Object.fromEntries(res.policies.map((p) => [p.name, p]));
+    assert.equal(byName.batch?.mode, 'Enforce');
+    assert.equal(byName.web?.mode, 'DryRun');
+    assert.equal(byName.batch?.nodeSelector, 'pool=batch');
+    assert.equal(byName.web?.valid, true);
+    const counted = (await listNodes(c)).reduce((m, n) => m.set(n.policy, (m.get(n.policy) ?? 0) + 1), new Map<string, number>());
+    assert.equal(byName.batch?.matchedNodes, counted.get('batch'));
+    assert.equal(byName.web?.matchedNodes, counted.get('web'));
+  });
+
+  it('standard health checking says SERVING', async () => {
+    const def = protoLoader.loadSync(fileURLToPath(new URL('../node_modules/grpc-health-check/proto/health/v1/health.proto', import.meta.url)), { enums: String });
+    const Health = (grpc.loadPackageDefinition(def) as unknown as { grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } } }).grpc.health.v1.Health;
+    const h = new Health(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure()) as unknown as {
+      Check(req: { service: string }, cb: (err: grpc.ServiceError | null, res?: { status: string }) => void): void;
+    };
+    for (const service of ['', 'oversell.v1.NodeUsage']) {
+      const res = await new Promise<{ status: string }>((resolve, reject) => h.Check({ service }, (err, r) => (err ? reject(err) : resolve(r!))));
+      assert.equal(res.status, 'SERVING');
+    }
+  });
+
+  it('server reflection lists our services (what grpcurl uses)', async () => {
+    const def = protoLoader.loadSync(fileURLToPath(new URL('../node_modules/@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto', import.meta.url)));
+    const R = (grpc.loadPackageDefinition(def) as unknown as { grpc: { reflection: { v1: { ServerReflection: grpc.ServiceClientConstructor } } } }).grpc.reflection.v1.ServerReflection;
+    const r = new R(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure()) as unknown as { ServerReflectionInfo(): grpc.ClientDuplexStream<object, { listServicesResponse?: { service: Array<{ name: string }> } }> };
+    const call = r.ServerReflectionInfo();
+    const answer = await new Promise<string[]>((resolve, reject) => {
+      call.on('data', (m) => resolve((m.listServicesResponse?.service ?? []).map((svc: { name: string }) => svc.name)));
+      call.on('error', reject);
+      call.write({ listServices: '' });
+    });
+    call.end();
+    assert.ok(answer.includes('oversell.v1.NodeUsage'), answer.join(','));
+    assert.ok(answer.includes('oversell.v1.AgentStream'));
+  });
+});
+
+describe('NodeUsage while not ready', () => {
+  it('answers UNAVAILABLE with why, and health says NOT_SERVING', async () => {
+    const waiting = { ...listPolicySource([]), notReady: () => 'OversellPolicy watch not synced' };
+    const g = await startTestGateway({ policies: waiting });
+    try {
+      await assert.rejects(getNode(queryClient(g.ports.grpc), 'x'), (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE && /not synced/.test(e.details));
+      const ready = await fetch(`http://127.0.0.1:${g.ports.metrics}/readyz`);
+      assert.equal(ready.status, 503);
+    } finally {
+      await g.close();
+    }
+  });
+});
+
+describe('label selectors', () => {
+  const sel = (s: string) => parseLabelSelector(s)!;
+  it('parses every form and matches like Kubernetes', () => {
+    const labels = { app: 'web', tier: 'front', 'example.com/zone': 'a' };
+    assert.equal(matches(sel('app=web'), labels), true);
+    assert.equal(matches(sel('app==web'), labels), true);
+    assert.equal(matches(sel('app!=web'), labels), false);
+    assert.equal(matches(sel('tier in (front, back)'), labels), true);
+    assert.equal(matches(sel('tier notin (front)'), labels), false);
+    assert.equal(matches(sel('example.com/zone'), labels), true);
+    assert.equal(matches(sel('!gpu'), labels), true);
+    assert.equal(matches(sel('app=web,!tier'), labels), false);
+    assert.equal(parseLabelSelector('  '), undefined);
+  });
+  for (const bad of ['a in (b', 'a=b,', '=b', 'a=b c', 'a in (b c)', 'Bad Key=1', 'a=' + 'x'.repeat(64)]) {
+    it(`refuses ${JSON.stringify(bad)}`, () => assert.throws(() => parseLabelSelector(bad), SelectorError));
+  }
+});
