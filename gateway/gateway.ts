@@ -41,7 +41,10 @@ export interface GatewayOptions {
     leaseNamespace: string;
     identity: string;
     statusWritesPerSecond: number;
+    optInSelector: string;
   };
+  /** /readyz stays 503 this long after start, so agents (which find not-ready replicas too) fill the store first. */
+  warmupMs?: number;
 }
 
 export interface RunningGateway {
@@ -117,7 +120,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   });
 
   const probes = Fastify({ logger: false });
-  await probes.register(probesPlugin, { metrics, notReady });
+  let warmUntil = Infinity;
+  await probes.register(probesPlugin, {
+    metrics,
+    notReady: () => notReady() ?? (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined),
+  });
   const healthTimer = setInterval(() => {
     const status = notReady() ? 'NOT_SERVING' : 'SERVING';
     for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, status);
@@ -130,9 +137,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   let lease: LeaderLease | undefined;
   let writer: StatusWriter | undefined;
   if (options.cluster) {
-    const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond } = options.cluster;
+    const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = options.cluster;
     lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
-    writer = new StatusWriter({ kubeConfig, store, policies, lease, metrics, log, writesPerSecond: statusWritesPerSecond, now });
+    writer = new StatusWriter({ kubeConfig, store, policies, lease, metrics, log, writesPerSecond: statusWritesPerSecond, optInSelector, now });
   }
 
   const closeAll = async () => {
@@ -166,6 +173,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       lease.start();
     }
     ready = true;
+    warmUntil = now() + (options.warmupMs ?? 0);
     if (!notReady()) for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, 'SERVING');
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
     const setTls = (tls: { cert: string; key: string }) => (webhook.server as unknown as TlsServer).setSecureContext(tls);

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
 import { createLogger } from '../lib/log.js';
+import { parseLabelSelector } from '../lib/label-selector.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
 import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
@@ -38,6 +39,8 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--lease-namespace <ns>', 'namespace of the leader Lease (one replica writes node and policy status)', 'POD_NAMESPACE', 'oversell'))
   .addOption(flag('--identity <name>', 'this replica in the leader election', 'POD_NAME', `${hostname()}-${process.pid}`))
   .addOption(numberFlag('--status-writes-per-second <n>', 'rate limit of the gateway\'s own nodes/status writes', 'OVERSELL_STATUS_WRITES_PER_SECOND', '10', 0.1))
+  .addOption(flag('--opt-in-selector <selector>', 'nodes the webhook objectSelector sends (label selector); the status writer watches the same', 'OVERSELL_OPT_IN_SELECTOR', 'oversell.io/enabled=true'))
+  .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
 cmd.parse();
@@ -45,6 +48,7 @@ const o = cmd.opts<Record<string, string | number | undefined>>();
 const log = createLogger('oversell-gateway', String(o.logLevel));
 
 try {
+  parseLabelSelector(String(o.optInSelector)); // refuse a bad selector before anything starts
   const fraction = (v: unknown, name: string) => {
     const n = Number(v);
     if (!(n > 0 && n <= 1)) throw new Error(`${name} must be in (0, 1], got ${v}`);
@@ -98,6 +102,7 @@ try {
     metricsPort: Number(o.metricsPort),
     tls,
     policies,
+    warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
     log,
     ...(kubeConfig && {
       cluster: {
@@ -105,6 +110,7 @@ try {
         leaseNamespace: String(o.leaseNamespace),
         identity: String(o.identity),
         statusWritesPerSecond: Number(o.statusWritesPerSecond),
+        optInSelector: String(o.optInSelector),
       },
     }),
   });

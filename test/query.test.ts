@@ -162,6 +162,22 @@ describe('NodeUsage while not ready', () => {
   });
 });
 
+describe('warm-up', () => {
+  it('/readyz holds webhook traffic off for the warm-up, while agents can already stream', async () => {
+    const g = await startTestGateway({ warmupMs: 600 });
+    try {
+      const early = await fetch(`http://127.0.0.1:${g.ports.metrics}/readyz`);
+      assert.equal(early.status, 503);
+      assert.match(await early.text(), /warming up/);
+      g.store.attach('n', 'i', null, 1); // the ingest side is open
+      await new Promise((r) => setTimeout(r, 700));
+      assert.equal((await fetch(`http://127.0.0.1:${g.ports.metrics}/readyz`)).status, 200);
+    } finally {
+      await g.close();
+    }
+  });
+});
+
 describe('label selectors', () => {
   const sel = (s: string) => parseLabelSelector(s)!;
   it('parses every form and matches like Kubernetes', () => {

@@ -20,7 +20,7 @@ import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 
-export const OPT_IN_SELECTOR = 'oversell.io/enabled=true';
+export const DEFAULT_OPT_IN_SELECTOR = 'oversell.io/enabled=true';
 
 export interface StatusWriterOptions {
   kubeConfig: KubeConfig;
@@ -30,6 +30,8 @@ export interface StatusWriterOptions {
   metrics: GatewayMetrics;
   log: Logger;
   writesPerSecond: number;
+  /** The nodes the webhook's objectSelector sends us (label selector string). */
+  optInSelector?: string;
   /** Re-check every node this often (staleness has no event of its own). */
   sweepEveryMs?: number;
   now?: () => number;
@@ -47,15 +49,16 @@ export class StatusWriter {
   #writtenStatus = new Map<string, string>();
 
   constructor(options: StatusWriterOptions) {
-    this.#o = { sweepEveryMs: 2000, now: Date.now, ...options };
+    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, ...options };
+    const optIn = this.#o.optInSelector;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.#bucket = new TokenBucket(options.writesPerSecond, Math.max(1, options.writesPerSecond * 2), this.#o.now);
     this.#informer = makeInformer<V1Node>(
       options.kubeConfig,
       '/api/v1/nodes',
-      () => this.#core.listNode({ labelSelector: OPT_IN_SELECTOR }),
-      OPT_IN_SELECTOR,
+      () => this.#core.listNode({ labelSelector: optIn }),
+      optIn,
     );
   }
 

@@ -14,7 +14,7 @@ export interface TestGateway extends RunningGateway {
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
 
 export async function startTestGateway(
-  over: { policy?: Policy; policies?: PolicySource; now?: () => number; grpcPort?: number; bodyLimitBytes?: number } = {},
+  over: { policy?: Policy; policies?: PolicySource; now?: () => number; grpcPort?: number; bodyLimitBytes?: number; warmupMs?: number } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
   const gw = await startGateway({
@@ -28,6 +28,7 @@ export async function startTestGateway(
     log: createLogger('test-gateway', process.env.TEST_LOG_LEVEL ?? 'silent'),
     ...(over.now && { now: over.now }),
     ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),
+    ...(over.warmupMs && { warmupMs: over.warmupMs }),
   });
   return { ...gw, ca: cert.ca };
 }

@@ -27,3 +27,12 @@ oversell-gateway.{{ .Release.Namespace }}.svc
 {{- fail "nodeOptIn.matchLabels must not be empty: an empty selector would send every node to the webhook" }}
 {{- end }}
 {{- end }}
+
+{{/* nodeOptIn.matchLabels as a label selector string: k1=v1,k2=v2 */}}
+{{- define "oversell.optInSelector" -}}
+{{- $parts := list -}}
+{{- range $k, $v := .Values.nodeOptIn.matchLabels -}}
+{{- $parts = append $parts (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}
