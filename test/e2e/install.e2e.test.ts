@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { AdmissionregistrationV1Api, DiscoveryV1Api, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
-import { ADMIN_KUBECONFIG, adminConfig, core, objects } from './cluster.js';
+import { join } from 'node:path';
+import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
 import { GI, OPT_IN, eventually, fakeNode, pod, webhookFromDeploy, type FakeNode } from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
@@ -21,12 +22,16 @@ interface Replica extends Proc {
 }
 
 async function replica(name: string): Promise<Replica> {
+  return replicaFor(name, WEBHOOK);
+}
+
+async function replicaFor(name: string, webhookConfiguration: string): Promise<Replica> {
   const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
   const proc = run(`install-${name}`, 'gateway', [
     '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     '--kubeconfig', ADMIN_KUBECONFIG, '--policies', 'flags', '--lease-namespace', NS, '--identity', name,
-    '--tls-secret', `${NS}/${SECRET}`, '--webhook-configuration', WEBHOOK,
+    '--tls-secret', `${NS}/${SECRET}`, '--webhook-configuration', webhookConfiguration,
   ]);
   await proc.waitFor(/gateway serving/);
   return { ...proc, ports };
@@ -147,4 +152,45 @@ describe('install: certificates without manual steps, and two replicas', { timeo
       await follower.kill();
     }
   });
+  it('kubectl apply -k deploy/ installs (one agent pod per node, caBundle injected); kubectl delete -k removes it and the next kubelet write is raw', async () => {
+    const kubectl = (...args: string[]) => cluster('kubectl', ...args);
+    // Our test webhook goes first: from now on only the installed one acts.
+    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } });
+    kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
+    const nodeNames = (await core().listNode()).items.map((n) => n.metadata?.name ?? '').sort();
+    const agents = await eventually('one agent pod per node', async () => {
+      const pods = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-agent' })).items;
+      const on = pods.map((p) => p.spec?.nodeName ?? '').filter(Boolean).sort();
+      return on.length === nodeNames.length ? on : undefined;
+    }, 60_000);
+    assert.deepEqual(agents, nodeNames);
+    // A replica as the installed Deployment runs it (its pods are kwok's fakes): it injects our CA into "oversell".
+    const installed = await replicaFor('replica-c', 'oversell');
+    try {
+      const secret = await core().readNamespacedSecret({ namespace: NS, name: SECRET });
+      const config = await eventually('the caBundle in the installed webhook', async () => {
+        const c = await webhookApi().readMutatingWebhookConfiguration({ name: 'oversell' });
+        return c.webhooks?.every((w) => w.clientConfig.caBundle === secret.data?.['ca.crt']) ? c : undefined;
+      });
+      // No kube-proxy here: route the installed webhook to a live replica by URL, as the Service would.
+      for (const h of config.webhooks ?? []) h.clientConfig = { url: `https://127.0.0.1:${b.ports.webhook}/mutate/nodes`, caBundle: h.clientConfig.caBundle };
+      await webhookApi().replaceMutatingWebhookConfiguration({ name: 'oversell', body: config });
+      await eventually('inflated through the installed webhook', async () => ((await node.heartbeat()).status?.allocatable?.cpu === '8' ? true : undefined));
+    } finally {
+      await installed.kill();
+    }
+    kubectl('delete', '-k', join(REPO, 'deploy'), '--wait=false', '--ignore-not-found');
+    const raw = await eventually('raw allocatable after uninstall', async () => {
+      const s = await node.heartbeat();
+      return s.status?.allocatable?.cpu === '4' ? s : undefined;
+    });
+    assert.equal(raw.status?.allocatable?.memory, '8Gi');
+    await eventually('the namespace and the CRD to be gone', async () => {
+      const ns = await core().readNamespace({ name: NS }).then(() => true, () => false);
+      const crd = await objects().read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'oversellpolicies.oversell.io' } }).then(() => true, () => false);
+      const hook = await webhookApi().readMutatingWebhookConfiguration({ name: 'oversell' }).then(() => true, () => false);
+      return !ns && !crd && !hook ? true : undefined;
+    }, 90_000);
+  });
+
 });
