@@ -26,12 +26,15 @@ export class AgentMetrics {
       labelNames: ['result'],
       registers,
     });
-    new Gauge({
-      name: 'oversell_agent_stream_reconnects',
-      help: 'Reconnects of the gateway streams since the agent started (a counter kept by the streams).',
+    let counted = 0;
+    new Counter({
+      name: 'oversell_agent_stream_reconnects_total',
+      help: 'Reconnects of the gateway streams since the agent started.',
       registers,
       collect() {
-        this.set(gateways()?.reconnects ?? 0);
+        const now = gateways()?.reconnects ?? counted;
+        if (now > counted) this.inc(now - counted);
+        counted = now;
       },
     });
     new Gauge({

@@ -10,6 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { ensureServingCertificate } from '../gateway/tls/self-signed.js';
 import { Backoff } from '../agent/stream/backoff.js';
 import { TokenBucket } from '../gateway/act/token-bucket.js';
+import { ChangeLog } from '../gateway/admit/webhook-plugin.js';
+import type { Logger } from '../lib/log.js';
 import { parseDuration } from '../lib/duration.js';
 
 const bin = (name: string) => fileURLToPath(new URL(`../dist/${name}/main.js`, import.meta.url));
@@ -116,5 +118,22 @@ describe('small pieces', () => {
     assert.equal(parseDuration('250'), 250);
     assert.throws(() => parseDuration('40 s'), /not a duration/);
     assert.throws(() => parseDuration('s'), /not a duration/);
+  });
+});
+
+describe('change log', () => {
+  it('says a grant changed once, then stays quiet for the interval even if it changes again', () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = { info: (o: Record<string, unknown>) => lines.push(o) } as unknown as Logger;
+    let t = 0;
+    const c = new ChangeLog(log, 30_000, () => t);
+    assert.equal(c.note('n1', '8000/10', {}), true);
+    assert.equal(c.note('n1', '8000/10', {}), false, 'same value');
+    t = 1000;
+    assert.equal(c.note('n1', '4000/10', {}), false, 'changed, but within the interval');
+    assert.equal(c.note('n2', '4000/10', {}), true, 'other nodes are independent');
+    t = 31_000;
+    assert.equal(c.note('n1', '4000/10', {}), true);
+    assert.deepEqual(lines.map((l) => l.node), ['n1', 'n2', 'n1']);
   });
 });

@@ -13,8 +13,28 @@ export interface WebhookPluginOptions extends FastifyPluginOptions {
   log: Logger;
 }
 
+/** Says "grant changed" at info level, at most once per node per interval, so 500 calls/s do not flood the log. */
+export class ChangeLog {
+  readonly #last = new Map<string, { key: string; at: number }>();
+  constructor(
+    private readonly log: Logger,
+    private readonly intervalMs = 30_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  note(node: string, key: string, fields: Record<string, unknown>): boolean {
+    const prev = this.#last.get(node);
+    const t = this.now();
+    if (prev?.key === key || (prev && t - prev.at < this.intervalMs)) return false;
+    this.#last.set(node, { key, at: t });
+    this.log.info({ node, ...fields }, 'allocatable grant changed');
+    return true;
+  }
+}
+
 export async function webhookPlugin(app: FastifyInstance, options: WebhookPluginOptions): Promise<void> {
   const { deps, metrics, log } = options;
+  const changes = new ChangeLog(log);
 
   // Body parsing failures (invalid JSON, wrong content type, too large) land here.
   app.setErrorHandler((err: FastifyError, _request, reply) => {
@@ -31,8 +51,14 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
       const result = reviewNode(request.body, deps);
       metrics.observeWebhook(result.outcome, seconds());
       if (result.decision && result.node && result.outcome !== 'no-data') {
-        metrics.decision(result.node, 'cpu', result.decision.cpu);
-        metrics.decision(result.node, 'memory', result.decision.memory);
+        const d = result.decision;
+        metrics.decision(result.node, 'cpu', d.cpu);
+        metrics.decision(result.node, 'memory', d.memory);
+        changes.note(result.node, `${d.cpu.applied}/${d.memory.applied}`, {
+          cpu: `${d.cpu.raw}m->${d.cpu.applied}m (${d.cpu.bound})`,
+          memory: `${d.memory.raw}->${d.memory.applied} (${d.memory.bound})`,
+          reason: d.reason,
+        });
       }
       log.debug({ node: result.node, outcome: result.outcome, detail: result.detail, reason: result.decision?.reason }, 'node reviewed');
       return result.review;

@@ -12,6 +12,7 @@ export class GatewayMetrics {
   readonly #statusWrites: Counter<'result'>;
   readonly #granted: Gauge<'node' | 'resource'>;
   readonly #applied: Gauge<'node' | 'resource'>;
+  readonly #raw: Gauge<'node' | 'resource'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -53,6 +54,12 @@ export class GatewayMetrics {
       labelNames: ['node', 'resource'],
       registers,
     });
+    this.#raw = new Gauge({
+      name: 'oversell_node_raw_allocatable',
+      help: 'Raw allocatable the kubelet wrote, per node and resource, in cores (cpu) or bytes (memory).',
+      labelNames: ['node', 'resource'],
+      registers,
+    });
     new Gauge({
       name: 'oversell_agents_connected',
       help: 'Agent streams currently open.',
@@ -81,6 +88,7 @@ export class GatewayMetrics {
   decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint }): void {
     this.#decisions.inc({ resource, bound: d.bound });
     if (d.raw > 0n) {
+      this.#raw.set({ node, resource }, resource === 'cpu' ? Number(d.raw) / 1000 : Number(d.raw));
       this.#granted.set({ node, resource }, Number(d.granted) / Number(d.raw));
       this.#applied.set({ node, resource }, Number(d.applied) / Number(d.raw));
     }
@@ -90,6 +98,7 @@ export class GatewayMetrics {
   forgetNode(node: string): void {
     for (const resource of ['cpu', 'memory']) {
       this.#granted.remove({ node, resource });
+      this.#raw.remove({ node, resource });
       this.#applied.remove({ node, resource });
     }
   }

@@ -1,0 +1,13 @@
+// Every series the gateway and the agent expose (test/metrics.test.ts checks a real scrape has them).
+export const GATEWAY_SERIES = [
+  'oversell_webhook_request_duration_seconds', 'oversell_decisions_total', 'oversell_samples_received_total',
+  'oversell_node_status_writes_total', 'oversell_node_granted_ratio', 'oversell_node_applied_ratio', 'oversell_node_raw_allocatable',
+  'oversell_agents_connected', 'oversell_node_sample_age_seconds',
+  'oversell_gateway_process_cpu_seconds_total', 'oversell_gateway_process_resident_memory_bytes', 'oversell_gateway_nodejs_eventloop_lag_seconds',
+];
+export const AGENT_SERIES = [
+  'oversell_agent_sampling_duration_seconds', 'oversell_agent_samples_total', 'oversell_agent_stream_reconnects_total',
+  'oversell_agent_gateways_connected', 'oversell_agent_process_cpu_seconds_total', 'oversell_agent_process_resident_memory_bytes',
+  'oversell_agent_nodejs_eventloop_lag_seconds',
+];
+
