@@ -26,7 +26,8 @@ export class ConnectError extends Error {
 }
 
 function client(address: string): NodeUsageClient {
-  return new (oversellV1().NodeUsage)(address, grpc.credentials.createInsecure());
+  // A full list of a large cluster is several MB; the default 4 MB receive limit would refuse it.
+  return new (oversellV1().NodeUsage)(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
 }
 
 async function portForward(o: ConnectOptions): Promise<{ address: string; server: Server; target: string }> {

@@ -136,7 +136,7 @@ interface ResourceContext {
   requests: number | undefined;
   policy: ResourcePolicy | undefined;
   maxRatio: number;
-  window: number[];
+  window: ArrayLike<number>;
   underPressure: boolean;
   stale: boolean;
   noData: boolean;
@@ -203,7 +203,7 @@ export function decide(input: DecisionInput): Decision {
     requests: known ? usage.requests.cpuMillicores : undefined,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
-    window: window.map((p) => p.cpuMillicores),
+    window: Float64Array.from(window, (p) => p.cpuMillicores),
     underPressure: policy !== undefined && pressureSince(points, calmFrom, (p) => p.cpuPressure >= policy.cpu.pressureThreshold),
     previous: input.previous?.cpuMillicores,
   });
@@ -214,7 +214,7 @@ export function decide(input: DecisionInput): Decision {
     requests: known ? usage.requests.memoryBytes : undefined,
     policy: mem,
     maxRatio: Math.max(1, memMax),
-    window: window.map((p) => p.memoryBytes),
+    window: Float64Array.from(window, (p) => p.memoryBytes),
     underPressure:
       mem !== undefined &&
       pressureSince(points, calmFrom, (p) => p.memoryPressure >= mem.pressureThreshold || (memoryCapacity > 0 && p.memoryBytes >= mem.workingSetThreshold * memoryCapacity)),

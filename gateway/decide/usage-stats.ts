@@ -23,20 +23,27 @@ export interface UsageSummary {
   memoryMaxBytes: number;
 }
 
-export function percentile(values: readonly number[], p: number): number {
+export function percentile(values: ArrayLike<number>, p: number): number {
   if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
+  // A typed array sorts numerically without a comparator call per pair.
+  const sorted = Float64Array.from(values).sort();
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1] ?? 0;
 }
 
-export function statistic(values: readonly number[], which: Statistic): number {
+export function statistic(values: ArrayLike<number>, which: Statistic): number {
   if (values.length === 0) return 0;
   switch (which) {
-    case 'max':
-      return Math.max(...values);
-    case 'avg':
-      return values.reduce((a, b) => a + b, 0) / values.length;
+    case 'max': {
+      let m = -Infinity;
+      for (let i = 0; i < values.length; i++) if ((values[i] ?? 0) > m) m = values[i] ?? 0;
+      return m;
+    }
+    case 'avg': {
+      let sum = 0;
+      for (let i = 0; i < values.length; i++) sum += values[i] ?? 0;
+      return sum / values.length;
+    }
     default:
       return percentile(values, Number(which.slice(1)));
   }

@@ -153,9 +153,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   observe(name: string, raw: Allocatable, labels: Record<string, string>, nowMs: number): void {
     const record = this.#nodes.get(name);
     if (!record) return;
-    const changed =
-      record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes ||
-      JSON.stringify(record.labels) !== JSON.stringify(labels);
+    const changed = record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes || !sameLabels(record.labels, labels);
     record.raw = { ...raw, seenAtMs: nowMs };
     record.labels = labels;
     // Watchers filter by labels and show raw allocatable: tell them, but not on every heartbeat.
@@ -180,6 +178,16 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     }
     return removed;
   }
+}
+
+// On the webhook path: a plain loop, not JSON.stringify of both maps.
+function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  let n = 0;
+  for (const k in b) {
+    if (a[k] !== b[k]) return false;
+    n += 1;
+  }
+  return n === Object.keys(a).length;
 }
 
 export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefined {

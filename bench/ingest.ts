@@ -1,0 +1,125 @@
+// Gateway ingest at scale: N simulated agents streaming one sample a second
+// over real gRPC (a separate process), the gateway's CPU and RSS, the
+// sample-to-store lag, and the query API's latency for one node and the full
+// list at that scale.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
+import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
+import { oversellV1 } from '../proto/load.js';
+import { watchProcess } from './proc-stats.js';
+import { REPO, startGateway } from './processes.js';
+import { percentile, round, save, type BenchResult } from './result.js';
+
+function client(port: number): NodeUsageClient {
+  return new (oversellV1().NodeUsage)(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
+}
+const get = (c: NodeUsageClient, name: string) =>
+  new Promise<NodeStatus__Output>((resolve, reject) => c.GetNode({ name }, (err, r) => (err || !r ? reject(err) : resolve(r))));
+const list = (c: NodeUsageClient) =>
+  new Promise<NodeStatus__Output[]>((resolve, reject) => c.ListNodes({}, (err, r) => (err ? reject(err) : resolve(r?.nodes ?? []))));
+
+async function timed<T>(fn: () => Promise<T>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+export interface ScalePoint {
+  agents: number;
+  gatewayMillicores: number;
+  gatewayRssMiB: number;
+  lagP99Ms: number;
+  getP99Ms: number;
+  listP99Ms: number;
+  listNodes: number;
+}
+
+export async function measure(agents: number, windowS: number): Promise<ScalePoint> {
+  const gw = await startGateway();
+  const sim = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, String(agents), 'sim'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${agents} simulated agents not all welcomed within 120 s`)), 120_000);
+      sim.stdout?.on('data', (d: Buffer) => {
+        if (/ready/.test(d.toString())) {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+    });
+    console.log(`  ingest: ${agents} agents connected; warming up 10 s, then measuring ${windowS} s`);
+    await new Promise((r) => setTimeout(r, 10_000));
+    const c = client(gw.ports.grpc);
+    const w = watchProcess(gw.child.pid ?? 0, 1000);
+    const lags: number[] = [];
+    const end = Date.now() + windowS * 1000;
+    while (Date.now() < end) {
+      for (let i = 0; i < 100; i++) {
+        const n = await get(c, `sim-${Math.floor(Math.random() * agents)}`);
+        if (n.latest) lags.push(n.receivedAtMs - n.latest.timestampMs);
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const usage = w.stop();
+    const gets: number[] = [];
+    for (let i = 0; i < 300; i++) gets.push(await timed(() => get(c, `sim-${Math.floor(Math.random() * agents)}`)));
+    const lists: number[] = [];
+    let listNodes = 0;
+    for (let i = 0; i < 10; i++) lists.push(await timed(async () => (listNodes = (await list(c)).length)));
+    c.close();
+    const sorted = (a: number[]) => [...a].sort((x, y) => x - y);
+    const point = {
+      agents,
+      gatewayMillicores: Math.round(usage.millicores),
+      gatewayRssMiB: Math.round(usage.rssMaxMiB),
+      lagP99Ms: round(percentile(sorted(lags), 99), 1),
+      getP99Ms: round(percentile(sorted(gets), 99), 2),
+      listP99Ms: round(percentile(sorted(lists), 99), 1),
+      listNodes,
+    };
+    console.log(`    gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms; ListNodes (${listNodes}) p99 ${point.listP99Ms} ms`);
+    return point;
+  } finally {
+    sim.kill('SIGTERM');
+    await gw.stop();
+  }
+}
+
+export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
+  const scales = options.quick ? [1000] : [1000, 5000, 10_000];
+  const points: ScalePoint[] = [];
+  for (const n of scales) points.push(await measure(n, options.quick ? 10 : 20));
+  const top = points[points.length - 1]!;
+  return {
+    name: 'ingest',
+    summary: `${top.agents} agents at 1 Hz: gateway ${top.gatewayMillicores} millicores, ${top.gatewayRssMiB} MiB; GetNode p99 ${top.getP99Ms} ms, ListNodes p99 ${top.listP99Ms} ms`,
+    figures: Object.fromEntries(points.flatMap((p) => [
+      [`agents_${p.agents}_gateway_millicores`, p.gatewayMillicores],
+      [`agents_${p.agents}_gateway_rss_mib`, p.gatewayRssMiB],
+      [`agents_${p.agents}_lag_p99_ms`, p.lagP99Ms],
+      [`agents_${p.agents}_get_p99_ms`, p.getP99Ms],
+      [`agents_${p.agents}_list_p99_ms`, p.listP99Ms],
+    ])),
+    targets: top.agents >= 10_000
+      ? [
+          { name: '10,000 agents at 1 Hz within 1 core', measured: `${top.gatewayMillicores} millicores`, met: top.gatewayMillicores <= 1000 },
+          { name: '10,000 agents within 512 MiB', measured: `${top.gatewayRssMiB} MiB`, met: top.gatewayRssMiB <= 512 },
+          { name: 'query one node p99 <= 2 ms at 10,000', measured: `${top.getP99Ms} ms`, met: top.getP99Ms <= 2 },
+          { name: 'full list p99 <= 50 ms at 10,000', measured: `${top.listP99Ms} ms`, met: top.listP99Ms <= 50 },
+        ]
+      : [{ name: '(quick run: 10,000-agent targets not measured)', measured: `${top.agents} agents`, met: true }],
+    notes: [
+      'simulated agents: one child process, real AgentStream streams spread over several HTTP/2 connections, samples spread over each second',
+      'lag = gateway receive time - sample timestamp (same machine clock), on 100 random nodes a second',
+      'simulator, gateway and query client share the same 2 cores',
+    ],
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const r = await run({ quick: process.env.BENCH_QUICK === '1' });
+  console.log(r.summary, '->', save(r));
+}

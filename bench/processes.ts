@@ -1,0 +1,56 @@
+// The binaries under test as child processes on 127.0.0.1.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('../', import.meta.url));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Gateway {
+  child: ChildProcess;
+  ports: { webhook: number; grpc: number; metrics: number };
+  tlsDir: string;
+  stop(): Promise<void>;
+}
+
+export async function startGateway(extra: string[] = []): Promise<Gateway> {
+  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
+  const child = spawn(process.execPath, [join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
+    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok) break;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    ports,
+    tlsDir,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

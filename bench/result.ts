@@ -1,0 +1,43 @@
+// What every benchmark returns: its figures, and for each target whether it held.
+import { cpus, totalmem, release } from 'node:os';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export interface Target {
+  /** e.g. "webhook p99 at 1000 req/s <= 5 ms" */
+  name: string;
+  measured: string;
+  met: boolean;
+}
+
+export interface BenchResult {
+  name: string;
+  /** One line for the summary table and docs/benchmarks.md. */
+  summary: string;
+  /** Named figures, with units in the key: { "p99_ms": 1.2, ... }. */
+  figures: Record<string, number | string>;
+  targets: Target[];
+  /** Reference measured in the same run, when there is one (e.g. node-exporter). */
+  reference?: Record<string, number | string>;
+  notes?: string[];
+}
+
+export function machine(): Record<string, string | number> {
+  const c = cpus();
+  return {
+    cpu: c[0]?.model ?? 'unknown',
+    cores: c.length,
+    memoryGiB: Math.round(totalmem() / 1024 ** 3),
+    kernel: release(),
+    node: process.version,
+  };
+}
+
+export function save(result: BenchResult): string {
+  const file = fileURLToPath(new URL(`./results/${result.name}.json`, import.meta.url));
+  writeFileSync(file, JSON.stringify({ ...result, machine: machine(), date: new Date().toISOString() }, null, 2) + '\n');
+  return file;
+}
+
+export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+export const round = (v: number, digits = 2) => Math.round(v * 10 ** digits) / 10 ** digits;

@@ -1,0 +1,55 @@
+// How handler time and gateway memory grow with cluster size (100 to 10,000
+// nodes, each with a full 60-sample window): the handler must not grow with
+// node count (one map lookup per review), memory grows linearly.
+import { pathToFileURL } from 'node:url';
+import { NodeStore } from '../gateway/store/node-store.js';
+import { handlerCpuMicros } from './webhook.js';
+import { round, save, type BenchResult } from './result.js';
+
+function heapPerNodeBytes(nodes: number): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  const before = process.memoryUsage().heapUsed;
+  const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
+  const now = Date.now();
+  for (let i = 0; i < nodes; i++) {
+    store.attach(`node-${i}`, `agent-${i}`, null, i + 1);
+    for (let s = 1; s <= 60; s++) {
+      store.ingest(`node-${i}`, i + 1, {
+        seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30,
+        capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 },
+        pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } },
+        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, podsIncluded: false, pods: [],
+      }, now);
+    }
+  }
+  gc?.();
+  const used = process.memoryUsage().heapUsed - before;
+  if (store.size !== nodes) throw new Error('store lost nodes');
+  return used / nodes;
+}
+
+export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
+  const sizes = options.quick ? [100, 1000] : [100, 1000, 5000, 10_000];
+  const rows = sizes.map((n) => {
+    const h = handlerCpuMicros(options.quick ? 10_000 : 20_000, n);
+    const bytes = heapPerNodeBytes(n);
+    console.log(`  scaling: ${n} nodes: handler ${round(h.perCallUs, 1)} µs CPU, store ${Math.round(bytes / 1024)} KiB heap per node`);
+    return { n, handlerUs: h.perCallUs, kibPerNode: bytes / 1024 };
+  });
+  const first = rows[0]!;
+  const last = rows[rows.length - 1]!;
+  const growth = last.handlerUs / first.handlerUs;
+  return {
+    name: 'scaling',
+    summary: `handler ${round(first.handlerUs, 1)} µs at ${first.n} nodes, ${round(last.handlerUs, 1)} µs at ${last.n}; ~${Math.round(last.kibPerNode)} KiB per node`,
+    figures: Object.fromEntries(rows.flatMap((r) => [[`nodes_${r.n}_handler_us`, round(r.handlerUs, 1)], [`nodes_${r.n}_heap_kib_per_node`, round(r.kibPerNode, 1)]])),
+    targets: [{ name: `handler time does not grow with node count (${first.n} -> ${last.n}: within 1.5x)`, measured: `${round(growth, 2)}x`, met: growth <= 1.5 }],
+    notes: ['in-process: reviewNode on a parsed review against a store of N nodes with 60 samples each (best of five rounds); heap measured with --expose-gc when available'],
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const r = await run({ quick: process.env.BENCH_QUICK === '1' });
+  console.log(r.summary, '->', save(r));
+}
