@@ -102,7 +102,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   new ReflectionService(packageDefinition()).addToServer(grpcServer);
 
   const webhook = Fastify({
-    https: { cert: options.tls.cert, key: options.tls.key },
+    // Slow clients: headers must arrive within 5 s and a whole request within 10 s,
+    // checked every second (Node's default check runs every 30 s), so connections
+    // held open by dribbling bytes are closed, not accumulated.
+    https: { cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000 },
+    keepAliveTimeout: 30_000,
     bodyLimit: options.bodyLimitBytes,
     logger: false,
     // The API server's own timeout is seconds; a client that dribbles a body longer than this is not it.

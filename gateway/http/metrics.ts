@@ -32,7 +32,7 @@ export class GatewayMetrics {
     });
     this.#samples = new Counter({
       name: 'oversell_samples_received_total',
-      help: 'Agent samples received, by what the store did with them (stored, duplicate, not-current-stream, unknown-node).',
+      help: 'Agent samples received, by what became of them (stored, duplicate, not-current-stream, unknown-node, rate-limited).',
       labelNames: ['result'],
       registers,
     });
@@ -107,7 +107,7 @@ export class GatewayMetrics {
     this.#statusWrites.inc({ result });
   }
 
-  sampleReceived(result: IngestResult): void {
+  sampleReceived(result: IngestResult | 'rate-limited'): void {
     this.#samples.inc({ result });
   }
 }

@@ -8,6 +8,7 @@ import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import type { NodeStore } from '../store/node-store.js';
+import { TokenBucket } from '../act/token-bucket.js';
 
 export interface AgentStreamServiceOptions {
   store: NodeStore;
@@ -15,6 +16,12 @@ export interface AgentStreamServiceOptions {
   log: Logger;
   /** Acknowledge every Nth stored sample (and always right after a replay). */
   ackEvery?: number;
+  /**
+   * Per-stream sample rate limit (samples/s, with a burst for replays after a
+   * reconnect). A flooding agent's excess is dropped and counted, never stored.
+   */
+  maxSamplesPerSecond?: number;
+  replayBurst?: number;
   now?: () => number;
 }
 
@@ -31,6 +38,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const { store, metrics, log } = options;
   const ackEvery = options.ackEvery ?? 5;
   const now = options.now ?? Date.now;
+  const rate = options.maxSamplesPerSecond ?? 10;
+  const burst = options.replayBurst ?? 200;
 
   return {
     Report(call: grpc.ServerDuplexStream<AgentMessage__Output, GatewayMessage>) {
@@ -39,6 +48,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       let node: string | undefined;
       let sinceAck = 0;
       let ended = false;
+      const bucket = new TokenBucket(rate, burst, now);
 
       const fail = (code: grpc.status, details: string) => {
         if (ended) return;
@@ -64,6 +74,10 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         }
         if (msg.sample) {
           if (node === undefined) return fail(grpc.status.FAILED_PRECONDITION, 'sample before hello; send hello first');
+          if (!bucket.take()) {
+            metrics.sampleReceived('rate-limited');
+            return;
+          }
           const result = store.ingest(node, streamId, msg.sample, now());
           metrics.sampleReceived(result);
           if (result === 'not-current-stream') {
