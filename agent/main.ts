@@ -2,7 +2,7 @@
 // oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
 // streams it to the gateway.
 import { hostname } from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
+import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
 import { createLogger } from '../lib/log.js';
@@ -33,15 +33,12 @@ const o = cmd.opts<{
 const log = createLogger('oversell-agent', o.logLevel);
 
 const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
-function kubeConfig(): KubeConfig | undefined {
-  if (!o.kubeconfig && !inCluster) return undefined;
-  const kc = new KubeConfig();
-  if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
-  else kc.loadFromCluster();
-  return kc;
+function kubeAccess(): KubeAccess | undefined {
+  if (o.kubeconfig) return kubeconfigAccess(o.kubeconfig);
+  return inCluster ? inClusterAccess() : undefined;
 }
 
-async function podSource(kc: KubeConfig | undefined): Promise<PodSource> {
+async function podSource(kc: KubeAccess | undefined): Promise<PodSource> {
   if (o.podsFile) return filePodSource(o.podsFile, log);
   if (!kc) {
     log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
@@ -57,7 +54,7 @@ try {
     log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
     return undefined;
   });
-  const kc = kubeConfig();
+  const kc = kubeAccess();
   const discovery = o.gatewayDiscovery?.split('/');
   if (o.gatewayDiscovery && (discovery?.length !== 2 || !kc)) {
     throw new Error(`--gateway-discovery needs namespace/service and a cluster (in a pod or --kubeconfig), got ${JSON.stringify(o.gatewayDiscovery)}`);

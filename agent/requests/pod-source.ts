@@ -3,7 +3,10 @@
 //  - a YAML/JSON file of pods (local mode without a cluster, e.g. the npm start demo);
 //  - nothing: requests are reported as unknown, never as a made-up zero floor.
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, KubeConfig, loadAllYaml, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kube-access.js';
+import { ListWatch } from '../kube/list-watch.js';
 import type { Requests__Output } from '../../proto/gen/oversell/v1/Requests.js';
 import type { Logger } from '../../lib/log.js';
 import { sumRequests } from './pod-requests.js';
@@ -30,7 +33,7 @@ function toRequests(pods: Iterable<V1Pod>, log: Logger): Requests__Output {
 export function filePodSource(path: string, log: Logger): PodSource {
   let docs: unknown[];
   try {
-    docs = loadAllYaml(readFileSync(path, 'utf8'));
+    docs = yaml.loadAll(readFileSync(path, 'utf8'));
   } catch (err) {
     throw new Error(`cannot load pods from ${path}: ${(err as Error).message}`);
   }
@@ -46,36 +49,19 @@ export function filePodSource(path: string, log: Logger): PodSource {
 }
 
 /** Watches the pods bound to nodeName; sums are recomputed on each change, not on each sample. */
-export async function watchPodSource(kubeConfig: KubeConfig, nodeName: string, log: Logger): Promise<PodSource> {
-  const api = kubeConfig.makeApiClient(CoreV1Api);
-  const fieldSelector = `spec.nodeName=${nodeName}`;
-  const informer = makeInformer<V1Pod>(
-    kubeConfig,
-    `/api/v1/pods?fieldSelector=${encodeURIComponent(fieldSelector)}`,
-    () => api.listPodForAllNamespaces({ fieldSelector }),
-  );
+export async function watchPodSource(access: KubeAccess, nodeName: string, log: Logger): Promise<PodSource> {
   let current = UNKNOWN;
-  let synced = false;
-  const recompute = () => {
-    current = toRequests(informer.list(), log);
-  };
-  informer.on('add', recompute);
-  informer.on('update', recompute);
-  informer.on('delete', recompute);
-  informer.on('error', (err) => {
-    log.warn({ err: String(err) }, 'pod watch failed; restarting in 5 s (requests keep their last known value)');
-    setTimeout(() => {
-      informer.start().catch((e: unknown) => log.error({ err: String(e) }, 'pod watch restart failed'));
-    }, 5000).unref();
-  });
-  await informer.start();
-  synced = true;
-  recompute();
+  const watch = new ListWatch<V1Pod>(access, '/api/v1/pods', `fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`, (pods) => {
+    current = toRequests(pods, log);
+  }, log);
+  try {
+    await watch.start();
+  } catch (err) {
+    throw new Error(`cannot list the pods of node ${nodeName}: ${(err as Error).message}; check the agent's RBAC (get/list/watch pods) and --kubeconfig`);
+  }
   log.info({ node: nodeName, pods: current.podCount }, 'watching pods bound to this node');
   return {
-    requests: () => (synced ? current : UNKNOWN),
-    stop: async () => {
-      await informer.stop();
-    },
+    requests: () => (watch.synced ? current : UNKNOWN),
+    stop: async () => watch.stop(),
   };
 }

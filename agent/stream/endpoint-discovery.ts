@@ -1,6 +1,8 @@
 // The gateway replicas behind a (headless) Service, from its EndpointSlices:
 // every ready address, on the port named "grpc" (or the slice's only port).
-import { DiscoveryV1Api, makeInformer, type KubeConfig, type V1EndpointSlice } from '@kubernetes/client-node';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kube-access.js';
+import { ListWatch } from '../kube/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 
 export function addressesOf(slices: readonly V1EndpointSlice[]): string[] {
@@ -17,38 +19,32 @@ export function addressesOf(slices: readonly V1EndpointSlice[]): string[] {
 }
 
 export async function watchGatewayEndpoints(
-  kubeConfig: KubeConfig,
+  access: KubeAccess,
   namespace: string,
   service: string,
   onChange: (addresses: string[]) => void,
   log: Logger,
 ): Promise<{ stop(): Promise<void> }> {
-  const api = kubeConfig.makeApiClient(DiscoveryV1Api);
-  const labelSelector = `kubernetes.io/service-name=${service}`;
-  const informer = makeInformer<V1EndpointSlice>(
-    kubeConfig,
-    `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices`,
-    () => api.listNamespacedEndpointSlice({ namespace, labelSelector }),
-    labelSelector,
-  );
   let last = '';
   let synced = false;
-  const update = () => {
-    if (!synced) return; // the initial list arrives object by object: decide once it is complete
-    const addresses = addressesOf(informer.list());
+  const update = (slices: Iterable<V1EndpointSlice>) => {
+    if (!synced) return; // the initial list is decided on once it is complete
+    const addresses = addressesOf([...slices]);
     const key = addresses.join(',');
     if (key === last) return;
     last = key;
     log.info({ service: `${namespace}/${service}`, addresses }, 'gateway replicas changed');
     onChange(addresses);
   };
-  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, update);
-  informer.on('error', (err) => {
-    log.warn({ err: String(err) }, 'EndpointSlice watch failed; keeping the current replicas, retrying in 5 s');
-    setTimeout(() => informer.start().catch(() => {}), 5000).unref();
-  });
-  await informer.start();
+  const watch = new ListWatch<V1EndpointSlice>(
+    access,
+    `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
+    `labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${service}`)}`,
+    update,
+    log,
+  );
+  await watch.start();
   synced = true;
-  update();
-  return { stop: () => informer.stop() };
+  update(watch.items());
+  return { stop: async () => watch.stop() };
 }
