@@ -1,0 +1,552 @@
+// Agent overhead: CPU (millicores) and RSS of the real agent binary sampling every
+// second over a 110-pod cgroup v2 tree (systemd driver) and the real /proc of this
+// machine, streaming to a real gateway process; side by side, in the same window,
+// with Debian's prometheus-node-exporter (default collectors) scraped every second.
+//
+//   node --import tsx bench/agent-overhead.ts          # 300 s window
+//   BENCH_QUICK=1 node --import tsx bench/agent-overhead.ts   # 30 s window
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { getNode, queryClient } from '../test/helpers/grpc.js';
+import { round, save, type BenchResult } from './result.js';
+
+export const REPO = fileURLToPath(new URL('../', import.meta.url));
+const CLK_TCK = 100;
+const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
+
+// ------------------------------------------------------------ shared helpers (freshness.ts uses them too)
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export const log = (msg: string) => console.log(`${new Date().toISOString().slice(11, 19)}  ${msg}`);
+
+export function ensureBuilt(): void {
+  if (existsSync(join(REPO, 'dist/agent/main.js')) && existsSync(join(REPO, 'dist/gateway/main.js'))) return;
+  log('dist/ missing: npm run build');
+  execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Child {
+  proc: ChildProcess;
+  pid: number;
+  /** Last output lines, for a failure message. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** A child process whose output is kept (last 40 lines), not echoed; a crash is reported. */
+export function startChild(name: string, file: string, args: string[]): Child {
+  const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
+  const lines: string[] = [];
+  const keep = (b: Buffer) => {
+    lines.push(...b.toString().split('\n').filter(Boolean));
+    if (lines.length > 40) lines.splice(0, lines.length - 40);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  let stopping = false;
+  proc.on('exit', (code, signal) => {
+    if (!stopping) log(`!! ${name} exited (code ${code}, signal ${signal}):\n${lines.join('\n')}`);
+  });
+  if (proc.pid === undefined) throw new Error(`${name} did not start`);
+  return {
+    proc,
+    pid: proc.pid,
+    output: () => lines.join('\n'),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        stopping = true;
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        const force = setTimeout(() => proc.kill('SIGKILL'), 5000);
+        proc.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message ?? String(last)}` : ''}`);
+}
+
+export interface GatewayProcess extends Child {
+  ports: { webhook: number; grpc: number; metrics: number };
+  tlsDir: string;
+}
+
+/** The real gateway binary on 127.0.0.1, flags policy, self-managed TLS in a temp dir; resolves when /readyz is 200. */
+export async function startGatewayProcess(extra: string[] = []): Promise<GatewayProcess> {
+  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
+  const child = startChild('gateway', process.execPath, [
+    join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
+    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra,
+  ]);
+  await waitFor('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined));
+  return {
+    ...child,
+    ports,
+    tlsDir,
+    stop: async () => {
+      await child.stop();
+      rmSync(tlsDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function startAgentProcess(args: {
+  nodeName: string; grpcPort: number; procRoot: string; cgroupRoot: string; podsFile?: string; metricsAddress?: string;
+}): Child {
+  return startChild('agent', process.execPath, [
+    join(REPO, 'dist/agent/main.js'),
+    '--node-name', args.nodeName,
+    '--gateway', `127.0.0.1:${args.grpcPort}`,
+    '--proc-root', args.procRoot,
+    '--cgroup-root', args.cgroupRoot,
+    '--interval', '1s',
+    ...(args.podsFile ? ['--pods-file', args.podsFile] : []),
+    '--metrics-address', args.metricsAddress ?? '127.0.0.1:0',
+    '--log-level', 'warn',
+  ]);
+}
+
+/** Cumulative user+system CPU ticks (all threads) of pid, from /proc/<pid>/stat. */
+export function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
+}
+
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+export function quickFromEnv(options: { quick?: boolean }): boolean {
+  return options.quick ?? ['1', 'true', 'yes'].includes(process.env.BENCH_QUICK ?? '');
+}
+
+// ------------------------------------------------------------ the 110-pod cgroup tree
+
+export interface GeneratedPod {
+  uid: string;
+  qos: 'guaranteed' | 'burstable' | 'besteffort';
+  /** Directory of the pod cgroup. */
+  dir: string;
+  containers: string[];
+  usageUsec: number;
+  /** CPU the writer adds per second, in microseconds (= millicores * 1000). */
+  usecPerSecond: number;
+  memoryBytes: number;
+  inactiveFileBytes: number;
+}
+
+const write = (path: string, text: string) => writeFileSync(path, text);
+/** Like the kernel's files, never seen half-written: write aside, then rename over. */
+function writeAtomic(path: string, text: string): void {
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
+}
+
+const CONTROLLERS = 'cpuset cpu io memory hugetlb pids rdma misc\n';
+const PSI_ZERO = 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n';
+
+function cpuStat(usageUsec: number): string {
+  const user = Math.round(usageUsec * 0.7);
+  return `usage_usec ${usageUsec}\nuser_usec ${user}\nsystem_usec ${usageUsec - user}\ncore_sched.force_idle_usec 0\n` +
+    'nr_periods 40312\nnr_throttled 118\nthrottled_usec 2043117\nnr_bursts 0\nburst_usec 0\n';
+}
+
+/** A full-size v2 memory.stat (the agent parses the whole file for inactive_file). */
+function memoryStat(current: number, inactiveFile: number): string {
+  const file = Math.round(inactiveFile * 1.5);
+  const anon = Math.max(0, current - file);
+  const kv: Array<[string, number]> = [
+    ['anon', anon], ['file', file], ['kernel', 1548288], ['kernel_stack', 245760], ['pagetables', 602112], ['sec_pagetables', 0],
+    ['percpu', 3840], ['sock', 0], ['vmalloc', 0], ['shmem', 0], ['zswap', 0], ['zswapped', 0], ['file_mapped', 22511616],
+    ['file_dirty', 4096], ['file_writeback', 0], ['swapcached', 0], ['anon_thp', 0], ['file_thp', 0], ['shmem_thp', 0],
+    ['inactive_anon', anon], ['active_anon', 4096], ['inactive_file', inactiveFile], ['active_file', file - inactiveFile],
+    ['unevictable', 0], ['slab_reclaimable', 452712], ['slab_unreclaimable', 243096], ['slab', 695808],
+    ['workingset_refault_anon', 0], ['workingset_refault_file', 1093], ['workingset_activate_anon', 0], ['workingset_activate_file', 231],
+    ['workingset_restore_anon', 0], ['workingset_restore_file', 0], ['workingset_nodereclaim', 0], ['pgscan', 0], ['pgsteal', 0],
+    ['pgscan_kswapd', 0], ['pgscan_direct', 0], ['pgscan_khugepaged', 0], ['pgsteal_kswapd', 0], ['pgsteal_direct', 0],
+    ['pgsteal_khugepaged', 0], ['pgfault', 3401977], ['pgmajfault', 337], ['pgrefill', 0], ['pgactivate', 5672], ['pgdeactivate', 0],
+    ['pglazyfree', 0], ['pglazyfreed', 0], ['zswpin', 0], ['zswpout', 0], ['thp_fault_alloc', 0], ['thp_collapse_alloc', 0],
+  ];
+  return kv.map(([k, v]) => `${k} ${v}`).join('\n') + '\n';
+}
+
+/** Deterministic hex from a seed. */
+const hex = (seed: string, n: number) => createHash('sha256').update(seed).digest('hex').slice(0, n);
+
+/**
+ * Writes a cgroup v2, systemd-driver kubepods tree with `count` pods into root:
+ * roughly 25% guaranteed (kubepods.slice/kubepods-pod<uid_>.slice), 55% burstable,
+ * 20% besteffort, each pod with 1 or 2 cri-containerd-<id>.scope children.
+ */
+export function generateCgroupTree(root: string, count = 110): GeneratedPod[] {
+  mkdirSync(root, { recursive: true });
+  write(join(root, 'cgroup.controllers'), CONTROLLERS);
+  write(join(root, 'cgroup.subtree_control'), 'cpuset cpu io memory pids\n');
+  write(join(root, 'cpu.pressure'), PSI_ZERO);
+  write(join(root, 'memory.pressure'), PSI_ZERO);
+  const kubepods = join(root, 'kubepods.slice');
+  const slices = { guaranteed: kubepods, burstable: join(kubepods, 'kubepods-burstable.slice'), besteffort: join(kubepods, 'kubepods-besteffort.slice') };
+  for (const dir of Object.values(slices)) {
+    mkdirSync(dir, { recursive: true });
+    write(join(dir, 'cgroup.controllers'), CONTROLLERS);
+  }
+  const pods: GeneratedPod[] = [];
+  for (let i = 0; i < count; i++) {
+    const h = hex(`pod-${i}`, 32);
+    const uid = `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+    const qos: GeneratedPod['qos'] = i % 20 < 5 ? 'guaranteed' : i % 20 < 16 ? 'burstable' : 'besteffort';
+    const name = qos === 'guaranteed' ? `kubepods-pod${uid.replaceAll('-', '_')}.slice` : `kubepods-${qos}-pod${uid.replaceAll('-', '_')}.slice`;
+    const dir = join(slices[qos], name);
+    const memoryBytes = (64 + (parseInt(h.slice(0, 4), 16) % 960)) * 1024 * 1024; // 64 MiB .. 1 GiB
+    const pod: GeneratedPod = {
+      uid, qos, dir,
+      containers: [],
+      usageUsec: parseInt(h.slice(4, 12), 16) % 1_000_000_000,
+      usecPerSecond: (1 + (parseInt(h.slice(12, 16), 16) % 200)) * 1000, // 1..200 millicores
+      memoryBytes,
+      inactiveFileBytes: Math.round(memoryBytes * 0.2),
+    };
+    mkdirSync(dir, { recursive: true });
+    write(join(dir, 'cgroup.controllers'), CONTROLLERS);
+    write(join(dir, 'memory.max'), qos === 'guaranteed' ? `${memoryBytes * 2}\n` : 'max\n');
+    write(join(dir, 'cpu.pressure'), PSI_ZERO);
+    write(join(dir, 'memory.pressure'), PSI_ZERO);
+    const containers = 1 + (i % 2);
+    for (let c = 0; c < containers; c++) {
+      const scope = join(dir, `cri-containerd-${hex(`pod-${i}-c${c}`, 64)}.scope`);
+      mkdirSync(scope);
+      write(join(scope, 'cgroup.controllers'), CONTROLLERS);
+      write(join(scope, 'memory.pressure'), PSI_ZERO);
+      pod.containers.push(scope);
+    }
+    writePodCounters(pod);
+    pods.push(pod);
+  }
+  write(join(kubepods, 'cpu.stat'), cpuStat(pods.reduce((a, p) => a + p.usageUsec, 0)));
+  write(join(kubepods, 'memory.current'), `${pods.reduce((a, p) => a + p.memoryBytes, 0)}\n`);
+  return pods;
+}
+
+/** Pod and container counters, each file replaced atomically as the kernel would show it. */
+function writePodCounters(pod: GeneratedPod): void {
+  writeAtomic(join(pod.dir, 'cpu.stat'), cpuStat(pod.usageUsec));
+  writeAtomic(join(pod.dir, 'memory.current'), `${pod.memoryBytes}\n`);
+  writeAtomic(join(pod.dir, 'memory.stat'), memoryStat(pod.memoryBytes, pod.inactiveFileBytes));
+  const share = 1 / pod.containers.length;
+  for (const scope of pod.containers) {
+    writeAtomic(join(scope, 'cpu.stat'), cpuStat(Math.round(pod.usageUsec * share)));
+    writeAtomic(join(scope, 'memory.current'), `${Math.round((pod.memoryBytes - 4096) * share)}\n`);
+  }
+}
+
+/** Every second, moves every pod's usage_usec forward (and jiggles its memory), like running pods. */
+export function startCounterWriter(pods: GeneratedPod[], everyMs = 1000): { stop(): void; writes(): number } {
+  let writes = 0;
+  const timer = setInterval(() => {
+    for (const pod of pods) {
+      pod.usageUsec += Math.round(pod.usecPerSecond * (0.5 + Math.random()) * (everyMs / 1000));
+      pod.memoryBytes = Math.max(32 << 20, pod.memoryBytes + Math.round((Math.random() - 0.5) * 2 * 1024 * 1024));
+      writePodCounters(pod);
+      writes += 3 + 2 * pod.containers.length;
+    }
+  }, everyMs);
+  return { stop: () => clearInterval(timer), writes: () => writes };
+}
+
+// ------------------------------------------------------------ the benchmark
+
+interface Watched {
+  pid: number;
+  ticks0: number;
+  t0: number;
+  rss: number[];
+}
+
+function watch(pid: number): Watched {
+  return { pid, ticks0: cpuTicks(pid), t0: performance.now(), rss: [rssMiB(pid)] };
+}
+
+function millicores(w: Watched): { millicores: number; seconds: number; cpuSeconds: number } {
+  const seconds = (performance.now() - w.t0) / 1000;
+  const cpuSeconds = (cpuTicks(w.pid) - w.ticks0) / CLK_TCK;
+  return { millicores: (cpuSeconds / seconds) * 1000, seconds, cpuSeconds };
+}
+
+const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+function ensureNodeExporter(): string {
+  if (!existsSync(NODE_EXPORTER)) {
+    log('prometheus-node-exporter missing: apt-get install -y prometheus-node-exporter');
+    execFileSync('apt-get', ['update'], { stdio: 'inherit' });
+    execFileSync('apt-get', ['install', '-y', 'prometheus-node-exporter'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  }
+  const text = execFileSync(NODE_EXPORTER, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const m = /version\s+(\S+)(?:\s+\(([^)]*)\))?/.exec(text);
+  return m ? `${m[1]}${m[2] ? ` (${m[2]})` : ''}` : text.split('\n')[0] ?? 'unknown';
+}
+
+function metricValue(text: string, name: string, labels = ''): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
+  const quick = quickFromEnv(options);
+  const windowS = quick ? 30 : 300;
+  const warmupS = 10;
+  const podCount = 110;
+  ensureBuilt();
+  const neVersion = ensureNodeExporter();
+  log(`agent-overhead: ${podCount} pods, ${windowS} s window after ${warmupS} s warm-up; agent and node-exporter ${neVersion} side by side`);
+
+  const work = mkdtempSync(join(tmpdir(), 'oversell-bench-cgroup110-'));
+  const cgroupRoot = join(work, 'cgroup');
+  const pods = generateCgroupTree(cgroupRoot, podCount);
+  const byQos = { guaranteed: 0, burstable: 0, besteffort: 0 };
+  for (const p of pods) byQos[p.qos] += 1;
+  const containers = pods.reduce((a, p) => a + p.containers.length, 0);
+  log(`cgroup tree: ${cgroupRoot} (${byQos.guaranteed} guaranteed, ${byQos.burstable} burstable, ${byQos.besteffort} besteffort pods; ${containers} containers)`);
+
+  const children: Child[] = [];
+  const timers: Array<() => void> = [];
+  try {
+    const writer = startCounterWriter(pods);
+    timers.push(writer.stop);
+    const gateway = await startGatewayProcess();
+    children.push(gateway);
+    log(`gateway pid ${gateway.pid} on grpc :${gateway.ports.grpc}`);
+    const nodeName = 'bench-agent-overhead';
+    const agentMetricsPort = await freePort();
+    const agent = startAgentProcess({ nodeName, grpcPort: gateway.ports.grpc, procRoot: '/proc', cgroupRoot, metricsAddress: `127.0.0.1:${agentMetricsPort}` });
+    children.push(agent);
+    const client = queryClient(gateway.ports.grpc);
+    timers.push(() => client.close());
+    await waitFor('the agent\'s first sample at the gateway', async () => ((await getNode(client, nodeName)).latest ? true : undefined));
+    log(`agent pid ${agent.pid} streaming to the gateway (1 s interval, pods every 10th sample)`);
+
+    const nePort = await freePort();
+    const ne = startChild('node-exporter', NODE_EXPORTER, [`--web.listen-address=127.0.0.1:${nePort}`]);
+    children.push(ne);
+    const neUrl = `http://127.0.0.1:${nePort}/metrics`;
+    await waitFor('node-exporter /metrics', async () => ((await fetch(neUrl)).ok ? true : undefined));
+    log(`node-exporter pid ${ne.pid} on :${nePort}, scraped every 1 s (bodies discarded)`);
+
+    // The scraper: one GET /metrics a second, like Prometheus with scrape_interval 1s.
+    let scrapes = 0;
+    let scrapeErrors = 0;
+    let scrapeBytes = 0;
+    let scrapeMs = 0;
+    let scraping = false;
+    const scrapeTimer = setInterval(async () => {
+      if (scraping) return; // never pile up; a slow scrape is counted as late, not doubled
+      scraping = true;
+      const t = performance.now();
+      try {
+        const res = await fetch(neUrl);
+        const body = await res.arrayBuffer();
+        if (res.ok) {
+          scrapes += 1;
+          scrapeBytes += body.byteLength;
+          scrapeMs += performance.now() - t;
+        } else scrapeErrors += 1;
+      } catch {
+        scrapeErrors += 1;
+      } finally {
+        scraping = false;
+      }
+    }, 1000);
+    timers.push(() => clearInterval(scrapeTimer));
+
+    log(`warm-up ${warmupS} s`);
+    await sleep(warmupS * 1000);
+
+    const a = watch(agent.pid);
+    const n = watch(ne.pid);
+    const load0 = loadavg()[0] ?? NaN;
+    const scrapes0 = scrapes;
+    const rssTimer = setInterval(() => {
+      try {
+        a.rss.push(rssMiB(agent.pid));
+        n.rss.push(rssMiB(ne.pid));
+      } catch {
+        // a process exited; reported below
+      }
+    }, 5000);
+    timers.push(() => clearInterval(rssTimer));
+    const progressEvery = quick ? 10 : 30;
+    // Checkpoints, for the CPU of each progress interval and of the second half of the window.
+    type Mark = { t: number; a: number; n: number };
+    const mark = (): Mark => ({ t: performance.now(), a: cpuTicks(agent.pid), n: cpuTicks(ne.pid) });
+    const between = (from: Mark, to: Mark, which: 'a' | 'n') => ((to[which] - from[which]) / CLK_TCK / ((to.t - from.t) / 1000)) * 1000;
+    let previous: Mark = { t: a.t0, a: a.ticks0, n: n.ticks0 };
+    let half: Mark | undefined;
+    for (let left = windowS; left > 0; left -= progressEvery) {
+      await sleep(Math.min(progressEvery, left) * 1000);
+      const now = mark();
+      const am = millicores(a);
+      const nm = millicores(n);
+      log(`  ${String(Math.round(am.seconds)).padStart(3)} s  agent ${am.millicores.toFixed(2)}m (last ${progressEvery} s ${between(previous, now, 'a').toFixed(2)}m), ` +
+        `${a.rss.at(-1)?.toFixed(1)} MiB | node-exporter ${nm.millicores.toFixed(2)}m (last ${between(previous, now, 'n').toFixed(2)}m), ` +
+        `${n.rss.at(-1)?.toFixed(1)} MiB | ${scrapes - scrapes0} scrapes`);
+      previous = now;
+      if (!half && am.seconds >= windowS / 2 - 1) half = now;
+    }
+    const end = mark();
+    const agentSecondHalf = half ? between(half, end, 'a') : NaN;
+    const neSecondHalf = half ? between(half, end, 'n') : NaN;
+    const am = millicores(a);
+    const nm = millicores(n);
+    clearInterval(rssTimer);
+    a.rss.push(rssMiB(agent.pid));
+    n.rss.push(rssMiB(ne.pid));
+    const windowScrapes = scrapes - scrapes0;
+    const load1 = loadavg()[0] ?? NaN;
+
+    // After the window (so it costs the measured processes nothing): check the agent
+    // really read all the pods, and how long a sample takes it.
+    const withPods = await waitFor('a sample carrying the per-pod report', async () => {
+      const s = await getNode(client, nodeName);
+      return s.latest?.podsIncluded && s.latest.pods.length > 0 ? s : undefined;
+    }, 15_000, 100);
+    const reportedPods = withPods.latest?.pods.length ?? 0;
+    const agentMetrics = await (await fetch(`http://127.0.0.1:${agentMetricsPort}/metrics`)).text();
+    const samplingSum = metricValue(agentMetrics, 'oversell_agent_sampling_duration_seconds_sum') ?? NaN;
+    const samplingCount = metricValue(agentMetrics, 'oversell_agent_sampling_duration_seconds_count') ?? NaN;
+    const samplesOk = metricValue(agentMetrics, 'oversell_agent_samples_total', '{result="ok"}') ?? NaN;
+    const samplesErr = metricValue(agentMetrics, 'oversell_agent_samples_total', '{result="error"}') ?? 0;
+
+    const agentCpu = round(am.millicores);
+    const neCpu = round(nm.millicores);
+    const ratio = round(am.millicores / nm.millicores, 3);
+    const agentRssMax = round(Math.max(...a.rss), 1);
+    const agentRssAvg = round(avg(a.rss), 1);
+    const neRssMax = round(Math.max(...n.rss), 1);
+    const neRssAvg = round(avg(n.rss), 1);
+
+    const result: BenchResult = {
+      name: 'agent-overhead',
+      summary: `agent ${agentCpu}m CPU, ${agentRssMax} MiB RSS max at 1 s sampling with ${podCount} pods; ` +
+        `node-exporter ${neVersion.split(' ')[0]} scraped every 1 s: ${neCpu}m, ${neRssMax} MiB; CPU ratio ${ratio}`,
+      figures: {
+        agent_millicores_avg: agentCpu,
+        agent_cpu_seconds: round(am.cpuSeconds, 2),
+        agent_rss_mib_max: agentRssMax,
+        agent_rss_mib_avg: agentRssAvg,
+        agent_rss_mib_first: round(a.rss[0] ?? NaN, 1),
+        agent_rss_mib_last: round(a.rss.at(-1) ?? NaN, 1),
+        agent_millicores_second_half: round(agentSecondHalf),
+        agent_sample_ms_avg: round((samplingSum / samplingCount) * 1000, 3),
+        agent_samples_ok: samplesOk,
+        agent_samples_error: samplesErr,
+        node_exporter_millicores_avg: neCpu,
+        node_exporter_rss_mib_max: neRssMax,
+        node_exporter_millicores_second_half: round(neSecondHalf),
+        ratio_cpu: ratio,
+        pods: podCount,
+        containers,
+        pods_reported: reportedPods,
+        window_s: round(am.seconds, 1),
+        warmup_s: warmupS,
+        loadavg_1m_start: round(load0),
+        loadavg_1m_end: round(load1),
+      },
+      targets: [
+        { name: 'agent CPU <= 10 millicores average (1 s sampling, 110 pods)', measured: `${agentCpu}m`, met: am.millicores <= 10 },
+        { name: 'agent RSS <= 64 MiB', measured: `${agentRssMax} MiB max (${agentRssAvg} avg)`, met: Math.max(...a.rss) <= 64 },
+        { name: 'agent CPU <= node-exporter CPU scraped at 1 s (ratio <= 1)', measured: `${ratio} (${agentCpu}m / ${neCpu}m)`, met: am.millicores <= nm.millicores },
+      ],
+      reference: {
+        tool: 'prometheus-node-exporter (Debian package), default collectors',
+        version: neVersion,
+        node_exporter_millicores_avg: neCpu,
+        node_exporter_cpu_seconds: round(nm.cpuSeconds, 2),
+        node_exporter_rss_mib_max: neRssMax,
+        node_exporter_rss_mib_avg: neRssAvg,
+        scrapes: windowScrapes,
+        scrape_errors: scrapeErrors,
+        scrape_bytes_avg: scrapes ? Math.round(scrapeBytes / scrapes) : 0,
+        scrape_ms_avg: scrapes ? round(scrapeMs / scrapes, 1) : 0,
+      },
+      notes: [
+        `Agent and node-exporter ran at the same time, in the same ${Math.round(am.seconds)} s window, after ${warmupS} s of warm-up; ` +
+          'CPU is utime+stime of the process (all threads) from /proc/<pid>/stat over the window (CLK_TCK 100), RSS is VmRSS sampled every 5 s. ' +
+          `Machine load (1-minute load average) was ${round(load0)} at the start of the window and ${round(load1)} at its end; other work on the machine does not add to a process's own CPU time, but can slow it.`,
+        `Agent: the real binary (dist/agent/main.js, ${process.version}) with --interval 1s, pods every 10th sample, --proc-root /proc of this machine and a generated cgroup v2 systemd tree ` +
+          `of ${podCount} pods (${byQos.guaranteed} guaranteed, ${byQos.burstable} burstable, ${byQos.besteffort} besteffort; ${containers} container scopes) whose counters a writer in the benchmark process advances every second (write aside, rename over); ` +
+          `streaming over real gRPC to a real gateway process (not measured). The per-pod report reached the gateway with ${reportedPods} pods.`,
+        `node-exporter ${neVersion}, default collectors, --web.listen-address 127.0.0.1; the benchmark process GETs /metrics once a second and discards the body ` +
+          `(${windowScrapes} scrapes in the window, ~${scrapes ? Math.round(scrapeBytes / scrapes / 1024) : 0} KiB each). The scraper's own CPU is not counted, as the gateway's is not counted for the agent.`,
+        'The agent reads the same kind of files node-exporter does, but far fewer: /proc/stat, /proc/meminfo, /proc/pressure/* every second, and 3 files per pod every 10th second.',
+      ],
+    };
+    for (const c of [agent, ne, gateway]) {
+      if (c.proc.exitCode !== null) throw new Error(`a measured process exited during the run:\n${c.output()}`);
+    }
+    return result;
+  } finally {
+    for (const stop of timers) stop();
+    await Promise.all(children.map((c) => c.stop()));
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+export function printResult(r: BenchResult): void {
+  console.log(`\n${r.name}: ${r.summary}`);
+  for (const [k, v] of Object.entries(r.figures)) console.log(`  ${k.padEnd(38)} ${v}`);
+  if (r.reference) {
+    console.log('  reference:');
+    for (const [k, v] of Object.entries(r.reference)) console.log(`    ${k.padEnd(36)} ${v}`);
+  }
+  console.log('  targets:');
+  for (const t of r.targets) console.log(`    [${t.met ? 'met' : 'MISSED'}] ${t.name}: ${t.measured}`);
+  for (const n of r.notes ?? []) console.log(`  - ${n}`);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  run({})
+    .then((r) => {
+      printResult(r);
+      console.log(`saved ${save(r)}`);
+      process.exit(0);
+    })
+    .catch((err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    });
+}
