@@ -9,6 +9,7 @@ COPY proto ./proto
 COPY lib ./lib
 COPY agent ./agent
 COPY gateway ./gateway
+COPY cli ./cli
 COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
@@ -21,7 +22,7 @@ COPY --from=build /src/dist ./dist
 COPY examples ./examples
 USER 65532:65532
 ENV NODE_ENV=production
-# Entry points: oversell-gateway, oversell-agent (see the bin wrappers below).
+# Entry points: oversell-gateway, oversell-agent, oversell (the CLI); see the wrappers below.
 COPY --chmod=0755 <<'SH' /usr/local/bin/oversell-gateway
 #!/nodejs/bin/node
 import('/app/dist/gateway/main.js');
@@ -29,6 +30,10 @@ SH
 COPY --chmod=0755 <<'SH' /usr/local/bin/oversell-agent
 #!/nodejs/bin/node
 import('/app/dist/agent/main.js');
+SH
+COPY --chmod=0755 <<'SH' /usr/local/bin/oversell
+#!/nodejs/bin/node
+import('/app/dist/cli/main.js');
 SH
 ENTRYPOINT ["/nodejs/bin/node"]
 CMD ["/app/dist/gateway/main.js"]

@@ -26,7 +26,9 @@ export interface UsageSummary {
 export function percentile(values: ArrayLike<number>, p: number): number {
   if (values.length === 0) return 0;
   // A typed array sorts numerically without a comparator call per pair.
-  const sorted = Float64Array.from(values).sort();
+  const sorted = new Float64Array(values.length);
+  for (let i = 0; i < values.length; i++) sorted[i] = values[i] ?? 0;
+  sorted.sort();
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1] ?? 0;
 }

@@ -85,8 +85,15 @@ export class GatewayMetrics {
     this.#webhookDuration.observe({ outcome }, seconds);
   }
 
+  readonly #lastRatios = new Map<string, string>();
+
   decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint }): void {
     this.#decisions.inc({ resource, bound: d.bound });
+    // Heartbeats mostly repeat the last values: skip the labelled gauge updates then (hot path).
+    const key = `${node}/${resource}`;
+    const values = `${d.raw}/${d.granted}/${d.applied}`;
+    if (this.#lastRatios.get(key) === values) return;
+    this.#lastRatios.set(key, values);
     if (d.raw > 0n) {
       this.#raw.set({ node, resource }, resource === 'cpu' ? Number(d.raw) / 1000 : Number(d.raw));
       this.#granted.set({ node, resource }, Number(d.granted) / Number(d.raw));
@@ -97,6 +104,7 @@ export class GatewayMetrics {
   /** A node the store forgot: drop its series. */
   forgetNode(node: string): void {
     for (const resource of ['cpu', 'memory']) {
+      this.#lastRatios.delete(`${node}/${resource}`);
       this.#granted.remove({ node, resource });
       this.#raw.remove({ node, resource });
       this.#applied.remove({ node, resource });

@@ -2,7 +2,8 @@
 // kwok (test/cluster/cluster.sh), with oversell's real binaries as processes.
 // Run through `npm run test:e2e`, which brings the cluster up and down.
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadAllYaml, PatchStrategy, type KubernetesObject, type V1DaemonSet, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
@@ -202,6 +203,26 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
         api.patch(checked, undefined, 'All', 'oversell-e2e', true, PatchStrategy.ServerSideApply),
         `${doc.kind}/${doc.metadata?.name} refused by a dry-run apply`,
       );
+    }
+    // The Helm chart too, in its self-managed mode: every rendered object passes a server-side dry run.
+    const helm = spawnSync('bash', [join(REPO, 'test/deploy/build-helm.sh'), '--print-path'], { encoding: 'utf8' }).stdout.trim();
+    if (helm && existsSync(helm)) {
+      const rendered = spawnSync(helm, ['template', 'oversell', join(REPO, 'deploy/helm/oversell'), '--namespace', 'oversell'], { encoding: 'utf8' });
+      assert.equal(rendered.status, 0, rendered.stderr);
+      const objectsFromHelm = (loadAllYaml(rendered.stdout) as KubernetesObject[]).filter(Boolean);
+      assert.ok(objectsFromHelm.length > 10, `helm rendered ${objectsFromHelm.length} objects`);
+      for (const doc of objectsFromHelm) {
+        const checked = doc.kind === 'MutatingWebhookConfiguration' ? { ...doc, metadata: { ...doc.metadata, name: 'oversell-helm-dry-run' } } : doc;
+        if (!checked.metadata?.namespace && doc.kind !== 'Namespace' && !['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'OversellPolicy', 'CustomResourceDefinition'].includes(doc.kind ?? '')) {
+          checked.metadata = { ...checked.metadata, namespace: 'oversell' };
+        }
+        await assert.doesNotReject(
+          api.patch(checked, undefined, 'All', 'oversell-e2e-helm', true, PatchStrategy.ServerSideApply),
+          `helm: ${doc.kind}/${doc.metadata?.name} refused by a dry-run apply`,
+        );
+      }
+    } else {
+      console.log('# helm not built (test/deploy/build-helm.sh): skipping the chart dry run');
     }
     // For real: what the agent pods need, then the DaemonSet.
     for (const doc of docs.filter((d) => d.kind === 'ServiceAccount' || d.kind === 'DaemonSet')) {
