@@ -8,12 +8,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
-import { round, save, type BenchResult } from './result.js';
+import { freePort, waitUntil } from '../test/helpers/wait.js';
+import { round, runIfMain, type BenchResult } from './result.js';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 const CLK_TCK = 100;
@@ -28,18 +28,6 @@ export function ensureBuilt(): void {
   if (existsSync(join(REPO, 'dist/agent/main.js')) && existsSync(join(REPO, 'dist/gateway/main.js'))) return;
   log('dist/ missing: npm run build');
   execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' });
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export interface Child {
@@ -83,19 +71,8 @@ export function startChild(name: string, file: string, args: string[]): Child {
   };
 }
 
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message ?? String(last)}` : ''}`);
+export function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000, everyMs = 100): Promise<T> {
+  return waitUntil(what, check, timeoutMs, everyMs);
 }
 
 export interface GatewayProcess extends Child {
@@ -538,15 +515,4 @@ export function printResult(r: BenchResult): void {
   for (const n of r.notes ?? []) console.log(`  - ${n}`);
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  run({})
-    .then((r) => {
-      printResult(r);
-      console.log(`saved ${save(r)}`);
-      process.exit(0);
-    })
-    .catch((err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
-}
+runIfMain(import.meta.url, run, printResult);

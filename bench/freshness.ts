@@ -10,14 +10,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { request } from 'node:https';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { FakeHost, type FakeUsage } from '../test/helpers/fake-host.js';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import {
   REPO, ensureBuilt, log, printResult, quickFromEnv, sleep, startAgentProcess, startGatewayProcess, waitFor, type Child,
 } from './agent-overhead.js';
-import { percentile, round, save, type BenchResult } from './result.js';
+import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 const FIXTURE_NODE = 'ip-10-0-17-42.eu-west-1.compute.internal';
 const POLL_MS = 20;
@@ -205,15 +204,4 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  run({})
-    .then((r) => {
-      printResult(r);
-      console.log(`saved ${save(r)}`);
-      process.exit(0);
-    })
-    .catch((err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
-}
+runIfMain(import.meta.url, run, printResult);

@@ -4,14 +4,13 @@
 // list at that scale.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import { oversellV1 } from '../proto/load.js';
 import { watchProcess } from './proc-stats.js';
 import { REPO, startGateway } from './processes.js';
-import { percentile, round, save, type BenchResult } from './result.js';
+import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 function client(port: number): NodeUsageClient {
   return new (oversellV1().NodeUsage)(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
@@ -119,7 +118,4 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   };
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const r = await run({ quick: process.env.BENCH_QUICK === '1' });
-  console.log(r.summary, '->', save(r));
-}
+runIfMain(import.meta.url, run);

@@ -1,7 +1,7 @@
 // What every benchmark returns: its figures, and for each target whether it held.
 import { cpus, totalmem, release } from 'node:os';
 import { writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export interface Target {
   /** e.g. "webhook p99 at 1000 req/s <= 5 ms" */
@@ -41,3 +41,19 @@ export function save(result: BenchResult): string {
 
 export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 export const round = (v: number, digits = 2) => Math.round(v * 10 ** digits) / 10 ** digits;
+
+/** Lets each benchmark file run alone: `node --import tsx bench/<name>.ts` (BENCH_QUICK=1 for short windows). */
+export function runIfMain(moduleUrl: string, run: (o: { quick?: boolean }) => Promise<BenchResult>, print: (r: BenchResult) => void = (r) => console.log(r.summary)): void {
+  if (!process.argv[1] || moduleUrl !== pathToFileURL(process.argv[1]).href) return;
+  run({ quick: process.env.BENCH_QUICK === '1' }).then(
+    (r) => {
+      print(r);
+      console.log(`saved ${save(r)}`);
+      process.exit(0);
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

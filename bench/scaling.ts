@@ -1,10 +1,9 @@
 // How handler time and gateway memory grow with cluster size (100 to 10,000
 // nodes, each with a full 60-sample window): the handler must not grow with
 // node count (one map lookup per review), memory grows linearly.
-import { pathToFileURL } from 'node:url';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { handlerCpuMicros } from './webhook.js';
-import { round, save, type BenchResult } from './result.js';
+import { round, runIfMain, type BenchResult } from './result.js';
 
 function heapPerNodeBytes(nodes: number): number {
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -49,7 +48,4 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   };
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const r = await run({ quick: process.env.BENCH_QUICK === '1' });
-  console.log(r.summary, '->', save(r));
-}
+runIfMain(import.meta.url, run);

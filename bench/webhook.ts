@@ -6,14 +6,13 @@ import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { reviewNode } from '../gateway/admit/node-review.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { watchProcess } from './proc-stats.js';
 import { REPO, startGateway } from './processes.js';
-import { round, save, type BenchResult } from './result.js';
+import { round, runIfMain, type BenchResult } from './result.js';
 
 const NODE = 'bench-0';
 
@@ -144,7 +143,4 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const r = await run({ quick: process.env.BENCH_QUICK === '1' });
-  console.log(r.summary, '->', save(r));
-}
+runIfMain(import.meta.url, run);

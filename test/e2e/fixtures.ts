@@ -8,6 +8,7 @@ import { loadYaml, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod,
 import { FakeHost, type FakeUsage } from '../helpers/fake-host.js';
 import { ADMIN_KUBECONFIG, REPO, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
 import { freePort, run, type Proc } from './processes.js';
+import { waitUntil } from '../helpers/wait.js';
 
 export const GI = 1024 ** 3;
 export const OPT_IN = { 'oversell.io/enabled': 'true' };
@@ -125,19 +126,8 @@ export async function podsOn(nodeName: string): Promise<V1Pod[]> {
   return list.items;
 }
 
-export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+export function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
+  return waitUntil(what, check, timeoutMs, everyMs);
 }
 
 export { objects };

@@ -2,23 +2,12 @@
 // so a test can kill one for real.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { REPO, STATE } from './cluster.js';
 
 export const LOG_DIR = join(STATE, 'logs', 'oversell');
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../helpers/wait.js';
 
 export interface Proc {
   child: ChildProcess;

@@ -4,6 +4,7 @@ import type { NodeEvent__Output } from '../../proto/gen/oversell/v1/NodeEvent.js
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
+import { waitUntil } from './wait.js';
 
 export function queryClient(port: number): NodeUsageClient {
   return new (oversellV1().NodeUsage)(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
@@ -22,19 +23,8 @@ export function listNodes(client: NodeUsageClient): Promise<NodeStatus__Output[]
 }
 
 /** Polls until check returns a value (not undefined), or fails after timeoutMs with the last error. */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String((last as Error).message ?? last)}` : ''}`);
+export function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000, what = 'condition'): Promise<T> {
+  return waitUntil(what, check, timeoutMs);
 }
 
 export function collectWatch(client: NodeUsageClient): { events: NodeEvent__Output[]; cancel: () => void } {
