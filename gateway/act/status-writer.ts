@@ -10,9 +10,9 @@ import {
   CoreV1Api, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions,
   type KubeConfig, type V1Node,
 } from '@kubernetes/client-node';
-import { parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
+import { QuantityError } from '../../lib/quantity.js';
 import type { Logger } from '../../lib/log.js';
-import { ANNOTATION, decideForNode, nodePatch, rawValue } from '../admit/node-review.js';
+import { ANNOTATION, decideForNode, nodePatch, readAllocatable } from '../admit/node-review.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -120,11 +120,7 @@ export class StatusWriter {
     let incoming;
     let raw;
     try {
-      incoming = { cpuMillicores: parseMilli(allocatable.cpu, 'cpu'), memoryBytes: parseBytes(allocatable.memory, 'memory') };
-      raw = {
-        cpuMillicores: rawValue(incoming.cpuMillicores, annotations, ANNOTATION.grantedCpu, ANNOTATION.rawCpu, parseMilli),
-        memoryBytes: rawValue(incoming.memoryBytes, annotations, ANNOTATION.grantedMemory, ANNOTATION.rawMemory, parseBytes),
-      };
+      ({ incoming, raw } = readAllocatable(allocatable, annotations));
     } catch (err) {
       if (err instanceof QuantityError) return;
       throw err;

@@ -63,14 +63,7 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   let raw: Allocatable;
   let incoming: Allocatable;
   try {
-    incoming = {
-      cpuMillicores: parseMilli(allocatable.cpu, 'status.allocatable.cpu'),
-      memoryBytes: parseBytes(allocatable.memory, 'status.allocatable.memory'),
-    };
-    raw = {
-      cpuMillicores: rawValue(incoming.cpuMillicores, annotations, ANNOTATION.grantedCpu, ANNOTATION.rawCpu, parseMilli),
-      memoryBytes: rawValue(incoming.memoryBytes, annotations, ANNOTATION.grantedMemory, ANNOTATION.rawMemory, parseBytes),
-    };
+    ({ incoming, raw } = readAllocatable(allocatable, annotations));
   } catch (err) {
     if (err instanceof QuantityError) return { ...skip(err.message), node: name };
     throw err;
@@ -136,8 +129,27 @@ export function decideForNode(
   return decision;
 }
 
+/**
+ * The allocatable an object carries, and the kubelet's raw value behind it.
+ * Throws QuantityError when cpu or memory does not parse.
+ */
+export function readAllocatable(
+  allocatable: { cpu?: unknown; memory?: unknown },
+  annotations: Record<string, unknown> | undefined,
+): { incoming: Allocatable; raw: Allocatable } {
+  const incoming = {
+    cpuMillicores: parseMilli(allocatable.cpu, 'status.allocatable.cpu'),
+    memoryBytes: parseBytes(allocatable.memory, 'status.allocatable.memory'),
+  };
+  const raw = {
+    cpuMillicores: rawValue(incoming.cpuMillicores, annotations, ANNOTATION.grantedCpu, ANNOTATION.rawCpu, parseMilli),
+    memoryBytes: rawValue(incoming.memoryBytes, annotations, ANNOTATION.grantedMemory, ANNOTATION.rawMemory, parseBytes),
+  };
+  return { incoming, raw };
+}
+
 /** The kubelet's raw value: the incoming one, unless it is our own earlier output. */
-export function rawValue(
+function rawValue(
   incoming: bigint,
   annotations: Record<string, unknown> | undefined,
   grantedKey: string,
