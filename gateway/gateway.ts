@@ -18,7 +18,7 @@ import { StatusWriter } from './act/status-writer.js';
 import { GatewayMetrics } from './http/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
-import { nodeUsageService } from './query/node-usage-service.js';
+import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
 
 export interface GatewayOptions {
@@ -95,7 +95,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now }));
   const notReady = () => (ready ? policies.notReady() : 'listeners starting');
-  grpcServer.addService(V1.NodeUsage.service, nodeUsageService({ store, policies, notReady, now }));
+  grpcServer.addService(nodeUsageDefinition(), nodeUsageService({ store, policies, notReady, now }));
   // grpcurl and load balancers work without our proto files.
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });
   health.addToServer(grpcServer);

@@ -117,10 +117,7 @@ export function decideForNode(
     raw,
     usage,
     policy: entry?.policy,
-    previous: {
-      ...(previous.cpuMillicores !== undefined && { cpuMillicores: previous.cpuMillicores }),
-      ...(previous.memoryBytes !== undefined && { memoryBytes: previous.memoryBytes }),
-    },
+    previous,
     nodeMaxRatio: nodeMaxRatio(annotations),
   });
   if (entry?.error && decision.cpu.bound !== 'no-data') {

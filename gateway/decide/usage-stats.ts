@@ -64,10 +64,12 @@ export function summarize(window: readonly WindowPoint[]): UsageSummary {
   if (window.length === 0) return { samples: 0, spanMs: 0, cpuP95Millicores: 0, memoryMaxBytes: 0 };
   const first = window[0]?.timestampMs ?? 0;
   const last = window[window.length - 1]?.timestampMs ?? 0;
-  return {
-    samples: window.length,
-    spanMs: last - first,
-    cpuP95Millicores: percentile(window.map((p) => p.cpuMillicores), 95),
-    memoryMaxBytes: Math.max(...window.map((p) => p.memoryBytes)),
-  };
+  const cpu = new Float64Array(window.length);
+  let memoryMax = 0;
+  for (let i = 0; i < window.length; i++) {
+    const p = window[i]!;
+    cpu[i] = p.cpuMillicores;
+    if (p.memoryBytes > memoryMax) memoryMax = p.memoryBytes;
+  }
+  return { samples: window.length, spanMs: last - first, cpuP95Millicores: percentile(cpu, 95), memoryMaxBytes: memoryMax };
 }
