@@ -6,6 +6,8 @@ import { flagsPolicySource, type PolicySource } from '../../gateway/policies/pol
 import { selectPolicy, type PolicyEntry } from '../../gateway/decide/select-policy.js';
 import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
 import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
+import type { TemplateSource } from '../../gateway/inject/template-source.js';
+import type { TemplateEntry } from '../../gateway/inject/sidecar-template.js';
 
 export interface TestGateway extends RunningGateway {
   ca: string;
@@ -14,7 +16,15 @@ export interface TestGateway extends RunningGateway {
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
 
 export async function startTestGateway(
-  over: { policy?: Policy; policies?: PolicySource; now?: () => number; grpcPort?: number; bodyLimitBytes?: number; warmupMs?: number } = {},
+  over: {
+    policy?: Policy;
+    policies?: PolicySource;
+    now?: () => number;
+    grpcPort?: number;
+    bodyLimitBytes?: number;
+    warmupMs?: number;
+    sidecars?: { source: TemplateSource; excludedNamespaces: string[] };
+  } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
   const gw = await startGateway({
@@ -29,6 +39,7 @@ export async function startTestGateway(
     ...(over.now && { now: over.now }),
     ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),
     ...(over.warmupMs && { warmupMs: over.warmupMs }),
+    ...(over.sidecars && { sidecars: over.sidecars }),
   });
   return { ...gw, ca: cert.ca };
 }
@@ -79,6 +90,22 @@ export function listPolicySource(entries: PolicyEntry[]): PolicySource & { set(n
     select: (labels) => selectPolicy(current, labels),
     retainMs: () => 120_000,
     notReady: () => undefined,
+    onChange: (l) => listeners.push(l),
+    stop: async () => {},
+    set(next) {
+      current = next;
+      for (const l of listeners) l();
+    },
+  };
+}
+
+/** A TemplateSource over a list the test can change, as the ConfigMap watch would. */
+export function listTemplateSource(entries: TemplateEntry[]): TemplateSource & { set(next: TemplateEntry[]): void } {
+  let current = entries;
+  const listeners: Array<() => void> = [];
+  return {
+    kind: 'configmap',
+    templates: () => current,
     onChange: (l) => listeners.push(l),
     stop: async () => {},
     set(next) {
