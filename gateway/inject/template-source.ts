@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
+import { keepWatching } from '../keep-watching.js';
 import { TEMPLATE_LABEL, templateFromConfigMap, templatesFromFile, type TemplateEntry } from './sidecar-template.js';
 
 export interface TemplateSource {
@@ -47,16 +48,12 @@ export async function configMapTemplateSource(kubeConfig: KubeConfig, namespace:
     logInvalid(entries, log);
     for (const l of listeners) l();
   };
-  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, rebuild);
-  informer.on('error', (err) => {
-    log.warn({ err: String(err) }, 'sidecar template watch failed; retrying in 5 s (the last known templates stay in force)');
-    setTimeout(() => informer.start().catch((e: unknown) => log.error({ err: String(e) }, 'sidecar template watch restart failed')), 5000).unref();
+  await keepWatching(informer, {
+    what: 'sidecar template',
+    log,
+    onChange: rebuild,
+    cannotStart: (message) => `cannot list ConfigMaps in ${namespace} (${message}); may the gateway list and watch them (deploy/base/rbac.yaml)? --sidecars none turns injection off`,
   });
-  try {
-    await informer.start();
-  } catch (err) {
-    throw new Error(`cannot list ConfigMaps in ${namespace} (${(err as Error).message}); may the gateway list and watch them (deploy/base/rbac.yaml)? --sidecars none turns injection off`);
-  }
   rebuild();
   log.info({ namespace, templates: entries.map((e) => e.name) }, 'watching sidecar templates');
   return {
