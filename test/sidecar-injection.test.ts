@@ -294,6 +294,14 @@ describe('pod injection: collisions are refused with a warning, never a broken p
     assert.match(result.refused[0]?.warning ?? '', /template is invalid \(containers\[0\] \(x\) needs an image\)/);
     assert.ok((result.refused[1]?.warning.length ?? 999) < 120, result.refused[1]?.warning);
   });
+
+  it('a long template error is cut short in the warning, which the API server would otherwise truncate', () => {
+    const broken = parseTemplate('broken', { default: true, containers: [{ name: 'x', image: 'i' }], downwardEnv: { X: 'spec.nope' } });
+    assert.ok((broken.error?.length ?? 0) > 200, 'the fieldPath error lists every allowed path');
+    const warning = plan(basePod(), { templates: [broken] }).refused[0]?.warning ?? '';
+    assert.ok(warning.length <= 256, `${warning.length} characters`);
+    assert.match(warning, /see the gateway log\)$/);
+  });
 });
 
 describe('pod injection: idempotent on re-invocation', () => {

@@ -123,7 +123,9 @@ export function planInjection(input: InjectionInput): InjectionPlan {
       continue;
     }
     if (!entry.template) {
-      refuse(name, 'invalid-template', `the template is invalid (${entry.error ?? 'unknown error'})`);
+      // The API server may cut warnings past 256 characters: the full error is in the gateway log.
+      const error = entry.error ?? 'unknown error';
+      refuse(name, 'invalid-template', `the template is invalid (${error.length > 120 ? `${error.slice(0, 120)}...; see the gateway log` : error})`);
       continue;
     }
     const t = entry.template;
