@@ -3,6 +3,7 @@
 //
 //   ingest (gRPC AgentStream) -> store -> decide -> admit (HTTPS webhook)
 //                                      \-> query (gRPC NodeUsage)
+//   inject (sidecar templates) -> admit (HTTPS webhook, pod CREATE)
 import * as grpc from '@grpc/grpc-js';
 import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -11,6 +12,8 @@ import { HealthImplementation } from 'grpc-health-check';
 import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
+import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
+import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
 import { LeaderLease } from './act/leader-lease.js';
@@ -42,6 +45,12 @@ export interface GatewayOptions {
     identity: string;
     statusWritesPerSecond: number;
     optInSelector: string;
+  };
+  /** Sidecar injection on pod CREATE (POST /mutate/pods); without it, no templates: pods pass unchanged. */
+  sidecars?: {
+    source: TemplateSource;
+    /** Never injected, whatever the webhook configuration sends: kube-system and the gateway's own namespace. */
+    excludedNamespaces: readonly string[];
   };
   /** /readyz stays 503 this long after start, so agents (which find not-ready replicas too) fill the store first. */
   warmupMs?: number;
@@ -123,6 +132,22 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     log,
   });
 
+  const templates = options.sidecars?.source ?? noTemplates();
+  const countTemplates = () => {
+    const all = templates.templates();
+    metrics.sidecarTemplates(all.filter((t) => t.template).length, all.filter((t) => t.error).length);
+  };
+  templates.onChange(countTemplates);
+  countTemplates();
+  await webhook.register(podWebhookPlugin, {
+    deps: {
+      templates: () => templates.templates(),
+      excludedNamespaces: new Set(['kube-system', ...(options.sidecars?.excludedNamespaces ?? [])]),
+    },
+    metrics,
+    log,
+  });
+
   const probes = Fastify({ logger: false });
   let warmUntil = Infinity;
   await probes.register(probesPlugin, {
@@ -152,6 +177,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     await writer?.stop();
     await lease?.stop();
     await policies.stop();
+    await templates.stop();
     await Promise.allSettled([
       webhook.close(),
       probes.close(),

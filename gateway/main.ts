@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// oversell-gateway: ingests agent streams, serves the nodes/status webhook and the query API.
+// oversell-gateway: ingests agent streams, serves the nodes/status and pod webhooks and the query API.
 import { hostname } from 'node:os';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
@@ -9,6 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
 import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
 import { GATEWAY_DEFAULTS, startGateway } from './gateway.js';
+import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 
@@ -40,6 +41,9 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--identity <name>', 'this replica in the leader election', 'POD_NAME', `${hostname()}-${process.pid}`))
   .addOption(numberFlag('--status-writes-per-second <n>', 'rate limit of the gateway\'s own nodes/status writes', 'OVERSELL_STATUS_WRITES_PER_SECOND', '10', 0.1))
   .addOption(flag('--opt-in-selector <selector>', 'nodes the webhook objectSelector sends (label selector); the status writer watches the same', 'OVERSELL_OPT_IN_SELECTOR', 'oversell.io/enabled=true'))
+  .addOption(flag('--sidecars <source>', 'sidecar templates for pod CREATE (/mutate/pods): "configmap" (ConfigMaps labelled oversell.io/sidecar-template=true in --sidecar-namespace), "file" (--sidecar-templates-file) or "none" (default: configmap in a cluster or with --kubeconfig, file with --sidecar-templates-file, else none)', 'OVERSELL_SIDECARS'))
+  .addOption(flag('--sidecar-namespace <ns>', 'namespace of the template ConfigMaps; never injected (default: --lease-namespace, the gateway\'s own)', 'OVERSELL_SIDECAR_NAMESPACE'))
+  .addOption(flag('--sidecar-templates-file <file>', 'with --sidecars file: YAML mapping template names to templates (docs/sidecars.md)', 'OVERSELL_SIDECAR_TEMPLATES_FILE'))
   .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
@@ -76,6 +80,13 @@ try {
   else if (source === 'crd' && kubeConfig) policies = await crdPolicySource(kubeConfig, log);
   else throw new Error(`--policies must be "crd" or "flags", got ${JSON.stringify(source)}`);
   log.info({ policies: source }, source === 'crd' ? 'policies from OversellPolicy objects' : 'one policy from flags for every node sent to the webhook');
+  const sidecarSource = o.sidecars ?? (o.sidecarTemplatesFile ? 'file' : kubeConfig ? 'configmap' : 'none');
+  const sidecarNamespace = String(o.sidecarNamespace ?? o.leaseNamespace);
+  let templates: TemplateSource;
+  if (sidecarSource === 'none') templates = noTemplates();
+  else if (sidecarSource === 'file' && o.sidecarTemplatesFile) templates = fileTemplateSource(String(o.sidecarTemplatesFile), log);
+  else if (sidecarSource === 'configmap' && kubeConfig) templates = await configMapTemplateSource(kubeConfig, sidecarNamespace, log);
+  else throw new Error(`--sidecars must be "configmap" (needs a cluster), "file" (needs --sidecar-templates-file) or "none", got ${JSON.stringify(sidecarSource)}`);
   const hosts = String(o.tlsHosts).split(',').map((h) => h.trim()).filter(Boolean);
   let tlsKeeper: TlsKeeper | undefined;
   let tls: Tls;
@@ -102,6 +113,7 @@ try {
     metricsPort: Number(o.metricsPort),
     tls,
     policies,
+    sidecars: { source: templates, excludedNamespaces: [sidecarNamespace, String(o.leaseNamespace)] },
     warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
     log,
     ...(kubeConfig && {

@@ -8,6 +8,8 @@ export interface AdmissionRequest {
   subResource: string | undefined;
   operation: string | undefined;
   name: string | undefined;
+  /** The object's namespace as the API server resolved it; the object itself may not carry one on CREATE. */
+  namespace: string | undefined;
   object: unknown;
   userInfo: { username?: string } | undefined;
 }
@@ -56,22 +58,31 @@ export function parseAdmissionReview(body: unknown): AdmissionRequest {
     subResource: str(req.subResource),
     operation: str(req.operation),
     name: str(req.name),
+    namespace: str(req.namespace),
     object: req.object,
     userInfo: isObject(req.userInfo) ? (req.userInfo as AdmissionRequest['userInfo']) : undefined,
   };
 }
 
-export function allow(uid: string, patch?: JsonPatchOp[]): AdmissionReviewResponse {
+/** Warnings reach the client of the request (kubectl prints them, the API sends them as Warning headers). */
+export function allow(uid: string, patch?: JsonPatchOp[], warnings?: string[]): AdmissionReviewResponse {
   const response: AdmissionReviewResponse['response'] = { uid, allowed: true };
   if (patch && patch.length > 0) {
     // patch and patchType go together or not at all.
     response.patchType = 'JSONPatch';
     response.patch = Buffer.from(JSON.stringify(patch)).toString('base64');
   }
+  if (warnings && warnings.length > 0) response.warnings = warnings;
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }
 
 /** RFC 6901: "~" and "/" inside a key. */
 export function pointerEscape(key: string): string {
   return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/** The request uid of a body that may not be a valid AdmissionReview, so a failure can still be answered in kind. */
+export function requestUid(body: unknown): string | undefined {
+  const uid = isObject(body) && isObject(body.request) ? body.request.uid : undefined;
+  return typeof uid === 'string' && uid.length > 0 ? uid : undefined;
 }

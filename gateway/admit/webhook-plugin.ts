@@ -1,11 +1,11 @@
 // POST /mutate/nodes as a fastify plugin. Whatever arrives, the API server gets
 // a well-formed answer fast: an AdmissionReview (allowed, with or without a
 // patch) or a 4xx with a message. The kubelet's heartbeat is never blocked by us.
-import type { FastifyError, FastifyInstance, FastifyPluginOptions } from 'fastify';
+import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../http/metrics.js';
-import { allow, BadReviewError, isObject } from './admission-review.js';
 import { reviewNode, type NodeReviewDeps } from './node-review.js';
+import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';
 
 export interface WebhookPluginOptions extends FastifyPluginOptions {
   deps: NodeReviewDeps;
@@ -36,17 +36,12 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
   const { deps, metrics, log } = options;
   const changes = new ChangeLog(log);
 
-  // Body parsing failures (invalid JSON, wrong content type, too large) land here.
-  app.setErrorHandler((err: FastifyError, _request, reply) => {
-    const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    metrics.observeWebhook(status < 500 ? 'bad-request' : 'error', 0);
-    if (status >= 500) log.error({ err }, 'webhook request failed');
-    return reply.code(status).send({ error: status < 500 ? 'Bad Request' : 'Internal Server Error', message: err.message });
-  });
+  const observe = (outcome: string, seconds: number) => metrics.observeWebhook(outcome, seconds);
+  answerBodyFailures(app, observe, log);
 
   app.post('/mutate/nodes', async (request, reply) => {
     const started = process.hrtime.bigint();
-    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    const seconds = () => secondsSince(started);
     try {
       const result = reviewNode(request.body, deps);
       metrics.observeWebhook(result.outcome, seconds());
@@ -63,22 +58,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
       log.debug({ node: result.node, outcome: result.outcome, detail: result.detail, reason: result.decision?.reason }, 'node reviewed');
       return result.review;
     } catch (err) {
-      if (err instanceof BadReviewError) {
-        metrics.observeWebhook('bad-request', seconds());
-        return reply.code(400).send({ error: 'Bad Request', message: err.message });
-      }
-      // A bug of ours must not become a failed heartbeat, whatever failurePolicy
-      // says: allow unchanged when we can name the request, and say what went wrong.
-      metrics.observeWebhook('error', seconds());
-      log.error({ err }, 'webhook handler failed; the object was allowed unchanged');
-      const uid = requestUid(request.body);
-      if (uid) return allow(uid);
-      return reply.code(500).send({ error: 'Internal Server Error', message: (err as Error).message });
+      return answerReviewFailure(err, request.body, reply, observe, seconds(), log);
     }
   });
-}
-
-function requestUid(body: unknown): string | undefined {
-  const uid = isObject(body) && isObject(body.request) ? body.request.uid : undefined;
-  return typeof uid === 'string' && uid.length > 0 ? uid : undefined;
 }

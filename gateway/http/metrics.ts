@@ -13,6 +13,10 @@ export class GatewayMetrics {
   readonly #granted: Gauge<'node' | 'resource'>;
   readonly #applied: Gauge<'node' | 'resource'>;
   readonly #raw: Gauge<'node' | 'resource'>;
+  readonly #podWebhookDuration: Histogram<'outcome'>;
+  readonly #injections: Counter<'template'>;
+  readonly #refusals: Counter<'template' | 'reason'>;
+  readonly #templates: Gauge<'state'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -58,6 +62,33 @@ export class GatewayMetrics {
       name: 'oversell_node_raw_allocatable',
       help: 'Raw allocatable the kubelet wrote, per node and resource, in cores (cpu) or bytes (memory).',
       labelNames: ['node', 'resource'],
+      registers,
+    });
+    // Sidecar injection has its own series: pod creations must not blur the
+    // latency of the node heartbeat path, which is the one with a budget.
+    this.#podWebhookDuration = new Histogram({
+      name: 'oversell_pod_webhook_request_duration_seconds',
+      help: 'Time to answer one pod CREATE AdmissionReview, by outcome (injected, unchanged, refused, skipped, bad-request, error).',
+      labelNames: ['outcome'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+      registers,
+    });
+    this.#injections = new Counter({
+      name: 'oversell_sidecar_injections_total',
+      help: 'Sidecar templates injected into new pods, by template.',
+      labelNames: ['template'],
+      registers,
+    });
+    this.#refusals = new Counter({
+      name: 'oversell_sidecar_refusals_total',
+      help: 'Sidecars a pod asked for but did not get, by template and reason (collision, missing-volume, invalid-template, unknown-template).',
+      labelNames: ['template', 'reason'],
+      registers,
+    });
+    this.#templates = new Gauge({
+      name: 'oversell_sidecar_templates',
+      help: 'Sidecar templates the gateway knows, by state (valid, invalid).',
+      labelNames: ['state'],
       registers,
     });
     new Gauge({
@@ -109,6 +140,21 @@ export class GatewayMetrics {
       this.#raw.remove({ node, resource });
       this.#applied.remove({ node, resource });
     }
+  }
+
+  observePodWebhook(outcome: string, seconds: number): void {
+    this.#podWebhookDuration.observe({ outcome }, seconds);
+  }
+
+  /** Unknown template names come from pod annotations: they share one label value, so pods cannot grow the series. */
+  sidecars(injected: readonly string[], refused: ReadonlyArray<{ template: string; reason: string }>): void {
+    for (const template of injected) this.#injections.inc({ template });
+    for (const r of refused) this.#refusals.inc({ template: r.reason === 'unknown-template' ? '(unknown)' : r.template, reason: r.reason });
+  }
+
+  sidecarTemplates(valid: number, invalid: number): void {
+    this.#templates.set({ state: 'valid' }, valid);
+    this.#templates.set({ state: 'invalid' }, invalid);
   }
 
   statusWrite(result: 'lowered' | 'failed' | 'rate-limited'): void {

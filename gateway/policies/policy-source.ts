@@ -3,6 +3,7 @@
 // local runs and clusters without the CRD.
 import { CustomObjectsApi, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
+import { keepWatching } from '../keep-watching.js';
 import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
 import { byPrecedence, selectPolicy, type PolicyEntry } from '../decide/select-policy.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION, toPolicyEntry, type OversellPolicyObject } from './policy-spec.js';
@@ -55,16 +56,12 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     for (const e of entries) if (e.error) log.warn({ policy: e.name, error: e.error }, 'OversellPolicy is invalid: its nodes get no inflation until it is fixed');
     for (const l of listeners) l();
   };
-  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, rebuild);
-  informer.on('error', (err) => {
-    log.warn({ err: String(err) }, 'OversellPolicy watch failed; retrying in 5 s (the last known policies stay in force)');
-    setTimeout(() => informer.start().catch((e: unknown) => log.error({ err: String(e) }, 'OversellPolicy watch restart failed')), 5000).unref();
+  await keepWatching(informer, {
+    what: 'OversellPolicy',
+    log,
+    onChange: rebuild,
+    cannotStart: (message) => `cannot list OversellPolicies (${message}); is the CRD installed (deploy/base/crd.yaml) and may the gateway list them?`,
   });
-  try {
-    await informer.start();
-  } catch (err) {
-    throw new Error(`cannot list OversellPolicies (${(err as Error).message}); is the CRD installed (deploy/base/crd.yaml) and may the gateway list them?`);
-  }
   synced = true;
   rebuild();
   log.info({ policies: entries.map((e) => e.name) }, 'watching OversellPolicies');

@@ -95,6 +95,11 @@ done
 run "helm lint --strict (DryRun default policy, failurePolicy Fail, 3 replicas)" \
   "$HELM" lint --strict "$CHART" --set defaultPolicy.mode=DryRun --set webhook.failurePolicy=Fail --set gateway.replicas=3
 run "helm lint --strict (default policy disabled)" "$HELM" lint --strict "$CHART" --set defaultPolicy.enabled=false
+run "helm lint --strict (sidecar injection off)" "$HELM" lint --strict "$CHART" --set sidecars.enabled=false
+run "helm lint --strict (sidecars failurePolicy Fail)" "$HELM" lint --strict "$CHART" --set sidecars.failurePolicy=Fail
+no_pods="$("$HELM" template oversell "$CHART" --set sidecars.enabled=false)"
+if grep -q -e '/mutate/pods' -e 'oversell-gateway-sidecars' <<<"$no_pods" || ! grep -q 'OVERSELL_SIDECARS' <<<"$no_pods"; then die "sidecars.enabled=false still renders pod webhooks or template RBAC"; fi
+ok "sidecars.enabled=false: no pod webhooks, no template RBAC, OVERSELL_SIDECARS=none"
 refused() { # label helm-template-args...
   local label="$1"; shift
   if "$HELM" template oversell "$CHART" "$@" >/dev/null 2>&1; then die "helm template accepted $label"; fi
@@ -102,6 +107,7 @@ refused() { # label helm-template-args...
 }
 refused "certificates.mode=bogus" --set certificates.mode=bogus
 refused "webhook.failurePolicy=Never" --set webhook.failurePolicy=Never
+refused "sidecars.failurePolicy=Never" --set sidecars.failurePolicy=Never
 refused "defaultPolicy.mode=Sometimes" --set defaultPolicy.mode=Sometimes
 refused "defaultPolicy.cpu.maxRatio=0.5" --set defaultPolicy.cpu.maxRatio=0.5
 refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'

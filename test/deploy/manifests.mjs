@@ -228,15 +228,35 @@ function verify(label, objects) {
 
     // Webhook -> Service -> container port.
     if (hook) {
-      const w = hook.webhooks?.[0] ?? {};
-      check(where(hook), hook.webhooks.length === 1, 'one webhook');
+      const w = hook.webhooks?.find((x) => x.name === 'nodes.oversell.io') ?? {};
+      check(where(hook), w.name, 'webhook nodes.oversell.io');
       check(where(hook), w.failurePolicy === 'Ignore', `failurePolicy ${w.failurePolicy} (the default must be Ignore)`);
       check(where(hook), w.timeoutSeconds === 2 && w.sideEffects === 'None', 'timeoutSeconds 2, sideEffects None');
       check(where(hook), w.objectSelector?.matchLabels?.['oversell.io/enabled'] === 'true', 'opt-in objectSelector');
       check(where(hook), w.matchConditions?.length > 0, 'matchConditions');
       const s = w.clientConfig?.service;
       check(where(hook), s?.name === 'oversell-gateway' && s?.namespace === ns && s?.port === 443 && s?.path === '/mutate/nodes', `clientConfig.service ${JSON.stringify(s)}`);
-      check(where(hook), !w.clientConfig?.caBundle, 'caBundle must be injected, not rendered');
+      for (const x of hook.webhooks ?? []) check(where(hook), !x.clientConfig?.caBundle, `${x.name}: caBundle must be injected, not rendered`);
+
+      // Sidecar injection (docs/sidecars.md): three pod entries, each pod reaches at most one.
+      const pods = Object.fromEntries((hook.webhooks ?? []).filter((x) => x.clientConfig?.service?.path === '/mutate/pods').map((x) => [x.name, x]));
+      check(where(hook), Object.keys(pods).sort().join() === 'annotated-pods.oversell.io,pods.oversell.io,required-pods.oversell.io', `pod webhooks ${Object.keys(pods)}`);
+      const injectValues = (x) => x?.namespaceSelector?.matchExpressions?.find((e) => e.key === 'oversell.io/inject');
+      for (const [name, x] of Object.entries(pods)) {
+        const sp = x.clientConfig.service;
+        check(where(hook), sp.name === 'oversell-gateway' && sp.namespace === ns && sp.port === 443, `${name}: clientConfig.service ${JSON.stringify(sp)}`);
+        check(where(hook), x.rules?.length === 1 && x.rules[0].operations.join() === 'CREATE' && x.rules[0].resources.join() === 'pods', `${name}: only pod CREATE`);
+        check(where(hook), x.reinvocationPolicy === 'IfNeeded' && x.sideEffects === 'None' && x.timeoutSeconds <= 5, `${name}: IfNeeded, no side effects, short timeout`);
+        const excluded = x.namespaceSelector?.matchExpressions?.find((e) => e.key === 'kubernetes.io/metadata.name');
+        check(where(hook), excluded?.operator === 'NotIn' && ['kube-system', ns].every((n) => excluded.values.includes(n)), `${name}: kube-system and ${ns} excluded`);
+        check(where(hook), x.matchConditions?.some((c) => c.name === 'not-opted-out'), `${name}: pod opt-out`);
+      }
+      check(where(hook), pods['pods.oversell.io']?.failurePolicy === 'Ignore' && injectValues(pods['pods.oversell.io'])?.values?.join() === 'enabled', 'pods.oversell.io: Ignore, namespaces oversell.io/inject=enabled');
+      check(where(hook), pods['required-pods.oversell.io']?.failurePolicy === 'Fail' && injectValues(pods['required-pods.oversell.io'])?.values?.join() === 'required', 'required-pods.oversell.io: Fail, namespaces oversell.io/inject=required');
+      const annotated = pods['annotated-pods.oversell.io'];
+      check(where(hook), annotated?.failurePolicy === 'Ignore' && injectValues(annotated)?.operator === 'NotIn' && ['enabled', 'required', 'disabled'].every((v) => injectValues(annotated).values.includes(v)), 'annotated-pods.oversell.io: Ignore, only namespaces the others do not cover');
+      check(where(hook), annotated?.matchConditions?.some((c) => c.expression.includes("'oversell.io/sidecars' in object.metadata.annotations")), 'annotated-pods.oversell.io: only pods annotated oversell.io/sidecars');
+      check(label, grants('oversell-gateway', '', 'configmaps', 'watch', 'RoleBinding') && !grants('oversell-gateway', '', 'configmaps', 'watch', 'ClusterRoleBinding'), 'gateway: watch configmaps (sidecar templates) in its namespace only');
     }
   }
 

@@ -4,7 +4,7 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadYaml, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
+import { loadYaml, type V1MutatingWebhook, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
 import { FakeHost, type FakeUsage } from '../helpers/fake-host.js';
 import { ADMIN_KUBECONFIG, REPO, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
 import { freePort, run, type Proc } from './processes.js';
@@ -40,13 +40,29 @@ export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir =
 export function webhookFromDeploy(gateway: GatewayProc, name?: string): V1MutatingWebhookConfiguration {
   const config = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(REPO, 'deploy/base/webhook.yaml'), 'utf8'));
   if (name) config.metadata = { ...config.metadata, name };
+  routeTo(config, gateway.ports.webhook, Buffer.from(gateway.ca).toString('base64'));
+  return config;
+}
+
+/**
+ * Every webhook of the configuration to a local gateway port by URL, each keeping
+ * its own path (/mutate/nodes, /mutate/pods): there is no kube-proxy to reach a Service.
+ */
+export function routeTo(config: V1MutatingWebhookConfiguration, port: number, caBundle = ''): V1MutatingWebhookConfiguration {
   for (const hook of config.webhooks ?? []) {
-    hook.clientConfig = {
-      url: `https://127.0.0.1:${gateway.ports.webhook}${hook.clientConfig.service?.path ?? '/mutate/nodes'}`,
-      caBundle: Buffer.from(gateway.ca).toString('base64'),
-    };
+    const c = hook.clientConfig;
+    const path = c.service?.path ?? (c.url ? new URL(c.url).pathname : '/mutate/nodes');
+    hook.clientConfig = { url: `https://127.0.0.1:${port}${path}`, caBundle: caBundle || c.caBundle || '' };
+    if (!hook.clientConfig.caBundle) delete hook.clientConfig.caBundle;
   }
   return config;
+}
+
+/** One webhook of a configuration by name (the nodes and pods entries share one configuration). */
+export function hookNamed(config: V1MutatingWebhookConfiguration, name: string): V1MutatingWebhook {
+  const hook = config.webhooks?.find((h) => h.name === name);
+  if (!hook) throw new Error(`no webhook ${name} in ${config.metadata?.name}: ${config.webhooks?.map((h) => h.name).join(', ')}`);
+  return hook;
 }
 
 export interface FakeNode {

@@ -9,7 +9,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, pod, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import { GI, OPT_IN, eventually, fakeNode, pod, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
 const NS = 'oversell';
@@ -105,8 +105,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
   it('the API server trusts the injected CA: kubelet writes through it get inflated', async () => {
     // Point the webhook at replica A by URL (in a cluster the Service does this), keeping the injected caBundle.
     const c = await webhookApi().readMutatingWebhookConfiguration({ name: WEBHOOK });
-    for (const h of c.webhooks ?? []) h.clientConfig.url = `https://127.0.0.1:${a.ports.webhook}/mutate/nodes`;
-    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: c });
+    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: routeTo(c, a.ports.webhook) });
     node = await fakeNode('e2e-install-ha', { labels: OPT_IN, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
     for (let i = 0; i < 3; i++) await core().createNamespacedPod({ namespace: 'default', body: pod(`install-ha-${i}`, '1', '1Gi', { nodeName: node.name }) });
     agent = run('agent-e2e-install-ha', 'agent', [
@@ -129,8 +128,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     assert.ok(fresh.ageMs < 2000, `replica B's data is ${fresh.ageMs} ms old`);
     // The Service now routes to B: the very next kubelet write is inflated, no warm-up.
     const c = await webhookApi().readMutatingWebhookConfiguration({ name: WEBHOOK });
-    for (const h of c.webhooks ?? []) h.clientConfig.url = `https://127.0.0.1:${b.ports.webhook}/mutate/nodes`;
-    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: c });
+    await webhookApi().replaceMutatingWebhookConfiguration({ name: WEBHOOK, body: routeTo(c, b.ports.webhook) });
     await new Promise((r) => setTimeout(r, 1000)); // the API server picks up the configuration change
     const s = await node.heartbeat();
     assert.equal(s.status?.allocatable?.cpu, '8');
@@ -173,8 +171,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
         return c.webhooks?.every((w) => w.clientConfig.caBundle === secret.data?.['ca.crt']) ? c : undefined;
       });
       // No kube-proxy here: route the installed webhook to a live replica by URL, as the Service would.
-      for (const h of config.webhooks ?? []) h.clientConfig = { url: `https://127.0.0.1:${b.ports.webhook}/mutate/nodes`, caBundle: h.clientConfig.caBundle };
-      await webhookApi().replaceMutatingWebhookConfiguration({ name: 'oversell', body: config });
+      await webhookApi().replaceMutatingWebhookConfiguration({ name: 'oversell', body: routeTo(config, b.ports.webhook) });
       await eventually('inflated through the installed webhook', async () => ((await node.heartbeat()).status?.allocatable?.cpu === '8' ? true : undefined));
     } finally {
       await installed.kill();

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadAllYaml, PatchStrategy, type KubernetesObject, type V1DaemonSet, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { REPO, core, kubeletCredentials, kubeletRegister, kubeletStatus, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { GI, OPT_IN, eventually, fakeNode, hookNamed, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 let gateway: GatewayProc;
 const nodes: FakeNode[] = [];
@@ -43,8 +43,7 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
     const stored = (await objects().read({
       apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: created.metadata?.name ?? '' },
     })) as V1MutatingWebhookConfiguration;
-    const hook = stored.webhooks?.[0];
-    assert.ok(hook);
+    const hook = hookNamed(stored, 'nodes.oversell.io');
     assert.equal(hook.failurePolicy, 'Ignore');
     assert.ok((hook.timeoutSeconds ?? 10) <= 5, `timeoutSeconds ${hook.timeoutSeconds}`);
     assert.equal(hook.sideEffects, 'None');

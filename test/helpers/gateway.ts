@@ -1,4 +1,5 @@
 // A real gateway on random 127.0.0.1 ports, with a freshly generated CA, for tests.
+import assert from 'node:assert/strict';
 import { request, type Agent } from 'node:https';
 import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
@@ -6,6 +7,8 @@ import { flagsPolicySource, type PolicySource } from '../../gateway/policies/pol
 import { selectPolicy, type PolicyEntry } from '../../gateway/decide/select-policy.js';
 import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
 import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
+import type { TemplateSource } from '../../gateway/inject/template-source.js';
+import type { TemplateEntry } from '../../gateway/inject/sidecar-template.js';
 
 export interface TestGateway extends RunningGateway {
   ca: string;
@@ -14,7 +17,15 @@ export interface TestGateway extends RunningGateway {
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
 
 export async function startTestGateway(
-  over: { policy?: Policy; policies?: PolicySource; now?: () => number; grpcPort?: number; bodyLimitBytes?: number; warmupMs?: number } = {},
+  over: {
+    policy?: Policy;
+    policies?: PolicySource;
+    now?: () => number;
+    grpcPort?: number;
+    bodyLimitBytes?: number;
+    warmupMs?: number;
+    sidecars?: { source: TemplateSource; excludedNamespaces: string[] };
+  } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
   const gw = await startGateway({
@@ -29,6 +40,7 @@ export async function startTestGateway(
     ...(over.now && { now: over.now }),
     ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),
     ...(over.warmupMs && { warmupMs: over.warmupMs }),
+    ...(over.sidecars && { sidecars: over.sidecars }),
   });
   return { ...gw, ca: cert.ca };
 }
@@ -69,21 +81,44 @@ export async function getHttp(port: number, path: string): Promise<{ status: num
   return { status: res.status, body: await res.text() };
 }
 
-/** A PolicySource over a list the test can change, as the CRD watch would. */
-export function listPolicySource(entries: PolicyEntry[]): PolicySource & { set(next: PolicyEntry[]): void } {
-  let current = entries;
+/** A value the test can change, telling listeners as a watch would. */
+function changeable<T>(initial: T) {
+  let current = initial;
   const listeners: Array<() => void> = [];
   return {
-    kind: 'crd',
-    entries: () => current,
-    select: (labels) => selectPolicy(current, labels),
-    retainMs: () => 120_000,
-    notReady: () => undefined,
-    onChange: (l) => listeners.push(l),
-    stop: async () => {},
-    set(next) {
+    get: () => current,
+    onChange: (l: () => void) => listeners.push(l),
+    set(next: T) {
       current = next;
       for (const l of listeners) l();
     },
   };
+}
+
+/** A PolicySource over a list the test can change, as the CRD watch would. */
+export function listPolicySource(entries: PolicyEntry[]): PolicySource & { set(next: PolicyEntry[]): void } {
+  const list = changeable(entries);
+  return {
+    kind: 'crd',
+    entries: list.get,
+    select: (labels) => selectPolicy(list.get(), labels),
+    retainMs: () => 120_000,
+    notReady: () => undefined,
+    onChange: list.onChange,
+    stop: async () => {},
+    set: list.set,
+  };
+}
+
+/** A TemplateSource over a list the test can change, as the ConfigMap watch would. */
+export function listTemplateSource(entries: TemplateEntry[]): TemplateSource & { set(next: TemplateEntry[]): void } {
+  const list = changeable(entries);
+  return { kind: 'configmap', templates: list.get, onChange: list.onChange, stop: async () => {}, set: list.set };
+}
+
+/** An AdmissionReview answer that lets the object through exactly as it came. */
+export function assertAllowedUnchanged(answer: { response: { uid: string; allowed: boolean; patch?: string } }, uid: string): void {
+  assert.equal(answer.response.uid, uid);
+  assert.equal(answer.response.allowed, true);
+  assert.equal(answer.response.patch, undefined);
 }

@@ -1,0 +1,385 @@
+// Sidecar templates and the pod patch, without I/O: many pod shapes, each patch
+// applied with fast-json-patch in validating mode, as the API server would.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import jsonpatch from 'fast-json-patch';
+import { INJECT, nameList, planInjection, type InjectionInput } from '../gateway/inject/pod-injection.js';
+import { parseTemplate, templateFromConfigMap, templatesFromFile, type TemplateEntry } from '../gateway/inject/sidecar-template.js';
+
+type Pod = { metadata?: Record<string, unknown>; spec?: Record<string, unknown> } & Record<string, unknown>;
+
+const proxy = parseTemplate('proxy', {
+  default: true,
+  containers: [{ name: 'proxy', image: 'envoy:1.30', volumeMounts: [{ name: 'proxy-config', mountPath: '/etc/envoy' }] }],
+  initContainers: [{ name: 'proxy-init', image: 'envoy-init:1.30' }],
+  volumes: [{ name: 'proxy-config', emptyDir: {} }],
+  downwardEnv: { POD_NAME: 'metadata.name', POD_NAMESPACE: 'metadata.namespace', NODE_NAME: 'spec.nodeName' },
+});
+const logs = parseTemplate('logs', { containers: [{ name: 'log-shipper', image: 'fluent-bit:3', volumeMounts: [{ name: 'app-logs', mountPath: '/logs' }] }] });
+const TEMPLATES: TemplateEntry[] = [proxy, logs];
+
+const EXCLUDED = new Set(['kube-system', 'oversell']);
+
+function plan(pod: unknown, over: Partial<InjectionInput> = {}) {
+  return planInjection({ pod, namespace: 'shop', templates: TEMPLATES, excludedNamespaces: EXCLUDED, ...over });
+}
+
+/** The patched pod, every op applied with validation (a bad path throws). */
+function patched(pod: unknown, over: Partial<InjectionInput> = {}): { pod: Pod; result: ReturnType<typeof plan> } {
+  const result = plan(pod, over);
+  const doc = jsonpatch.applyPatch(structuredClone(pod), result.ops as jsonpatch.Operation[], true, false).newDocument as Pod;
+  return { pod: doc, result };
+}
+
+const names = (v: unknown) => (Array.isArray(v) ? v.map((x: { name: string }) => x.name) : []);
+
+function basePod(): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-7d9c-', labels: { app: 'web' } },
+    spec: { containers: [{ name: 'app', image: 'shop:1' }] },
+  };
+}
+
+describe('sidecar templates', () => {
+  it('a full template is read with its defaults', () => {
+    assert.equal(proxy.error, undefined);
+    assert.equal(proxy.template?.default, true);
+    assert.deepEqual(names(proxy.template?.containers), ['proxy']);
+    assert.equal(logs.template?.default, false);
+    assert.deepEqual(logs.template?.downwardEnv, {});
+  });
+
+  const bad: Array<[string, unknown, RegExp]> = [
+    ['not an object', 'containers: []', /must be an object/],
+    ['no containers', { volumes: [] }, /at least one container/],
+    ['a typo in a field', { containers: [{ name: 'a', image: 'x' }], initcontainers: [] }, /unknown field\(s\) initcontainers/],
+    ['a container without an image', { containers: [{ name: 'a' }] }, /needs an image/],
+    ['an upper-case container name', { containers: [{ name: 'Proxy', image: 'x' }] }, /DNS label/],
+    ['a name twice across containers and init containers', { containers: [{ name: 'a', image: 'x' }], initContainers: [{ name: 'a', image: 'y' }] }, /appears twice/],
+    ['a volume twice', { containers: [{ name: 'a', image: 'x' }], volumes: [{ name: 'v', emptyDir: {} }, { name: 'v', emptyDir: {} }] }, /volume name "v" appears twice/],
+    ['a relative mountPath', { containers: [{ name: 'a', image: 'x', volumeMounts: [{ name: 'v', mountPath: 'data' }] }] }, /absolute mountPath/],
+    ['an env entry without a name', { containers: [{ name: 'a', image: 'x', env: [{ value: '1' }] }] }, /env\[0\] needs a valid name/],
+    ['a fieldPath the downward API lacks', { containers: [{ name: 'a', image: 'x' }], downwardEnv: { X: 'spec.containers' } }, /not a pod fieldPath/],
+    ['default not a boolean', { default: 'yes', containers: [{ name: 'a', image: 'x' }] }, /default must be true or false/],
+    ['containers not a list', { containers: { name: 'a', image: 'x' } }, /containers must be a list/],
+  ];
+  for (const [what, spec, message] of bad) {
+    it(`refuses ${what}`, () => {
+      const e = parseTemplate('t', spec);
+      assert.equal(e.template, undefined);
+      assert.match(e.error ?? '', message);
+    });
+  }
+
+  it('keeps the default flag of an invalid template, so its pods still get a warning', () => {
+    const e = parseTemplate('broken', { default: true, containers: [{ name: 'a' }] });
+    assert.equal(e.default, true);
+    assert.ok(e.error);
+  });
+
+  it('refuses a template name that is not a DNS label', () => {
+    assert.match(parseTemplate('My_Proxy', { containers: [{ name: 'a', image: 'x' }] }).error ?? '', /template name/);
+  });
+
+  it('accepts downward API label and annotation paths', () => {
+    const e = parseTemplate('t', { containers: [{ name: 'a', image: 'x' }], downwardEnv: { APP: "metadata.labels['app']", REV: "metadata.annotations['example.com/rev']" } });
+    assert.equal(e.error, undefined);
+  });
+
+  it('reads a ConfigMap: the name is the ConfigMap\'s, the template is YAML under sidecar.yaml', () => {
+    const e = templateFromConfigMap({ metadata: { name: 'logs' }, data: { 'sidecar.yaml': 'containers:\n  - name: shipper\n    image: fluent-bit:3\n' } });
+    assert.equal(e.name, 'logs');
+    assert.deepEqual(names(e.template?.containers), ['shipper']);
+    assert.match(templateFromConfigMap({ metadata: { name: 'x' }, data: {} }).error ?? '', /no data key sidecar\.yaml/);
+    assert.match(templateFromConfigMap({ metadata: { name: 'x' }, data: { 'sidecar.yaml': 'a: [' } }).error ?? '', /not YAML/);
+  });
+
+  it('reads a templates file: a mapping of names to templates', () => {
+    const entries = templatesFromFile('proxy:\n  containers: [{ name: proxy, image: envoy }]\nbad:\n  containers: []\n', 'f.yaml');
+    assert.deepEqual(entries.map((e) => [e.name, Boolean(e.template)]), [['proxy', true], ['bad', false]]);
+    assert.deepEqual(templatesFromFile('', 'f.yaml'), []);
+    assert.throws(() => templatesFromFile('- a\n- b\n', 'f.yaml'), /must map template names/);
+  });
+
+  it('nameList trims, drops blanks and repeats, keeps order', () => {
+    assert.deepEqual(nameList(' b, a,,b ,'), ['b', 'a']);
+    assert.deepEqual(nameList(undefined), []);
+  });
+});
+
+describe('pod injection: what gets patched', () => {
+  it('a namespace-opted pod gets the default templates: init container first, container and volume appended, annotation recorded', () => {
+    const pod = basePod();
+    (pod.spec as Record<string, unknown>).initContainers = [{ name: 'migrate', image: 'shop:1' }];
+    (pod.spec as Record<string, unknown>).volumes = [{ name: 'data', emptyDir: {} }];
+    const { pod: out, result } = patched(pod);
+    assert.deepEqual(result.injected, ['proxy']);
+    assert.deepEqual(names(out.spec?.containers), ['app', 'proxy']);
+    assert.deepEqual(names(out.spec?.initContainers), ['proxy-init', 'migrate']);
+    assert.deepEqual(names(out.spec?.volumes), ['data', 'proxy-config']);
+    assert.equal((out.metadata?.annotations as Record<string, string>)[INJECT.injected], 'proxy');
+    assert.deepEqual(result.refused, []);
+  });
+
+  it('adds the downward API variables to every container of the template, keeping a variable the template sets itself', () => {
+    const t = parseTemplate('t', {
+      default: true,
+      containers: [{ name: 'side', image: 'x', env: [{ name: 'POD_NAME', value: 'fixed' }] }],
+      downwardEnv: { POD_NAME: 'metadata.name', NODE_NAME: 'spec.nodeName' },
+    });
+    const { pod: out } = patched(basePod(), { templates: [t] });
+    const side = (out.spec?.containers as Array<{ name: string; env: unknown[] }>).find((c) => c.name === 'side');
+    assert.deepEqual(side?.env, [{ name: 'POD_NAME', value: 'fixed' }, { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }]);
+    // The app container is not ours: untouched.
+    assert.deepEqual((out.spec?.containers as unknown[])[0], { name: 'app', image: 'shop:1' });
+  });
+
+  it('a pod without containers, initContainers, volumes or annotations gets whole lists and a whole annotations object', () => {
+    const pod: Pod = { metadata: { name: 'bare' }, spec: {} };
+    const { pod: out, result } = patched(pod);
+    const paths = result.ops.map((o) => o.path).sort();
+    assert.deepEqual(paths, ['/metadata/annotations', '/spec/containers', '/spec/initContainers', '/spec/volumes']);
+    assert.deepEqual(names(out.spec?.containers), ['proxy']);
+    assert.deepEqual(out.metadata?.annotations, { [INJECT.injected]: 'proxy' });
+  });
+
+  it('null lists and null annotations are replaced whole, not appended to', () => {
+    const pod: Pod = { metadata: { name: 'n', annotations: null }, spec: { containers: null, initContainers: null, volumes: null } };
+    const { pod: out } = patched(pod);
+    assert.deepEqual(names(out.spec?.containers), ['proxy']);
+    assert.deepEqual(names(out.spec?.initContainers), ['proxy-init']);
+    assert.deepEqual(out.metadata?.annotations, { [INJECT.injected]: 'proxy' });
+  });
+
+  it('empty lists are appended to', () => {
+    const pod: Pod = { metadata: { name: 'e', annotations: {} }, spec: { containers: [], initContainers: [], volumes: [] } };
+    const { pod: out, result } = patched(pod);
+    assert.ok(result.ops.some((o) => o.path === '/spec/containers/-'));
+    assert.ok(result.ops.some((o) => o.path === '/spec/initContainers/0'));
+    assert.deepEqual(names(out.spec?.containers), ['proxy']);
+  });
+
+  it('a pod with no metadata at all gets one, with the annotation', () => {
+    const { pod: out } = patched({ spec: { containers: [{ name: 'app', image: 'x' }] } });
+    assert.deepEqual(out.metadata, { annotations: { [INJECT.injected]: 'proxy' } });
+  });
+
+  it('escapes the annotation key as a JSON pointer and keeps the pod\'s other annotations', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { 'a~b/c': 'kept', 'example.com/x': 'y' } };
+    const { pod: out, result } = patched(pod);
+    assert.ok(result.ops.some((o) => o.path === '/metadata/annotations/oversell.io~1injected'));
+    assert.deepEqual(out.metadata?.annotations, { 'a~b/c': 'kept', 'example.com/x': 'y', [INJECT.injected]: 'proxy' });
+  });
+
+  it('the pod annotation names the templates, in its order, instead of the defaults', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'logs, proxy' } };
+    (pod.spec as Record<string, unknown>).volumes = [{ name: 'app-logs', emptyDir: {} }];
+    const { pod: out, result } = patched(pod);
+    assert.deepEqual(result.injected, ['logs', 'proxy']);
+    assert.deepEqual(names(out.spec?.containers), ['app', 'log-shipper', 'proxy']);
+    assert.equal((out.metadata?.annotations as Record<string, string>)[INJECT.injected], 'logs,proxy');
+  });
+
+  it('an empty annotation asks for nothing, even in an opted-in namespace', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: ' ' } };
+    const result = plan(pod);
+    assert.deepEqual(result.ops, []);
+    assert.equal(result.skipped, undefined);
+  });
+
+  it('no default template and no annotation: nothing to do', () => {
+    const result = plan(basePod(), { templates: [logs] });
+    assert.deepEqual([result.ops, result.injected, result.refused], [[], [], []]);
+  });
+});
+
+describe('pod injection: what is left alone', () => {
+  it('a pod that opts out', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.optIn]: 'disabled', [INJECT.sidecars]: 'proxy' } };
+    const result = plan(pod);
+    assert.deepEqual(result.ops, []);
+    assert.match(result.skipped ?? '', /opted out/);
+  });
+
+  for (const ns of ['kube-system', 'oversell']) {
+    it(`a pod in ${ns}, even when the object says another namespace`, () => {
+      const pod = basePod();
+      pod.metadata = { ...pod.metadata, namespace: 'shop' };
+      const result = plan(pod, { namespace: ns });
+      assert.deepEqual(result.ops, []);
+      assert.match(result.skipped ?? '', /never injected/);
+    });
+  }
+
+  it('takes the namespace from the object when the request has none, and skips when neither has one', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, namespace: 'kube-system' };
+    assert.match(plan(pod, { namespace: undefined }).skipped ?? '', /never injected/);
+    assert.match(plan(basePod(), { namespace: undefined }).skipped ?? '', /no namespace/);
+  });
+
+  for (const [what, pod] of [['null', null], ['a list', []], ['a string', 'pod'], ['no spec', { metadata: {} }], ['a spec that is a list', { spec: [] }]] as const) {
+    it(`an object that is ${what}`, () => {
+      const result = plan(pod);
+      assert.deepEqual(result.ops, []);
+      assert.ok(result.skipped);
+    });
+  }
+});
+
+describe('pod injection: collisions are refused with a warning, never a broken pod', () => {
+  const cases: Array<[string, (p: Pod) => void, RegExp]> = [
+    ['a container of the same name', (p) => (p.spec!.containers = [{ name: 'proxy', image: 'mine' }]), /container name "proxy" is already in the pod/],
+    ['an init container of the same name as a template container', (p) => (p.spec!.initContainers = [{ name: 'proxy', image: 'mine' }]), /container name "proxy"/],
+    ['a container of the same name as a template init container', (p) => (p.spec!.containers = [{ name: 'proxy-init', image: 'mine' }]), /container name "proxy-init"/],
+    ['an ephemeral container of the same name', (p) => (p.spec!.ephemeralContainers = [{ name: 'proxy', image: 'dbg' }]), /container name "proxy"/],
+    ['a volume of the same name', (p) => (p.spec!.volumes = [{ name: 'proxy-config', configMap: { name: 'mine' } }]), /volume name "proxy-config" is already in the pod/],
+  ];
+  for (const [what, shape, message] of cases) {
+    it(what, () => {
+      const pod = basePod();
+      shape(pod);
+      const result = plan(pod);
+      assert.deepEqual(result.ops, [], 'nothing of the template is added, not even the annotation');
+      assert.equal(result.refused.length, 1);
+      assert.equal(result.refused[0]?.reason, 'collision');
+      assert.match(result.refused[0]?.warning ?? '', message);
+      assert.match(result.refused[0]?.warning ?? '', /^oversell: sidecar "proxy" not injected: /);
+    });
+  }
+
+  it('one template refused does not stop the next', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'proxy,logs' } };
+    pod.spec!.containers = [{ name: 'proxy', image: 'mine' }];
+    pod.spec!.volumes = [{ name: 'app-logs', emptyDir: {} }];
+    const { pod: out, result } = patched(pod);
+    assert.deepEqual(result.injected, ['logs']);
+    assert.deepEqual(result.refused.map((r) => r.template), ['proxy']);
+    assert.deepEqual(names(out.spec?.containers), ['proxy', 'log-shipper']);
+    assert.equal((out.metadata?.annotations as Record<string, string>)[INJECT.injected], 'logs');
+  });
+
+  it('two templates that clash with each other: the second is refused', () => {
+    const twin = parseTemplate('twin', { containers: [{ name: 'proxy', image: 'other' }] });
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'proxy,twin' } };
+    const result = plan(pod, { templates: [proxy, twin] });
+    assert.deepEqual(result.injected, ['proxy']);
+    assert.deepEqual(result.refused.map((r) => [r.template, r.reason]), [['twin', 'collision']]);
+  });
+
+  it('a mount of a volume neither the pod nor the template declares', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'logs' } };
+    const result = plan(pod);
+    assert.deepEqual(result.ops, []);
+    assert.equal(result.refused[0]?.reason, 'missing-volume');
+    assert.match(result.refused[0]?.warning ?? '', /mounts volume "app-logs"/);
+  });
+
+  it('unknown and invalid templates are named in the warning; a long unknown name is cut short', () => {
+    const broken = parseTemplate('broken', { default: true, containers: [{ name: 'x' }] });
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: `broken,${'n'.repeat(300)}` } };
+    const result = plan(pod, { templates: [broken] });
+    assert.deepEqual(result.refused.map((r) => r.reason), ['invalid-template', 'unknown-template']);
+    assert.match(result.refused[0]?.warning ?? '', /template is invalid \(containers\[0\] \(x\) needs an image\)/);
+    assert.ok((result.refused[1]?.warning.length ?? 999) < 120, result.refused[1]?.warning);
+  });
+
+  it('a long template error is cut short in the warning, which the API server would otherwise truncate', () => {
+    const broken = parseTemplate('broken', { default: true, containers: [{ name: 'x', image: 'i' }], downwardEnv: { X: 'spec.nope' } });
+    assert.ok((broken.error?.length ?? 0) > 200, 'the fieldPath error lists every allowed path');
+    const warning = plan(basePod(), { templates: [broken] }).refused[0]?.warning ?? '';
+    assert.ok(warning.length <= 256, `${warning.length} characters`);
+    assert.match(warning, /see the gateway log\)$/);
+  });
+});
+
+describe('pod injection: idempotent on re-invocation', () => {
+  it('a second call on our own output adds nothing', () => {
+    const first = patched(basePod());
+    assert.ok(first.result.ops.length > 0);
+    const second = plan(first.pod);
+    assert.deepEqual(second.ops, []);
+    assert.deepEqual(second.present, ['proxy']);
+    assert.deepEqual(second.refused, [], 'our own sidecar is no collision');
+  });
+
+  it('after another webhook changed the pod, only templates not yet injected are added, and the record grows', () => {
+    const first = patched(basePod());
+    const changed = structuredClone(first.pod);
+    (changed.metadata!.annotations as Record<string, string>)[INJECT.sidecars] = 'proxy,extra';
+    const extra = parseTemplate('extra', { containers: [{ name: 'extra', image: 'x' }] });
+    const { pod: out, result } = patched(changed, { templates: [...TEMPLATES, extra] });
+    assert.deepEqual(result.injected, ['extra']);
+    assert.deepEqual(names(out.spec?.containers), ['app', 'proxy', 'extra']);
+    assert.equal((out.metadata?.annotations as Record<string, string>)[INJECT.injected], 'proxy,extra');
+  });
+});
+
+describe('pod injection: property', () => {
+  const container = fc.record({ name: fc.constantFrom('app', 'proxy', 'proxy-init', 'worker', 'log-shipper'), image: fc.constant('img') });
+  const volume = fc.record({ name: fc.constantFrom('data', 'proxy-config', 'app-logs', 'cache'), emptyDir: fc.constant({}) });
+  const uniqueByName = <T extends { name: string }>(arb: fc.Arbitrary<T>) => fc.uniqueArray(arb, { selector: (x) => x.name, maxLength: 3 });
+  const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
+  const annotations = fc.dictionary(fc.constantFrom('a/b', 'x~y', 'example.com/z', INJECT.sidecars), fc.constantFrom('proxy', 'logs', 'proxy,logs', 'v'));
+  // Valid input pods: container names unique across containers and init containers together, as the API server demands.
+  const pod = fc
+    .record({
+      metadata: fc.record({ name: maybe(fc.constant('p')), annotations: maybe(fc.oneof(annotations, fc.constant(null))) }, { requiredKeys: [] }),
+      all: fc.uniqueArray(container, { selector: (x) => x.name, maxLength: 4 }),
+      split: fc.nat(4),
+      shape: fc.record({ containers: fc.constantFrom('list', 'null', 'absent'), initContainers: fc.constantFrom('list', 'absent'), volumes: fc.constantFrom('list', 'null', 'absent') }),
+      volumes: uniqueByName(volume),
+    })
+    .map(({ metadata, all, split, shape, volumes }) => {
+      const spec: Record<string, unknown> = {};
+      const put = (key: 'containers' | 'initContainers' | 'volumes', list: unknown[]) => {
+        if (shape[key] === 'list') spec[key] = list;
+        else if (shape[key] === 'null') spec[key] = null;
+      };
+      put('containers', all.slice(0, split));
+      put('initContainers', all.slice(split));
+      put('volumes', volumes);
+      return { metadata, spec };
+    });
+
+  it('the patch always applies, every injected sidecar is there exactly once, names stay unique, and a second pass adds nothing', () => {
+    fc.assert(
+      fc.property(pod, (p) => {
+        const podIn = JSON.parse(JSON.stringify(p)) as Pod; // drops undefined members, as JSON on the wire would
+        const { pod: out, result } = patched(podIn);
+        const all = [...names(out.spec?.containers), ...names(out.spec?.initContainers)];
+        assert.equal(new Set(all).size, all.length, `duplicate container names: ${all}`);
+        const vols = names(out.spec?.volumes);
+        assert.equal(new Set(vols).size, vols.length, `duplicate volume names: ${vols}`);
+        for (const t of result.injected) {
+          const entry = TEMPLATES.find((e) => e.name === t)!;
+          for (const c of [...entry.template!.containers, ...entry.template!.initContainers]) {
+            assert.equal(all.filter((n) => n === c.name).length, 1, `${c.name} once`);
+          }
+        }
+        if (result.injected.length > 0) {
+          assert.deepEqual(nameList((out.metadata?.annotations as Record<string, string>)[INJECT.injected]), result.injected);
+        } else {
+          assert.deepEqual(result.ops, []);
+        }
+        // Every mount of an injected container resolves to a volume of the patched pod.
+        for (const c of (out.spec?.containers as Array<{ volumeMounts?: Array<{ name: string }> }> | undefined) ?? []) {
+          for (const m of c.volumeMounts ?? []) assert.ok(vols.includes(m.name), `mount ${m.name} has a volume`);
+        }
+        assert.deepEqual(plan(out).ops, [], 'idempotent');
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
