@@ -6,6 +6,7 @@ import type { Logger } from '../lib/log.js';
 import type { PodSource } from './requests/pod-source.js';
 import { NodeSampler } from './sample/sampler.js';
 import { GatewaySet } from './stream/gateway-set.js';
+import type { GatewayConnection } from './stream/gateway-connection.js';
 import { AgentMetrics } from './metrics.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -25,6 +26,8 @@ export interface AgentOptions {
   host?: HostFacts__Output;
   backoffInitialMs?: number;
   backoffMaxMs?: number;
+  /** TLS and token for the gateway streams; plain gRPC without it (local mode). */
+  connection?: GatewayConnection;
 }
 
 export interface RunningAgent {
@@ -62,6 +65,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
     log,
     ...(options.backoffInitialMs !== undefined && { backoffInitialMs: options.backoffInitialMs }),
     ...(options.backoffMaxMs !== undefined && { backoffMaxMs: options.backoffMaxMs }),
+    ...(options.connection && { connection: options.connection }),
     silenceTimeoutMs: Math.max(30_000, intervalMs * 10),
     onSettings: (s) => {
       if (s.podReportEvery > 0) podReportEvery = s.podReportEvery;

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
+import { gatewayConnection } from './stream/gateway-connection.js';
 import { createLogger } from '../lib/log.js';
 import { startAgent } from './agent.js';
 import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
@@ -23,12 +24,16 @@ const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and
   .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))
   .addOption(flag('--pods-file <file>', 'local mode: pods bound to this node, from a YAML/JSON file instead of a watch', 'OVERSELL_PODS_FILE'))
   .addOption(flag('--metrics-address <host:port>', 'serve /metrics and /healthz here (empty: off)', 'OVERSELL_AGENT_METRICS_ADDRESS', '0.0.0.0:9091'))
+  .addOption(flag('--gateway-ca-file <file>', 'CA of the gateway\'s certificate (the oversell-gateway-ca ConfigMap); enables TLS', 'OVERSELL_GATEWAY_CA_FILE'))
+  .addOption(flag('--gateway-server-name <name>', 'name the gateway\'s certificate is checked against (replicas are dialled by IP)', 'OVERSELL_GATEWAY_SERVER_NAME'))
+  .addOption(flag('--token-file <file>', 'projected ServiceAccount token (audience oversell-gateway) sent on every stream; needs --gateway-ca-file', 'OVERSELL_TOKEN_FILE'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
 cmd.parse();
 const o = cmd.opts<{
   nodeName: string; gateway: string; gatewayDiscovery?: string; procRoot: string; cgroupRoot: string; interval: number | string;
   podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string; metricsAddress: string;
+  gatewayCaFile?: string; gatewayServerName?: string; tokenFile?: string;
 }>();
 const log = createLogger('oversell-agent', o.logLevel);
 
@@ -69,6 +74,11 @@ try {
     pods: await podSource(kc),
     log,
     ...(host && { host }),
+    connection: gatewayConnection({
+      ...(o.gatewayCaFile && { caFile: o.gatewayCaFile }),
+      ...(o.gatewayServerName && { serverName: o.gatewayServerName }),
+      ...(o.tokenFile && { tokenFile: o.tokenFile }),
+    }),
   });
   const watch = discovery && kc
     ? await watchGatewayEndpoints(kc, discovery[0] ?? '', discovery[1] ?? '', (addresses) => agent.gateways.set(addresses), log)

@@ -1,6 +1,7 @@
 // Reaching the gateway: a given address, or through the current kubeconfig by
 // port-forwarding to a ready pod of the gateway Service, the way
 // `kubectl port-forward svc/...` does.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { CoreV1Api, KubeConfig, PortForward } from '@kubernetes/client-node';
@@ -9,6 +10,8 @@ import { oversellV1 } from '../proto/load.js';
 
 export interface Connection {
   client: NodeUsageClient;
+  /** Per-call metadata: the bearer token, if any. */
+  metadata(): grpc.Metadata;
   /** Where it went, for error messages. */
   target: string;
   close(): void;
@@ -19,18 +22,53 @@ export interface ConnectOptions {
   kubeconfig?: string;
   namespace: string;
   service: string;
+  /** Gateway CA (PEM file); through a kubeconfig the oversell-gateway-ca ConfigMap is used when this is absent. */
+  caFile?: string;
+  /** Name the gateway certificate is checked against (default: the Service's DNS name). */
+  serverName?: string;
+  /** Bearer token for the query API (default: the kubeconfig user's token, if it has one). */
+  token?: string;
+}
+
+interface Security {
+  ca?: Buffer;
+  serverName: string;
+  token?: string;
 }
 
 export class ConnectError extends Error {
   override name = 'ConnectError';
 }
 
-function client(address: string): NodeUsageClient {
+function client(address: string, s: Security): NodeUsageClient {
   // A full list of a large cluster is several MB; the default 4 MB receive limit would refuse it.
-  return new (oversellV1().NodeUsage)(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 256 * 1024 * 1024 });
+  const options: grpc.ChannelOptions = { 'grpc.max_receive_message_length': 256 * 1024 * 1024 };
+  if (s.ca) Object.assign(options, { 'grpc.ssl_target_name_override': s.serverName, 'grpc.default_authority': s.serverName });
+  return new (oversellV1().NodeUsage)(address, s.ca ? grpc.credentials.createSsl(s.ca) : grpc.credentials.createInsecure(), options);
 }
 
-async function portForward(o: ConnectOptions): Promise<{ address: string; server: Server; target: string }> {
+function connection(c: NodeUsageClient, target: string, s: Security, close: () => void): Connection {
+  return {
+    client: c,
+    target,
+    metadata: () => {
+      const md = new grpc.Metadata();
+      if (s.token) md.set('authorization', `Bearer ${s.token}`);
+      return md;
+    },
+    close,
+  };
+}
+
+function readCa(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new ConnectError(`cannot read --ca-file ${file} (${(err as Error).message})`);
+  }
+}
+
+async function portForward(o: ConnectOptions): Promise<{ address: string; server: Server; target: string; ca?: Buffer; token?: string }> {
   const kc = new KubeConfig();
   try {
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
@@ -63,24 +101,26 @@ async function portForward(o: ConnectOptions): Promise<{ address: string; server
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
-  return { address: `127.0.0.1:${port}`, server, target: `pod ${o.namespace}/${podName} (port-forward)` };
+  // The gateway publishes its CA for agents; the CLI trusts the same one. No ConfigMap: a plain gateway (local mode).
+  const caPem = await core.readNamespacedConfigMap({ name: 'oversell-gateway-ca', namespace: o.namespace }).then((cm) => cm.data?.['ca.crt'], () => undefined);
+  const token = kc.getCurrentUser()?.token;
+  return { address: `127.0.0.1:${port}`, server, target: `pod ${o.namespace}/${podName} (port-forward)`, ...(caPem && { ca: Buffer.from(caPem) }), ...(token && { token }) };
 }
 
 export async function connect(o: ConnectOptions): Promise<Connection> {
+  const serverName = o.serverName ?? `${o.service}.${o.namespace}.svc`;
   if (o.address) {
-    const c = client(o.address);
-    return { client: c, target: o.address, close: () => c.close() };
+    const s: Security = { serverName, ...(o.caFile && { ca: readCa(o.caFile) }), ...(o.token && { token: o.token }) };
+    const c = client(o.address, s);
+    return connection(c, o.address, s, () => c.close());
   }
   const pf = await portForward(o);
-  const c = client(pf.address);
-  return {
-    client: c,
-    target: pf.target,
-    close: () => {
-      c.close();
-      pf.server.close();
-    },
-  };
+  const s: Security = { serverName, ...(o.caFile ? { ca: readCa(o.caFile) } : pf.ca && { ca: pf.ca }), ...((o.token ?? pf.token) && { token: o.token ?? pf.token }) };
+  const c = client(pf.address, s);
+  return connection(c, pf.target, s, () => {
+    c.close();
+    pf.server.close();
+  });
 }
 
 /** A gRPC error in words an operator can act on. */
@@ -91,6 +131,9 @@ export function explainGrpcError(err: grpc.ServiceError, target: string): string
     case grpc.status.NOT_FOUND:
     case grpc.status.INVALID_ARGUMENT:
       return err.details;
+    case grpc.status.UNAUTHENTICATED:
+    case grpc.status.PERMISSION_DENIED:
+      return `the gateway at ${target} refused the call: ${err.details}`;
     case grpc.status.DEADLINE_EXCEEDED:
       return `the gateway at ${target} did not answer in time`;
     default:

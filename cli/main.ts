@@ -15,6 +15,9 @@ const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kub
   .addOption(new Option('--kubeconfig <file>', 'kubeconfig to find the gateway through').env('KUBECONFIG'))
   .addOption(new Option('-n, --namespace <ns>', 'namespace of the gateway Service').default('oversell'))
   .addOption(new Option('--service <name>', 'gateway Service').default('oversell-gateway'))
+  .addOption(new Option('--ca-file <file>', 'CA of the gateway certificate (default through a kubeconfig: the oversell-gateway-ca ConfigMap)').env('OVERSELL_CA_FILE'))
+  .addOption(new Option('--server-name <name>', 'name the gateway certificate is checked against (default: <service>.<namespace>.svc)'))
+  .addOption(new Option('--token <token>', 'bearer token for the query API (default: the kubeconfig user\'s token)').env('OVERSELL_TOKEN'))
   .addOption(new Option('--no-color', 'no colours (also when NO_COLOR is set or output is not a terminal)'))
   .showHelpAfterError();
 
@@ -23,6 +26,9 @@ interface Global {
   kubeconfig?: string;
   namespace: string;
   service: string;
+  caFile?: string;
+  serverName?: string;
+  token?: string;
   color: boolean;
 }
 
@@ -32,7 +38,10 @@ async function withConnection<T>(fn: (c: Connection) => Promise<T>): Promise<T> 
   const g = program.opts<Global>();
   let c: Connection | undefined;
   try {
-    c = await connect({ ...(g.address && { address: g.address }), ...(g.kubeconfig && { kubeconfig: g.kubeconfig }), namespace: g.namespace, service: g.service });
+    c = await connect({
+      ...(g.address && { address: g.address }), ...(g.kubeconfig && { kubeconfig: g.kubeconfig }), namespace: g.namespace, service: g.service,
+      ...(g.caFile && { caFile: g.caFile }), ...(g.serverName && { serverName: g.serverName }), ...(g.token && { token: g.token }),
+    });
     return await fn(c);
   } catch (err) {
     const e = err as grpc.ServiceError;
@@ -45,8 +54,8 @@ async function withConnection<T>(fn: (c: Connection) => Promise<T>): Promise<T> 
 }
 
 const deadline = () => ({ deadline: Date.now() + 10_000 });
-const unary = <Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown, req: Req) =>
-  new Promise<Res>((resolve, reject) => fn(req, new grpc.Metadata(), deadline(), (err, res) => (err ? reject(err) : resolve(res as Res))));
+const unary = <Req, Res>(c: Connection, fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown, req: Req) =>
+  new Promise<Res>((resolve, reject) => fn(req, c.metadata(), deadline(), (err, res) => (err ? reject(err) : resolve(res as Res))));
 
 function print(value: unknown, output: string, render: () => string): void {
   if (output === 'json') process.stdout.write(JSON.stringify(value, null, 2) + '\n');
@@ -77,7 +86,7 @@ program
     };
     await withConnection(async (c) => {
       if (!o.watch) {
-        const res = await unary<typeof req, { nodes: NodeStatus__Output[] }>(c.client.ListNodes.bind(c.client), req);
+        const res = await unary<typeof req, { nodes: NodeStatus__Output[] }>(c, c.client.ListNodes.bind(c.client), req);
         show(res.nodes);
         return;
       }
@@ -91,7 +100,7 @@ program
           else process.stdout.write('\n');
           show([...nodes.values()]);
         };
-        const call = c.client.WatchNodes(req);
+        const call = c.client.WatchNodes(req, c.metadata());
         call.on('data', (e: NodeEvent__Output) => {
           if (e.type === 'REMOVED') nodes.delete(e.node?.name ?? '');
           else if (e.node && (e.type === 'SNAPSHOT' || e.type === 'UPDATED')) nodes.set(e.node.name, e.node);
@@ -120,7 +129,7 @@ program
       process.exit(2);
     }
     await withConnection(async (c) => {
-      const node = await unary<{ name: string }, NodeStatus__Output>(c.client.GetNode.bind(c.client), { name });
+      const node = await unary<{ name: string }, NodeStatus__Output>(c, c.client.GetNode.bind(c.client), { name });
       print(node, o.output, () => renderDescribe(node, style()));
     });
   });
@@ -136,7 +145,7 @@ program
       process.exit(2);
     }
     await withConnection(async (c) => {
-      const res = await unary<object, { policies: import('../proto/gen/oversell/v1/PolicyInfo.js').PolicyInfo__Output[] }>(c.client.ListPolicies.bind(c.client), {});
+      const res = await unary<object, { policies: import('../proto/gen/oversell/v1/PolicyInfo.js').PolicyInfo__Output[] }>(c, c.client.ListPolicies.bind(c.client), {});
       print(res, o.output, () => renderPolicies(res.policies, style()));
     });
   });

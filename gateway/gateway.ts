@@ -23,6 +23,9 @@ import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
+import type { AgentAuthenticator } from './auth/agent-authenticator.js';
+import type { QueryAuthorizer } from './auth/query-authorizer.js';
+import { grpcServerCredentials, MemoryCertificateProvider } from './tls/grpc-credentials.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -31,6 +34,12 @@ export interface GatewayOptions {
   grpcPort: number;
   metricsPort: number;
   tls: { cert: string; key: string };
+  /** Serve gRPC (agents, query API) over TLS with the same certificate. */
+  grpcTls?: boolean;
+  /** Client certificates the webhook requires (PEM CA bundle): only the API server's client certificate gets through. */
+  webhookClientCa?: string;
+  /** Who may stream and query; without these, anyone who reaches the port (local mode). */
+  auth?: { agents?: AgentAuthenticator; query?: QueryAuthorizer };
   policies: PolicySource;
   /** Forget nodes whose agent is gone this long. */
   forgetAfterMs: number;
@@ -74,10 +83,8 @@ export const GATEWAY_DEFAULTS = {
   bodyLimitBytes: 4 * 1024 * 1024,
 };
 
-function bindGrpc(server: grpc.Server, address: string): Promise<number> {
-  return new Promise((resolve, reject) =>
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
-  );
+function bindGrpc(server: grpc.Server, address: string, credentials: grpc.ServerCredentials): Promise<number> {
+  return new Promise((resolve, reject) => server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port))));
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
@@ -101,10 +108,14 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     // Agents ping through idle periods; allow it rather than send GOAWAY.
     'grpc.keepalive_permit_without_calls': 1,
   });
+  const grpcTls = options.grpcTls ? new MemoryCertificateProvider(options.tls) : undefined;
   const V1 = oversellV1();
-  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now }));
+  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   const notReady = () => (ready ? policies.notReady() : 'listeners starting');
-  grpcServer.addService(nodeUsageDefinition(), nodeUsageService({ store, policies, notReady, now }));
+  grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
+    store, policies, notReady, now,
+    ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
+  }));
   // grpcurl and load balancers work without our proto files.
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });
   health.addToServer(grpcServer);
@@ -114,7 +125,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     // Slow clients: headers must arrive within 5 s and a whole request within 10 s,
     // checked every second (Node's default check runs every 30 s), so connections
     // held open by dribbling bytes are closed, not accumulated.
-    https: { cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000 },
+    https: {
+      cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000,
+      // A caller without a certificate from this CA fails the handshake; the API server then applies failurePolicy (Ignore).
+      ...(options.webhookClientCa && { ca: options.webhookClientCa, requestCert: true, rejectUnauthorized: true }),
+    },
     keepAliveTimeout: 30_000,
     bodyLimit: options.bodyLimitBytes,
     logger: false,
@@ -194,7 +209,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   try {
     const ports = {
-      grpc: await bindGrpc(grpcServer, `${options.bindAddress}:${options.grpcPort}`),
+      grpc: await bindGrpc(grpcServer, `${options.bindAddress}:${options.grpcPort}`, grpcTls ? grpcServerCredentials(grpcTls) : grpc.ServerCredentials.createInsecure()),
       webhook: await listen(webhook, options.bindAddress, options.webhookPort),
       metrics: await listen(probes, options.bindAddress, options.metricsPort),
     };
@@ -206,7 +221,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     warmUntil = now() + (options.warmupMs ?? 0);
     if (!notReady()) for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, 'SERVING');
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
-    const setTls = (tls: { cert: string; key: string }) => (webhook.server as unknown as TlsServer).setSecureContext(tls);
+    const setTls = (tls: { cert: string; key: string }) => {
+      (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) });
+      grpcTls?.set(tls);
+    };
     return { store, metrics, ports, setTls, close: closeAll };
   } catch (err) {
     await closeAll();

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // oversell-gateway: ingests agent streams, serves the nodes/status and pod webhooks and the query API.
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
 import { parseDuration } from '../lib/duration.js';
@@ -8,9 +9,13 @@ import { parseLabelSelector } from '../lib/label-selector.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { DEFAULT_POLICY, type Policy } from './decide/policy.js';
 import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
-import { GATEWAY_DEFAULTS, startGateway } from './gateway.js';
+import { GATEWAY_DEFAULTS, startGateway, type GatewayOptions } from './gateway.js';
+import { agentAuthenticator, kubernetesPodNodeLookup } from './auth/agent-authenticator.js';
+import { kubernetesAccessReview, queryAuthorizer } from './auth/query-authorizer.js';
+import { CachedTokenReviewer, kubernetesTokenReviewer } from './auth/token-review.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
+import { publishCaConfigMap } from './tls/ca-bundle.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 
 const d = GATEWAY_DEFAULTS;
@@ -44,6 +49,12 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--sidecars <source>', 'sidecar templates for pod CREATE (/mutate/pods): "configmap" (ConfigMaps labelled oversell.io/sidecar-template=true in --sidecar-namespace), "file" (--sidecar-templates-file) or "none" (default: configmap in a cluster or with --kubeconfig, file with --sidecar-templates-file, else none)', 'OVERSELL_SIDECARS'))
   .addOption(flag('--sidecar-namespace <ns>', 'namespace of the template ConfigMaps; never injected (default: --lease-namespace, the gateway\'s own)', 'OVERSELL_SIDECAR_NAMESPACE'))
   .addOption(flag('--sidecar-templates-file <file>', 'with --sidecars file: YAML mapping template names to templates (docs/sidecars.md)', 'OVERSELL_SIDECAR_TEMPLATES_FILE'))
+  .addOption(flag('--grpc-tls <on|off>', 'serve gRPC (agents, query API) over TLS with the serving certificate (default: on in a cluster, off locally)', 'OVERSELL_GRPC_TLS'))
+  .addOption(flag('--auth <mode>', '"kubernetes": agents prove their node with a projected ServiceAccount token (TokenReview) and query callers need RBAC on nodeusages.oversell.io (SubjectAccessReview); "none": local mode, anyone who reaches the port (default: kubernetes in a cluster, none locally)', 'OVERSELL_AUTH'))
+  .addOption(flag('--agent-audience <aud>', 'audience of the agents\' projected tokens', 'OVERSELL_AGENT_AUDIENCE', 'oversell-gateway'))
+  .addOption(flag('--agent-service-accounts <list>', 'comma-separated namespace/name of the ServiceAccounts agents run as (default: <lease namespace>/oversell-agent)', 'OVERSELL_AGENT_SERVICE_ACCOUNTS'))
+  .addOption(flag('--ca-configmap <name>', 'in a cluster: publish the CA of the serving certificate (no key) in this ConfigMap of the lease namespace, for agents to trust gRPC TLS (empty: off)', 'OVERSELL_CA_CONFIGMAP', 'oversell-gateway-ca'))
+  .addOption(flag('--webhook-client-ca-file <file>', 'require a client certificate from this CA on the webhook (the API server\'s admission client certificate; docs/security.md)', 'OVERSELL_WEBHOOK_CLIENT_CA_FILE'))
   .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
 
@@ -105,6 +116,27 @@ try {
     log.info({ caFile: own.caFile, created: own.created }, 'self-managed serving certificate; give the webhook this CA as caBundle');
     tls = own;
   }
+  const onOff = (v: unknown, name: string, dflt: boolean) => {
+    if (v === undefined) return dflt;
+    if (['on', 'true', '1'].includes(String(v))) return true;
+    if (['off', 'false', '0'].includes(String(v))) return false;
+    throw new Error(`${name} must be on or off, got ${JSON.stringify(v)}`);
+  };
+  const authMode = String(o.auth ?? (inCluster ? 'kubernetes' : 'none'));
+  if (authMode !== 'kubernetes' && authMode !== 'none') throw new Error(`--auth must be "kubernetes" or "none", got ${JSON.stringify(authMode)}`);
+  let auth: GatewayOptions['auth'];
+  if (authMode === 'kubernetes') {
+    if (!kubeConfig) throw new Error('--auth kubernetes needs a cluster: run in a pod or pass --kubeconfig (or --auth none for local mode)');
+    const cache = { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 50_000 };
+    const accounts = String(o.agentServiceAccounts ?? `${o.leaseNamespace}/oversell-agent`).split(',').map((s) => s.trim()).filter(Boolean);
+    auth = {
+      agents: agentAuthenticator(new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, String(o.agentAudience)), cache), accounts, kubernetesPodNodeLookup(kubeConfig)),
+      query: queryAuthorizer(new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, undefined), cache), kubernetesAccessReview(kubeConfig)),
+    };
+    log.info({ agentServiceAccounts: accounts, audience: o.agentAudience }, 'agents and query callers authenticate with Kubernetes tokens');
+  } else {
+    log.warn('--auth none: any client that reaches the gRPC port may report for any node and query every node (local mode only)');
+  }
   const gateway = await startGateway({
     ...GATEWAY_DEFAULTS,
     bindAddress: String(o.bindAddress),
@@ -112,6 +144,9 @@ try {
     grpcPort: Number(o.grpcPort),
     metricsPort: Number(o.metricsPort),
     tls,
+    grpcTls: onOff(o.grpcTls, '--grpc-tls', inCluster),
+    ...(o.webhookClientCaFile && { webhookClientCa: readFileSync(String(o.webhookClientCaFile), 'utf8') }),
+    auth,
     policies,
     sidecars: { source: templates, excludedNamespaces: [sidecarNamespace, String(o.leaseNamespace)] },
     warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
@@ -126,8 +161,18 @@ try {
       },
     }),
   });
+  const caConfigMap = String(o.caConfigMap ?? '');
+  const publishCa = (ca: string | undefined) => {
+    if (!kubeConfig || !caConfigMap || !ca) return;
+    publishCaConfigMap(kubeConfig, String(o.leaseNamespace), caConfigMap, ca).then(
+      (changed) => changed && log.info({ configMap: `${o.leaseNamespace}/${caConfigMap}` }, 'published the gateway CA for agents'),
+      (err: unknown) => log.warn({ configMap: caConfigMap, err: (err as Error).message }, 'cannot publish the gateway CA yet; agents with TLS will not start until it exists'),
+    );
+  };
+  publishCa(tls.ca);
   tlsKeeper?.onChange((next) => {
     gateway.setTls(next);
+    publishCa(next.ca);
     log.info('serving certificate swapped without a restart');
   });
   stopOnSignals(async () => {

@@ -12,6 +12,7 @@ import type { Settings__Output } from '../../proto/gen/oversell/v1/Settings.js';
 import { oversellV1 } from '../../proto/load.js';
 import type { Logger } from '../../lib/log.js';
 import { Backoff } from './backoff.js';
+import type { GatewayConnection } from './gateway-connection.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
@@ -24,12 +25,14 @@ export interface ReportStreamOptions {
   /** Reconnect when the gateway has said nothing (no ack) for this long. */
   silenceTimeoutMs?: number;
   onSettings?: (settings: Settings__Output) => void;
+  /** TLS and token; plain gRPC without it. */
+  connection?: GatewayConnection;
 }
 
 type Call = grpc.ClientDuplexStream<unknown, GatewayMessage__Output>;
 
 export class ReportStream {
-  readonly #options: Required<Omit<ReportStreamOptions, 'onSettings'>> & Pick<ReportStreamOptions, 'onSettings'>;
+  readonly #options: Required<Omit<ReportStreamOptions, 'onSettings' | 'connection'>> & Pick<ReportStreamOptions, 'onSettings' | 'connection'>;
   readonly #client: AgentStreamClient;
   readonly #backoff: Backoff;
   readonly #buffer: Sample__Output[] = [];
@@ -51,7 +54,8 @@ export class ReportStream {
       ...options,
     };
     const V1 = oversellV1();
-    this.#client = new V1.AgentStream(options.gatewayAddress, grpc.credentials.createInsecure());
+    const c = options.connection;
+    this.#client = new V1.AgentStream(options.gatewayAddress, c?.credentials ?? grpc.credentials.createInsecure(), c?.channelOptions ?? {});
     this.#backoff = new Backoff({ initialMs: this.#options.backoffInitialMs, maxMs: this.#options.backoffMaxMs });
   }
 
@@ -90,7 +94,16 @@ export class ReportStream {
     if (this.#stopped) return;
     this.#connects += 1;
     if (this.#connects > 1) this.reconnects += 1;
-    const call = this.#client.Report() as Call;
+    const metadata = new grpc.Metadata();
+    try {
+      const token = this.#options.connection?.token?.();
+      if (token) metadata.set('authorization', `Bearer ${token}`);
+    } catch (err) {
+      this.#options.log.error({ err: (err as Error).message }, 'no token for the gateway; retrying');
+      this.#retryTimer = setTimeout(() => this.#connect(), this.#backoff.next());
+      return;
+    }
+    const call = this.#client.Report(metadata) as Call;
     this.#call = call;
     this.#armSilenceTimer(call);
     call.on('data', (msg: GatewayMessage__Output) => this.#onMessage(call, msg));

@@ -17,6 +17,7 @@ export class GatewayMetrics {
   readonly #injections: Counter<'template'>;
   readonly #refusals: Counter<'template' | 'reason'>;
   readonly #templates: Gauge<'state'>;
+  readonly #authRefusals: Counter<'api' | 'reason'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -91,6 +92,15 @@ export class GatewayMetrics {
       labelNames: ['state'],
       registers,
     });
+    this.#authRefusals = new Counter({
+      name: 'oversell_auth_refusals_total',
+      help: 'Callers refused by authentication or authorization, by api (agent-stream, query) and reason (unauthenticated, permission-denied, node-mismatch, unavailable, expired).',
+      labelNames: ['api', 'reason'],
+      registers,
+    });
+    // Zero series from the start, so an alert on their rate sees the first refusal.
+    for (const reason of ['unauthenticated', 'permission-denied', 'node-mismatch', 'unavailable', 'expired']) this.#authRefusals.inc({ api: 'agent-stream', reason }, 0);
+    for (const reason of ['unauthenticated', 'permission-denied', 'unavailable']) this.#authRefusals.inc({ api: 'query', reason }, 0);
     new Gauge({
       name: 'oversell_agents_connected',
       help: 'Agent streams currently open.',
@@ -159,6 +169,10 @@ export class GatewayMetrics {
 
   statusWrite(result: 'lowered' | 'failed' | 'rate-limited'): void {
     this.#statusWrites.inc({ result });
+  }
+
+  authRefused(api: 'agent-stream' | 'query', reason: string): void {
+    this.#authRefusals.inc({ api, reason });
   }
 
   sampleReceived(result: IngestResult | 'rate-limited'): void {

@@ -9,6 +9,8 @@ import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import type { NodeStore } from '../store/node-store.js';
 import { TokenBucket } from '../act/token-bucket.js';
+import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
+import { authStatus } from '../auth/grpc-status.js';
 
 export interface AgentStreamServiceOptions {
   store: NodeStore;
@@ -22,8 +24,11 @@ export interface AgentStreamServiceOptions {
    */
   maxSamplesPerSecond?: number;
   replayBurst?: number;
+  /** Without it every stream may report for any node (local mode; docs/security.md). */
+  authenticate?: AgentAuthenticator;
   now?: () => number;
 }
+
 
 // RFC 1123 DNS subdomain, as Kubernetes requires of node names.
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -49,16 +54,53 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       let sinceAck = 0;
       let ended = false;
       const bucket = new TokenBucket(rate, burst, now);
+      let principal: AgentPrincipal | undefined;
+      let expiryTimer: NodeJS.Timeout | undefined;
+      // Messages that arrive while the token is under review wait here, in order.
+      let waiting: AgentMessage__Output[] | undefined;
 
       const fail = (code: grpc.status, details: string) => {
         if (ended) return;
         ended = true;
         log.warn({ peer, node, code: grpc.status[code], details }, 'agent stream refused');
+        clearTimeout(expiryTimer);
         call.emit('error', { code, details });
       };
 
-      call.on('data', (msg: AgentMessage__Output) => {
+      const refuse = (reason: string, code: grpc.status, details: string) => {
+        metrics.authRefused('agent-stream', reason);
+        fail(code, details);
+      };
+
+      if (options.authenticate) {
+        waiting = [];
+        options.authenticate(call.metadata.get('authorization')[0]).then(
+          (p) => {
+            principal = p;
+            if (p.expiresAtMs !== undefined) {
+              // The stream lives as long as its token: the agent reconnects with the refreshed one.
+              expiryTimer = setTimeout(() => refuse('expired', grpc.status.UNAUTHENTICATED, 'token expired; reconnect with the refreshed token'), Math.max(0, p.expiresAtMs - now()));
+              expiryTimer.unref();
+            }
+            const queued = waiting ?? [];
+            waiting = undefined;
+            for (const msg of queued) onMessage(msg);
+          },
+          (err: unknown) => {
+            const s = authStatus(err);
+            refuse(s.failure, s.code, s.details);
+          },
+        );
+      }
+
+      const onMessage = (msg: AgentMessage__Output) => {
         if (ended) return;
+        if (waiting) {
+          // A client sending before its token is reviewed gets a bounded wait, not a buffer.
+          if (waiting.length >= 16) return fail(grpc.status.RESOURCE_EXHAUSTED, 'too many messages before authentication completed');
+          waiting.push(msg);
+          return;
+        }
         if (msg.hello) {
           if (node !== undefined) return fail(grpc.status.INVALID_ARGUMENT, 'hello sent twice on one stream');
           const { nodeName, instanceId } = msg.hello;
@@ -66,6 +108,9 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             return fail(grpc.status.INVALID_ARGUMENT, `node name ${JSON.stringify(nodeName.slice(0, 300))} is not a valid Kubernetes node name`);
           }
           if (!instanceId) return fail(grpc.status.INVALID_ARGUMENT, 'hello.instance_id is empty');
+          if (principal && principal.node !== nodeName) {
+            return refuse('node-mismatch', grpc.status.PERMISSION_DENIED, `${principal.subject} runs on node ${principal.node} and may not report for node ${nodeName}`);
+          }
           node = nodeName;
           const lastSeq = store.attach(nodeName, instanceId, msg.hello.host, streamId);
           log.info({ node, peer, instanceId, lastSeq, agentVersion: msg.hello.agentVersion }, 'agent connected');
@@ -88,9 +133,11 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             call.write({ ack: { lastSeq: msg.sample.seq } });
           }
         }
-      });
+      };
+      call.on('data', onMessage);
 
       const close = () => {
+        clearTimeout(expiryTimer);
         if (node !== undefined) {
           store.detach(node, streamId);
           log.info({ node, peer }, 'agent disconnected');

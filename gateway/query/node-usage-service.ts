@@ -10,6 +10,8 @@ import type { WatchNodesRequest__Output } from '../../proto/gen/oversell/v1/Watc
 import { parseLabelSelector, SelectorError } from '../../lib/label-selector.js';
 import { matches } from '../decide/select-policy.js';
 import type { PolicySource } from '../policies/policy-source.js';
+import { authStatus } from '../auth/grpc-status.js';
+import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
 import { policyInfos } from './policy-info.js';
@@ -19,6 +21,9 @@ export interface NodeUsageServiceOptions {
   policies: PolicySource;
   /** Undefined when ready; otherwise why not (answered as UNAVAILABLE). */
   notReady: () => string | undefined;
+  /** Without it anyone who reaches the port may query (local mode; docs/security.md). */
+  authorize?: QueryAuthorizer;
+  onRefused?: (failure: string) => void;
   now?: () => number;
 }
 
@@ -52,7 +57,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     throw err;
   };
 
-  return {
+  const open: NodeUsageHandlers = {
     GetNode(call, callback) {
       const u = unavailable();
       if (u) return callback(u);
@@ -146,5 +151,20 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       if (u) return callback(u);
       callback(null, { policies: policyInfos(policies, store.list()) });
     },
+  };
+
+  const authorize = options.authorize;
+  if (!authorize) return open;
+  const check = (call: { metadata: grpc.Metadata }, verb: QueryVerb, name?: string) =>
+    authorize(call.metadata.get('authorization')[0], verb, name).catch((err: unknown) => {
+      const s = authStatus(err);
+      options.onRefused?.(s.failure);
+      throw { code: s.code, details: s.details };
+    });
+  return {
+    GetNode: (call, callback) => void check(call, 'get', call.request.name).then(() => open.GetNode(call, callback), callback),
+    ListNodes: (call, callback) => void check(call, 'list').then(() => open.ListNodes(call, callback), callback),
+    WatchNodes: (call) => void check(call, 'watch').then(() => open.WatchNodes(call), (e: grpc.StatusObject) => call.emit('error', e)),
+    ListPolicies: (call, callback) => void check(call, 'list').then(() => open.ListPolicies(call, callback), callback),
   };
 }

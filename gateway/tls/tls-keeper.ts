@@ -1,7 +1,8 @@
 // Keeps the webhook's serving certificate current without a restart: reloads
 // mounted files when they change (cert-manager renews them in place), or keeps
 // the self-managed Secret renewed and the webhook's caBundle injected.
-import { readFileSync, unwatchFile, watchFile } from 'node:fs';
+import { existsSync, readFileSync, unwatchFile, watchFile } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { injectCaBundle } from './ca-bundle.js';
@@ -10,6 +11,8 @@ import { SecretCertificateStore } from './secret-certificate.js';
 export interface Tls {
   cert: string;
   key: string;
+  /** The CA the serving certificate chains to, when known (published for agents). */
+  ca?: string;
 }
 
 export interface TlsKeeper {
@@ -38,7 +41,9 @@ function keeper(initial: Tls, stop: () => void): TlsKeeper & { set(tls: Tls): vo
 
 /** --tls-cert-file/--tls-key-file: polled every pollMs (inotify is unreliable on Secret volume symlink swaps). */
 export function fileTlsKeeper(certFile: string, keyFile: string, log: Logger, pollMs = 10_000): TlsKeeper {
-  const read = (): Tls => ({ cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') });
+  // cert-manager writes ca.crt next to tls.crt; published for agents when present.
+  const caFile = join(dirname(certFile), 'ca.crt');
+  const read = (): Tls => ({ cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), ...(existsSync(caFile) && { ca: readFileSync(caFile, 'utf8') }) });
   const k = keeper(read(), () => unwatchFile(certFile));
   watchFile(certFile, { interval: pollMs, persistent: false }, () => {
     try {
@@ -77,11 +82,11 @@ export async function secretTlsKeeper(o: SecretTlsOptions): Promise<TlsKeeper> {
   const first = await store.ensure();
   await inject(first.ca);
   let timer: NodeJS.Timeout | undefined;
-  const k = keeper({ cert: first.cert, key: first.key }, () => clearInterval(timer));
+  const k = keeper({ cert: first.cert, key: first.key, ca: first.ca }, () => clearInterval(timer));
   timer = setInterval(() => {
     store.ensure().then(
       async (c) => {
-        k.set({ cert: c.cert, key: c.key });
+        k.set({ cert: c.cert, key: c.key, ca: c.ca });
         await inject(c.ca);
       },
       (err: unknown) => o.log.warn({ err: (err as Error).message }, 'certificate check failed; serving the current one'),

@@ -1,0 +1,49 @@
+// The query API's callers: a bearer token (TokenReview) and a
+// SubjectAccessReview for a verb on the virtual resource nodeusages.oversell.io,
+// so access is granted with ordinary RBAC (deploy/base/rbac.yaml: oversell-viewer).
+import { AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AuthError, bearerToken, type Identity } from './identity.js';
+import type { TokenReviewer } from './token-review.js';
+
+export const QUERY_RESOURCE = { group: 'oversell.io', resource: 'nodeusages' } as const;
+export type QueryVerb = 'get' | 'list' | 'watch';
+
+/** Throws AuthError unless the caller may `verb` nodeusages (name: the node, for get). */
+export type QueryAuthorizer = (authorization: unknown, verb: QueryVerb, name?: string) => Promise<void>;
+
+export type AccessReview = (identity: Identity, verb: QueryVerb, name: string | undefined) => Promise<{ allowed: boolean; reason: string }>;
+
+export function kubernetesAccessReview(kubeConfig: KubeConfig): AccessReview {
+  const api = kubeConfig.makeApiClient(AuthorizationV1Api);
+  return async (identity, verb, name) => {
+    try {
+      const { status } = await api.createSubjectAccessReview({
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: { user: identity.username, uid: identity.uid, groups: identity.groups, extra: identity.extra, resourceAttributes: { ...QUERY_RESOURCE, verb, ...(name && { name }) } },
+        },
+      });
+      return { allowed: status?.allowed === true, reason: status?.reason ?? '' };
+    } catch (err) {
+      throw new AuthError('unavailable', `cannot check access with the API server (${(err as Error).message}); retry shortly`);
+    }
+  };
+}
+
+export function queryAuthorizer(reviewer: TokenReviewer, review: AccessReview, cacheMs = 10_000, now: () => number = Date.now): QueryAuthorizer {
+  const decisions = new Map<string, number>();
+  return async (authorization, verb, name) => {
+    const token = bearerToken(authorization);
+    if (!token) throw new AuthError('unauthenticated', 'the query API needs a bearer token (oversell --token, or a kubeconfig user with a token)');
+    const identity = await reviewer.review(token);
+    const key = `${identity.username}\u0000${identity.uid}\u0000${verb}\u0000${name ?? ''}`;
+    if ((decisions.get(key) ?? 0) > now()) return;
+    const { allowed, reason } = await review(identity, verb, name);
+    if (!allowed) {
+      throw new AuthError('permission-denied', `${identity.username} may not ${verb} ${QUERY_RESOURCE.resource}.${QUERY_RESOURCE.group}${name ? ` ${name}` : ''}${reason ? ` (${reason})` : ''}; bind the ClusterRole oversell-viewer`);
+    }
+    if (decisions.size > 10_000) decisions.clear();
+    decisions.set(key, now() + cacheMs);
+  };
+}
