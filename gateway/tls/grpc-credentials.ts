@@ -22,7 +22,9 @@ export class MemoryCertificateProvider implements grpc.experimental.CertificateP
 
   addIdentityCertificateListener(listener: IdentityListener): void {
     this.#listeners.add(listener);
-    listener(this.#current);
+    // Later, not now: grpc-js registers its server's watcher only after this
+    // call returns, so an identity delivered synchronously never reaches it.
+    queueMicrotask(() => this.#listeners.has(listener) && listener(this.#current));
   }
 
   removeIdentityCertificateListener(listener: IdentityListener): void {

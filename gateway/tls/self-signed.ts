@@ -62,7 +62,14 @@ export async function generateCa(now = new Date()): Promise<CertificateAuthority
 }
 
 /** A serving certificate for hosts, signed by ca; valid validDays (default one year). */
-export async function issueServingCertificate(ca: CertificateAuthority, hosts: string[], now = new Date(), validDays = 365): Promise<{ cert: string; key: string }> {
+export async function issueServingCertificate(
+  ca: CertificateAuthority,
+  hosts: string[],
+  now = new Date(),
+  validDays = 365,
+  /** clientAuth: a client certificate (tests of the webhook's client-certificate check). */
+  usage: 'serverAuth' | 'clientAuth' = 'serverAuth',
+): Promise<{ cert: string; key: string }> {
   const caCert = new x509.X509Certificate(ca.cert);
   const caKey = await importKey(ca.key);
   const leafKeys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
@@ -79,7 +86,7 @@ export async function issueServingCertificate(ca: CertificateAuthority, hosts: s
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage[usage]]),
       new x509.SubjectAlternativeNameExtension(hosts.map((h) => ({ type: isIp(h) ? 'ip' : 'dns', value: h }))),
       await x509.AuthorityKeyIdentifierExtension.create(caCert, false),
     ],

@@ -5,7 +5,7 @@ import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
 import { flagsPolicySource, type PolicySource } from '../../gateway/policies/policy-source.js';
 import { selectPolicy, type PolicyEntry } from '../../gateway/decide/select-policy.js';
-import { GATEWAY_DEFAULTS, startGateway, type RunningGateway } from '../../gateway/gateway.js';
+import { GATEWAY_DEFAULTS, startGateway, type GatewayOptions, type RunningGateway } from '../../gateway/gateway.js';
 import { generateServingCertificate } from '../../gateway/tls/self-signed.js';
 import type { TemplateSource } from '../../gateway/inject/template-source.js';
 import type { TemplateEntry } from '../../gateway/inject/sidecar-template.js';
@@ -25,6 +25,9 @@ export async function startTestGateway(
     bodyLimitBytes?: number;
     warmupMs?: number;
     sidecars?: { source: TemplateSource; excludedNamespaces: string[] };
+    grpcTls?: boolean;
+    auth?: GatewayOptions['auth'];
+    webhookClientCa?: string;
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -41,6 +44,9 @@ export async function startTestGateway(
     ...(over.bodyLimitBytes && { bodyLimitBytes: over.bodyLimitBytes }),
     ...(over.warmupMs && { warmupMs: over.warmupMs }),
     ...(over.sidecars && { sidecars: over.sidecars }),
+    ...(over.grpcTls && { grpcTls: true }),
+    ...(over.auth && { auth: over.auth }),
+    ...(over.webhookClientCa && { webhookClientCa: over.webhookClientCa }),
   });
   return { ...gw, ca: cert.ca };
 }
@@ -58,10 +64,11 @@ export function postHttps(
   body: string | Buffer,
   headers: Record<string, string> = { 'content-type': 'application/json' },
   agent?: Agent | false,
+  clientCert?: { cert: string; key: string },
 ): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', servername: 'localhost', port: gw.ports.webhook, path, method: 'POST', ca: gw.ca, ...(agent !== undefined && { agent }), headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      { host: '127.0.0.1', servername: 'localhost', port: gw.ports.webhook, path, method: 'POST', ca: gw.ca, ...(clientCert && { cert: clientCert.cert, key: clientCert.key }), ...(agent !== undefined && { agent }), headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

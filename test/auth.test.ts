@@ -1,0 +1,254 @@
+// Who may talk to the gateway: agents bound to their node by their token, query
+// callers by access review, the webhook by client certificate. The pure parts
+// alone; then the real gateway over real gRPC/TLS and HTTPS, with the API
+// server's two answers (TokenReview, SubjectAccessReview) played by tables.
+// test/e2e/auth.e2e.test.ts asks a real kube-apiserver instead.
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { startAgent, type RunningAgent } from '../agent/agent.js';
+import { noPodSource } from '../agent/requests/pod-source.js';
+import { gatewayConnection } from '../agent/stream/gateway-connection.js';
+import { agentAuthenticator } from '../gateway/auth/agent-authenticator.js';
+import { agentBinding, CLAIM } from '../gateway/auth/agent-binding.js';
+import { AuthError, bearerToken, jwtExpiry, type Identity } from '../gateway/auth/identity.js';
+import { queryAuthorizer } from '../gateway/auth/query-authorizer.js';
+import { CachedTokenReviewer, type TokenReviewer } from '../gateway/auth/token-review.js';
+import { generateCa, issueServingCertificate } from '../gateway/tls/self-signed.js';
+import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
+import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
+import { oversellV1 } from '../proto/load.js';
+import { createLogger } from '../lib/log.js';
+import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { waitUntil } from './helpers/wait.js';
+
+const SA = 'oversell/oversell-agent';
+const agentIdentity = (extra: Record<string, string[]>, expiresAtMs?: number): Identity => ({
+  username: 'system:serviceaccount:oversell:oversell-agent', uid: 'u1', groups: ['system:serviceaccounts'], extra, expiresAtMs,
+});
+/** A JWT-shaped token whose exp claim is expSeconds (the signature is the API server's business, played by the table). */
+const jwt = (sub: string, expSeconds: number) =>
+  `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, exp: expSeconds })).toString('base64url')}.sig`;
+
+function deny(failure: 'unauthenticated' | 'unavailable', message = failure): never {
+  throw new AuthError(failure, message);
+}
+
+describe('agent binding (pure)', () => {
+  it('binds to the node-name claim of a bound token', () => {
+    assert.deepEqual(agentBinding(agentIdentity({ [CLAIM.nodeName]: ['node-a'], [CLAIM.podName]: ['agent-x'] }), [SA]), { node: 'node-a', subject: SA });
+  });
+  it('without a node claim, names the pod to look the node up from', () => {
+    assert.deepEqual(agentBinding(agentIdentity({ [CLAIM.podName]: ['agent-x'], [CLAIM.podUid]: ['uid-1'] }), [SA]), {
+      pod: { namespace: 'oversell', name: 'agent-x', uid: 'uid-1' }, subject: SA,
+    });
+  });
+  it('refuses other ServiceAccounts, users, and tokens bound to no pod', () => {
+    assert.throws(() => agentBinding(agentIdentity({ [CLAIM.nodeName]: ['n'] }), ['oversell/other']), (e: AuthError) => e.failure === 'permission-denied' && /may not report/.test(e.message));
+    assert.throws(() => agentBinding({ ...agentIdentity({}), username: 'alice' }, [SA]), (e: AuthError) => e.failure === 'permission-denied' && /not a ServiceAccount/.test(e.message));
+    assert.throws(() => agentBinding(agentIdentity({}), [SA]), (e: AuthError) => e.failure === 'permission-denied' && /not bound to a pod/.test(e.message));
+  });
+  it('reads bearer tokens and JWT expiry', () => {
+    assert.equal(bearerToken('Bearer abc.def'), 'abc.def');
+    assert.equal(bearerToken('Basic abc'), undefined);
+    assert.equal(bearerToken(undefined), undefined);
+    assert.equal(jwtExpiry(jwt('x', 1234)), 1_234_000);
+    assert.equal(jwtExpiry('not-a-jwt'), undefined);
+    assert.equal(jwtExpiry('a.!!!.c'), undefined);
+  });
+});
+
+describe('token review cache', () => {
+  it('asks once per token within the TTL, never past the token exp, and remembers refusals briefly', async () => {
+    let t = 1_000_000;
+    let asked = 0;
+    const inner: TokenReviewer = {
+      review: async (token) => {
+        asked += 1;
+        if (token === 'bad') deny('unauthenticated');
+        if (token === 'down') deny('unavailable');
+        return agentIdentity({}, token === 'short' ? t + 2_000 : undefined);
+      },
+    };
+    const cache = new CachedTokenReviewer(inner, { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 100, now: () => t });
+    await Promise.all([cache.review('good'), cache.review('good'), cache.review('good')]);
+    assert.equal(asked, 1, 'concurrent reviews of one token share one request');
+    t += 59_000;
+    await cache.review('good');
+    assert.equal(asked, 1);
+    t += 2_000;
+    await cache.review('good');
+    assert.equal(asked, 2, 'asked again after the TTL');
+
+    await cache.review('short');
+    t += 2_500;
+    await cache.review('short');
+    assert.equal(asked, 4, 'a token is not trusted past its own exp');
+
+    await assert.rejects(cache.review('bad'), /unauthenticated/);
+    await assert.rejects(cache.review('bad'), /unauthenticated/);
+    assert.equal(asked, 5, 'a refusal is remembered');
+    await assert.rejects(cache.review('down'));
+    await assert.rejects(cache.review('down'));
+    assert.equal(asked, 7, 'an unreachable API server is not remembered as a refusal');
+  });
+});
+
+describe('authenticated gateway over gRPC/TLS', () => {
+  const work = mkdtempSync(join(tmpdir(), 'oversell-auth-'));
+  const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
+  const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+  // The API server's answers: token -> identity; who may do what.
+  const tokens = new Map<string, Identity>();
+  const allowed = new Set<string>();
+  let gw: TestGateway;
+  const agents: RunningAgent[] = [];
+
+  const scrape = async (series: string) => {
+    const text = await (await fetch(`http://127.0.0.1:${gw.ports.metrics}/metrics`)).text();
+    return Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  };
+  const client = (): NodeUsageClient => new (oversellV1().NodeUsage)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
+  const md = (token?: string) => {
+    const m = new grpc.Metadata();
+    if (token) m.set('authorization', `Bearer ${token}`);
+    return m;
+  };
+  const list = (c: NodeUsageClient, token?: string) =>
+    new Promise<string[]>((resolve, reject) => c.ListNodes({}, md(token), (err, res) => (err ? reject(err) : resolve((res?.nodes ?? []).map((n) => n.name)))));
+
+  function hostFor(name: string) {
+    const procRoot = join(work, name, 'proc');
+    const cgroupRoot = join(work, name, 'cgroup');
+    cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
+    cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
+    return { procRoot, cgroupRoot };
+  }
+  function agent(nodeName: string, tokenFile: string): RunningAgent {
+    const a = startAgent({
+      nodeName, gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], ...hostFor(nodeName), intervalMs: 50, podReportEvery: 10, pods: noPodSource(), log,
+      backoffInitialMs: 50, backoffMaxMs: 200,
+      connection: gatewayConnection({ caFile: join(work, 'ca.crt'), serverName: 'localhost', tokenFile }),
+    });
+    agents.push(a);
+    return a;
+  }
+  /** A raw Report stream; resolves with the status it ended with. */
+  function rawStream(nodeName: string, token?: string): Promise<grpc.ServiceError> {
+    const c = new (oversellV1().AgentStream)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
+    const call = c.Report(md(token));
+    return new Promise((resolve) => {
+      call.on('data', (_m: GatewayMessage__Output) => {});
+      call.on('error', (e: grpc.ServiceError) => {
+        c.close();
+        resolve(e);
+      });
+      call.write({ hello: { nodeName, instanceId: 'raw-1', agentVersion: 'test' } });
+      call.write({ sample: { seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 1 } });
+    });
+  }
+
+  before(async () => {
+    const reviewer: TokenReviewer = { review: async (token) => tokens.get(token) ?? deny('unauthenticated', 'token not accepted') };
+    gw = await startTestGateway({
+      grpcTls: true,
+      auth: {
+        agents: agentAuthenticator(reviewer, [SA], async (pod) => (pod.name === 'agent-on-b' ? 'node-b' : deny('unauthenticated'))),
+        query: queryAuthorizer(reviewer, async (identity, verb) => ({ allowed: allowed.has(`${identity.username}:${verb}`), reason: 'no RBAC rule' })),
+      },
+    });
+    writeFileSync(join(work, 'ca.crt'), gw.ca);
+    tokens.set('viewer', { username: 'alice', uid: 'a', groups: [], extra: {}, expiresAtMs: undefined });
+    tokens.set('stranger', { username: 'mallory', uid: 'm', groups: [], extra: {}, expiresAtMs: undefined });
+    allowed.add('alice:list');
+  });
+  after(async () => {
+    for (const a of agents) await a.stop();
+    await gw?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('an agent with a token bound to its node streams over TLS; the query API shows it to an allowed caller only', async () => {
+    tokens.set('token-a', agentIdentity({ [CLAIM.nodeName]: ['node-a'] }));
+    writeFileSync(join(work, 'token-a'), 'token-a\n');
+    agent('node-a', join(work, 'token-a'));
+    await waitUntil('node-a stored', () => (gw.store.get('node-a')?.latest ? true : undefined), 5000);
+    const c = client();
+    assert.deepEqual(await list(c, 'viewer'), ['node-a']);
+    await assert.rejects(list(c), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED && /bearer token/.test(e.details));
+    await assert.rejects(list(c, 'stranger'), (e: grpc.ServiceError) => e.code === grpc.status.PERMISSION_DENIED && /mallory may not list nodeusages.oversell.io/.test(e.details));
+    await assert.rejects(list(c, 'forged'), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED);
+    assert.equal(await scrape('oversell_auth_refusals_total{api="query",reason="permission-denied"}'), 1);
+    c.close();
+  });
+
+  it('the node comes from the pod when the token has no node claim', async () => {
+    tokens.set('token-b', agentIdentity({ [CLAIM.podName]: ['agent-on-b'] }));
+    writeFileSync(join(work, 'token-b'), 'token-b');
+    agent('node-b', join(work, 'token-b'));
+    await waitUntil('node-b stored', () => (gw.store.get('node-b')?.latest ? true : undefined), 5000);
+  });
+
+  it('a report for another node is refused with PERMISSION_DENIED and counted; nothing is stored', async () => {
+    const before = await scrape('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}');
+    const err = await rawStream('node-victim', 'token-a');
+    assert.equal(err.code, grpc.status.PERMISSION_DENIED);
+    assert.match(err.details, /runs on node node-a and may not report for node node-victim/);
+    assert.equal(gw.store.get('node-victim'), undefined);
+    assert.equal(await scrape('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}'), before + 1);
+  });
+
+  it('no token or an unknown one: UNAUTHENTICATED; a plain-text client cannot talk to the TLS port', async () => {
+    assert.equal((await rawStream('node-a')).code, grpc.status.UNAUTHENTICATED);
+    assert.equal((await rawStream('node-a', 'forged')).code, grpc.status.UNAUTHENTICATED);
+    const plain = new (oversellV1().NodeUsage)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure());
+    await assert.rejects(
+      new Promise((resolve, reject) => plain.ListNodes({}, md('viewer'), { deadline: Date.now() + 2000 }, (err, res) => (err ? reject(err) : resolve(res)))),
+      (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE || e.code === grpc.status.DEADLINE_EXCEEDED,
+    );
+    plain.close();
+  });
+
+  it('a stream ends when its token expires, and the agent comes back with the refreshed token', async () => {
+    const soon = jwt('c', Math.ceil(Date.now() / 1000) + 2);
+    tokens.set(soon, agentIdentity({ [CLAIM.nodeName]: ['node-c'] }, jwtExpiry(soon)));
+    writeFileSync(join(work, 'token-c'), soon);
+    const a = agent('node-c', join(work, 'token-c'));
+    await waitUntil('node-c live', () => (a.gateways.stream(`127.0.0.1:${gw.ports.grpc}`)?.live ? true : undefined), 5000);
+    // The kubelet rotates the file before expiry; the next stream uses the new token.
+    const later = jwt('c', Math.ceil(Date.now() / 1000) + 3600);
+    tokens.set(later, agentIdentity({ [CLAIM.nodeName]: ['node-c'] }, jwtExpiry(later)));
+    writeFileSync(join(work, 'token-c'), later);
+    const stream = a.gateways.stream(`127.0.0.1:${gw.ports.grpc}`);
+    await waitUntil('reconnected after expiry', () => ((stream?.reconnects ?? 0) >= 1 && stream?.live ? true : undefined), 8000);
+    assert.ok((await scrape('oversell_auth_refusals_total{api="agent-stream",reason="expired"}')) >= 1);
+    const seq = gw.store.get('node-c')?.lastSeq ?? 0;
+    await waitUntil('samples flow again', () => ((gw.store.get('node-c')?.lastSeq ?? 0) > seq + 3 ? true : undefined), 5000);
+  });
+});
+
+describe('webhook client certificate', () => {
+  let gw: TestGateway;
+  let client: { cert: string; key: string };
+  let stranger: { cert: string; key: string };
+  before(async () => {
+    const apiServerCa = await generateCa();
+    client = await issueServingCertificate(apiServerCa, ['kube-apiserver'], new Date(), 1, 'clientAuth');
+    stranger = await issueServingCertificate(await generateCa(), ['kube-apiserver'], new Date(), 1, 'clientAuth');
+    gw = await startTestGateway({ webhookClientCa: apiServerCa.cert });
+  });
+  after(() => gw?.close());
+
+  it('answers the holder of a client certificate from the configured CA, and nobody else', async () => {
+    const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u' } });
+    const ok = await postHttps(gw, '/mutate/nodes', body, undefined, false, client);
+    assert.equal(ok.status, 200);
+    assert.equal((ok.json() as { response?: { uid?: string } }).response?.uid, 'u', 'the handler answered');
+    await assert.rejects(postHttps(gw, '/mutate/nodes', body, undefined, false));
+    await assert.rejects(postHttps(gw, '/mutate/nodes', body, undefined, false, stranger));
+  });
+});
