@@ -161,7 +161,7 @@ try {
       },
     }),
   });
-  const caConfigMap = String(o.caConfigMap ?? '');
+  const caConfigMap = String(o.caConfigmap ?? '');
   const publishCa = (ca: string | undefined) => {
     if (!kubeConfig || !caConfigMap || !ca) return;
     publishCaConfigMap(kubeConfig, String(o.leaseNamespace), caConfigMap, ca).then(

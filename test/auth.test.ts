@@ -34,7 +34,7 @@ const agentIdentity = (extra: Record<string, string[]>, expiresAtMs?: number): I
 const jwt = (sub: string, expSeconds: number) =>
   `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, exp: expSeconds })).toString('base64url')}.sig`;
 
-function deny(failure: 'unauthenticated' | 'unavailable', message = failure): never {
+function deny(failure: 'unauthenticated' | 'unavailable', message: string = failure): never {
   throw new AuthError(failure, message);
 }
 

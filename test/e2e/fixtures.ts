@@ -73,7 +73,8 @@ export interface FakeNode {
   agent: Proc | undefined;
   /** Stops the kubelet loop, the agent and the fake host. */
   stop(): Promise<void>;
-  startAgent(gateway: GatewayProc): Promise<Proc>;
+  /** extraArgs: e.g. TLS and token flags; waitFor: the log line that means started (default: connected). */
+  startAgent(gateway: GatewayProc, extraArgs?: string[], waitFor?: RegExp): Promise<Proc>;
   /** One kubelet status write; returns the stored node. */
   heartbeat(): Promise<V1Node>;
 }
@@ -100,7 +101,7 @@ export async function fakeNode(
     host,
     creds,
     agent: undefined,
-    async startAgent(gateway) {
+    async startAgent(gateway, extraArgs = [], waitFor = /connected to gateway/) {
       node.agent = run(`agent-${name}`, 'agent', [
         '--node-name', name,
         '--gateway', `127.0.0.1:${gateway.ports.grpc}`,
@@ -109,8 +110,9 @@ export async function fakeNode(
         '--metrics-address', '127.0.0.1:0',
         '--interval', '500ms',
         '--kubeconfig', ADMIN_KUBECONFIG,
+        ...extraArgs,
       ]);
-      await node.agent.waitFor(/connected to gateway/);
+      await node.agent.waitFor(waitFor);
       return node.agent;
     },
     async heartbeat() {
