@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import { freePort, waitUntil } from '../test/helpers/wait.js';
+import { metricValue } from './proc-stats.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -296,11 +297,6 @@ function ensureNodeExporter(): string {
   const text = execFileSync(NODE_EXPORTER, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const m = /version\s+(\S+)(?:\s+\(([^)]*)\))?/.exec(text);
   return m ? `${m[1]}${m[2] ? ` (${m[2]})` : ''}` : text.split('\n')[0] ?? 'unknown';
-}
-
-function metricValue(text: string, name: string, labels = ''): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {

@@ -2,14 +2,12 @@
 // over real gRPC (a separate process), the gateway's CPU and RSS, the
 // sample-to-store lag, and the query API's latency for one node and the full
 // list at that scale.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import { oversellV1 } from '../proto/load.js';
 import { watchProcess } from './proc-stats.js';
-import { REPO, startGateway } from './processes.js';
+import { startGateway, startSimAgents } from './processes.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 function client(port: number): NodeUsageClient {
@@ -38,17 +36,9 @@ export interface ScalePoint {
 
 export async function measure(agents: number, windowS: number): Promise<ScalePoint> {
   const gw = await startGateway();
-  const sim = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, String(agents), 'sim'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const sim = startSimAgents(`127.0.0.1:${gw.ports.grpc}`, agents);
   try {
-    await new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`${agents} simulated agents not all welcomed within 120 s`)), 120_000);
-      sim.stdout?.on('data', (d: Buffer) => {
-        if (/ready/.test(d.toString())) {
-          clearTimeout(t);
-          resolve();
-        }
-      });
-    });
+    await sim.ready;
     console.log(`  ingest: ${agents} agents connected; warming up 10 s, then measuring ${windowS} s`);
     await new Promise((r) => setTimeout(r, 10_000));
     const c = client(gw.ports.grpc);
@@ -82,7 +72,7 @@ export async function measure(agents: number, windowS: number): Promise<ScalePoi
     console.log(`    gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms; ListNodes (${listNodes}) p99 ${point.listP99Ms} ms`);
     return point;
   } finally {
-    sim.kill('SIGTERM');
+    sim.child.kill('SIGTERM');
     await gw.stop();
   }
 }

@@ -44,3 +44,22 @@ export async function startGateway(extra: string[] = []): Promise<Gateway> {
       }),
   };
 }
+
+/**
+ * bench/sim-agents.ts as a child process: `count` agents named <prefix>-<i>
+ * streaming one sample a second to address. `ready` resolves once every
+ * stream is welcomed. stderr 'pipe' lets the caller read the stream errors.
+ */
+export function startSimAgents(address: string, count: number, prefix = 'sim', stderr: 'inherit' | 'pipe' = 'inherit'): { child: ChildProcess; ready: Promise<void> } {
+  const child = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), address, String(count), prefix], { stdio: ['ignore', 'pipe', stderr] });
+  const ready = new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${count} simulated agents not all welcomed within 120 s`)), 120_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      if (/ready/.test(d.toString())) {
+        clearTimeout(t);
+        resolve();
+      }
+    });
+  });
+  return { child, ready };
+}

@@ -43,13 +43,14 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
 export const round = (v: number, digits = 2) => Math.round(v * 10 ** digits) / 10 ** digits;
 
 /** Lets each benchmark file run alone: `node --import tsx bench/<name>.ts` (BENCH_QUICK=1 for short windows). */
-export function runIfMain(moduleUrl: string, run: (o: { quick?: boolean }) => Promise<BenchResult>, print: (r: BenchResult) => void = (r) => console.log(r.summary)): void {
+/** failOnMissed: exit 1 when a target is missed (the soak is a pass/fail check; benchmarks report and exit 0). */
+export function runIfMain(moduleUrl: string, run: (o: { quick?: boolean }) => Promise<BenchResult>, print: (r: BenchResult) => void = (r) => console.log(r.summary), failOnMissed = false): void {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(process.argv[1]).href) return;
   run({ quick: process.env.BENCH_QUICK === '1' }).then(
     (r) => {
       print(r);
       console.log(`saved ${save(r)}`);
-      process.exit(0);
+      process.exit(failOnMissed && r.targets.some((t) => !t.met) ? 1 : 0);
     },
     (err: unknown) => {
       console.error(err);

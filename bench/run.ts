@@ -64,7 +64,9 @@ else running compete), so absolute latencies are pessimistic; the JSON files
 keep every figure.
 
 Run: \`npm run bench\` (about 12 minutes), \`BENCH_ONLY=webhook npm run bench\`,
-or one file alone: \`node --import tsx bench/webhook.ts\`.
+or one file alone: \`node --import tsx bench/webhook.ts\`. The 10-minute soak
+(5,000 agents plus 500 webhook requests/s: errors, latency, memory growth) is
+not part of this run: \`npm run soak\`, results in docs/reliability.md.
 
 Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.
 

@@ -2,7 +2,8 @@
 // (hello, then one sample a second), spread over several HTTP/2 connections
 // the way separate agent pods would be. Run as a child process so its CPU is
 // not the gateway's:  node --import tsx bench/sim-agents.ts <address> <count> [prefix]
-// Prints "ready <n>" once every stream is welcomed, then "sent <n>" every 5 s.
+// Prints "ready <n>" once every stream is welcomed, then "sent <n>" every 5 s
+// and once more on SIGTERM.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import { oversellV1 } from '../proto/load.js';
@@ -56,4 +57,7 @@ setInterval(() => {
   }
 }, slice);
 setInterval(() => process.stdout.write(`sent ${sent}\n`), 5000);
-process.on('SIGTERM', () => process.exit(0));
+process.on('SIGTERM', () => {
+  process.stdout.write(`sent ${sent}\n`); // the final count, for comparing with what the gateway stored
+  process.exit(0);
+});
