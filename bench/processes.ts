@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -17,10 +18,13 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
-export async function startGateway(extra: string[] = []): Promise<Gateway> {
+/** Node flags the gateway is deployed with (deploy/base/gateway.yaml NODE_OPTIONS). */
+export const GATEWAY_NODE_ARGS = ['--max-old-space-size=320'];
+
+export async function startGateway(extra: string[] = [], nodeArgs: string[] = []): Promise<Gateway> {
   const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const child = spawn(process.execPath, [join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+  const child = spawn(process.execPath, [...nodeArgs, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'inherit', 'inherit'] });
   const deadline = Date.now() + 20_000;
@@ -62,4 +66,52 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
     });
   });
   return { child, ready };
+}
+
+export interface CannonResult {
+  latency: { p50: number; p90: number; p99: number; p99_9: number; max: number };
+  requests: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  /** The load generator's own CPU over its life. */
+  millicores: number;
+}
+
+export interface RateCannon {
+  child: ChildProcess;
+  /** Resolves when the first requests go out. */
+  started: Promise<void>;
+  /** Cumulative counts, updated every 10 s. */
+  seen(): { responses: number; non2xx: number; errors: number };
+  result: Promise<CannonResult>;
+}
+
+/**
+ * bench/rate-cannon.ts in its own process: `rate` reviews/s spread evenly over
+ * each second for `seconds`, naming <prefix>-0 .. <prefix>-<nodes - 1> in turn.
+ */
+export function startRateCannon(url: string, rate: number, seconds: number, nodes: number, prefix: string): RateCannon {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/rate-cannon.ts'), url, String(rate), String(seconds), String(nodes), prefix], {
+    // The load generator trusts the gateway's self-signed certificate; nothing else does.
+    env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let seen = { responses: 0, non2xx: 0, errors: 0 };
+  let markStarted = () => {};
+  const started = new Promise<void>((resolve) => (markStarted = resolve));
+  const result = new Promise<CannonResult>((resolve, reject) => {
+    onLines(child.stdout, (line) => {
+      if (line === 'started') markStarted();
+      if (line.startsWith('progress ')) seen = JSON.parse(line.slice(9)) as typeof seen;
+      if (line.startsWith('result ')) resolve(JSON.parse(line.slice(7)) as CannonResult);
+    });
+    child.once('exit', (code) => reject(new Error(`webhook load generator exited ${code} without a result`)));
+  });
+  return { child, started, seen: () => seen, result };
+}
+
+/** Each line a child writes to a stream. */
+export function onLines(stream: NodeJS.ReadableStream | null | undefined, fn: (line: string) => void): void {
+  if (stream) createInterface({ input: stream }).on('line', fn);
 }

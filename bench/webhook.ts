@@ -16,12 +16,38 @@ import { round, runIfMain, type BenchResult } from './result.js';
 
 const NODE = 'bench-0';
 
+/** Compact review bytes the issue asks for: "realistic 36 KB nodes/status AdmissionReviews". */
+export const REVIEW_BYTES = 36 * 1024;
+
+/**
+ * A kubelet status write for `name`: the fixture (50 images, the kubelet's
+ * nodeStatusMaxImages; object and oldObject) is 27 KB compact. Cloud nodes
+ * carry more metadata than it has: labels and annotations of the kind GKE and
+ * EKS nodes carry are added, on both objects, up to REVIEW_BYTES.
+ */
 export function reviewBody(name = NODE): string {
+  type Obj = { metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
   const review = JSON.parse(readFileSync(join(REPO, 'test/fixtures/admission/node-status-update.json'), 'utf8')) as {
-    request: { name: string; object: { metadata: { name: string } } };
+    request: { name: string; object: Obj; oldObject?: Obj };
   };
   review.request.name = name;
   review.request.object.metadata.name = name;
+  if (review.request.oldObject) review.request.oldObject.metadata.name = name;
+  const cloud: Array<[string, string]> = [
+    ['cloud.google.com/gke-nodepool', 'batch-pool-e2-standard-16'], ['cloud.google.com/gke-os-distribution', 'cos'],
+    ['cloud.google.com/machine-family', 'e2'], ['node.kubernetes.io/instance-type', 'e2-standard-16'],
+    ['topology.kubernetes.io/region', 'europe-west4'], ['topology.kubernetes.io/zone', 'europe-west4-b'],
+    ['topology.gke.io/zone', 'europe-west4-b'], ['cloud.google.com/gke-boot-disk', 'pd-balanced'],
+    ['cloud.google.com/gke-container-runtime', 'containerd'], ['cloud.google.com/gke-cpu-scaling-level', '16'],
+  ];
+  for (let i = 0; JSON.stringify(review).length < REVIEW_BYTES; i++) {
+    for (const o of [review.request.object, review.request.oldObject]) {
+      if (!o) continue;
+      const [k, v] = cloud[i % cloud.length]!;
+      (o.metadata.labels ??= {})[`${k}${i >= cloud.length ? `-${i}` : ''}`] = v;
+      (o.metadata.annotations ??= {})[`node.gke.io/last-applied-node-labels-${i}`] = cloud.map(([a, b]) => `${a}=${b}`).join(',');
+    }
+  }
   return JSON.stringify(review);
 }
 

@@ -1,10 +1,11 @@
-// Kubelet-shaped webhook load for the soak, in its own process so its CPU is
-// not the gateway's: autocannon at a fixed overall rate over HTTPS keep-alive,
+// Kubelet-shaped webhook load at a fixed rate (the soak, and the webhook
+// benchmark's 500 and 1000 requests/s), in its own process so its CPU is not
+// the gateway's: autocannon at a fixed overall rate over HTTPS keep-alive,
 // each request a nodes/status review for the next of <nodes> nodes named
 // <prefix>-<i> (the simulated agents' names, so every review is a real
 // decision): 5,000 nodes at 500 requests/s is each node's status every 10 s,
 // the kubelet's default nodeStatusUpdateFrequency.
-//   node --import tsx bench/soak-cannon.ts <url> <rate> <seconds> <nodes> [prefix]
+//   node --import tsx bench/rate-cannon.ts <url> <rate> <seconds> <nodes> [prefix]
 // Prints "started", "progress <json>" every 10 s (cumulative responses,
 // non-2xx, errors) and "result <json>" at the end (latency percentiles in ms,
 // autocannon's failure counts, this process's own CPU).
