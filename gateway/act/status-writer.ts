@@ -12,6 +12,7 @@ import {
 } from '@kubernetes/client-node';
 import { QuantityError } from '../../lib/quantity.js';
 import type { Logger } from '../../lib/log.js';
+import { keepWatching, type Watching } from '../keep-watching.js';
 import { ANNOTATION, decideForNode, nodePatch, readAllocatable } from '../admit/node-review.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
@@ -44,6 +45,7 @@ export class StatusWriter {
   readonly #informer;
   readonly #bucket: TokenBucket;
   readonly #inFlight = new Set<string>();
+  #watching: Watching | undefined;
   #timers: NodeJS.Timeout[] = [];
   /** What each policy's status last said, so unchanged status is not rewritten. */
   #writtenStatus = new Map<string, string>();
@@ -64,11 +66,7 @@ export class StatusWriter {
 
   async start(): Promise<void> {
     const { store, policies, log } = this.#o;
-    this.#informer.on('error', (err) => {
-      log.warn({ err: String(err) }, 'node watch failed; retrying in 5 s');
-      setTimeout(() => this.#informer.start().catch(() => {}), 5000).unref();
-    });
-    await this.#informer.start();
+    this.#watching = await keepWatching(this.#informer, { what: 'node', log });
     // Pressure is the urgent case: check a node as soon as its sample says so.
     store.on('updated', (record) => {
       if (this.#mayBeUnderPressure(record)) this.check(record.name);
@@ -90,7 +88,7 @@ export class StatusWriter {
 
   async stop(): Promise<void> {
     for (const t of this.#timers) clearInterval(t);
-    await this.#informer.stop();
+    await (this.#watching?.stop() ?? this.#informer.stop());
   }
 
   #mayBeUnderPressure(record: NodeRecord): boolean {

@@ -48,7 +48,7 @@ export async function configMapTemplateSource(kubeConfig: KubeConfig, namespace:
     logInvalid(entries, log);
     for (const l of listeners) l();
   };
-  await keepWatching(informer, {
+  const watching = await keepWatching(informer, {
     what: 'sidecar template',
     log,
     onChange: rebuild,
@@ -60,8 +60,6 @@ export async function configMapTemplateSource(kubeConfig: KubeConfig, namespace:
     kind: 'configmap',
     templates: () => entries,
     onChange: (l) => listeners.push(l),
-    stop: async () => {
-      await informer.stop();
-    },
+    stop: () => watching.stop(),
   };
 }

@@ -56,7 +56,7 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     for (const e of entries) if (e.error) log.warn({ policy: e.name, error: e.error }, 'OversellPolicy is invalid: its nodes get no inflation until it is fixed');
     for (const l of listeners) l();
   };
-  await keepWatching(informer, {
+  const watching = await keepWatching(informer, {
     what: 'OversellPolicy',
     log,
     onChange: rebuild,
@@ -72,8 +72,6 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     retainMs: () => Math.min(600_000, retainOf(entries)),
     notReady: () => (synced ? undefined : 'OversellPolicy watch not synced'),
     onChange: (l) => listeners.push(l),
-    stop: async () => {
-      await informer.stop();
-    },
+    stop: () => watching.stop(),
   };
 }

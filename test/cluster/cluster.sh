@@ -7,6 +7,10 @@
 #   up                 build if needed, generate certs, start everything, wait until healthy
 #   down               stop exactly the processes in the pid files, delete etcd data
 #   status             per component: pid, alive, health (exit 0 only if all healthy)
+#   stop-component <c> stop one component of a running cluster (fault tests), e.g. apiserver
+#   start-component <c>
+#                      start it again with the same flags as `up`, wait until healthy
+#                      (<c>: etcd, apiserver, controller-manager, scheduler, kwok or a full name)
 #   node-cert <name>   client cert + kubeconfig for user system:node:<name> (group system:nodes)
 #                      -> .oversell/cluster/nodes/<name>.kubeconfig (+ .crt/.key)
 #   serving-cert <name> [san...]
@@ -207,6 +211,61 @@ stop() { # component
   rm -f "$PIDS/$c.pid"
 }
 
+# Each component's command line, in one place: `up` starts them all,
+# `start-component` one of them again (after `stop-component`) with the same flags.
+start_component() { # component
+  case "$1" in
+    etcd)
+      # shellcheck disable=SC2086
+      start etcd --name=oversell --data-dir="$STATE/etcd" \
+        --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-cluster="oversell=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state=new \
+        --unsafe-no-fsync=true --log-level=warn ${OVERSELL_ETCD_EXTRA_ARGS:-} ;;
+    kube-apiserver)
+      # shellcheck disable=SC2086
+      start kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+        --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+        --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+        --client-ca-file="$PKI/ca.crt" \
+        --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+        --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+        --requestheader-extra-headers-prefix=X-Remote-Extra- \
+        --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
+        --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+        --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+        --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+        --endpoint-reconciler-type=none --profiling=false --v="$VERBOSITY" ${OVERSELL_APISERVER_EXTRA_ARGS:-} ;;
+    kube-controller-manager)
+      # shellcheck disable=SC2086
+      start kube-controller-manager --kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+        --authentication-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+        --authorization-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
+        --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+        --use-service-account-credentials=true \
+        --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+        --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*' \
+        --profiling=false --v="$VERBOSITY" ${OVERSELL_KCM_EXTRA_ARGS:-} ;;
+    kube-scheduler)
+      # shellcheck disable=SC2086
+      start kube-scheduler --kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+        --authentication-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+        --authorization-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --leader-elect=false \
+        --profiling=false --v="$VERBOSITY" ${OVERSELL_SCHEDULER_EXTRA_ARGS:-} ;;
+    kwok)
+      # kwok manages only nodes annotated kwok.x-k8s.io/node=fake (and their pods).
+      # shellcheck disable=SC2086
+      start kwok --kubeconfig="$CONF/kwok.kubeconfig" --config="$STAGES" \
+        --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+        --node-lease-duration-seconds=40 --cidr=10.0.0.0/16 --node-ip=127.0.0.1 \
+        --server-address="127.0.0.1:$KWOK_PORT" ${OVERSELL_KWOK_EXTRA_ARGS:-} ;;
+    *) die "unknown component '$1' (one of: ${COMPONENTS[*]})" ;;
+  esac
+}
+
 # ------------------------------------------------------------------- health
 curl_admin() { curl -sS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
 health_url() {
@@ -319,55 +378,11 @@ EOF
   rm -rf "$STATE/etcd"
   # Fresh logs per `up`; the previous run's are kept as *.log.prev.
   for c in "${COMPONENTS[@]}"; do [[ -f "$LOGS/$c.log" ]] && mv -f "$LOGS/$c.log" "$LOGS/$c.log.prev"; done
-  # shellcheck disable=SC2086
-  start etcd --name=oversell --data-dir="$STATE/etcd" \
-    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="oversell=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state=new \
-    --unsafe-no-fsync=true --log-level=warn ${OVERSELL_ETCD_EXTRA_ARGS:-}
-  wait_healthy etcd
-
-  # shellcheck disable=SC2086
-  start kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" \
-    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
-    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
-    --requestheader-extra-headers-prefix=X-Remote-Extra- \
-    --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
-    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
-    --endpoint-reconciler-type=none --profiling=false --v="$VERBOSITY" ${OVERSELL_APISERVER_EXTRA_ARGS:-}
-  wait_healthy kube-apiserver
-
-  # shellcheck disable=SC2086
-  start kube-controller-manager --kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
-    --authentication-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
-    --authorization-kubeconfig="$CONF/kube-controller-manager.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
-    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
-    --use-service-account-credentials=true \
-    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*' \
-    --profiling=false --v="$VERBOSITY" ${OVERSELL_KCM_EXTRA_ARGS:-}
-
-  # shellcheck disable=SC2086
-  start kube-scheduler --kubeconfig="$CONF/kube-scheduler.kubeconfig" \
-    --authentication-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
-    --authorization-kubeconfig="$CONF/kube-scheduler.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --leader-elect=false \
-    --profiling=false --v="$VERBOSITY" ${OVERSELL_SCHEDULER_EXTRA_ARGS:-}
-
-  # kwok manages only nodes annotated kwok.x-k8s.io/node=fake (and their pods).
-  # shellcheck disable=SC2086
-  start kwok --kubeconfig="$CONF/kwok.kubeconfig" --config="$STAGES" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --cidr=10.0.0.0/16 --node-ip=127.0.0.1 \
-    --server-address="127.0.0.1:$KWOK_PORT" ${OVERSELL_KWOK_EXTRA_ARGS:-}
-
+  start_component etcd; wait_healthy etcd
+  start_component kube-apiserver; wait_healthy kube-apiserver
+  start_component kube-controller-manager
+  start_component kube-scheduler
+  start_component kwok
   wait_healthy kube-controller-manager
   wait_healthy kube-scheduler
   wait_healthy kwok
@@ -431,6 +446,35 @@ cmd_serving_cert() {
   echo "$SERVING/$n.crt"
 }
 
+component_name() { # short or full name -> the name in COMPONENTS
+  case "$1" in
+    apiserver|kube-apiserver) echo kube-apiserver ;;
+    controller-manager|kcm|kube-controller-manager) echo kube-controller-manager ;;
+    scheduler|kube-scheduler) echo kube-scheduler ;;
+    etcd|kwok) echo "$1" ;;
+    *) die "usage: $0 stop-component|start-component <etcd|apiserver|controller-manager|scheduler|kwok>" ;;
+  esac
+}
+
+cmd_stop_component() {
+  local c; c="$(component_name "${1:-}")"
+  load_ports
+  stop "$c"
+}
+
+cmd_start_component() {
+  local c; c="$(component_name "${1:-}")"
+  load_ports
+  [[ -f "$PORTS_FILE" ]] || die "no cluster here to start $c in (run '$0 up')"
+  if is_ours "$c" "$(pid_of "$c")"; then say "$c already running (pid $(pid_of "$c"))"; return 0; fi
+  # One component failing to come back is the test's finding: leave the rest running.
+  OVERSELL_CLUSTER_KEEP_ON_FAILURE=1
+  local T0; T0=$(date +%s)
+  start_component "$c"
+  wait_healthy "$c"
+  say "$c back in $(( $(date +%s) - T0 ))s"
+}
+
 cmd_env() {
   load_ports
   cat <<EOF
@@ -452,10 +496,12 @@ case "${1:-}" in
   up) cmd_up ;;
   down) load_ports; cmd_down ;;
   status) cmd_status ;;
+  stop-component) shift; cmd_stop_component "$@" ;;
+  start-component) shift; cmd_start_component "$@" ;;
   node-cert) shift; cmd_node_cert "$@" ;;
   serving-cert) shift; cmd_serving_cert "$@" ;;
   env) cmd_env ;;
   kubectl) shift; load_ports; kubectl_admin "$@" ;;
   clean) load_ports; cmd_clean ;;
-  *) sed -n '2,27p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,31p' "$0" >&2; exit 2 ;;
 esac

@@ -70,9 +70,19 @@ function call<T>(creds: Credentials, method: string, path: string, contentType: 
       (res) => {
         let text = '';
         res.on('data', (c: Buffer) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text || '{}') as T, ms: performance.now() - started }));
+        res.on('end', () => {
+          let parsed: unknown = {};
+          try {
+            parsed = JSON.parse(text || '{}');
+          } catch {
+            parsed = { message: text }; // an API server going down may answer in plain text
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed as T, ms: performance.now() - started });
+        });
       },
     );
+    // A kubelet gives up on a request after a while too; an API server that stops mid-request must not hang the test.
+    req.setTimeout(15_000, () => req.destroy(new Error(`${method} ${path}: no answer in 15 s`)));
     req.on('error', reject);
     req.end(payload);
   });

@@ -4,9 +4,9 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadYaml, type V1MutatingWebhook, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, CustomObjectsApi, loadYaml, type V1CustomResourceDefinition, type V1MutatingWebhook, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
 import { FakeHost, type FakeUsage } from '../helpers/fake-host.js';
-import { ADMIN_KUBECONFIG, REPO, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
+import { ADMIN_KUBECONFIG, REPO, adminConfig, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
 import { freePort, run, type Proc } from './processes.js';
 import { waitUntil } from '../helpers/wait.js';
 
@@ -146,6 +146,44 @@ export async function podsOn(nodeName: string): Promise<V1Pod[]> {
 
 export function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
   return waitUntil(what, check, timeoutMs, everyMs);
+}
+
+
+/** Kubelet writes until the stored node satisfies check. */
+export const untilWrite = (n: FakeNode, what: string, check: (node: V1Node) => boolean, timeoutMs = 20_000): Promise<V1Node> =>
+  eventually(what, async () => {
+    const stored = await n.heartbeat();
+    return check(stored) ? stored : undefined;
+  }, timeoutMs);
+
+export const customObjects = () => adminConfig().makeApiClient(CustomObjectsApi);
+export const POLICY_REF = { group: 'oversell.io', version: 'v1alpha1', plural: 'oversellpolicies' };
+
+/** The OversellPolicy CRD from deploy/, established (kept if another file installed it). */
+export async function installPolicyCrd(): Promise<void> {
+  const crd = loadYaml<V1CustomResourceDefinition>(readFileSync(join(REPO, 'deploy/base/crd.yaml'), 'utf8'));
+  const ext = adminConfig().makeApiClient(ApiextensionsV1Api);
+  await ext.createCustomResourceDefinition({ body: crd }).catch((err: { code?: number }) => {
+    if (err.code !== 409) throw err;
+  });
+  await eventually('the CRD to be established', async () => {
+    const got = await ext.readCustomResourceDefinition({ name: 'oversellpolicies.oversell.io' });
+    return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+  });
+}
+
+export function policyObject(name: string, spec: Record<string, unknown>) {
+  return { apiVersion: 'oversell.io/v1alpha1', kind: 'OversellPolicy', metadata: { name }, spec };
+}
+
+export async function upsertPolicy(name: string, spec: Record<string, unknown>): Promise<void> {
+  try {
+    const current = (await customObjects().getClusterCustomObject({ ...POLICY_REF, name })) as { metadata: { resourceVersion: string } };
+    await customObjects().replaceClusterCustomObject({ ...POLICY_REF, name, body: { ...policyObject(name, spec), metadata: { name, resourceVersion: current.metadata.resourceVersion } } });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404) throw err;
+    await customObjects().createClusterCustomObject({ ...POLICY_REF, body: policyObject(name, spec) });
+  }
 }
 
 export { objects };

@@ -1,34 +1,18 @@
 // OversellPolicy on the real control plane: the CRD from deploy/, the gateway
 // watching it (--policies crd), its own status writes as lease holder.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ApiextensionsV1Api, CustomObjectsApi, loadYaml, type V1CustomResourceDefinition, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
-import { ADMIN_KUBECONFIG, REPO, adminConfig, core, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, pod, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { ADMIN_KUBECONFIG, core, objects } from './cluster.js';
+import {
+  GI, OPT_IN, POLICY_REF, customObjects, eventually, fakeNode, installPolicyCrd, pod, policyObject, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
+  type FakeNode, type GatewayProc,
+} from './fixtures.js';
 
 const WEBHOOK = 'oversell-policy-e2e';
-const custom = () => adminConfig().makeApiClient(CustomObjectsApi);
-const ref = { group: 'oversell.io', version: 'v1alpha1', plural: 'oversellpolicies' };
 
 let gateway: GatewayProc;
 const nodes: FakeNode[] = [];
-
-function policy(name: string, spec: Record<string, unknown>) {
-  return { apiVersion: 'oversell.io/v1alpha1', kind: 'OversellPolicy', metadata: { name }, spec };
-}
-
-async function upsertPolicy(name: string, spec: Record<string, unknown>): Promise<void> {
-  try {
-    const current = (await custom().getClusterCustomObject({ ...ref, name })) as { metadata: { resourceVersion: string } };
-    await custom().replaceClusterCustomObject({ ...ref, name, body: { ...policy(name, spec), metadata: { name, resourceVersion: current.metadata.resourceVersion } } });
-  } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
-    await custom().createClusterCustomObject({ ...ref, body: policy(name, spec) });
-  }
-}
 
 async function poolNode(name: string, pool: string): Promise<FakeNode> {
   const n = await fakeNode(name, { labels: { ...OPT_IN, pool }, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
@@ -38,24 +22,9 @@ async function poolNode(name: string, pool: string): Promise<FakeNode> {
   return n;
 }
 
-/** Kubelet writes until the stored node satisfies check. */
-const untilWrite = (n: FakeNode, what: string, check: (node: V1Node) => boolean, timeoutMs = 20_000) =>
-  eventually(what, async () => {
-    const stored = await n.heartbeat();
-    return check(stored) ? stored : undefined;
-  }, timeoutMs);
-
 describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () => {
   before(async () => {
-    const crd = loadYaml<V1CustomResourceDefinition>(readFileSync(join(REPO, 'deploy/base/crd.yaml'), 'utf8'));
-    const ext = adminConfig().makeApiClient(ApiextensionsV1Api);
-    await ext.createCustomResourceDefinition({ body: crd }).catch((err: { code?: number }) => {
-      if (err.code !== 409) throw err;
-    });
-    await eventually('the CRD to be established', async () => {
-      const got = await ext.readCustomResourceDefinition({ name: 'oversellpolicies.oversell.io' });
-      return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
-    });
+    await installPolicyCrd();
     gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', '--stale-after', '6s']);
     await gateway.waitFor(/leading/);
     await objects().create(webhookFromDeploy(gateway, WEBHOOK));
@@ -65,7 +34,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
-    for (const name of ['pool-a', 'pool-p']) await custom().deleteClusterCustomObject({ ...ref, name }).catch(() => {});
+    for (const name of ['pool-a', 'pool-p']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
   });
 
   it('the API server refuses invalid policies', async () => {
@@ -77,7 +46,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
       [{ nodeSelector: { matchLabels: { pool: 'x' } }, window: 'soon' }, /window/],
     ];
     for (const [spec, message] of invalid) {
-      await assert.rejects(custom().createClusterCustomObject({ ...ref, body: policy('invalid', spec) }), (err: { code?: number; body?: string }) => {
+      await assert.rejects(customObjects().createClusterCustomObject({ ...POLICY_REF, body: policyObject('invalid', spec) }), (err: { code?: number; body?: string }) => {
         assert.equal(err.code, 422);
         assert.match(String(err.body), message);
         return true;
@@ -95,14 +64,14 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     const created = await untilWrite(n, 'the 1.5x cap', (s) => s.status?.allocatable?.cpu === '6');
     assert.match(created.metadata?.annotations?.[ANNOTATION.reason] ?? '', /^policy pool-a; cpu 4000m->6000m \(capped at 1.5x raw/);
     await eventually('status.matchedNodes = 1', async () => {
-      const p = (await custom().getClusterCustomObject({ ...ref, name: 'pool-a' })) as { status?: { matchedNodes?: number } };
+      const p = (await customObjects().getClusterCustomObject({ ...POLICY_REF, name: 'pool-a' })) as { status?: { matchedNodes?: number } };
       return p.status?.matchedNodes === 1 ? true : undefined;
     });
 
     await upsertPolicy('pool-a', { nodeSelector: { matchLabels: { pool: 'a' } }, cpu: { maxRatio: 2 } });
     await untilWrite(n, 'the 2x cap after the change', (s) => s.status?.allocatable?.cpu === '8');
 
-    await custom().deleteClusterCustomObject({ ...ref, name: 'pool-a' });
+    await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name: 'pool-a' });
     const deleted = await untilWrite(n, 'raw after the delete', (s) => s.status?.allocatable?.cpu === '4');
     assert.match(deleted.metadata?.annotations?.[ANNOTATION.reason] ?? '', /no valid OversellPolicy selects this node/);
   });

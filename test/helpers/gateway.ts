@@ -59,7 +59,7 @@ export interface HttpAnswer {
 
 /** POST over real HTTPS, verifying the gateway's certificate against its CA. */
 export function postHttps(
-  gw: TestGateway,
+  gw: Pick<TestGateway, 'ports' | 'ca'>,
   path: string,
   body: string | Buffer,
   headers: Record<string, string> = { 'content-type': 'application/json' },
