@@ -70,6 +70,12 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
 
 export interface CannonResult {
   latency: { p50: number; p90: number; p99: number; p99_9: number; max: number };
+  /** Responses slower than 1 s, and the slowest ones with their time from the start (s). */
+  over1s: number;
+  /** The same, counting only responses after the first 30 s (connections set up, JIT warm). */
+  over1sAfter30s: number;
+  maxAfter30sMs: number;
+  slowest: Array<{ atS: number; ms: number }>;
   requests: number;
   non2xx: number;
   errors: number;

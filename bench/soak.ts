@@ -166,6 +166,10 @@ export async function run(): Promise<BenchResult> {
         webhook_p99_ms: lat.p99,
         webhook_p99_9_ms: lat.p99_9,
         webhook_max_ms: lat.max,
+        webhook_over_1s: cannonResult.over1s,
+        webhook_over_1s_after_30s: cannonResult.over1sAfter30s,
+        webhook_max_after_30s_ms: cannonResult.maxAfter30sMs,
+        webhook_slowest: cannonResult.slowest.map((x) => `${x.ms} ms at ${x.atS} s`).join(', '),
         ...Object.fromEntries(OUTCOMES.map((o) => [`reviews_${o.replace('-', '_')}`, outcomes[o]!])),
         agent_stream_errors: streamErrors,
         samples_sent: sent,
@@ -193,7 +197,7 @@ export async function run(): Promise<BenchResult> {
       targets: [
         { name: 'webhook: no non-2xx, errors or timeouts', measured: `${cannonResult.non2xx} non-2xx, ${cannonResult.errors} errors, ${cannonResult.timeouts} timeouts`, met: failed === 0 },
         { name: `webhook rate held: >= 98% of ${RATE} req/s`, measured: `${cannonResult.requests} of ${expected}`, met: cannonResult.requests >= 0.98 * expected },
-        { name: 'no review held past the 2 s webhook timeout', measured: `max ${lat.max} ms`, met: lat.max < 2000 },
+        { name: 'no review held past the 2 s webhook timeout', measured: `max ${lat.max} ms (${cannonResult.over1s} over 1 s; after the first 30 s: ${cannonResult.over1sAfter30s} over 1 s, max ${cannonResult.maxAfter30sMs} ms)`, met: lat.max < 2000 },
         { name: 'every review a decision (no no-data, skipped, bad-request, error)', measured: String(undecided), met: undecided === 0 },
         { name: 'agent streams: no errors', measured: String(streamErrors), met: streamErrors === 0 },
         // The last 50 ms slice the simulator wrote before SIGTERM may not have left it: allow 0.1%.
@@ -208,7 +212,7 @@ export async function run(): Promise<BenchResult> {
       notes: [
         `memory every ${EVERY_S} s: RSS from /proc, heap = oversell_gateway_nodejs_heap_size_used_bytes; warm-up the first ${warmupS} s; the floor of a minute is its lowest heap (right after a major GC); flat compares the floor of the first ${k} min after warm-up with the floor of the last ${k} min; slope by least squares over the per-minute floors`,
         `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (deploy/base/gateway.yaml NODE_OPTIONS), webhook traffic from 15 s after all agents are welcomed (the /readyz warm-up)`,
-        `webhook: autocannon 9 in its own process, 10 instances of 4 HTTPS keep-alive connections at ${RATE / 10}/s each, started 100 ms apart (autocannon sends each second's quota in a burst), 36 KB nodes/status reviews naming sim-0 .. sim-${AGENTS - 1} in turn (each node every ${AGENTS / RATE} s, the kubelet's status period); latency from every response, no coordinated-omission fill`,
+        `webhook: autocannon 9 in its own process, 10 instances of 12 HTTPS keep-alive connections at ${RATE / 10}/s each, started 100 ms apart (autocannon sends each second's quota in a burst), 36 KB nodes/status reviews naming sim-0 .. sim-${AGENTS - 1} in turn (each node every ${AGENTS / RATE} s, the kubelet's status period); latency from every response, no coordinated-omission fill`,
         `agents: one simulator process, ${AGENTS} real AgentStream streams over several HTTP/2 connections; stream errors are the lines on its stderr`,
         'gateway, simulator, load generator and the metrics scrape share the same 2 cores, with other work on the machine (load average in the figures)',
       ],
