@@ -98,6 +98,20 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   and 23 µs to decode a 465-byte NodeStatus with protobufjs, plus ~20 µs of
   policy per node; 10,000 of them cannot fit. A columnar summary message for
   \`top\` would; not built.
+- The fixed-rate webhook runs used autocannon's \`-R\`, which sends each
+  second's quota as one burst per connection, with 20 connections waiting on
+  each other: that measured p99 21-35 ms at 1000 req/s. Spread over the second
+  with enough connections that slow answers do not throttle the rate
+  (bench/rate-cannon.ts), and with the issue's 36 KB body (37.7 KB; it was
+  27 KB), the same gateway measures what a single event loop at ~87% of its
+  saturation gives: p99 157 ms. Not a regression: the old build measures the
+  same on the same machine within noise.
+- Profiled, not fixed (gateway at saturation, 12 s, --cpu-prof): JSON.parse
+  of the 37.7 KB review is 28% of the gateway's CPU, fastify's
+  prototype-poisoning scans of the body text 6%, socket writes 8%, the
+  decision ~10%. Most of the body (oldObject, 50 images) is never read; a
+  parser that skips them, and ingest on a worker thread so samples do not
+  queue ahead of reviews, are what would move the webhook p99.
 `;
 writeFileSync(join(REPO, 'docs/benchmarks.md'), [header, ...sections].join('\n') + '\n');
 console.log('\nwrote docs/benchmarks.md');
