@@ -6,7 +6,7 @@ import { dumpYaml } from '@kubernetes/client-node';
 import { Command, Option } from 'commander';
 import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
-import { connect, ConnectError, explainGrpcError, type Connection } from './connect.js';
+import { connect, ConnectError, explainGrpcError, type ConnectOptions, type Connection } from './connect.js';
 import { renderDescribe, renderPolicies, renderTop, sortNodes, type SortKey, type Style } from './render.js';
 
 const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kubectl oversell' : 'oversell')
@@ -21,14 +21,8 @@ const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kub
   .addOption(new Option('--no-color', 'no colours (also when NO_COLOR is set or output is not a terminal)'))
   .showHelpAfterError();
 
-interface Global {
-  address?: string;
-  kubeconfig?: string;
-  namespace: string;
-  service: string;
-  caFile?: string;
-  serverName?: string;
-  token?: string;
+/** The global flags: where the gateway is (connect's options) and how to print. */
+interface Global extends ConnectOptions {
   color: boolean;
 }
 
@@ -38,10 +32,7 @@ async function withConnection<T>(fn: (c: Connection) => Promise<T>): Promise<T> 
   const g = program.opts<Global>();
   let c: Connection | undefined;
   try {
-    c = await connect({
-      ...(g.address && { address: g.address }), ...(g.kubeconfig && { kubeconfig: g.kubeconfig }), namespace: g.namespace, service: g.service,
-      ...(g.caFile && { caFile: g.caFile }), ...(g.serverName && { serverName: g.serverName }), ...(g.token && { token: g.token }),
-    });
+    c = await connect(g);
     return await fn(c);
   } catch (err) {
     const e = err as grpc.ServiceError;
