@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import { freePort, waitUntil } from '../test/helpers/wait.js';
-import { metricValue } from './proc-stats.js';
+import { metricValue } from '../test/helpers/metrics.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));

@@ -38,8 +38,3 @@ export function watchProcess(pid: number, everyMs = 1000) {
   };
 }
 
-/** One series' value in a Prometheus text scrape: metricValue(text, 'x_total', '{result="ok"}'). */
-export function metricValue(text: string, name: string, labels = ''): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
-}

@@ -11,7 +11,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { metricValue, rssMiB, watchProcess } from './proc-stats.js';
+import { metricValue } from '../test/helpers/metrics.js';
+import { rssMiB, watchProcess } from './proc-stats.js';
 import { GATEWAY_NODE_ARGS, onLines, startGateway, startRateCannon, startSimAgents, type CannonResult } from './processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 

@@ -4,10 +4,9 @@
 // server's two answers (TokenReview, SubjectAccessReview) played by tables.
 // test/e2e/auth.e2e.test.ts asks a real kube-apiserver instead.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { startAgent, type RunningAgent } from '../agent/agent.js';
@@ -24,6 +23,8 @@ import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../proto/load.js';
 import { createLogger } from '../lib/log.js';
 import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { copyFixtureHost } from './helpers/fake-host.js';
+import { scrapeMetric } from './helpers/metrics.js';
 import { waitUntil } from './helpers/wait.js';
 
 const SA = 'oversell/oversell-agent';
@@ -101,17 +102,13 @@ describe('token review cache', () => {
 describe('authenticated gateway over gRPC/TLS', () => {
   const work = mkdtempSync(join(tmpdir(), 'oversell-auth-'));
   const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
-  const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
   // The API server's answers: token -> identity; who may do what.
   const tokens = new Map<string, Identity>();
   const allowed = new Set<string>();
   let gw: TestGateway;
   const agents: RunningAgent[] = [];
 
-  const scrape = async (series: string) => {
-    const text = await (await fetch(`http://127.0.0.1:${gw.ports.metrics}/metrics`)).text();
-    return Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  };
+  const refusals = (labels: string) => scrapeMetric(gw.ports.metrics, 'oversell_auth_refusals_total', labels);
   const client = (): NodeUsageClient => new (oversellV1().NodeUsage)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
   const md = (token?: string) => {
     const m = new grpc.Metadata();
@@ -121,16 +118,9 @@ describe('authenticated gateway over gRPC/TLS', () => {
   const list = (c: NodeUsageClient, token?: string) =>
     new Promise<string[]>((resolve, reject) => c.ListNodes({}, md(token), (err, res) => (err ? reject(err) : resolve((res?.nodes ?? []).map((n) => n.name)))));
 
-  function hostFor(name: string) {
-    const procRoot = join(work, name, 'proc');
-    const cgroupRoot = join(work, name, 'cgroup');
-    cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
-    cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
-    return { procRoot, cgroupRoot };
-  }
   function agent(nodeName: string, tokenFile: string): RunningAgent {
     const a = startAgent({
-      nodeName, gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], ...hostFor(nodeName), intervalMs: 50, podReportEvery: 10, pods: noPodSource(), log,
+      nodeName, gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], ...copyFixtureHost(join(work, nodeName)), intervalMs: 50, podReportEvery: 10, pods: noPodSource(), log,
       backoffInitialMs: 50, backoffMaxMs: 200,
       connection: gatewayConnection({ caFile: join(work, 'ca.crt'), serverName: 'localhost', tokenFile }),
     });
@@ -182,7 +172,7 @@ describe('authenticated gateway over gRPC/TLS', () => {
     await assert.rejects(list(c), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED && /bearer token/.test(e.details));
     await assert.rejects(list(c, 'stranger'), (e: grpc.ServiceError) => e.code === grpc.status.PERMISSION_DENIED && /mallory may not list nodeusages.oversell.io/.test(e.details));
     await assert.rejects(list(c, 'forged'), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED);
-    assert.equal(await scrape('oversell_auth_refusals_total{api="query",reason="permission-denied"}'), 1);
+    assert.equal(await refusals('{api="query",reason="permission-denied"}'), 1);
     c.close();
   });
 
@@ -194,12 +184,12 @@ describe('authenticated gateway over gRPC/TLS', () => {
   });
 
   it('a report for another node is refused with PERMISSION_DENIED and counted; nothing is stored', async () => {
-    const before = await scrape('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}');
+    const before = await refusals('{api="agent-stream",reason="node-mismatch"}');
     const err = await rawStream('node-victim', 'token-a');
     assert.equal(err.code, grpc.status.PERMISSION_DENIED);
     assert.match(err.details, /runs on node node-a and may not report for node node-victim/);
     assert.equal(gw.store.get('node-victim'), undefined);
-    assert.equal(await scrape('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}'), before + 1);
+    assert.equal(await refusals('{api="agent-stream",reason="node-mismatch"}'), before + 1);
   });
 
   it('no token or an unknown one: UNAUTHENTICATED; a plain-text client cannot talk to the TLS port', async () => {
@@ -225,7 +215,7 @@ describe('authenticated gateway over gRPC/TLS', () => {
     writeFileSync(join(work, 'token-c'), later);
     const stream = a.gateways.stream(`127.0.0.1:${gw.ports.grpc}`);
     await waitUntil('reconnected after expiry', () => ((stream?.reconnects ?? 0) >= 1 && stream?.live ? true : undefined), 8000);
-    assert.ok((await scrape('oversell_auth_refusals_total{api="agent-stream",reason="expired"}')) >= 1);
+    assert.ok((await refusals('{api="agent-stream",reason="expired"}')) >= 1);
     const seq = gw.store.get('node-c')?.lastSeq ?? 0;
     await waitUntil('samples flow again', () => ((gw.store.get('node-c')?.lastSeq ?? 0) > seq + 3 ? true : undefined), 5000);
   });

@@ -1,7 +1,7 @@
 // Agent and gateway over real gRPC on 127.0.0.1: the real agent code reading
 // fixture roots, the real gateway, the real query API.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -15,9 +15,9 @@ import { oversellV1 } from '../proto/load.js';
 import { addressesOf } from '../agent/stream/endpoint-discovery.js';
 import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
+import { copyFixtureHost } from './helpers/fake-host.js';
 import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
 
-const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -26,10 +26,7 @@ const CALM_PSI = 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.0
 
 /** The real agent, sampling every 50 ms from a private copy of the v2-systemd fixture host. */
 function fixtureAgent(nodeName: string, grpcPort: number, over: Partial<AgentOptions> = {}): RunningAgent {
-  const procRoot = join(work, nodeName, 'proc');
-  const cgroupRoot = join(work, nodeName, 'cgroup');
-  cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
-  cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
+  const { procRoot, cgroupRoot } = copyFixtureHost(join(work, nodeName));
   // The copied host was busy (cpu some avg10 49%); these tests start calm.
   writeFileSync(join(procRoot, 'pressure', 'cpu'), CALM_PSI);
   return startAgent({

@@ -12,6 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
 import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
+import { scrapeMetric } from '../helpers/metrics.js';
 import { ADMIN_KUBECONFIG, REPO, core, objects } from './cluster.js';
 import { eventually, fakeNode, startGatewayProcess, type FakeNode, type GatewayProc } from './fixtures.js';
 
@@ -71,10 +72,7 @@ const list = (token?: string) =>
     });
   });
 
-async function metric(series: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${gateway.ports.metrics}/metrics`)).text();
-  return Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-}
+const nodeMismatches = () => scrapeMetric(gateway.ports.metrics, 'oversell_auth_refusals_total', '{api="agent-stream",reason="node-mismatch"}');
 
 function tokenFile(name: string, token: string): string {
   const file = join(work, name);
@@ -132,14 +130,14 @@ describe('authenticated agents and query callers on a real control plane', { tim
   });
 
   it('the same token claiming another node is refused with PERMISSION_DENIED, counted, and nothing is stored', async () => {
-    const before = await metric('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}');
+    const before = await nodeMismatches();
     const victim = await fakeNode('e2e-auth-victim');
     nodes.push(victim);
     const token = readFileSync(join(work, 'token-a'), 'utf8');
     const agent = await victim.startAgent(gateway, tlsArgs(tokenFile('token-forged', token)), /gateway stream lost/);
     const lost = await agent.waitFor(/gateway stream lost/);
     assert.match(String(lost.reason), /PERMISSION_DENIED: .*runs on node e2e-auth-a and may not report for node e2e-auth-victim/);
-    assert.ok((await metric('oversell_auth_refusals_total{api="agent-stream",reason="node-mismatch"}')) > before);
+    assert.ok((await nodeMismatches()) > before);
     assert.ok(!(await list(await tokenFor('viewer'))).includes('e2e-auth-victim'));
   });
 

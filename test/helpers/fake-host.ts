@@ -92,3 +92,15 @@ export class FakeHost {
   }
 }
 
+
+/**
+ * A private copy of a real host's files (this 2-CPU VM's /proc and a v2
+ * systemd cgroup tree) under dir, for agents a test may change the files of.
+ */
+export function copyFixtureHost(dir: string): { procRoot: string; cgroupRoot: string } {
+  const procRoot = join(dir, 'proc');
+  const cgroupRoot = join(dir, 'cgroup');
+  cpSync(join(fixtures, 'proc', 'vm-2cpu'), procRoot, { recursive: true });
+  cpSync(join(fixtures, 'cgroup', 'v2-systemd'), cgroupRoot, { recursive: true });
+  return { procRoot, cgroupRoot };
+}
