@@ -192,7 +192,10 @@ export class NodeStore extends EventEmitter<StoreEvents> {
 /** Copies source's fields into target, recursing into nested messages; arrays are taken as they are. */
 function assignInto<T extends object>(target: T, source: T): T {
   const t = target as Record<string, unknown>;
-  for (const [key, value] of Object.entries(source)) {
+  const from = source as Record<string, unknown>;
+  // for..in, not Object.entries: no array per message on the ingest path.
+  for (const key in from) {
+    const value = from[key];
     const mine = t[key];
     if (value !== null && typeof value === 'object' && !Array.isArray(value) && mine !== null && typeof mine === 'object' && !Array.isArray(mine)) {
       assignInto(mine, value);
