@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { reviewNode, type NodeReviewDeps } from './node-review.js';
+import { NODE_REVIEW_FIELDS, readJsonFields } from './review-reader.js';
 import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';
 
 export interface WebhookPluginOptions extends FastifyPluginOptions {
@@ -38,6 +39,16 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
 
   const observe = (outcome: string, seconds: number) => metrics.observeWebhook(outcome, seconds);
   answerBodyFailures(app, observe, log);
+  // Only what reviewNode() reads is built (review-reader.ts); this plugin's
+  // context is its own, so the pod webhook keeps fastify's whole-body parser.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    try {
+      done(null, readJsonFields(body as Buffer, NODE_REVIEW_FIELDS));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
 
   app.post('/mutate/nodes', async (request, reply) => {
     const started = process.hrtime.bigint();
