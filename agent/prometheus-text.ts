@@ -1,7 +1,7 @@
 // Counters, gauges and histograms rendered in the Prometheus text format 0.0.4:
-// the few the agent needs, without prom-client. prom-client's import alone is
-// several MiB of the agent's RSS budget, and the agent has seven series.
-// The gateway keeps prom-client.
+// the few kinds the agent needs. The agent's CPU budget ruled out prom-client's
+// default collectors (agent/process-metrics.ts), and without them prom-client
+// was a whole library for a handful of series. The gateway keeps prom-client.
 
 export type MetricType = 'counter' | 'gauge' | 'histogram';
 
