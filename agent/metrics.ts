@@ -1,8 +1,9 @@
 // The agent's own Prometheus series on a small plain-HTTP port: what it costs
-// the node (sampling time, event-loop lag, process CPU and memory from the
-// default collectors) and how its streams fare.
+// the node (sampling time, event-loop lag, process CPU and memory) and how its
+// streams fare.
 import { createServer, type Server } from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, CounterFunc, Gauge, Histogram, Registry } from './prometheus-text.js';
+import { registerProcessMetrics } from './process-metrics.js';
 import type { GatewaySet } from './stream/gateway-set.js';
 
 export class AgentMetrics {
@@ -11,41 +12,33 @@ export class AgentMetrics {
   readonly samples: Counter<'result'>;
 
   constructor(gateways: () => GatewaySet | undefined) {
-    const registers = [this.registry];
-    // Includes nodejs_eventloop_lag_seconds, process_cpu_seconds_total, process_resident_memory_bytes.
-    collectDefaultMetrics({ register: this.registry, prefix: 'oversell_agent_' });
-    this.samplingDuration = new Histogram({
+    const r = this.registry;
+    this.samplingDuration = r.register(new Histogram({
       name: 'oversell_agent_sampling_duration_seconds',
       help: 'Time to read /proc, PSI and the pod cgroups for one sample.',
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
-      registers,
-    });
-    this.samples = new Counter({
+    }));
+    this.samples = r.register(new Counter({
       name: 'oversell_agent_samples_total',
       help: 'Samples taken, by result (ok, error).',
       labelNames: ['result'],
-      registers,
-    });
-    let counted = 0;
-    new Counter({
-      name: 'oversell_agent_stream_reconnects_total',
-      help: 'Reconnects of the gateway streams since the agent started.',
-      registers,
-      collect() {
-        const now = gateways()?.reconnects ?? counted;
-        if (now > counted) this.inc(now - counted);
-        counted = now;
-      },
-    });
-    new Gauge({
-      name: 'oversell_agent_gateways_connected',
-      help: 'Gateway replicas this agent is streaming to live.',
-      registers,
-      collect() {
-        const set = gateways();
-        this.set(set ? set.addresses.filter((a) => set.stream(a)?.live).length : 0);
-      },
-    });
+      initial: [{ result: 'ok' }, { result: 'error' }],
+    }));
+    // The streams each count their own reconnects and a closed stream takes its
+    // count with it, so the sum can drop: add up only its rises.
+    let total = 0;
+    let last = 0;
+    r.register(new CounterFunc('oversell_agent_stream_reconnects_total', 'Reconnects of the gateway streams since the agent started.', () => {
+      const now = gateways()?.reconnects ?? last;
+      if (now > last) total += now - last;
+      last = now;
+      return total;
+    }));
+    r.register(new Gauge('oversell_agent_gateways_connected', 'Gateway replicas this agent is streaming to live.', () => {
+      const set = gateways();
+      return set ? set.addresses.filter((a) => set.stream(a)?.live).length : 0;
+    }));
+    registerProcessMetrics(r, 'oversell_agent_');
   }
 
   /** /metrics and /healthz on host:port; resolves to the bound port. */

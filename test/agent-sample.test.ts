@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { detectCgroupLayout, listPodCgroups } from '../agent/sample/cgroup-layout.js';
+import { flatKeyedValue } from '../agent/sample/files.js';
 import { parseMeminfo } from '../agent/sample/meminfo.js';
 import { readPodCounters } from '../agent/sample/pod-counters.js';
 import { parsePsi } from '../agent/sample/pressure.js';
@@ -99,6 +100,25 @@ describe('/proc parsers on files copied from a real host', () => {
     assert.deepEqual(p, { some: { avg10: 49.19, avg60: 61.48 }, full: { avg10: 0.5, avg60: 0.25 } });
   });
 
+  it('flat keyed files: the value of the line that is exactly the key, not of a longer key containing it', () => {
+    const v1 = 'cache 10\ninactive_file 7\ntotal_cache 30\ntotal_inactive_file 21\n';
+    assert.equal(flatKeyedValue(v1, 'inactive_file'), 7);
+    assert.equal(flatKeyedValue(v1, 'total_inactive_file'), 21);
+    assert.equal(flatKeyedValue('usage_usec 123456789012\nuser_usec 1', 'usage_usec'), 123456789012);
+    assert.equal(flatKeyedValue('user_usec 1\nusage_usec 42', 'usage_usec'), 42, 'last line without a newline');
+    assert.equal(flatKeyedValue('anon_file 3\n', 'file'), undefined);
+    assert.equal(flatKeyedValue('file x\n', 'file'), undefined);
+    assert.equal(flatKeyedValue('', 'file'), undefined);
+  });
+
+  it('/proc/meminfo: keys are whole names (Inactive is not Inactive(file)), the first field is the line\'s first', () => {
+    const m = parseMeminfo('MemTotal:       1000 kB\nMemFree:         100 kB\nInactive:        500 kB\nInactive(file):   50 kB\n');
+    assert.equal(m.totalBytes, 1000 * 1024);
+    assert.equal(m.workingSetBytes, (1000 - 100 - 50) * 1024);
+    assert.equal(parseMeminfo('MemTotal: 1000 kB\nMemFree: 100 kB').workingSetBytes, 900 * 1024, 'no Inactive(file): nothing subtracted');
+    assert.throws(() => parseMeminfo('MemTotal: 1000 kB\nXMemFree: 100 kB\n'), /MemFree/);
+  });
+
   it('refuses garbage with the flag to check', () => {
     assert.throws(() => parseProcStat('hello'), /--proc-root/);
     assert.throws(() => parseMeminfo('hello'), /--proc-root/);
@@ -143,6 +163,34 @@ describe('NodeSampler over fixture roots whose counters move', () => {
       assert.equal(idle?.cpuUsageMillicores, 0);
     });
   }
+
+  it('pods that go and come back: a deleted pod leaves the report, a new cgroup at the same path waits one report like any new pod', () => {
+    const proc = join(dir, 'churn', 'proc');
+    const cg = join(dir, 'churn', 'cgroup');
+    cpSync(procFixture('vm-2cpu'), proc, { recursive: true });
+    cpSync(cgroupFixture('v2-systemd'), cg, { recursive: true, verbatimSymlinks: true });
+    const uid = '8a2d3c4b-6e7f-4a8b-9c0d-1e2f3a4b5c02';
+    const podDir = join(cg, 'kubepods.slice', 'kubepods-burstable.slice', `kubepods-burstable-pod${uid.replaceAll('-', '_')}.slice`);
+    const saved = join(dir, 'churn', 'saved-pod');
+    const sampler = new NodeSampler({ procRoot: proc, cgroupRoot: cg });
+    sampler.read(10_000, true);
+    assert.equal(sampler.read(11_000, true).pods.length, 3);
+
+    cpSync(podDir, saved, { recursive: true });
+    rmSync(podDir, { recursive: true });
+    const without = sampler.read(12_000, true).pods.map((p) => p.uid);
+    assert.equal(without.length, 2);
+    assert.ok(!without.includes(uid));
+
+    cpSync(saved, podDir, { recursive: true });
+    const cpuStat = join(podDir, 'cpu.stat');
+    writeFileSync(cpuStat, readFileSync(cpuStat, 'utf8').replace(/^usage_usec (\d+)/m, (_, n: string) => `usage_usec ${Number(n) + 1_000_000}`));
+    assert.ok(!sampler.read(13_000, true).pods.some((p) => p.uid === uid), 'back, but only primed');
+    writeFileSync(cpuStat, readFileSync(cpuStat, 'utf8').replace(/^usage_usec (\d+)/m, (_, n: string) => `usage_usec ${Number(n) + 500_000}`));
+    const back = sampler.read(14_000, true).pods.find((p) => p.uid === uid);
+    assert.equal(back?.cpuUsageMillicores, 500);
+    assert.equal(back?.memoryWorkingSetBytes, PODS[uid].workingSet);
+  });
 
   it('reports PSI as unavailable when the kernel has none', () => {
     const sampler = new NodeSampler({ procRoot: procFixture('no-psi'), cgroupRoot: cgroupFixture('v2-systemd') });

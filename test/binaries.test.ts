@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,10 @@ import { TokenBucket } from '../gateway/act/token-bucket.js';
 import { ChangeLog } from '../gateway/admit/webhook-plugin.js';
 import type { Logger } from '../lib/log.js';
 import { parseDuration } from '../lib/duration.js';
+import { startTestGateway } from './helpers/gateway.js';
+import { eventually } from './helpers/grpc.js';
 
+const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const bin = (name: string) => fileURLToPath(new URL(`../dist/${name}/main.js`, import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'oversell-bin-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -69,6 +72,30 @@ describe('binaries', () => {
     child.kill('SIGTERM');
     const code = await new Promise((r) => child.on('exit', r));
     assert.equal(code, 0);
+  });
+
+  it('the agent reports this machine\'s host facts, read by systeminformation in a child process, and stops on SIGTERM', async () => {
+    const gw = await startTestGateway();
+    const node = 'bin-host-facts';
+    const child = spawn(process.execPath, [bin('agent'), '--node-name', node, '--gateway', `127.0.0.1:${gw.ports.grpc}`,
+      '--cgroup-root', join(fixtures, 'cgroup', 'v2-systemd'), '--metrics-address', '', '--log-level', 'warn']);
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    child.stderr.on('data', (c: Buffer) => (out += c));
+    try {
+      const host = await eventually(() => gw.store.get(node)?.host ?? undefined, 20_000, `host facts at the gateway (agent output: ${out})`);
+      assert.equal(host.logicalCpus, cpus().length);
+      assert.equal(host.memoryTotalBytes, totalmem());
+      assert.equal(host.kernel, release());
+      assert.equal(host.cgroupMode, 'v2');
+      assert.equal(host.cgroupDriver, 'systemd');
+      assert.doesNotMatch(out, /could not read host facts/);
+      child.kill('SIGTERM');
+      assert.equal(await new Promise((r) => child.on('exit', r)), 0);
+    } finally {
+      child.kill('SIGKILL');
+      await gw.close();
+    }
   });
 });
 

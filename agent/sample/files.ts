@@ -43,14 +43,22 @@ export function subdirectories(path: string): string[] {
   }
 }
 
-/** Parses "key value" lines (cpu.stat, memory.stat) into numbers. */
-export function parseFlatKeyed(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const space = line.indexOf(' ');
-    if (space <= 0) continue;
-    const n = Number(line.slice(space + 1));
-    if (Number.isFinite(n)) out.set(line.slice(0, space), n);
+/**
+ * The number after `key ` on the line that starts with key, in "key value"
+ * files (cpu.stat, memory.stat); undefined if there is no such line or its
+ * value is not a number. Looks up the one key instead of parsing the ~50 lines
+ * of a memory.stat: the agent reads one per pod.
+ */
+export function flatKeyedValue(text: string, key: string): number | undefined {
+  const prefix = `${key} `;
+  let at = 0;
+  if (!text.startsWith(prefix)) {
+    const newline = text.indexOf(`\n${prefix}`);
+    if (newline < 0) return undefined;
+    at = newline + 1;
   }
-  return out;
+  at += prefix.length;
+  const end = text.indexOf('\n', at);
+  const n = Number(text.slice(at, end < 0 ? undefined : end));
+  return Number.isFinite(n) ? n : undefined;
 }

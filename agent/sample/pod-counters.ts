@@ -3,7 +3,7 @@
 // working set = usage - inactive_file, floored at zero.
 import { join } from 'node:path';
 import type { CgroupLayout, PodCgroup } from './cgroup-layout.js';
-import { parseFlatKeyed, readOptional } from './files.js';
+import { flatKeyedValue, readOptional } from './files.js';
 
 export interface PodCounters {
   /** Cumulative CPU time in nanoseconds. */
@@ -11,24 +11,45 @@ export interface PodCounters {
   workingSetBytes: number;
 }
 
-/** Undefined when the pod's cgroup vanished between listing and reading (pod deleted). */
-export function readPodCounters(layout: CgroupLayout, pod: PodCgroup): PodCounters | undefined {
+/** The files one pod's counters come from; worked out once per pod, read every pod report. */
+export interface PodFiles {
+  /** v2: cpu.stat (microseconds); v1: cpuacct.usage (nanoseconds). */
+  cpu: string;
+  /** v2: memory.current; v1: memory.usage_in_bytes. */
+  usage: string;
+  memoryStat: string;
+  v2: boolean;
+}
+
+export function podFiles(layout: CgroupLayout, pod: PodCgroup): PodFiles {
   if (layout.mode === 'v2') {
     const dir = join(layout.memoryRoot, pod.path);
-    const cpuStat = readOptional(join(dir, 'cpu.stat'));
-    const current = readOptional(join(dir, 'memory.current'));
-    const memStat = readOptional(join(dir, 'memory.stat'));
-    if (cpuStat === undefined || current === undefined) return undefined;
-    const usageUsec = parseFlatKeyed(cpuStat).get('usage_usec') ?? 0;
-    const inactiveFile = memStat ? (parseFlatKeyed(memStat).get('inactive_file') ?? 0) : 0;
-    return { cpuNanos: usageUsec * 1000, workingSetBytes: Math.max(0, Number(current) - inactiveFile) };
+    return { cpu: join(dir, 'cpu.stat'), usage: join(dir, 'memory.current'), memoryStat: join(dir, 'memory.stat'), v2: true };
   }
-  const cpuUsage = readOptional(join(layout.cpuRoot, pod.path, 'cpuacct.usage'));
   const memDir = join(layout.memoryRoot, pod.path);
-  const usage = readOptional(join(memDir, 'memory.usage_in_bytes'));
-  const memStat = readOptional(join(memDir, 'memory.stat'));
-  if (cpuUsage === undefined || usage === undefined) return undefined;
+  return {
+    cpu: join(layout.cpuRoot, pod.path, 'cpuacct.usage'),
+    usage: join(memDir, 'memory.usage_in_bytes'),
+    memoryStat: join(memDir, 'memory.stat'),
+    v2: false,
+  };
+}
+
+/** Undefined when the pod's cgroup vanished between listing and reading (pod deleted). */
+export function readPodFiles(files: PodFiles): PodCounters | undefined {
+  const cpu = readOptional(files.cpu);
+  const usage = readOptional(files.usage);
+  const memStat = readOptional(files.memoryStat);
+  if (cpu === undefined || usage === undefined) return undefined;
+  if (files.v2) {
+    const inactiveFile = memStat ? (flatKeyedValue(memStat, 'inactive_file') ?? 0) : 0;
+    return { cpuNanos: (flatKeyedValue(cpu, 'usage_usec') ?? 0) * 1000, workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
+  }
   // total_* includes the pod's containers, which is what the pod-level number means.
-  const inactiveFile = memStat ? (parseFlatKeyed(memStat).get('total_inactive_file') ?? 0) : 0;
-  return { cpuNanos: Number(cpuUsage), workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
+  const inactiveFile = memStat ? (flatKeyedValue(memStat, 'total_inactive_file') ?? 0) : 0;
+  return { cpuNanos: Number(cpu), workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
+}
+
+export function readPodCounters(layout: CgroupLayout, pod: PodCgroup): PodCounters | undefined {
+  return readPodFiles(podFiles(layout, pod));
 }

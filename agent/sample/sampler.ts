@@ -7,7 +7,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { detectCgroupLayout, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
 import { readOptional } from './files.js';
 import { parseMeminfo } from './meminfo.js';
-import { readPodCounters, type PodCounters } from './pod-counters.js';
+import { podFiles, readPodFiles, type PodCounters, type PodFiles } from './pod-counters.js';
 import { parsePsi } from './pressure.js';
 import { cpuMillicoresBetween, parseProcStat, type CpuTimes } from './proc-stat.js';
 
@@ -22,13 +22,19 @@ export type UsageReading = Omit<Sample__Output, 'seq' | 'requests'>;
 export class NodeSampler {
   readonly #procRoot: string;
   readonly #cgroupRoot: string;
+  readonly #psiCpu: string;
+  readonly #psiMemory: string;
   #layout: CgroupLayout;
   #prevCpu: CpuTimes;
   #prevPods = new Map<string, PodCounters & { atMs: number }>();
+  /** By pod cgroup path: the pod set changes rarely, its file paths need not be rebuilt every report. */
+  #podFiles = new Map<string, PodFiles>();
 
   constructor(options: SamplerOptions) {
     this.#procRoot = options.procRoot;
     this.#cgroupRoot = options.cgroupRoot;
+    this.#psiCpu = join(this.#procRoot, 'pressure', 'cpu');
+    this.#psiMemory = join(this.#procRoot, 'pressure', 'memory');
     this.#layout = detectCgroupLayout(this.#cgroupRoot);
     this.#prevCpu = this.#readCpu();
   }
@@ -65,8 +71,8 @@ export class NodeSampler {
   }
 
   #readPressure(): Pressure__Output {
-    const cpu = readOptional(join(this.#procRoot, 'pressure', 'cpu'));
-    const memory = readOptional(join(this.#procRoot, 'pressure', 'memory'));
+    const cpu = readOptional(this.#psiCpu);
+    const memory = readOptional(this.#psiMemory);
     if (cpu === undefined || memory === undefined) {
       const zero = { avg10: 0, avg60: 0 };
       return { available: false, cpuSome: zero, cpuFull: zero, memorySome: zero, memoryFull: zero };
@@ -81,9 +87,12 @@ export class NodeSampler {
     // The kubelet may create kubepods after the agent started.
     if (this.#layout.driver === undefined) this.#layout = detectCgroupLayout(this.#cgroupRoot);
     const seen = new Map<string, PodCounters & { atMs: number }>();
+    const files = new Map<string, PodFiles>();
     const out: PodUsage__Output[] = [];
     for (const pod of listPodCgroups(this.#layout)) {
-      const counters = readPodCounters(this.#layout, pod);
+      const f = this.#podFiles.get(pod.path) ?? podFiles(this.#layout, pod);
+      files.set(pod.path, f);
+      const counters = readPodFiles(f);
       if (!counters) continue;
       seen.set(pod.uid, { ...counters, atMs: nowMs });
       const prev = this.#prevPods.get(pod.uid);
@@ -97,6 +106,7 @@ export class NodeSampler {
       });
     }
     this.#prevPods = seen;
+    this.#podFiles = files;
     return out;
   }
 }

@@ -271,6 +271,7 @@ function verify(label, objects) {
     check(where(ds), spec.priorityClassName === 'system-node-critical', 'system-node-critical');
     check(where(ds), ds.spec.updateStrategy?.type === 'RollingUpdate' && ds.spec.updateStrategy.rollingUpdate?.maxUnavailable, 'rolling update with maxUnavailable');
     check(where(ds), env.NODE_NAME?.fieldRef?.fieldPath === 'spec.nodeName', 'NODE_NAME from the downward API');
+    check(where(ds), c?.command?.[0] === '/nodejs/bin/node' && c.command.includes('--jitless') && c.command.at(-1) === '/app/dist/agent/main.js', `agent runs dist/agent/main.js on node --jitless (what bench/agent-overhead.ts measures): ${c?.command}`);
     check(where(ds), env.OVERSELL_GATEWAY_DISCOVERY === `${ns}/oversell-gateway-agents`, `OVERSELL_GATEWAY_DISCOVERY ${env.OVERSELL_GATEWAY_DISCOVERY}`);
     for (const host of ['/proc', '/sys/fs/cgroup']) {
       const vol = spec.volumes?.find((v) => v.hostPath?.path === host);
