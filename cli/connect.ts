@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { CoreV1Api, KubeConfig, PortForward } from '@kubernetes/client-node';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
-import { oversellV1 } from '../proto/load.js';
+import { nodeUsageClient } from '../proto/node-summaries-codec.js';
 
 export interface Connection {
   client: NodeUsageClient;
@@ -44,7 +44,7 @@ function client(address: string, s: Security): NodeUsageClient {
   // A full list of a large cluster is several MB; the default 4 MB receive limit would refuse it.
   const options: grpc.ChannelOptions = { 'grpc.max_receive_message_length': 256 * 1024 * 1024 };
   if (s.ca) Object.assign(options, { 'grpc.ssl_target_name_override': s.serverName, 'grpc.default_authority': s.serverName });
-  return new (oversellV1().NodeUsage)(address, s.ca ? grpc.credentials.createSsl(s.ca) : grpc.credentials.createInsecure(), options);
+  return new (nodeUsageClient())(address, s.ca ? grpc.credentials.createSsl(s.ca) : grpc.credentials.createInsecure(), options);
 }
 
 function connection(c: NodeUsageClient, target: string, s: Security, close: () => void): Connection {

@@ -6,8 +6,9 @@ import { dumpYaml } from '@kubernetes/client-node';
 import { Command, Option } from 'commander';
 import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
+import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import { connect, ConnectError, explainGrpcError, type ConnectOptions, type Connection } from './connect.js';
-import { renderDescribe, renderPolicies, renderTop, sortNodes, type SortKey, type Style } from './render.js';
+import { renderDescribe, renderPolicies, renderTop, rowOfStatus, rowsOfSummaries, sortNodes, type SortKey, type Style, type TopRow } from './render.js';
 
 const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kubectl oversell' : 'oversell')
   .description('Live node usage, raw and granted allocatable, and why, from the oversell gateway.')
@@ -71,11 +72,21 @@ program
       process.exit(2);
     }
     const req = { labelSelector: o.selector ?? '', policy: o.policy ?? '' };
+    const wide = o.output === 'wide';
+    const showRows = (rows: TopRow[]) => process.stdout.write(renderTop(sortNodes(rows, o.sortBy), style(), wide));
+    // json and yaml print every field of every node: the full view.
     const show = (nodes: NodeStatus__Output[]) => {
-      const sorted = sortNodes(nodes, o.sortBy);
-      print({ nodes: sorted }, o.output, () => renderTop(sorted, style(), o.output === 'wide'));
+      const byName = new Map(nodes.map((n) => [n.name, n]));
+      const sorted = sortNodes(nodes.map(rowOfStatus), o.sortBy);
+      print({ nodes: sorted.map((r) => byName.get(r.name)) }, o.output, () => renderTop(sorted, style(), wide));
     };
     await withConnection(async (c) => {
+      if (!o.watch && (o.output === 'table' || wide)) {
+        // The table needs only a few columns: the summary, which at fleet scale costs a fraction of the full list.
+        const res = await unary<typeof req, NodeSummaries__Output>(c, c.client.ListNodeSummaries.bind(c.client), req);
+        showRows(rowsOfSummaries(res));
+        return;
+      }
       if (!o.watch) {
         const res = await unary<typeof req, { nodes: NodeStatus__Output[] }>(c, c.client.ListNodes.bind(c.client), req);
         show(res.nodes);

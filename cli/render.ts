@@ -1,6 +1,7 @@
 // What the CLI prints, as pure functions of the query API's answers, so the
 // output is tested against golden files.
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
+import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
 import { formatDuration } from '../lib/duration.js';
 
@@ -34,12 +35,71 @@ const ratio = (granted: number, raw: number) => (raw > 0 ? `${(granted / raw).to
 
 export type SortKey = 'name' | 'cpu' | 'memory' | 'ratio' | 'age';
 
-export function sortNodes(nodes: NodeStatus__Output[], by: SortKey): NodeStatus__Output[] {
-  const key: Record<SortKey, (n: NodeStatus__Output) => number | string> = {
+/**
+ * One line of `oversell top`: what the table shows of a node, from a full
+ * NodeStatus (watch, one node) or from a column of NodeSummaries (the list,
+ * which at fleet scale is only affordable as columns).
+ */
+export interface TopRow {
+  name: string;
+  connected: boolean;
+  ageMs: number;
+  /** Undefined before the node's first sample. */
+  usage: { cpuMillicores: number; memoryBytes: number; capacityCpuMillicores: number; capacityMemoryBytes: number } | undefined;
+  requests: { cpuMillicores: number; memoryBytes: number } | undefined;
+  /** PSI some avg10, when the kernel has PSI. */
+  pressure: { cpu: number; memory: number } | undefined;
+  raw: { cpuMillicores: number; memoryBytes: number } | undefined;
+  /** The decision; undefined until raw allocatable is known. */
+  decision: { cpuMillicores: number; memoryBytes: number; cpuBound: string; memoryBound: string } | undefined;
+  policy: string;
+  samples: number;
+}
+
+export function rowOfStatus(n: NodeStatus__Output): TopRow {
+  const s = n.latest;
+  const p = s?.pressure;
+  const d = n.decision;
+  return {
+    name: n.name,
+    connected: n.connected,
+    ageMs: n.ageMs,
+    usage: s ? { cpuMillicores: s.cpuUsageMillicores, memoryBytes: s.memoryWorkingSetBytes, capacityCpuMillicores: s.capacity?.cpuMillicores ?? 0, capacityMemoryBytes: s.capacity?.memoryBytes ?? 0 } : undefined,
+    requests: s?.requests?.known ? { cpuMillicores: s.requests.cpuMillicores, memoryBytes: s.requests.memoryBytes } : undefined,
+    pressure: p?.available ? { cpu: p.cpuSome?.avg10 ?? 0, memory: p.memorySome?.avg10 ?? 0 } : undefined,
+    raw: n.rawAllocatableKnown && n.rawAllocatable ? { cpuMillicores: n.rawAllocatable.cpuMillicores, memoryBytes: n.rawAllocatable.memoryBytes } : undefined,
+    decision: d ? { cpuMillicores: d.allocatable?.cpuMillicores ?? 0, memoryBytes: d.allocatable?.memoryBytes ?? 0, cpuBound: d.cpuBound, memoryBound: d.memoryBound } : undefined,
+    policy: n.policy,
+    samples: n.window?.samples ?? 0,
+  };
+}
+
+export function rowsOfSummaries(c: NodeSummaries__Output): TopRow[] {
+  const text = (i: number | undefined) => c.texts[i ?? 0] ?? '';
+  return c.name.map((name, i) => ({
+    name,
+    connected: c.connected[i] ?? false,
+    ageMs: c.ageMs[i] ?? 0,
+    usage: c.hasSample[i]
+      ? { cpuMillicores: c.cpuUsageMillicores[i] ?? 0, memoryBytes: c.memoryWorkingSetBytes[i] ?? 0, capacityCpuMillicores: c.capacityCpuMillicores[i] ?? 0, capacityMemoryBytes: c.capacityMemoryBytes[i] ?? 0 }
+      : undefined,
+    requests: c.requestsKnown[i] ? { cpuMillicores: c.requestsCpuMillicores[i] ?? 0, memoryBytes: c.requestsMemoryBytes[i] ?? 0 } : undefined,
+    pressure: c.pressureAvailable[i] ? { cpu: c.cpuPressure[i] ?? 0, memory: c.memoryPressure[i] ?? 0 } : undefined,
+    raw: c.rawAllocatableKnown[i] ? { cpuMillicores: c.rawCpuMillicores[i] ?? 0, memoryBytes: c.rawMemoryBytes[i] ?? 0 } : undefined,
+    decision: c.rawAllocatableKnown[i]
+      ? { cpuMillicores: c.allocatableCpuMillicores[i] ?? 0, memoryBytes: c.allocatableMemoryBytes[i] ?? 0, cpuBound: text(c.cpuBound[i]), memoryBound: text(c.memoryBound[i]) }
+      : undefined,
+    policy: text(c.policy[i]),
+    samples: c.windowSamples[i] ?? 0,
+  }));
+}
+
+export function sortNodes(nodes: TopRow[], by: SortKey): TopRow[] {
+  const key: Record<SortKey, (n: TopRow) => number | string> = {
     name: (n) => n.name,
-    cpu: (n) => -(n.latest?.cpuUsageMillicores ?? 0),
-    memory: (n) => -(n.latest?.memoryWorkingSetBytes ?? 0),
-    ratio: (n) => -((n.decision?.allocatable?.cpuMillicores ?? 0) / Math.max(1, n.rawAllocatable?.cpuMillicores ?? 1)),
+    cpu: (n) => -(n.usage?.cpuMillicores ?? 0),
+    memory: (n) => -(n.usage?.memoryBytes ?? 0),
+    ratio: (n) => -((n.decision?.cpuMillicores ?? 0) / Math.max(1, n.raw?.cpuMillicores ?? 1)),
     age: (n) => -n.ageMs,
   };
   const k = key[by];
@@ -50,17 +110,17 @@ export function sortNodes(nodes: NodeStatus__Output[], by: SortKey): NodeStatus_
   });
 }
 
-function ageCell(style: Style, n: NodeStatus__Output): string {
-  if (!n.latest) return red(style, 'no data');
+function ageCell(style: Style, n: TopRow): string {
+  if (!n.usage) return red(style, 'no data');
   const text = formatDuration(n.ageMs);
   const bound = n.decision?.cpuBound;
   return bound === 'stale' ? red(style, text) : n.connected ? text : yellow(style, `${text} (agent gone)`);
 }
 
-function pressureCell(style: Style, n: NodeStatus__Output): string {
-  const p = n.latest?.pressure;
-  if (!p?.available) return '-';
-  const text = `${(p.cpuSome?.avg10 ?? 0).toFixed(0)}/${(p.memorySome?.avg10 ?? 0).toFixed(0)}`;
+function pressureCell(style: Style, n: TopRow): string {
+  const p = n.pressure;
+  if (!p) return '-';
+  const text = `${p.cpu.toFixed(0)}/${p.memory.toFixed(0)}`;
   return n.decision?.cpuBound === 'pressure' || n.decision?.memoryBound === 'pressure' ? red(style, text) : text;
 }
 
@@ -72,30 +132,30 @@ function allocCell(style: Style, granted: number | undefined, raw: number | unde
 }
 
 /** `oversell top nodes`: like `kubectl top nodes`, plus what oversell did. */
-export function renderTop(nodes: NodeStatus__Output[], style: Style, wide = false): string {
+export function renderTop(nodes: TopRow[], style: Style, wide = false): string {
   const head = ['NAME', 'CPU(cores)', 'CPU%', 'MEMORY(bytes)', 'MEMORY%', 'ALLOCATABLE CPU', 'REQUESTED CPU', 'ALLOCATABLE MEMORY', 'REQUESTED MEMORY', 'RATIO', 'PSI CPU/MEM', 'DATA AGE'];
   if (wide) head.push('POLICY', 'CPU BOUND', 'MEMORY BOUND', 'SAMPLES');
   const rows = [head];
   for (const n of nodes) {
-    const cap = n.latest?.capacity;
-    const raw = n.rawAllocatableKnown ? n.rawAllocatable : undefined;
-    const alloc = n.decision?.allocatable;
-    const req = n.latest?.requests;
+    const u = n.usage;
+    const raw = n.raw;
+    const alloc = n.decision;
+    const req = n.requests;
     const row = [
       n.name,
-      n.latest ? cores(n.latest.cpuUsageMillicores) : '-',
-      n.latest ? pct(n.latest.cpuUsageMillicores, cap?.cpuMillicores ?? 0) : '-',
-      n.latest ? bytes(n.latest.memoryWorkingSetBytes) : '-',
-      n.latest ? pct(n.latest.memoryWorkingSetBytes, cap?.memoryBytes ?? 0) : '-',
+      u ? cores(u.cpuMillicores) : '-',
+      u ? pct(u.cpuMillicores, u.capacityCpuMillicores) : '-',
+      u ? bytes(u.memoryBytes) : '-',
+      u ? pct(u.memoryBytes, u.capacityMemoryBytes) : '-',
       allocCell(style, alloc?.cpuMillicores, raw?.cpuMillicores, cores),
-      req?.known ? cores(req.cpuMillicores) : '?',
+      req ? cores(req.cpuMillicores) : '?',
       allocCell(style, alloc?.memoryBytes, raw?.memoryBytes, bytes),
-      req?.known ? bytes(req.memoryBytes) : '?',
+      req ? bytes(req.memoryBytes) : '?',
       raw && alloc ? `${ratio(alloc.cpuMillicores, raw.cpuMillicores)}/${ratio(alloc.memoryBytes, raw.memoryBytes)}` : '-',
       pressureCell(style, n),
       ageCell(style, n),
     ];
-    if (wide) row.push(n.policy || '-', n.decision?.cpuBound ?? '-', n.decision?.memoryBound ?? '-', String(n.window?.samples ?? 0));
+    if (wide) row.push(n.policy || '-', n.decision?.cpuBound ?? '-', n.decision?.memoryBound ?? '-', String(n.samples));
     rows.push(row);
   }
   return table(rows);

@@ -173,6 +173,13 @@ describe('authenticated gateway over gRPC/TLS', () => {
     await assert.rejects(list(c, 'stranger'), (e: grpc.ServiceError) => e.code === grpc.status.PERMISSION_DENIED && /mallory may not list nodeusages.oversell.io/.test(e.details));
     await assert.rejects(list(c, 'forged'), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED);
     assert.equal(await refusals('{api="query",reason="permission-denied"}'), 1);
+    // The summary of the same nodes is a list too: same check, same answers.
+    const summaries = (token?: string) =>
+      new Promise<string[]>((resolve, reject) => c.ListNodeSummaries({}, md(token), (err, res) => (err ? reject(err) : resolve(res?.name ?? []))));
+    assert.deepEqual(await summaries('viewer'), ['node-a']);
+    await assert.rejects(summaries(), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED && /bearer token/.test(e.details));
+    await assert.rejects(summaries('stranger'), (e: grpc.ServiceError) => e.code === grpc.status.PERMISSION_DENIED && /mallory may not list nodeusages.oversell.io/.test(e.details));
+    assert.equal(await refusals('{api="query",reason="permission-denied"}'), 2);
     c.close();
   });
 

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
-import { renderDescribe, renderPolicies, renderTop, sortNodes } from '../cli/render.js';
+import { renderDescribe, renderPolicies, renderTop, rowOfStatus, sortNodes } from '../cli/render.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const GI = 1024 ** 3;
@@ -61,15 +61,17 @@ const NODES = [
   node('worker-d', { cpu: 900, mem: 4 * GI, raw: [7910, 30 * GI], alloc: [12000, 33 * GI], bound: ['headroom', 'headroom'], age: 400, policy: 'trial', dryRun: true }),
 ];
 
+const ROWS = NODES.map(rowOfStatus);
+
 describe('CLI rendering (golden files)', () => {
-  it('top nodes, sorted by name', () => assertGolden('top.txt', renderTop(sortNodes(NODES, 'name'), { color: false })));
-  it('top nodes -o wide, sorted by cpu', () => assertGolden('top-wide.txt', renderTop(sortNodes(NODES, 'cpu'), { color: false }, true)));
+  it('top nodes, sorted by name', () => assertGolden('top.txt', renderTop(sortNodes(ROWS, 'name'), { color: false })));
+  it('top nodes -o wide, sorted by cpu', () => assertGolden('top-wide.txt', renderTop(sortNodes(ROWS, 'cpu'), { color: false }, true)));
   it('colours only when asked: green for inflated, red for pressure and stale', () => {
-    const colored = renderTop(sortNodes(NODES, 'name'), { color: true });
+    const colored = renderTop(sortNodes(ROWS, 'name'), { color: true });
     assert.match(colored, /\x1b\[32m7910m->15820m\x1b\[0m/);
     assert.match(colored, /\x1b\[31m55\/12\x1b\[0m/);
     assert.match(colored, /\x1b\[31m45s\x1b\[0m/);
-    assert.doesNotMatch(renderTop(NODES, { color: false }), /\x1b/);
+    assert.doesNotMatch(renderTop(ROWS, { color: false }), /\x1b/);
   });
   it('describe node', () => assertGolden('describe-worker-a.txt', renderDescribe(NODES[1]!, { color: false })));
   it('describe node in DryRun', () => assertGolden('describe-worker-d.txt', renderDescribe(NODES[3]!, { color: false })));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
-import { lastWindow, percentile, statistic, summarize, type WindowPoint } from '../gateway/decide/usage-stats.js';
+import { lastWindow, percentile, statistic, summarize, windowStart, windowStatistic, type WindowPoint } from '../gateway/decide/usage-stats.js';
 
 const GI = 1024 ** 3;
 const raw = { cpuMillicores: 7910n, memoryBytes: 3778260n * 1024n };
@@ -296,7 +296,45 @@ describe('decide: properties over random inputs', () => {
   });
 
   it('is deterministic: same input, same output and reason', () => {
-    fc.assert(fc.property(arbInput, (i) => assert.deepEqual(decide(i), decide(i))), { numRuns: 300 });
+    fc.assert(
+      fc.property(arbInput, (i) => {
+        assert.deepEqual(decide(i), decide(i));
+        assert.equal(decide(i).reason, decide(i).reason);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('the reason, built when first read, is the one of decision time even if the input changed since', () => {
+    fc.assert(
+      fc.property(arbInput, fc.integer({ min: 0, max: 120_000 }), (i, laterAgeMs) => {
+        const expected = decide(i).reason;
+        const u = i.usage && { ...i.usage, requests: { ...i.usage.requests } };
+        const nodeMax = i.nodeMaxRatio && { ...i.nodeMaxRatio };
+        const d = decide({ ...i, usage: u, nodeMaxRatio: nodeMax });
+        if (u) {
+          u.ageMs = laterAgeMs;
+          u.requests.cpuMillicores += 1000;
+          u.requests.known = !u.requests.known;
+        }
+        if (nodeMax) nodeMax.cpu = 1;
+        assert.equal(d.reason, expected);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('the window statistic without copies equals the statistic of the window', () => {
+    fc.assert(
+      fc.property(arbPoints, fc.integer({ min: 1000, max: 60_000 }), fc.constantFrom('p50', 'p90', 'p95', 'p99', 'max', 'avg' as const), (pts, windowMs, which) => {
+        const from = windowStart(pts, windowMs);
+        assert.equal(from, pts.length - lastWindow(pts, windowMs).length);
+        for (const field of ['cpuMillicores', 'memoryBytes'] as const) {
+          assert.equal(windowStatistic(pts, from, field, which), statistic(lastWindow(pts, windowMs).map((p) => p[field]), which));
+        }
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
 

@@ -7,6 +7,11 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
+import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
+import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
+import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
+import { nodeUsageClient } from '../proto/node-summaries-codec.js';
+import { rowOfStatus, rowsOfSummaries } from '../cli/render.js';
 import { parseLabelSelector, SelectorError } from '../lib/label-selector.js';
 import { matches } from '../gateway/decide/select-policy.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
@@ -148,12 +153,87 @@ describe('NodeUsage over real gRPC', () => {
   });
 });
 
+describe('ListNodeSummaries: the columns of oversell top', () => {
+  const NOW = Date.now();
+  let g: TestGateway;
+  const ingest = (name: string, streamId: number, s: Sample__Output) => g.store.ingest(name, streamId, s, NOW - 700);
+  before(async () => {
+    g = await startTestGateway({ policies, now: () => NOW });
+    const nodes: Array<[string, Record<string, string>, Partial<Sample__Output>, boolean]> = [
+      ['b-1', { pool: 'batch', zone: 'a' }, {}, true],
+      ['b-2', { pool: 'batch', zone: 'b' }, { cpuUsageMillicores: 7000, pressure: { available: true, cpuSome: { avg10: 80, avg60: 50 }, cpuFull: null, memorySome: { avg10: 3.5, avg60: 1 }, memoryFull: null } }, true],
+      ['w-1', { pool: 'web' }, { requests: { cpuMillicores: 0, memoryBytes: 0, podCount: 0, known: false } }, true],
+      ['x-1', { pool: 'other' }, {}, true], // no policy selects it
+      ['n-1', { pool: 'batch' }, {}, false], // raw allocatable not seen yet: no decision
+    ];
+    let id = 500;
+    for (const [name, labels, over, observed] of nodes) {
+      id += 1;
+      g.store.attach(name, 'i', null, id);
+      for (let seq = 1; seq <= 3; seq++) ingest(name, id, { ...sample(seq), timestampMs: NOW - (4 - seq) * 1000, ...over });
+      if (observed) g.store.observe(name, { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, NOW);
+    }
+    g.store.attach('empty', 'i', null, 900); // attached, never sampled
+    g.store.detach('b-1', 501);
+  });
+  after(() => g.close());
+
+  const summaries = (client: NodeUsageClient, req: { labelSelector?: string; policy?: string } = {}) =>
+    new Promise<NodeSummaries__Output>((resolve, reject) =>
+      client.ListNodeSummaries({ labelSelector: req.labelSelector ?? '', policy: req.policy ?? '' }, (err, res) => (err || !res ? reject(err) : resolve(res))),
+    );
+  const statuses = (req: { labelSelector?: string; policy?: string } = {}) =>
+    new Promise<NodeStatus__Output[]>((resolve, reject) =>
+      queryClient(g.ports.grpc).ListNodes({ labelSelector: req.labelSelector ?? '', policy: req.policy ?? '' }, (err, res) => (err ? reject(err) : resolve(res?.nodes ?? []))),
+    );
+
+  it('shows the same numbers as the full view for the same nodes', async () => {
+    const full = (await statuses()).map(rowOfStatus);
+    const rows = rowsOfSummaries(await summaries(queryClient(g.ports.grpc)));
+    assert.deepEqual(rows, full);
+    assert.deepEqual(rows.map((r) => r.name), ['b-1', 'b-2', 'empty', 'n-1', 'w-1', 'x-1']);
+    // Every kind of row is there: gone agent, pressure, unknown requests, no policy, no decision, no sample.
+    const by = Object.fromEntries(rows.map((r) => [r.name, r]));
+    assert.equal(by['b-1']?.connected, false);
+    assert.equal(by['b-1']?.ageMs, 700);
+    assert.equal(by['b-2']?.decision?.cpuBound, 'pressure');
+    assert.deepEqual(by['b-2']?.pressure, { cpu: 80, memory: 3.5 });
+    assert.equal(by['w-1']?.requests, undefined);
+    assert.equal(by['x-1']?.policy, '');
+    assert.equal(by['n-1']?.decision, undefined);
+    assert.equal(by['empty']?.usage, undefined);
+    assert.equal(by['b-1']?.samples, 3);
+  });
+
+  it('decodes the same with protobufjs and with the column decoder of the CLI', async () => {
+    const c = new (nodeUsageClient())(`127.0.0.1:${g.ports.grpc}`, grpc.credentials.createInsecure());
+    try {
+      assert.deepEqual(await summaries(c), await summaries(queryClient(g.ports.grpc)));
+    } finally {
+      c.close();
+    }
+  });
+
+  it('honours the label selector and the policy filter like ListNodes, and refuses a bad selector', async () => {
+    const c = queryClient(g.ports.grpc);
+    for (const req of [{ labelSelector: 'pool=batch' }, { labelSelector: 'zone in (a),pool!=web' }, { policy: 'web' }, { policy: 'batch', labelSelector: 'zone=b' }, { labelSelector: '!zone' }]) {
+      assert.deepEqual(rowsOfSummaries(await summaries(c, req)), (await statuses(req)).map(rowOfStatus), JSON.stringify(req));
+    }
+    assert.deepEqual((await summaries(c, { policy: 'nope' })).name, []);
+    await assert.rejects(summaries(c, { labelSelector: 'pool in (batch' }), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && /unbalanced/.test(e.details));
+  });
+});
+
 describe('NodeUsage while not ready', () => {
   it('answers UNAVAILABLE with why, and health says NOT_SERVING', async () => {
     const waiting = { ...listPolicySource([]), notReady: () => 'OversellPolicy watch not synced' };
     const g = await startTestGateway({ policies: waiting });
     try {
       await assert.rejects(getNode(queryClient(g.ports.grpc), 'x'), (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE && /not synced/.test(e.details));
+      await assert.rejects(
+        new Promise((resolve, reject) => queryClient(g.ports.grpc).ListNodeSummaries({}, (err, r) => (err ? reject(err) : resolve(r)))),
+        (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE && /not synced/.test(e.details),
+      );
       const ready = await fetch(`http://127.0.0.1:${g.ports.metrics}/readyz`);
       assert.equal(ready.status, 503);
     } finally {

@@ -18,7 +18,7 @@
 // bound (pods would be rejected on a kubelet restart), and never exceeds the cap
 // unless bound requests already do. Stale data, pressure, a missing policy give
 // the floor. Hysteresis holds small rises back; a fall is never delayed.
-import { lastWindow, statistic, type Statistic, type WindowPoint } from './usage-stats.js';
+import { windowStart, windowStatistic, type Statistic, type WindowPoint } from './usage-stats.js';
 
 export interface ResourcePolicy {
   /** Hard ceiling on granted / raw. */
@@ -136,25 +136,36 @@ interface ResourceContext {
   requests: number | undefined;
   policy: ResourcePolicy | undefined;
   maxRatio: number;
-  window: ArrayLike<number>;
+  /** The window is points[from..]. */
+  points: readonly WindowPoint[];
+  from: number;
+  field: 'cpuMillicores' | 'memoryBytes';
   underPressure: boolean;
   stale: boolean;
   noData: boolean;
   previous: bigint | undefined;
   hysteresis: number;
+  dryRun: boolean;
 }
 
-function decideResource(c: ResourceContext): Omit<ResourceDecision, 'applied'> {
+// Object spread here cost 4x the whole decision: `{ ...a, x }` leaves V8 with a
+// slow-mode object that every later field access pays for (65 -> 17 µs per
+// decide, measured). Every ResourceDecision is built by this one literal, so
+// they all share one shape.
+function resourceDecision(c: ResourceContext, granted: bigint, bound: Bound, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
+  return { raw: c.raw, granted, applied: c.dryRun ? floor : granted, bound, floor, cap, usage, headroom };
+}
+
+function decideResource(c: ResourceContext): ResourceDecision {
   const bound = c.requests === undefined ? 0n : BigInt(Math.ceil(c.requests));
   const floor = maxBig(c.raw, bound);
   const cap = maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw);
-  const at = (which: Bound, granted = floor) => ({ raw: c.raw, granted, bound: which, floor, cap, usage: undefined, headroom: undefined });
-  if (c.noData) return at('no-data', c.raw);
-  if (!c.policy) return at('no-policy');
-  if (c.stale) return at('stale');
-  if (c.underPressure) return at('pressure');
+  if (c.noData) return resourceDecision(c, c.raw, 'no-data', floor, cap, undefined, undefined);
+  if (!c.policy) return resourceDecision(c, floor, 'no-policy', floor, cap, undefined, undefined);
+  if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
+  if (c.underPressure) return resourceDecision(c, floor, 'pressure', floor, cap, undefined, undefined);
 
-  const usage = statistic(c.window, c.policy.statistic);
+  const usage = windowStatistic(c.points, c.from, c.field, c.policy.statistic);
   const h = headroom(Number(c.raw), c.requests ?? 0, usage, c.policy);
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
@@ -171,30 +182,54 @@ function decideResource(c: ResourceContext): Omit<ResourceDecision, 'applied'> {
       which = 'hysteresis';
     }
   }
-  return { raw: c.raw, granted, bound: which, floor, cap, usage, headroom: hRounded };
+  return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
 }
 
-/** One field of the window as a typed array, filled by a plain loop (Float64Array.from with a map function is slow). */
-function column(window: readonly WindowPoint[], field: 'cpuMillicores' | 'memoryBytes'): Float64Array {
-  const out = new Float64Array(window.length);
-  for (let i = 0; i < window.length; i++) out[i] = window[i]?.[field] ?? 0;
-  return out;
-}
-
-function pressureSince(points: readonly WindowPoint[], sinceMs: number, hit: (p: WindowPoint) => boolean): boolean {
+function cpuPressureSince(points: readonly WindowPoint[], sinceMs: number, threshold: number): boolean {
   for (let i = points.length - 1; i >= 0; i--) {
-    const p = points[i];
-    if (!p || p.timestampMs < sinceMs) break;
-    if (hit(p)) return true;
+    const p = points[i]!;
+    if (p.timestampMs < sinceMs) break;
+    if (p.cpuPressure >= threshold) return true;
   }
   return false;
 }
 
-// Object spread here cost 4x the whole decision: `{ ...a, x }` leaves V8 with a
-// slow-mode object that every later field access pays for (65 -> 17 µs per
-// decide, measured). Fields are spelled out on this path for that reason.
-function withApplied(d: Omit<ResourceDecision, 'applied'>, dryRun: boolean): ResourceDecision {
-  return { raw: d.raw, granted: d.granted, applied: dryRun ? d.floor : d.granted, bound: d.bound, floor: d.floor, cap: d.cap, usage: d.usage, headroom: d.headroom };
+function memoryPressureSince(points: readonly WindowPoint[], sinceMs: number, threshold: number, capacity: number, workingSetThreshold: number): boolean {
+  for (let i = points.length - 1; i >= 0; i--) {
+    const p = points[i]!;
+    if (p.timestampMs < sinceMs) break;
+    if (p.memoryPressure >= threshold || (capacity > 0 && p.memoryBytes >= workingSetThreshold * capacity)) return true;
+  }
+  return false;
+}
+
+/**
+ * The reason is only read where it is written down (the webhook's annotation,
+ * describe, the full query view), but formatting it was a third of a
+ * decision: it is built on first read, from values copied at decision time
+ * (the caller's objects may change later). A getter on the class, so every
+ * decision shares one shape.
+ */
+class ExplainedDecision implements Decision {
+  #reason: string | undefined;
+  readonly #facts: ExplainFacts;
+  readonly #samples: number;
+
+  constructor(
+    readonly cpu: ResourceDecision,
+    readonly memory: ResourceDecision,
+    readonly policy: string | undefined,
+    readonly dryRun: boolean,
+    facts: ExplainFacts,
+    samples: number,
+  ) {
+    this.#facts = facts;
+    this.#samples = samples;
+  }
+
+  get reason(): string {
+    return (this.#reason ??= explain(this.cpu, this.memory, this.#facts, this.#samples));
+  }
 }
 
 export function decide(input: DecisionInput): Decision {
@@ -202,12 +237,14 @@ export function decide(input: DecisionInput): Decision {
   const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
   const known = usage?.requests.known === true;
   const points = usage?.points ?? [];
-  const window = policy ? lastWindow(points, policy.windowMs) : [];
+  const from = policy ? windowStart(points, policy.windowMs) : points.length;
+  const samples = points.length - from;
   const calmFrom = (points[points.length - 1]?.timestampMs ?? 0) - (policy?.calmPeriodMs ?? 0);
   const mem = policy?.memory;
   const memoryCapacity = usage?.capacityMemoryBytes ?? 0;
   const noData = usage === undefined || points.length === 0;
   const hysteresis = policy?.hysteresis ?? 0;
+  const dryRun = policy?.mode === 'DryRun';
 
   const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
   const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity);
@@ -215,37 +252,50 @@ export function decide(input: DecisionInput): Decision {
     stale,
     noData,
     hysteresis,
+    dryRun,
     raw: raw.cpuMillicores,
     unit: 1n,
     requests: known ? usage.requests.cpuMillicores : undefined,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
-    window: column(window, 'cpuMillicores'),
-    underPressure: policy !== undefined && pressureSince(points, calmFrom, (p) => p.cpuPressure >= policy.cpu.pressureThreshold),
+    points,
+    from,
+    field: 'cpuMillicores',
+    underPressure: policy !== undefined && cpuPressureSince(points, calmFrom, policy.cpu.pressureThreshold),
     previous: input.previous?.cpuMillicores,
   });
   const memory = decideResource({
     stale,
     noData,
     hysteresis,
+    dryRun,
     raw: raw.memoryBytes,
     unit: 1024n,
     requests: known ? usage.requests.memoryBytes : undefined,
     policy: mem,
     maxRatio: Math.max(1, memMax),
-    window: column(window, 'memoryBytes'),
-    underPressure:
-      mem !== undefined &&
-      pressureSince(points, calmFrom, (p) => p.memoryPressure >= mem.pressureThreshold || (memoryCapacity > 0 && p.memoryBytes >= mem.workingSetThreshold * memoryCapacity)),
+    points,
+    from,
+    field: 'memoryBytes',
+    underPressure: mem !== undefined && memoryPressureSince(points, calmFrom, mem.pressureThreshold, memoryCapacity, mem.workingSetThreshold),
     previous: input.previous?.memoryBytes,
   });
-  const dryRun = policy?.mode === 'DryRun';
-  const cpuD = withApplied(cpu, dryRun);
-  const memD = withApplied(memory, dryRun);
-  return { cpu: cpuD, memory: memD, policy: policy?.name, dryRun, reason: explain(cpuD, memD, input, window.length) };
+  // What the reason reads from the input, copied now: the caller's objects may change later.
+  const facts: ExplainFacts = {
+    usage: usage && { ageMs: usage.ageMs, requests: { cpuMillicores: usage.requests.cpuMillicores, memoryBytes: usage.requests.memoryBytes, known: usage.requests.known } },
+    policy,
+    nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
+  };
+  return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
 }
 
 // ---------------------------------------------------------------- reason text
+
+interface ExplainFacts {
+  usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
+  policy: Policy | undefined;
+  nodeMaxRatio: DecisionInput['nodeMaxRatio'];
+}
 
 const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
 function fmtMem(b: bigint | number): string {
@@ -271,7 +321,7 @@ const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number) => strin
   'no-data': () => 'no data',
 };
 
-function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: DecisionInput, fmt: (v: bigint | number) => string): string {
+function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
   const p = input.policy?.[name];
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
@@ -282,7 +332,7 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Dec
   return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
 }
 
-function explain(cpu: ResourceDecision, memory: ResourceDecision, input: DecisionInput, samples: number): string {
+function explain(cpu: ResourceDecision, memory: ResourceDecision, input: ExplainFacts, samples: number): string {
   const { usage, policy } = input;
   if (usage === undefined || cpu.bound === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
   const parts: string[] = [];

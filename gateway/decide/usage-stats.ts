@@ -47,17 +47,75 @@ export function statistic(values: ArrayLike<number>, which: Statistic): number {
       return sum / values.length;
     }
     default:
-      return percentile(values, Number(which.slice(1)));
+      return percentile(values, PERCENT[which]);
   }
 }
 
+// One scratch buffer for the percentiles of decide(): decisions run one at a
+// time, and a Float64Array per call (two per decision, then a sorted copy of
+// each) was a third of a decision's time, mostly allocation.
+let scratch = new Float64Array(256);
+
+/** statistic() of one field of points[from..], with no allocation. */
+export function windowStatistic(points: readonly WindowPoint[], from: number, field: 'cpuMillicores' | 'memoryBytes', which: Statistic): number {
+  const n = points.length - from;
+  if (n <= 0) return 0;
+  if (which === 'max') {
+    let m = -Infinity;
+    for (let i = from; i < points.length; i++) if (points[i]![field] > m) m = points[i]![field];
+    return m;
+  }
+  if (which === 'avg') {
+    let sum = 0;
+    for (let i = from; i < points.length; i++) sum += points[i]![field];
+    return sum / n;
+  }
+  if (scratch.length < n) scratch = new Float64Array(Math.max(n, scratch.length * 2));
+  for (let i = 0; i < n; i++) scratch[i] = points[from + i]![field];
+  const rank = Math.ceil((PERCENT[which] / 100) * n);
+  return select(scratch, n, Math.min(n, Math.max(1, rank)) - 1);
+}
+
+/** The k-th smallest (from 0) of a[0..n): what sorting and indexing gives, in linear time. Reorders a. */
+function select(a: Float64Array, n: number, k: number): number {
+  let lo = 0;
+  let hi = n - 1;
+  while (hi > lo) {
+    const pivot = a[(lo + hi) >>> 1]!;
+    let i = lo;
+    let j = hi;
+    while (i <= j) {
+      while (a[i]! < pivot) i++;
+      while (a[j]! > pivot) j--;
+      if (i <= j) {
+        const t = a[i]!;
+        a[i++] = a[j]!;
+        a[j--] = t;
+      }
+    }
+    // [lo..j] <= pivot, [i..hi] >= pivot, and anything between equals it.
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return a[k]!;
+  }
+  return a[k]!;
+}
+
+const PERCENT: Record<Exclude<Statistic, 'max' | 'avg'>, number> = { p50: 50, p90: 90, p95: 95, p99: 99 };
+
 /** The points of the last windowMs, on the timeline of the newest point. */
 export function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
+  const i = windowStart(points, windowMs);
+  return i === 0 ? points : points.slice(i);
+}
+
+/** Index of the first point of the last windowMs. */
+export function windowStart(points: readonly WindowPoint[], windowMs: number): number {
   const newest = points[points.length - 1]?.timestampMs;
-  if (newest === undefined) return points;
+  if (newest === undefined) return 0;
   let i = points.length;
   while (i > 0 && (points[i - 1]?.timestampMs ?? 0) > newest - windowMs) i -= 1;
-  return i === 0 ? points : points.slice(i);
+  return i;
 }
 
 export function summarize(window: readonly WindowPoint[]): UsageSummary {

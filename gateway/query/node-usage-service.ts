@@ -2,10 +2,12 @@
 import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
+import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { NodeUsageDefinition, NodeUsageHandlers } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
 import { repeatedFieldSerializer } from '../../proto/repeated-field.js';
+import { nodeSummariesSerializer } from '../../proto/node-summaries-codec.js';
 import type { WatchNodesRequest__Output } from '../../proto/gen/oversell/v1/WatchNodesRequest.js';
 import { parseLabelSelector, SelectorError } from '../../lib/label-selector.js';
 import { matches } from '../decide/select-policy.js';
@@ -14,6 +16,7 @@ import { authStatus } from '../auth/grpc-status.js';
 import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
+import { nodeSummaryColumns } from './node-summaries.js';
 import { policyInfos } from './policy-info.js';
 
 export interface NodeUsageServiceOptions {
@@ -27,22 +30,34 @@ export interface NodeUsageServiceOptions {
   now?: () => number;
 }
 
-type Filter = (r: NodeRecord, status: NodeStatus) => boolean;
+/** `policy`: the name of the policy governing the node, '' when none. */
+type Filter = (r: NodeRecord, policy: string) => boolean;
 
 /** Throws SelectorError for a bad selector. */
 function filterOf(req: { labelSelector: string; policy: string }): Filter {
   const selector = parseLabelSelector(req.labelSelector);
-  return (r, status) => (!selector || matches(selector, r.labels)) && (!req.policy || status.policy === req.policy);
+  return (r, policy) => (!selector || matches(selector, r.labels)) && (!req.policy || policy === req.policy);
 }
 
-/** The NodeUsage service, with ListNodes encoded node by node (see repeated-field.ts). */
+const byName = (a: NodeRecord, b: NodeRecord) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+/**
+ * The NodeUsage service, with ListNodes encoded node by node (see
+ * repeated-field.ts) and ListNodeSummaries column by column (packed-columns.ts).
+ */
 export function nodeUsageDefinition(): NodeUsageDefinition {
   const service = oversellV1().NodeUsage.service;
-  return { ...service, ListNodes: { ...service.ListNodes, responseSerialize: repeatedFieldSerializer('nodes', 1, service.GetNode.responseSerialize) } };
+  return {
+    ...service,
+    ListNodes: { ...service.ListNodes, responseSerialize: repeatedFieldSerializer('nodes', 1, service.GetNode.responseSerialize) },
+    ListNodeSummaries: { ...service.ListNodeSummaries, responseSerialize: nodeSummariesSerializer() },
+  };
 }
 
 /** Nodes whose status a list computes before it lets heartbeats and samples in. */
 const LIST_CHUNK = 500;
+/** The same for summaries, which cost a fraction of a status each. */
+const SUMMARY_CHUNK = 2000;
 
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
   const { store, policies } = options;
@@ -81,20 +96,46 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       }
       // A status costs tens of microseconds; 10,000 of them in one go would hold
       // kubelet heartbeats back for a quarter second. Yield between chunks.
-      const records = store.list().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const records = store.list().sort(byName);
       const collect = async (): Promise<NodeStatus[]> => {
         const nodes: NodeStatus[] = [];
         for (let i = 0; i < records.length; i++) {
           if (i > 0 && i % LIST_CHUNK === 0) await yieldToEventLoop();
           const r = records[i]!;
           const s = status(r);
-          if (filter(r, s)) nodes.push(s);
+          if (filter(r, s.policy ?? '')) nodes.push(s);
         }
         return nodes;
       };
       collect().then(
         (nodes) => callback(null, { nodes }),
         (err: Error) => callback({ code: grpc.status.INTERNAL, details: `listing nodes failed: ${err.message}` }),
+      );
+    },
+
+    ListNodeSummaries(call, callback) {
+      const u = unavailable();
+      if (u) return callback(u);
+      let filter: Filter;
+      try {
+        filter = filterOf(call.request);
+      } catch (err) {
+        return callback(badSelector(err));
+      }
+      const records = store.list().sort(byName);
+      const collect = async (): Promise<NodeSummaries__Output> => {
+        const columns = nodeSummaryColumns();
+        for (let i = 0; i < records.length; i++) {
+          if (i > 0 && i % SUMMARY_CHUNK === 0) await yieldToEventLoop();
+          const r = records[i]!;
+          const entry = policies.select(r.labels);
+          if (filter(r, entry?.name ?? '')) columns.add(r, entry, now());
+        }
+        return columns.summaries;
+      };
+      collect().then(
+        (summaries) => callback(null, summaries),
+        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${err.message}` }),
       );
     },
 
@@ -114,7 +155,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       const send = (e: NodeEvent) => (synced ? call.write(e) : pending.push(e));
       const onUpdated = (r: NodeRecord) => {
         const s = status(r);
-        if (filter(r, s)) {
+        if (filter(r, s.policy ?? '')) {
           shown.add(r.name);
           send({ type: 'UPDATED', node: s });
         } else if (shown.delete(r.name)) {
@@ -136,7 +177,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
 
       for (const r of store.list()) {
         const s = status(r);
-        if (filter(r, s)) {
+        if (filter(r, s.policy ?? '')) {
           shown.add(r.name);
           call.write({ type: 'SNAPSHOT', node: s });
         }
@@ -164,6 +205,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
   return {
     GetNode: (call, callback) => void check(call, 'get', call.request.name).then(() => open.GetNode(call, callback), callback),
     ListNodes: (call, callback) => void check(call, 'list').then(() => open.ListNodes(call, callback), callback),
+    ListNodeSummaries: (call, callback) => void check(call, 'list').then(() => open.ListNodeSummaries(call, callback), callback),
     WatchNodes: (call) => void check(call, 'watch').then(() => open.WatchNodes(call), (e: grpc.StatusObject) => call.emit('error', e)),
     ListPolicies: (call, callback) => void check(call, 'list').then(() => open.ListPolicies(call, callback), callback),
   };
