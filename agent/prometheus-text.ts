@@ -81,12 +81,12 @@ export class Counter<L extends string = never> implements MetricFamily {
   }
 }
 
-/** A gauge whose value is read when scraped. */
-export class Gauge implements MetricFamily {
-  readonly type = 'gauge';
+/** A value read when scraped: a gauge, or a counter whose total is kept elsewhere (CPU seconds from the kernel). */
+class ReadOnScrape implements MetricFamily {
   readonly labelNames: readonly string[] = [];
 
   constructor(
+    readonly type: 'gauge' | 'counter',
     readonly name: string,
     readonly help: string,
     private readonly read: () => number,
@@ -97,19 +97,15 @@ export class Gauge implements MetricFamily {
   }
 }
 
-/** A counter whose total is read when scraped (e.g. CPU seconds from the kernel). */
-export class CounterFunc implements MetricFamily {
-  readonly type = 'counter';
-  readonly labelNames: readonly string[] = [];
+export class Gauge extends ReadOnScrape {
+  constructor(name: string, help: string, read: () => number) {
+    super('gauge', name, help, read);
+  }
+}
 
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    private readonly read: () => number,
-  ) {}
-
-  samples(): string {
-    return `${this.name} ${formatValue(this.read())}\n`;
+export class CounterFunc extends ReadOnScrape {
+  constructor(name: string, help: string, read: () => number) {
+    super('counter', name, help, read);
   }
 }
 

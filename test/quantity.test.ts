@@ -97,7 +97,14 @@ describe('parseQuantity / formatQuantity', () => {
         const once = formatQuantity(q);
         const again = parseQuantity(once);
         assert.equal(again.nanos, q.nanos, `${t} -> ${once} changed value`);
-        assert.equal(formatQuantity(again), once, `${t} -> ${once} is not stable`);
+        const twice = formatQuantity(again);
+        // As in Go's CanonicalizeBytes: a binary quantity that is no multiple of
+        // 1024 prints as a bare integer, which reads back as decimal; the decimal
+        // form is then the fixed point (formatBytes never emits the bare form).
+        const bareFromBinary = q.format === 'BinarySI' && /^-?[0-9]+$/.test(once);
+        if (!bareFromBinary) assert.equal(twice, once, `${t} -> ${once} is not stable`);
+        assert.equal(formatQuantity(parseQuantity(twice)), twice, `${t} -> ${once} -> ${twice} is not stable`);
+        assert.equal(parseQuantity(twice).nanos, q.nanos, `${t} -> ${twice} changed value`);
       }),
       { numRuns: 2000 },
     );

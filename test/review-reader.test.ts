@@ -62,10 +62,12 @@ describe('review reader', () => {
     fc.assert(
       fc.property(docArb, fieldsArb, fc.constantFrom('', ' ', '\n', '\t\r\n'), (doc, fields, space) => {
         const text = serialize(doc, space);
+        // Poisoning keys are refused by design (tested below), not compared.
+        fc.pre(!text.includes('__proto__') && !text.includes('constructor'));
         const expected = JSON.parse(text) as unknown;
         assert.deepEqual(readJsonFields(Buffer.from(text), fields), project(expected, fields));
       }),
-      { numRuns: 3000 },
+      { numRuns: 3000, seed: Number(process.env.FC_SEED ?? Date.now()) % 2 ** 31 },
     );
   });
 

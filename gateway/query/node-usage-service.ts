@@ -72,6 +72,27 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     throw err;
   };
 
+  /** Both list calls: refuse when not ready or on a bad selector, else answer with what `collect` makes of the sorted records. */
+  const answerList = <T>(
+    request: { labelSelector: string; policy: string },
+    callback: grpc.sendUnaryData<T>,
+    what: string,
+    collect: (records: NodeRecord[], filter: Filter) => Promise<T>,
+  ): void => {
+    const u = unavailable();
+    if (u) return callback(u);
+    let filter: Filter;
+    try {
+      filter = filterOf(request);
+    } catch (err) {
+      return callback(badSelector(err));
+    }
+    collect(store.list().sort(byName), filter).then(
+      (answer) => callback(null, answer),
+      (err: Error) => callback({ code: grpc.status.INTERNAL, details: `${what} failed: ${err.message}` }),
+    );
+  };
+
   const open: NodeUsageHandlers = {
     GetNode(call, callback) {
       const u = unavailable();
@@ -86,18 +107,9 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     },
 
     ListNodes(call, callback) {
-      const u = unavailable();
-      if (u) return callback(u);
-      let filter: Filter;
-      try {
-        filter = filterOf(call.request);
-      } catch (err) {
-        return callback(badSelector(err));
-      }
       // A status costs tens of microseconds; 10,000 of them in one go would hold
       // kubelet heartbeats back for a quarter second. Yield between chunks.
-      const records = store.list().sort(byName);
-      const collect = async (): Promise<NodeStatus[]> => {
+      answerList(call.request, callback, 'listing nodes', async (records, filter) => {
         const nodes: NodeStatus[] = [];
         for (let i = 0; i < records.length; i++) {
           if (i > 0 && i % LIST_CHUNK === 0) await yieldToEventLoop();
@@ -105,25 +117,12 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
           const s = status(r);
           if (filter(r, s.policy ?? '')) nodes.push(s);
         }
-        return nodes;
-      };
-      collect().then(
-        (nodes) => callback(null, { nodes }),
-        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `listing nodes failed: ${err.message}` }),
-      );
+        return { nodes };
+      });
     },
 
     ListNodeSummaries(call, callback) {
-      const u = unavailable();
-      if (u) return callback(u);
-      let filter: Filter;
-      try {
-        filter = filterOf(call.request);
-      } catch (err) {
-        return callback(badSelector(err));
-      }
-      const records = store.list().sort(byName);
-      const collect = async (): Promise<NodeSummaries__Output> => {
+      answerList(call.request, callback, 'summarizing nodes', async (records, filter): Promise<NodeSummaries__Output> => {
         const columns = nodeSummaryColumns();
         for (let i = 0; i < records.length; i++) {
           if (i > 0 && i % SUMMARY_CHUNK === 0) await yieldToEventLoop();
@@ -132,11 +131,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
           if (filter(r, entry?.name ?? '')) columns.add(r, entry, now());
         }
         return columns.summaries;
-      };
-      collect().then(
-        (summaries) => callback(null, summaries),
-        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${err.message}` }),
-      );
+      });
     },
 
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {
