@@ -2,7 +2,21 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
-import { lastWindow, percentile, statistic, summarize, windowStart, windowStatistic, type WindowPoint } from '../gateway/decide/usage-stats.js';
+import { summarize, windowStart, windowStatistic, type Statistic, type WindowPoint } from '../gateway/decide/usage-stats.js';
+
+// The obvious implementations, as oracles for the copy-free ones the policy uses.
+function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
+  const newest = points[points.length - 1]?.timestampMs;
+  return newest === undefined ? points : points.filter((p) => p.timestampMs > newest - windowMs);
+}
+function statistic(values: number[], which: Statistic): number {
+  if (values.length === 0) return 0;
+  if (which === 'max') return Math.max(...values);
+  if (which === 'avg') return values.reduce((a, b) => a + b, 0) / values.length;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((Number(which.slice(1)) / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
+}
 
 const GI = 1024 ** 3;
 const raw = { cpuMillicores: 7910n, memoryBytes: 3778260n * 1024n };
@@ -358,17 +372,18 @@ describe('usage statistics', () => {
     assert.equal(s.spanMs, 2);
   });
 
-  it('percentile uses nearest rank; statistic covers every named kind', () => {
-    const v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
-    assert.equal(percentile(v, 95), 10);
-    assert.equal(percentile(v, 50), 5);
-    assert.equal(percentile([], 95), 0);
-    assert.deepEqual(['p50', 'p90', 'p95', 'p99', 'max', 'avg'].map((s) => statistic(v, s as 'max')), [5, 9, 10, 10, 10, 5.5]);
+  it('percentiles use nearest rank; every named statistic is covered', () => {
+    const v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((m, i) => pt(i, m));
+    assert.equal(windowStatistic(v, 0, 'cpuMillicores', 'p95'), 10);
+    assert.equal(windowStatistic(v, 0, 'cpuMillicores', 'p50'), 5);
+    assert.equal(windowStatistic([], 0, 'cpuMillicores', 'p95'), 0);
+    assert.deepEqual(['p50', 'p90', 'p95', 'p99', 'max', 'avg'].map((s) => windowStatistic(v, 0, 'cpuMillicores', s as Statistic)), [5, 9, 10, 10, 10, 5.5]);
   });
 
-  it('lastWindow cuts on the newest point', () => {
+  it('the window starts after the newest point minus its length', () => {
     const w = [pt(1000, 1), pt(2000, 2), pt(3000, 3), pt(4000, 4)];
-    assert.deepEqual(lastWindow(w, 2000).map((p) => p.cpuMillicores), [3, 4]);
-    assert.deepEqual(lastWindow([], 2000), []);
+    assert.equal(windowStart(w, 2000), 2);
+    assert.equal(windowStart([], 2000), 0);
+    assert.deepEqual(summarize(w, windowStart(w, 2000)), { samples: 2, spanMs: 1000, cpuP95Millicores: 4, memoryMaxBytes: 100 });
   });
 });

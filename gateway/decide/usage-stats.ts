@@ -23,40 +23,12 @@ export interface UsageSummary {
   memoryMaxBytes: number;
 }
 
-export function percentile(values: ArrayLike<number>, p: number): number {
-  if (values.length === 0) return 0;
-  // A typed array sorts numerically without a comparator call per pair.
-  const sorted = new Float64Array(values.length);
-  for (let i = 0; i < values.length; i++) sorted[i] = values[i] ?? 0;
-  sorted.sort();
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1] ?? 0;
-}
-
-export function statistic(values: ArrayLike<number>, which: Statistic): number {
-  if (values.length === 0) return 0;
-  switch (which) {
-    case 'max': {
-      let m = -Infinity;
-      for (let i = 0; i < values.length; i++) if ((values[i] ?? 0) > m) m = values[i] ?? 0;
-      return m;
-    }
-    case 'avg': {
-      let sum = 0;
-      for (let i = 0; i < values.length; i++) sum += values[i] ?? 0;
-      return sum / values.length;
-    }
-    default:
-      return percentile(values, PERCENT[which]);
-  }
-}
-
 // One scratch buffer for the percentiles of decide(): decisions run one at a
 // time, and a Float64Array per call (two per decision, then a sorted copy of
 // each) was a third of a decision's time, mostly allocation.
 let scratch = new Float64Array(256);
 
-/** statistic() of one field of points[from..], with no allocation. */
+/** A statistic of one field of points[from..] (percentiles by nearest rank), with no allocation. */
 export function windowStatistic(points: readonly WindowPoint[], from: number, field: 'cpuMillicores' | 'memoryBytes', which: Statistic): number {
   const n = points.length - from;
   if (n <= 0) return 0;
@@ -103,13 +75,7 @@ function select(a: Float64Array, n: number, k: number): number {
 
 const PERCENT: Record<Exclude<Statistic, 'max' | 'avg'>, number> = { p50: 50, p90: 90, p95: 95, p99: 99 };
 
-/** The points of the last windowMs, on the timeline of the newest point. */
-export function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
-  const i = windowStart(points, windowMs);
-  return i === 0 ? points : points.slice(i);
-}
-
-/** Index of the first point of the last windowMs. */
+/** Index of the first point of the last windowMs, on the timeline of the newest point. */
 export function windowStart(points: readonly WindowPoint[], windowMs: number): number {
   const newest = points[points.length - 1]?.timestampMs;
   if (newest === undefined) return 0;
@@ -118,16 +84,14 @@ export function windowStart(points: readonly WindowPoint[], windowMs: number): n
   return i;
 }
 
-export function summarize(window: readonly WindowPoint[]): UsageSummary {
-  if (window.length === 0) return { samples: 0, spanMs: 0, cpuP95Millicores: 0, memoryMaxBytes: 0 };
-  const first = window[0]?.timestampMs ?? 0;
-  const last = window[window.length - 1]?.timestampMs ?? 0;
-  const cpu = new Float64Array(window.length);
-  let memoryMax = 0;
-  for (let i = 0; i < window.length; i++) {
-    const p = window[i]!;
-    cpu[i] = p.cpuMillicores;
-    if (p.memoryBytes > memoryMax) memoryMax = p.memoryBytes;
-  }
-  return { samples: window.length, spanMs: last - first, cpuP95Millicores: percentile(cpu, 95), memoryMaxBytes: memoryMax };
+/** The window points[from..] in the figures the query API shows. */
+export function summarize(points: readonly WindowPoint[], from = 0): UsageSummary {
+  const n = points.length - from;
+  if (n <= 0) return { samples: 0, spanMs: 0, cpuP95Millicores: 0, memoryMaxBytes: 0 };
+  return {
+    samples: n,
+    spanMs: points[points.length - 1]!.timestampMs - points[from]!.timestampMs,
+    cpuP95Millicores: windowStatistic(points, from, 'cpuMillicores', 'p95'),
+    memoryMaxBytes: windowStatistic(points, from, 'memoryBytes', 'max'),
+  };
 }

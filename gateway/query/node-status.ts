@@ -2,14 +2,14 @@
 // write would get (same pure policy the webhook uses).
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { decideForNode } from '../admit/node-review.js';
-import { lastWindow, summarize } from '../decide/usage-stats.js';
+import { summarize, windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
 
 export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: number): NodeStatus {
   const usage = usageOf(record, nowMs);
   const entry = policies.select(record.labels);
-  const summary = summarize(lastWindow(record.window, entry?.policy?.windowMs ?? 60_000));
+  const summary = summarize(record.window, windowStart(record.window, entry?.policy?.windowMs ?? 60_000));
   const status: NodeStatus = {
     name: record.name,
     connected: record.streamId !== undefined,
