@@ -1,8 +1,8 @@
 // Webhook latency and throughput over HTTPS keep-alive with a realistic 36 KB
-// nodes/status AdmissionReview, driven by autocannon from a separate process,
-// at 500 and 1000 requests/s and at saturation; plus the handler's own CPU
-// time per request, measured in-process without HTTP.
-import { execFile, spawn } from 'node:child_process';
+// nodes/status AdmissionReview, driven by oha (bench/oha.ts) from a separate
+// process, at 500 and 1000 requests/s (open model) and at saturation; plus the
+// handler's own CPU time per request, measured in-process without HTTP.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,8 @@ import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { watchProcess } from './proc-stats.js';
-import { REPO, startGateway, startRateCannon } from './processes.js';
+import { ensureOha, oha, OHA_VERSION } from './oha.js';
+import { REPO, startGateway } from './processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 const NODE = 'bench-0';
@@ -50,24 +51,6 @@ export function reviewBody(name = NODE): string {
     }
   }
   return JSON.stringify(review);
-}
-
-interface Cannon {
-  latency: { p50: number; p99: number; p99_9: number; average: number; max: number };
-  requests: { average: number; total: number };
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-
-function autocannon(url: string, bodyFile: string, args: string[]): Promise<Cannon> {
-  const bin = join(REPO, 'node_modules/autocannon/autocannon.js');
-  return new Promise((resolve, reject) =>
-    execFile(process.execPath, [bin, '-m', 'POST', '-H', 'content-type=application/json', '-i', bodyFile, '--json', ...args, url],
-      // The load generator trusts the gateway's self-signed certificate; nothing else does.
-      { env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0' }, maxBuffer: 64 * 1024 * 1024 },
-      (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout) as Cannon))),
-  );
 }
 
 /** reviewNode() alone, on an already parsed review, against a store holding the node: CPU µs per call. */
@@ -113,6 +96,7 @@ export function handlerCpuMicros(iterations = 20_000, nodes = 1): { perCallUs: n
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
   const seconds = options.quick ? 8 : 20;
+  const ohaBin = await ensureOha();
   const gw = await startGateway();
   const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, '1', 'bench'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-webhook-'));
@@ -122,32 +106,26 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   try {
     await new Promise((r) => setTimeout(r, 2500)); // a few samples for the node
     console.log(`  webhook: body ${readFileSync(bodyFile).length} bytes; warm-up`);
-    await autocannon(url, bodyFile, ['-c', '10', '-d', '3']);
-    interface Run { p50: number; p99: number; p99_9: number; reqPerS: number; failed: number; cpuUsPerRequest: number }
+    await oha(ohaBin, url, bodyFile, ['-c', '10', '-z', '3s']);
+    interface Run { p50: number; p99: number; p99_9: number; reqPerS: number; failed: number; cpuUsPerRequest: number; generatorMillicores: number }
     const runs: Record<string, Run> = {};
-    const measure = async (label: string, load: () => Promise<Omit<Run, 'cpuUsPerRequest'> & { total: number }>) => {
+    const measure = async (label: string, args: string[]) => {
       const w = watchProcess(gw.child.pid ?? 0);
-      const r = await load();
+      const r = await oha(ohaBin, url, bodyFile, [...args, '-z', `${seconds}s`]);
       const cpu = w.stop();
-      const run = { p50: r.p50, p99: r.p99, p99_9: r.p99_9, reqPerS: r.reqPerS, failed: r.failed, cpuUsPerRequest: (cpu.cpuSeconds * 1e6) / Math.max(1, r.total) };
+      const run = { p50: r.p50, p99: r.p99, p99_9: r.p99_9, reqPerS: r.reqPerS, failed: r.failed, cpuUsPerRequest: (cpu.cpuSeconds * 1e6) / Math.max(1, r.total), generatorMillicores: r.generatorMillicores };
       runs[label] = run;
-      console.log(`    p50 ${run.p50} ms  p99 ${run.p99} ms  p99.9 ${run.p99_9} ms  ${Math.round(run.reqPerS)} req/s  failed ${run.failed}  gateway CPU ${Math.round(run.cpuUsPerRequest)} µs/request`);
+      if (r.failed > 0) console.log(`    failures: ${JSON.stringify(r.failures)}`);
+      console.log(`    p50 ${run.p50} ms  p99 ${run.p99} ms  p99.9 ${run.p99_9} ms  ${Math.round(run.reqPerS)} req/s  failed ${run.failed}  gateway CPU ${Math.round(run.cpuUsPerRequest)} µs/request  oha ${run.generatorMillicores} millicores`);
     };
-    // Fixed rates spread over each second like kubelets (autocannon's -R sends
-    // each second's quota as one burst; see bench/rate-cannon.ts).
+    // Kubelets do not wait for each other: requests due at evenly spaced
+    // times on 50 connections, each timed from when it was due.
     for (const rate of [500, 1000]) {
       console.log(`  webhook: ${rate} requests/s for ${seconds}s`);
-      await measure(String(rate), async () => {
-        const c = startRateCannon(url, rate, seconds, 1, 'bench');
-        const r = await c.result;
-        return { ...r.latency, reqPerS: r.requests / seconds, failed: r.non2xx + r.errors + r.timeouts, total: r.requests };
-      });
+      await measure(String(rate), ['-c', '50', '-q', String(rate), '--latency-correction']);
     }
     console.log(`  webhook: saturation (50 connections, no rate limit) for ${seconds}s`);
-    await measure('saturation', async () => {
-      const r = await autocannon(url, bodyFile, ['-c', '50', '-d', String(seconds)]);
-      return { p50: r.latency.p50, p99: r.latency.p99, p99_9: r.latency.p99_9, reqPerS: r.requests.average, failed: r.non2xx + r.errors + r.timeouts, total: r.requests.total };
-    });
+    await measure('saturation', ['-c', '50']);
     const handler = handlerCpuMicros();
     console.log(`  handler (reviewNode, parsed): ${round(handler.perCallUs, 1)} µs CPU; with reading the 36 KB body (review-reader.ts): ${round(handler.withParseUs, 1)} µs`);
     const r1000 = runs['1000']!;
@@ -159,7 +137,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         body_bytes: readFileSync(bodyFile).length,
         ...Object.fromEntries(Object.entries(runs).flatMap(([k, r]) => [
           [`${k}_p50_ms`, r.p50], [`${k}_p99_ms`, r.p99], [`${k}_p99_9_ms`, r.p99_9],
-          [`${k}_req_per_s`, Math.round(r.reqPerS)], [`${k}_gateway_cpu_us_per_request`, Math.round(r.cpuUsPerRequest)],
+          [`${k}_req_per_s`, Math.round(r.reqPerS)], [`${k}_gateway_cpu_us_per_request`, Math.round(r.cpuUsPerRequest)], [`${k}_oha_millicores`, r.generatorMillicores],
         ])),
         handler_cpu_us: round(handler.perCallUs, 1),
         handler_with_parse_cpu_us: round(handler.withParseUs, 1),
@@ -171,7 +149,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         { name: 'no failed requests', measured: String(failures), met: failures === 0 },
       ],
       notes: [
-        `500 and 1000 req/s: bench/rate-cannon.ts in its own process (autocannon 9, 10 instances started 100 ms apart so each second's requests are spread, HTTPS keep-alive), latency of every response; saturation: autocannon -c 50, its own latency (ms, integer resolution); body: the ${Math.round(readFileSync(bodyFile).length / 1024)} KB kubelet-shaped nodes/status review (50 images, object and oldObject, cloud labels and annotations)`,
+        `load generator: oha ${OHA_VERSION} in its own process, HTTPS keep-alive, 50 connections; 500 and 1000 req/s with -q (requests due at evenly spaced times, an open model) and --latency-correction (each timed from when it was due, so a stall is not hidden by the generator waiting); saturation: no rate limit`,
+        `body: the ${Math.round(readFileSync(bodyFile).length / 1024)} KB kubelet-shaped nodes/status review (50 images, object and oldObject, cloud labels and annotations)`,
         'gateway CPU µs/request is the whole gateway process (TLS, HTTP, JSON parse, handler) divided by requests served',
         'load generator and gateway share the same 2 cores',
       ],
