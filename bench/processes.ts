@@ -13,7 +13,8 @@ import { freePort } from '../test/helpers/wait.js';
 
 export interface Gateway {
   child: ChildProcess;
-  ports: { webhook: number; grpc: number; metrics: number };
+  /** agent: with { agentThread: true }, the ingest thread's port (--agent-port). */
+  ports: { webhook: number; grpc: number; metrics: number; agent?: number };
   tlsDir: string;
   stop(): Promise<void>;
 }
@@ -21,8 +22,9 @@ export interface Gateway {
 /** Node flags the gateway is deployed with (deploy/base/gateway.yaml NODE_OPTIONS). */
 export const GATEWAY_NODE_ARGS = ['--max-old-space-size=320'];
 
-export async function startGateway(extra: string[] = [], nodeArgs: string[] = []): Promise<Gateway> {
-  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+export async function startGateway(extra: string[] = [], nodeArgs: string[] = [], options: { agentThread?: boolean } = {}): Promise<Gateway> {
+  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort(), ...(options.agentThread && { agent: await freePort() }) };
+  if (ports.agent) extra = [...extra, '--agent-port', String(ports.agent)];
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
   const child = spawn(process.execPath, [...nodeArgs, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
@@ -53,9 +55,11 @@ export async function startGateway(extra: string[] = [], nodeArgs: string[] = []
  * bench/sim-agents.ts as a child process: `count` agents named <prefix>-<i>
  * streaming one sample a second to address. `ready` resolves once every
  * stream is welcomed. stderr 'pipe' lets the caller read the stream errors.
+ * nice: run at this scheduling niceness (see bench/ingest.ts for why).
  */
-export function startSimAgents(address: string, count: number, prefix = 'sim', stderr: 'inherit' | 'pipe' = 'inherit'): { child: ChildProcess; ready: Promise<void> } {
-  const child = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), address, String(count), prefix], { stdio: ['ignore', 'pipe', stderr] });
+export function startSimAgents(address: string, count: number, prefix = 'sim', stderr: 'inherit' | 'pipe' = 'inherit', nice = 0): { child: ChildProcess; ready: Promise<void> } {
+  const args = ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), address, String(count), prefix];
+  const child = nice ? spawn('nice', ['-n', String(nice), process.execPath, ...args], { stdio: ['ignore', 'pipe', stderr] }) : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
   const ready = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`${count} simulated agents not all welcomed within 120 s`)), 120_000);
     child.stdout?.on('data', (d: Buffer) => {

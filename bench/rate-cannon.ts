@@ -1,5 +1,5 @@
-// Kubelet-shaped webhook load at a fixed rate (the soak, and the webhook
-// benchmark's 500 and 1000 requests/s), in its own process so its CPU is not
+// Kubelet-shaped webhook load at a fixed rate for the soak (the benchmark
+// uses oha, bench/oha.ts, for latency), in its own process so its CPU is not
 // the gateway's: autocannon at a fixed overall rate over HTTPS keep-alive,
 // each request a nodes/status review for the next of <nodes> nodes named
 // <prefix>-<i> (the simulated agents' names, so every review is a real

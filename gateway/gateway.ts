@@ -21,6 +21,7 @@ import { StatusWriter } from './act/status-writer.js';
 import { GatewayMetrics } from './http/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
+import { startIngestWorker, type IngestWorker } from './ingest/ingest-worker.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
@@ -32,6 +33,12 @@ export interface GatewayOptions {
   /** 0 picks a free port. */
   webhookPort: number;
   grpcPort: number;
+  /**
+   * Also serve agent streams on this port from a worker thread (0 picks a
+   * free port); the main thread then keeps only the store, webhook and query
+   * API. Undefined: agents use grpcPort, on the main thread.
+   */
+  agentPort?: number;
   metricsPort: number;
   tls: { cert: string; key: string };
   /** Serve gRPC (agents, query API) over TLS with the same certificate. */
@@ -70,7 +77,7 @@ export interface RunningGateway {
   setTls(tls: { cert: string; key: string }): void;
   store: NodeStore;
   metrics: GatewayMetrics;
-  ports: { webhook: number; grpc: number; metrics: number };
+  ports: { webhook: number; grpc: number; metrics: number; agent?: number };
   close(): Promise<void>;
 }
 
@@ -102,16 +109,18 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const metrics = new GatewayMetrics(store, now);
   store.on('removed', (name) => metrics.forgetNode(name));
   let ready = false;
+  let ingestThreadFailed: string | undefined;
 
+  const maxReceiveMessageBytes = 4 * 1024 * 1024;
   const grpcServer = new grpc.Server({
-    'grpc.max_receive_message_length': 4 * 1024 * 1024,
+    'grpc.max_receive_message_length': maxReceiveMessageBytes,
     // Agents ping through idle periods; allow it rather than send GOAWAY.
     'grpc.keepalive_permit_without_calls': 1,
   });
   const grpcTls = options.grpcTls ? new MemoryCertificateProvider(options.tls) : undefined;
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
-  const notReady = () => (ready ? policies.notReady() : 'listeners starting');
+  const notReady = () => (ready ? ingestThreadFailed ?? policies.notReady() : 'listeners starting');
   grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies, notReady, now,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
@@ -186,6 +195,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     writer = new StatusWriter({ kubeConfig, store, policies, lease, metrics, log, writesPerSecond: statusWritesPerSecond, optInSelector, now });
   }
 
+  let ingestWorker: IngestWorker | undefined;
   const closeAll = async () => {
     clearInterval(prune);
     clearInterval(healthTimer);
@@ -196,6 +206,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     await Promise.allSettled([
       webhook.close(),
       probes.close(),
+      ingestWorker?.close(),
       new Promise<void>((resolve) => {
         grpcServer.tryShutdown(() => resolve());
         // Open agent streams would hold tryShutdown forever.
@@ -208,11 +219,22 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   };
 
   try {
-    const ports = {
+    const listeners = {
       grpc: await bindGrpc(grpcServer, `${options.bindAddress}:${options.grpcPort}`, grpcTls ? grpcServerCredentials(grpcTls) : grpc.ServerCredentials.createInsecure()),
       webhook: await listen(webhook, options.bindAddress, options.webhookPort),
       metrics: await listen(probes, options.bindAddress, options.metricsPort),
     };
+    if (options.agentPort !== undefined) {
+      ingestWorker = await startIngestWorker({
+        store, metrics, log, bindAddress: options.bindAddress, port: options.agentPort, maxReceiveMessageBytes,
+        ...(grpcTls && { tls: options.tls }),
+        ...(options.auth?.agents && { authenticate: options.auth.agents }),
+        onFailed: (err) => {
+          ingestThreadFailed = `the ingest thread failed (${err.message}); restart the gateway`;
+        },
+      });
+    }
+    const ports = { ...listeners, ...(ingestWorker && { agent: ingestWorker.port }) };
     if (writer && lease) {
       await writer.start();
       lease.start();
@@ -224,13 +246,14 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     const setTls = (tls: { cert: string; key: string }) => {
       (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) });
       grpcTls?.set(tls);
+      if (grpcTls) ingestWorker?.setTls(tls);
     };
     return { store, metrics, ports, setTls, close: closeAll };
   } catch (err) {
     await closeAll();
     const e = err as NodeJS.ErrnoException;
     if (e.code === 'EADDRINUSE' || /address already in use|No address added/i.test(e.message)) {
-      throw new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--metrics-port`);
+      throw new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--agent-port/--metrics-port`);
     }
     throw err;
   }

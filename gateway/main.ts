@@ -24,6 +24,7 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--bind-address <ip>', 'address every listener binds', 'OVERSELL_BIND_ADDRESS', d.bindAddress))
   .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
   .addOption(numberFlag('--grpc-port <port>', 'gRPC port (agent streams and query API)', 'OVERSELL_GRPC_PORT', String(d.grpcPort)))
+  .addOption(numberFlag('--agent-port <port>', 'also serve agent streams on this port, decoded on a thread of their own so the webhook and query API do not wait behind them (for large clusters: docs/benchmarks.md); unset: agents use --grpc-port', 'OVERSELL_AGENT_PORT', undefined))
   .addOption(numberFlag('--metrics-port <port>', 'HTTP port of /healthz, /readyz and /metrics', 'OVERSELL_METRICS_PORT', String(d.metricsPort)))
   .addOption(flag('--tls-cert-file <file>', 'serving certificate (PEM); with --tls-key-file, replaces the self-managed one', 'OVERSELL_TLS_CERT_FILE'))
   .addOption(flag('--tls-key-file <file>', 'serving key (PEM)', 'OVERSELL_TLS_KEY_FILE'))
@@ -142,6 +143,7 @@ try {
     bindAddress: String(o.bindAddress),
     webhookPort: Number(o.webhookPort),
     grpcPort: Number(o.grpcPort),
+    ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
     metricsPort: Number(o.metricsPort),
     tls,
     grpcTls: onOff(o.grpcTls, '--grpc-tls', inCluster),

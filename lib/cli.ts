@@ -18,10 +18,11 @@ export function durationFlag(spec: string, description: string, env: string, def
   });
 }
 
-export function numberFlag(spec: string, description: string, env: string, defaultValue: string, min = 0): Option {
+/** defaultValue undefined: the flag is off unless given. */
+export function numberFlag(spec: string, description: string, env: string, defaultValue: string | undefined, min = 0): Option {
   return flag(spec, description, env, defaultValue).argParser((v: string) => {
     const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new InvalidArgumentError(`${JSON.stringify(v)} is not a number >= ${min}`);
+    if (v.trim() === '' || !Number.isFinite(n) || n < min) throw new InvalidArgumentError(`${JSON.stringify(v)} is not a number >= ${min}`);
     return n;
   });
 }

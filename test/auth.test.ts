@@ -22,7 +22,7 @@ import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMes
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../proto/load.js';
 import { createLogger } from '../lib/log.js';
-import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { AGENT_STREAM_MODES, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { scrapeMetric } from './helpers/metrics.js';
 import { waitUntil } from './helpers/wait.js';
@@ -99,8 +99,9 @@ describe('token review cache', () => {
   });
 });
 
-describe('authenticated gateway over gRPC/TLS', () => {
+for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`authenticated gateway over gRPC/TLS (agent streams on the ${mode})`, () => {
   const work = mkdtempSync(join(tmpdir(), 'oversell-auth-'));
+  const agentAddress = () => `127.0.0.1:${port(gw)}`;
   const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
   // The API server's answers: token -> identity; who may do what.
   const tokens = new Map<string, Identity>();
@@ -120,7 +121,7 @@ describe('authenticated gateway over gRPC/TLS', () => {
 
   function agent(nodeName: string, tokenFile: string): RunningAgent {
     const a = startAgent({
-      nodeName, gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], ...copyFixtureHost(join(work, nodeName)), intervalMs: 50, podReportEvery: 10, pods: noPodSource(), log,
+      nodeName, gatewayAddresses: [agentAddress()], ...copyFixtureHost(join(work, nodeName)), intervalMs: 50, podReportEvery: 10, pods: noPodSource(), log,
       backoffInitialMs: 50, backoffMaxMs: 200,
       connection: gatewayConnection({ caFile: join(work, 'ca.crt'), serverName: 'localhost', tokenFile }),
     });
@@ -129,7 +130,7 @@ describe('authenticated gateway over gRPC/TLS', () => {
   }
   /** A raw Report stream; resolves with the status it ended with. */
   function rawStream(nodeName: string, token?: string): Promise<grpc.ServiceError> {
-    const c = new (oversellV1().AgentStream)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
+    const c = new (oversellV1().AgentStream)(agentAddress(), grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
     const call = c.Report(md(token));
     return new Promise((resolve) => {
       call.on('data', (_m: GatewayMessage__Output) => {});
@@ -145,6 +146,7 @@ describe('authenticated gateway over gRPC/TLS', () => {
   before(async () => {
     const reviewer: TokenReviewer = { review: async (token) => tokens.get(token) ?? deny('unauthenticated', 'token not accepted') };
     gw = await startTestGateway({
+      ...options,
       grpcTls: true,
       auth: {
         agents: agentAuthenticator(reviewer, [SA], async (pod) => (pod.name === 'agent-on-b' ? 'node-b' : deny('unauthenticated'))),
@@ -196,6 +198,9 @@ describe('authenticated gateway over gRPC/TLS', () => {
     assert.equal(err.code, grpc.status.PERMISSION_DENIED);
     assert.match(err.details, /runs on node node-a and may not report for node node-victim/);
     assert.equal(gw.store.get('node-victim'), undefined);
+    // The ingest thread hands its counts over every few milliseconds: wait for them, then check exactly.
+    const after = await waitUntil('the refusal counted', async () => ((await refusals('{api="agent-stream",reason="node-mismatch"}')) > before ? true : undefined), 2000);
+    assert.ok(after);
     assert.equal(await refusals('{api="agent-stream",reason="node-mismatch"}'), before + 1);
   });
 
@@ -215,12 +220,12 @@ describe('authenticated gateway over gRPC/TLS', () => {
     tokens.set(soon, agentIdentity({ [CLAIM.nodeName]: ['node-c'] }, jwtExpiry(soon)));
     writeFileSync(join(work, 'token-c'), soon);
     const a = agent('node-c', join(work, 'token-c'));
-    await waitUntil('node-c live', () => (a.gateways.stream(`127.0.0.1:${gw.ports.grpc}`)?.live ? true : undefined), 5000);
+    await waitUntil('node-c live', () => (a.gateways.stream(agentAddress())?.live ? true : undefined), 5000);
     // The kubelet rotates the file before expiry; the next stream uses the new token.
     const later = jwt('c', Math.ceil(Date.now() / 1000) + 3600);
     tokens.set(later, agentIdentity({ [CLAIM.nodeName]: ['node-c'] }, jwtExpiry(later)));
     writeFileSync(join(work, 'token-c'), later);
-    const stream = a.gateways.stream(`127.0.0.1:${gw.ports.grpc}`);
+    const stream = a.gateways.stream(agentAddress());
     await waitUntil('reconnected after expiry', () => ((stream?.reconnects ?? 0) >= 1 && stream?.live ? true : undefined), 8000);
     assert.ok((await refusals('{api="agent-stream",reason="expired"}')) >= 1);
     const seq = gw.store.get('node-c')?.lastSeq ?? 0;

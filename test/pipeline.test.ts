@@ -16,7 +16,7 @@ import { addressesOf } from '../agent/stream/endpoint-discovery.js';
 import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
-import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
+import { AGENT_STREAM_MODES, getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
@@ -177,11 +177,11 @@ describe('the whole chain', () => {
   });
 });
 
-describe('AgentStream protocol', () => {
+for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream protocol (${mode})`, () => {
   it('resumes without double counting: Welcome carries the last stored seq, replays are dropped', async () => {
-    const gw = await startTestGateway();
+    const gw = await startTestGateway(options);
     try {
-      const a = rawStream(gw.ports.grpc);
+      const a = rawStream(port(gw));
       a.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
       for (let s = 1; s <= 5; s++) a.call.write(sample(s));
       await eventually(() => (gw.store.get('node-p')?.lastSeq === 5 ? true : undefined), 3000, 'five samples');
@@ -189,7 +189,7 @@ describe('AgentStream protocol', () => {
       assert.equal(a.messages.find((m) => m.ack)?.ack?.lastSeq, 5, 'ack after 5 samples');
       a.close();
 
-      const b = rawStream(gw.ports.grpc);
+      const b = rawStream(port(gw));
       b.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
       await eventually(() => b.messages[0], 3000, 'welcome');
       assert.equal(b.messages[0]?.welcome?.lastSeq, 5);
@@ -200,7 +200,7 @@ describe('AgentStream protocol', () => {
       assert.match(metrics, /oversell_samples_received_total\{result="duplicate"\} 3/);
 
       // A restarted agent (new instance) starts from seq 1 and is accepted.
-      const c = rawStream(gw.ports.grpc);
+      const c = rawStream(port(gw));
       c.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-2' } });
       await eventually(() => c.messages[0], 3000, 'welcome');
       assert.equal(c.messages[0]?.welcome?.lastSeq, 0);
@@ -225,15 +225,15 @@ describe('AgentStream protocol', () => {
   ];
   for (const [what, messages, code, details] of refusals) {
     it(`refuses ${what} with ${grpc.status[code]}, and keeps serving others`, async () => {
-      const gw = await startTestGateway();
+      const gw = await startTestGateway(options);
       try {
-        const bad = rawStream(gw.ports.grpc);
+        const bad = rawStream(port(gw));
         for (const m of messages) bad.call.write(m);
         const err = await eventually(() => bad.error(), 3000, 'the refusal');
         assert.equal(err.code, code);
         assert.match(err.details, details);
         bad.close();
-        const good = rawStream(gw.ports.grpc);
+        const good = rawStream(port(gw));
         good.call.write({ hello: { nodeName: 'node-ok', instanceId: 'i' } });
         await eventually(() => good.messages[0]?.welcome, 3000, 'a welcome for a good stream');
         good.close();
@@ -243,6 +243,52 @@ describe('AgentStream protocol', () => {
     });
   }
 
+});
+
+describe('ingest thread', () => {
+  it('an agent on the agent port is stored, queried and connected on the main thread; the thread stops with the gateway', async () => {
+    const gw = await startTestGateway({ agentPort: 0 });
+    let agent: RunningAgent | undefined;
+    try {
+      assert.ok(gw.ports.agent && gw.ports.agent !== gw.ports.grpc, `agent port ${gw.ports.agent} beside grpc ${gw.ports.grpc}`);
+      agent = fixtureAgent('node-thread', gw.ports.agent);
+      const q = queryClient(gw.ports.grpc);
+      const status = await eventually(async () => {
+        const s = await getNode(q, 'node-thread').catch(() => undefined);
+        return s?.latest && s.window?.samples && s.window.samples >= 3 ? s : undefined;
+      }, 5000, 'three samples via the ingest thread');
+      assert.equal(status.connected, true);
+      assert.ok(status.latest?.capacity?.cpuMillicores, 'capacity carried across the thread');
+      const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
+      assert.match(metrics, /oversell_agents_connected 1/);
+      assert.match(metrics, /oversell_samples_received_total\{result="stored"\} [1-9]/);
+      await agent.stop();
+      agent = undefined;
+      await eventually(async () => ((await getNode(q, 'node-thread')).connected === false ? true : undefined), 3000, 'disconnect seen on the main thread');
+      q.close();
+    } finally {
+      await agent?.stop();
+      await gw.close();
+    }
+    // Closed means closed: nothing listens on the agent port any more.
+    const probe = rawStream(gw.ports.agent ?? 0);
+    probe.call.write({ hello: { nodeName: 'late', instanceId: 'i' } });
+    const err = await eventually(() => probe.error(), 5000, 'a refused connection');
+    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    probe.close();
+  });
+
+  it('an agent port in use fails the start with a message that names the flag', async () => {
+    const first = await startTestGateway({ agentPort: 0 });
+    try {
+      await assert.rejects(startTestGateway({ agentPort: first.ports.agent ?? 0 }), /already in use.*--agent-port/);
+    } finally {
+      await first.close();
+    }
+  });
+});
+
+describe('query API', () => {
   it('GetNode of an unknown node is NOT_FOUND, an empty name INVALID_ARGUMENT', async () => {
     const gw = await startTestGateway();
     try {

@@ -7,14 +7,30 @@ import type { AgentStreamHandlers } from '../../proto/gen/oversell/v1/AgentStrea
 import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../http/metrics.js';
+import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { NodeStore } from '../store/node-store.js';
 import { TokenBucket } from '../act/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 
+/**
+ * Where a stream's hello and samples go: the NodeStore itself, or (on the
+ * ingest thread) a link that forwards them to the store on the main thread,
+ * where attach answers later.
+ */
+export interface IngestTarget {
+  /**
+   * superseded: called if the store later refuses this stream's samples
+   * because a newer stream reports for the node (a link learns it late).
+   */
+  attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): number | Promise<number>;
+  ingest: NodeStore['ingest'];
+  detach: NodeStore['detach'];
+}
+
 export interface AgentStreamServiceOptions {
-  store: NodeStore;
-  metrics: GatewayMetrics;
+  store: IngestTarget;
+  metrics: Pick<GatewayMetrics, 'authRefused' | 'sampleReceived'>;
   log: Logger;
   /** Acknowledge every Nth stored sample (and always right after a replay). */
   ackEvery?: number;
@@ -27,8 +43,14 @@ export interface AgentStreamServiceOptions {
   /** Without it every stream may report for any node (local mode; docs/security.md). */
   authenticate?: AgentAuthenticator;
   now?: () => number;
+  /** Stream ids unique among every service writing to one store. */
+  nextStreamId?: () => number;
 }
 
+
+// Messages held per stream before its token is reviewed or its hello attached.
+// An agent sends nothing after hello until welcomed, but replays may be queued.
+const WAIT_LIMIT = 16;
 
 // RFC 1123 DNS subdomain, as Kubernetes requires of node names.
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -37,10 +59,12 @@ export function isValidNodeName(name: string): boolean {
   return name.length > 0 && name.length <= 253 && NODE_NAME.test(name);
 }
 
-let nextStreamId = 1;
+let lastStreamId = 0;
+const nextLocalStreamId = () => ++lastStreamId;
 
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
+  const nextStreamId = options.nextStreamId ?? nextLocalStreamId;
   const ackEvery = options.ackEvery ?? 5;
   const now = options.now ?? Date.now;
   const rate = options.maxSamplesPerSecond ?? 10;
@@ -48,7 +72,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
 
   return {
     Report(call: grpc.ServerDuplexStream<AgentMessage__Output, GatewayMessage>) {
-      const streamId = nextStreamId++;
+      const streamId = nextStreamId();
       const peer = call.getPeer();
       let node: string | undefined;
       let sinceAck = 0;
@@ -56,8 +80,14 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       const bucket = new TokenBucket(rate, burst, now);
       let principal: AgentPrincipal | undefined;
       let expiryTimer: NodeJS.Timeout | undefined;
-      // Messages that arrive while the token is under review wait here, in order.
+      // Messages that arrive while the token is under review, or the hello is
+      // being attached on another thread, wait here, in order.
       let waiting: AgentMessage__Output[] | undefined;
+      const resume = () => {
+        const queued = waiting ?? [];
+        waiting = undefined;
+        for (const msg of queued) onMessage(msg);
+      };
 
       const fail = (code: grpc.status, details: string) => {
         if (ended) return;
@@ -66,6 +96,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         clearTimeout(expiryTimer);
         call.emit('error', { code, details });
       };
+
+      const supersede = () => fail(grpc.status.ABORTED, `a newer stream reports for node ${node}; this one is closed`);
 
       const refuse = (reason: string, code: grpc.status, details: string) => {
         metrics.authRefused('agent-stream', reason);
@@ -82,9 +114,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
               expiryTimer = setTimeout(() => refuse('expired', grpc.status.UNAUTHENTICATED, 'token expired; reconnect with the refreshed token'), Math.max(0, p.expiresAtMs - now()));
               expiryTimer.unref();
             }
-            const queued = waiting ?? [];
-            waiting = undefined;
-            for (const msg of queued) onMessage(msg);
+            resume();
           },
           (err: unknown) => {
             const s = authStatus(err);
@@ -97,7 +127,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         if (ended) return;
         if (waiting) {
           // A client sending before its token is reviewed gets a bounded wait, not a buffer.
-          if (waiting.length >= 16) return fail(grpc.status.RESOURCE_EXHAUSTED, 'too many messages before authentication completed');
+          if (waiting.length >= WAIT_LIMIT) return fail(grpc.status.RESOURCE_EXHAUSTED, `${WAIT_LIMIT} messages sent before the stream was accepted (token review or hello pending); wait for welcome`);
           waiting.push(msg);
           return;
         }
@@ -112,9 +142,22 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             return refuse('node-mismatch', grpc.status.PERMISSION_DENIED, `${principal.subject} runs on node ${principal.node} and may not report for node ${nodeName}`);
           }
           node = nodeName;
-          const lastSeq = store.attach(nodeName, instanceId, msg.hello.host, streamId);
-          log.info({ node, peer, instanceId, lastSeq, agentVersion: msg.hello.agentVersion }, 'agent connected');
-          call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
+          const { agentVersion } = msg.hello;
+          const welcome = (lastSeq: number) => {
+            log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
+            call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
+          };
+          const attached = store.attach(nodeName, instanceId, msg.hello.host, streamId, () => supersede());
+          if (typeof attached === 'number') return welcome(attached);
+          waiting = [];
+          attached.then(
+            (lastSeq) => {
+              if (ended) return;
+              welcome(lastSeq);
+              resume();
+            },
+            (err: unknown) => fail(grpc.status.UNAVAILABLE, `the gateway could not register the stream: ${(err as Error).message}; reconnect`),
+          );
           return;
         }
         if (msg.sample) {
@@ -125,9 +168,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           const result = store.ingest(node, streamId, msg.sample, now());
           metrics.sampleReceived(result);
-          if (result === 'not-current-stream') {
-            return fail(grpc.status.ABORTED, `a newer stream reports for node ${node}; this one is closed`);
-          }
+          if (result === 'not-current-stream') return supersede();
           if (result === 'stored' && ++sinceAck >= ackEvery) {
             sinceAck = 0;
             call.write({ ack: { lastSeq: msg.sample.seq } });

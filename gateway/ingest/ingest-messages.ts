@@ -1,0 +1,42 @@
+// What the ingest thread and the main thread say to each other. Only plain
+// data crosses: decoded samples are structured-cloned in batches.
+import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
+import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
+import type { AgentPrincipal } from '../auth/agent-authenticator.js';
+import type { AuthFailure } from '../auth/identity.js';
+
+export interface IngestThreadData {
+  bindAddress: string;
+  port: number;
+  logLevel: string;
+  /** Serve over TLS with this certificate (updated later with a 'tls' message). */
+  tls?: { cert: string; key: string };
+  /** Agents must present a token, reviewed on the main thread. */
+  authenticate: boolean;
+  maxReceiveMessageBytes: number;
+}
+
+/** One thing a stream did, in the order the streams did them. */
+export type IngestOp =
+  | { op: 'attach'; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
+  | { op: 'sample'; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
+  | { op: 'detach'; name: string; streamId: number };
+
+export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited', n: number] | [kind: 'auth', reason: string, n: number];
+
+export type ToMain =
+  | { type: 'listening'; port: number }
+  | { type: 'failed'; message: string; code: string | undefined }
+  /** ops, and what the thread counted itself: samples refused there, refused tokens. */
+  | { type: 'ops'; ops: IngestOp[]; counts: MetricCount[] }
+  | { type: 'authenticate'; id: number; authorization: unknown }
+  | { type: 'closed' };
+
+export type ToThread =
+  | { type: 'attached'; id: number; lastSeq: number }
+  /** The store refused a sample: a newer stream reports for the node. */
+  | { type: 'superseded'; streamId: number }
+  | { type: 'authenticated'; id: number; principal: AgentPrincipal }
+  | { type: 'authenticated'; id: number; failure: AuthFailure; message: string }
+  | { type: 'tls'; cert: string; key: string }
+  | { type: 'close' };

@@ -1,0 +1,143 @@
+// The ingest thread (a worker_threads worker started by ingest-worker.ts):
+// serves AgentStream on its own port and does the per-sample work that
+// dominates at thousands of agents (HTTP/2 frames, protobuf decoding, stream
+// checks, rate limits) on its own event loop and heap. The store stays on the
+// main thread: each stream's hello, samples and end go there in batches, so
+// the webhook and the query API never wait behind a burst of samples or a
+// scavenge of the decoding garbage.
+import { parentPort, workerData } from 'node:worker_threads';
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import { createLogger } from '../../lib/log.js';
+import { oversellV1 } from '../../proto/load.js';
+import type { AgentPrincipal } from '../auth/agent-authenticator.js';
+import { AuthError } from '../auth/identity.js';
+import type { IngestResult } from '../store/node-store.js';
+import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';
+import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
+import type { IngestOp, IngestThreadData, MetricCount, ToMain, ToThread } from './ingest-messages.js';
+
+// A sample waits at most this long on this thread before the store has it.
+const FLUSH_EVERY_MS = 5;
+// Ids above the main thread's, which counts up from 1 for its own streams.
+const STREAM_ID_BASE = 2 ** 40;
+
+const port = parentPort;
+if (!port) throw new Error('ingest-thread.ts runs as a worker thread (gateway/ingest/ingest-worker.ts starts it)');
+const data = workerData as IngestThreadData;
+const log = createLogger('oversell-gateway', data.logLevel);
+const post = (m: ToMain) => port.postMessage(m);
+
+let ops: IngestOp[] = [];
+const counts = new Map<string, MetricCount>();
+const count = (kind: 'sample' | 'auth', what: string) => {
+  const key = `${kind}:${what}`;
+  const c = counts.get(key);
+  if (c) c[2] += 1;
+  else counts.set(key, [kind, what, 1] as MetricCount);
+};
+const flush = setInterval(() => {
+  if (ops.length === 0 && counts.size === 0) return;
+  post({ type: 'ops', ops, counts: [...counts.values()] });
+  ops = [];
+  counts.clear();
+}, FLUSH_EVERY_MS);
+
+// Per stream of this thread: the last seq sent on (duplicates stop here), and
+// what ends the stream once the store says a newer one reports for the node.
+const lastSeq = new Map<number, number>();
+const supersede = new Map<number, () => void>();
+const pending = new Map<number, (v: number | AgentPrincipal | AuthError) => void>();
+let nextRequest = 1;
+const ask = <T>(send: (id: number) => ToMain): Promise<T> => {
+  const id = nextRequest++;
+  return new Promise<T>((resolve, reject) => {
+    pending.set(id, (v) => (v instanceof Error ? reject(v) : resolve(v as T)));
+    // The attach must follow the samples already queued, in order: flush first.
+    if (ops.length > 0) {
+      post({ type: 'ops', ops, counts: [] });
+      ops = [];
+    }
+    post(send(id));
+  });
+};
+
+const store: IngestTarget = {
+  attach(name, instanceId, host, streamId, superseded) {
+    supersede.set(streamId, superseded);
+    return ask<number>((id) => ({ type: 'ops', ops: [{ op: 'attach', id, name, instanceId, host, streamId }], counts: [] })).then((seq) => {
+      lastSeq.set(streamId, seq);
+      return seq;
+    });
+  },
+  ingest(name, streamId, sample, receivedAtMs): IngestResult {
+    const last = lastSeq.get(streamId);
+    if (last === undefined) return 'not-current-stream';
+    if (sample.seq <= last) return 'duplicate';
+    lastSeq.set(streamId, sample.seq);
+    ops.push({ op: 'sample', name, streamId, sample, receivedAtMs });
+    // The store's verdict is counted on the main thread.
+    return 'stored';
+  },
+  detach(name, streamId) {
+    lastSeq.delete(streamId);
+    supersede.delete(streamId);
+    ops.push({ op: 'detach', name, streamId });
+  },
+};
+
+let streamIds = STREAM_ID_BASE;
+const service = agentStreamService({
+  store,
+  log,
+  metrics: {
+    sampleReceived: (result) => result !== 'stored' && count('sample', result),
+    authRefused: (_api, reason) => count('auth', reason),
+  },
+  nextStreamId: () => ++streamIds,
+  ...(data.authenticate && {
+    authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => ({ type: 'authenticate', id, authorization })),
+  }),
+});
+
+const server = new grpc.Server({
+  'grpc.max_receive_message_length': data.maxReceiveMessageBytes,
+  'grpc.keepalive_permit_without_calls': 1,
+});
+server.addService(oversellV1().AgentStream.service, service);
+new HealthImplementation({ '': 'SERVING', 'oversell.v1.AgentStream': 'SERVING' }).addToServer(server);
+const certificates = data.tls && new MemoryCertificateProvider(data.tls);
+
+port.on('message', (m: ToThread) => {
+  switch (m.type) {
+    case 'attached':
+      pending.get(m.id)?.(m.lastSeq);
+      pending.delete(m.id);
+      break;
+    case 'authenticated':
+      pending.get(m.id)?.('principal' in m ? m.principal : new AuthError(m.failure, m.message));
+      pending.delete(m.id);
+      break;
+    case 'superseded':
+      lastSeq.delete(m.streamId);
+      supersede.get(m.streamId)?.();
+      break;
+    case 'tls':
+      certificates?.set(m);
+      break;
+    case 'close':
+      clearInterval(flush);
+      server.tryShutdown(() => post({ type: 'closed' }));
+      // Open agent streams would hold tryShutdown forever.
+      setTimeout(() => {
+        server.forceShutdown();
+        post({ type: 'closed' });
+      }, 2000).unref();
+      break;
+  }
+});
+
+server.bindAsync(`${data.bindAddress}:${data.port}`, certificates ? grpcServerCredentials(certificates) : grpc.ServerCredentials.createInsecure(), (err, bound) => {
+  if (err) post({ type: 'failed', message: err.message, code: (err as NodeJS.ErrnoException).code });
+  else post({ type: 'listening', port: bound });
+});

@@ -1,0 +1,122 @@
+// The main thread's side of the ingest thread (ingest-thread.ts): starts it,
+// applies what its streams did to the store in order, answers its hellos with
+// the store's last seq, reviews its agents' tokens, and counts its metrics.
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../../lib/log.js';
+import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
+import { authStatus } from '../auth/grpc-status.js';
+import type { GatewayMetrics } from '../http/metrics.js';
+import type { NodeStore } from '../store/node-store.js';
+import type { IngestThreadData, ToMain, ToThread } from './ingest-messages.js';
+
+export interface IngestWorkerOptions {
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  log: Logger;
+  bindAddress: string;
+  /** 0 picks a free port. */
+  port: number;
+  tls?: { cert: string; key: string };
+  authenticate?: AgentAuthenticator;
+  maxReceiveMessageBytes: number;
+  /** The thread died after it started: its agents are cut off. */
+  onFailed(err: Error): void;
+}
+
+export interface IngestWorker {
+  port: number;
+  setTls(tls: { cert: string; key: string }): void;
+  close(): Promise<void>;
+}
+
+export async function startIngestWorker(options: IngestWorkerOptions): Promise<IngestWorker> {
+  const { store, metrics, log } = options;
+  const data: IngestThreadData = {
+    bindAddress: options.bindAddress,
+    port: options.port,
+    logLevel: log.level,
+    ...(options.tls && { tls: options.tls }),
+    authenticate: options.authenticate !== undefined,
+    maxReceiveMessageBytes: options.maxReceiveMessageBytes,
+  };
+  const worker = import.meta.url.endsWith('.ts')
+    // From source, under tsx (tests, bench): on Node 20 a worker does not
+    // inherit the loader hooks that let the parent import .ts, so the thread
+    // registers tsx itself before importing its entry point.
+    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL('./ingest-thread.ts', import.meta.url).href)}); })`, { eval: true, workerData: data })
+    : new Worker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });
+  const send = (m: ToThread) => worker.postMessage(m);
+  let closed: (() => void) | undefined;
+
+  const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
+    for (const op of m.ops) {
+      if (op.op === 'sample') {
+        const result = store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
+        metrics.sampleReceived(result);
+        if (result === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
+      } else if (op.op === 'attach') {
+        send({ type: 'attached', id: op.id, lastSeq: store.attach(op.name, op.instanceId, op.host, op.streamId) });
+      } else {
+        store.detach(op.name, op.streamId);
+      }
+    }
+    for (const [kind, what, n] of m.counts) {
+      for (let i = 0; i < n; i++) {
+        if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
+        else metrics.authRefused('agent-stream', what);
+      }
+    }
+  };
+
+  const listening = new Promise<number>((resolve, reject) => {
+    worker.on('message', (m: ToMain) => {
+      switch (m.type) {
+        case 'ops':
+          return apply(m);
+        case 'authenticate': {
+          const review = options.authenticate?.(m.authorization) ?? Promise.reject(new Error('no authenticator'));
+          review.then(
+            (principal) => send({ type: 'authenticated', id: m.id, principal }),
+            (err: unknown) => {
+              const s = authStatus(err);
+              send({ type: 'authenticated', id: m.id, failure: s.failure, message: s.details });
+            },
+          );
+          return;
+        }
+        case 'listening':
+          return resolve(m.port);
+        case 'failed':
+          return reject(Object.assign(new Error(m.message), { code: m.code }));
+        case 'closed':
+          return closed?.();
+      }
+    });
+    worker.once('error', (err) => {
+      log.error({ err: err.message }, 'the ingest thread failed: agents on the agent port are cut off; /readyz reports it until the gateway restarts');
+      options.onFailed(err);
+      reject(err);
+    });
+    worker.once('exit', (code) => {
+      closed?.();
+      reject(new Error(`the ingest thread exited (code ${code}) before listening`));
+    });
+  });
+
+  const close = () =>
+    new Promise<void>((resolve) => {
+      closed = () => {
+        closed = undefined;
+        void worker.terminate().then(() => resolve());
+      };
+      send({ type: 'close' });
+    });
+
+  try {
+    const port = await listening;
+    return { port, setTls: (tls) => send({ type: 'tls', ...tls }), close };
+  } catch (err) {
+    await worker.terminate();
+    throw err;
+  }
+}
