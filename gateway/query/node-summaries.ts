@@ -41,11 +41,12 @@ export function nodeSummaryColumns(): NodeSummaryColumns {
     summaries: s,
     add(record, entry, nowMs) {
       const latest = record.latest;
-      const usage = usageOf(record, nowMs);
+      const raw = record.raw;
       s.name.push(record.name);
       s.connected.push(record.streamId !== undefined);
       s.hasSample.push(latest !== undefined);
-      s.ageMs.push(usage?.ageMs ?? 0);
+      // usageOf()'s age, without the object it builds for decide(): only nodes with a raw allocatable need that.
+      s.ageMs.push(latest ? Math.max(0, nowMs - record.receivedAtMs) : 0);
       s.cpuUsageMillicores.push(latest?.cpuUsageMillicores ?? 0);
       s.memoryWorkingSetBytes.push(latest?.memoryWorkingSetBytes ?? 0);
       s.capacityCpuMillicores.push(latest?.capacity?.cpuMillicores ?? 0);
@@ -58,12 +59,11 @@ export function nodeSummaryColumns(): NodeSummaryColumns {
       s.memoryPressure.push(latest?.pressure?.memorySome?.avg10 ?? 0);
       s.windowSamples.push(record.window.length - windowStart(record.window, entry?.policy?.windowMs ?? DEFAULT_POLICY.windowMs));
       s.policy.push(text(entry?.name ?? ''));
-      const raw = record.raw;
       s.rawAllocatableKnown.push(raw !== undefined);
       s.rawCpuMillicores.push(raw ? Number(raw.cpuMillicores) : 0);
       s.rawMemoryBytes.push(raw ? Number(raw.memoryBytes) : 0);
       if (raw) {
-        const d = decideForNode(raw, undefined, usage, entry);
+        const d = decideForNode(raw, undefined, usageOf(record, nowMs), entry);
         s.allocatableCpuMillicores.push(Number(d.cpu.applied));
         s.allocatableMemoryBytes.push(Number(d.memory.applied));
         s.cpuBound.push(text(d.cpu.bound));
