@@ -78,17 +78,18 @@ export function waitFor<T>(what: string, check: () => Promise<T | undefined>, ti
 }
 
 export interface GatewayProcess extends Child {
-  ports: { webhook: number; grpc: number; metrics: number };
+  /** agent: --agent-port, where agents stream as deployed (the ingest thread). */
+  ports: { webhook: number; grpc: number; agent: number; metrics: number };
   tlsDir: string;
 }
 
 /** The real gateway binary on 127.0.0.1, flags policy, self-managed TLS in a temp dir; resolves when /readyz is 200. */
 export async function startGatewayProcess(extra: string[] = []): Promise<GatewayProcess> {
-  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const ports = { webhook: await freePort(), grpc: await freePort(), agent: await freePort(), metrics: await freePort() };
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
   const child = startChild('gateway', process.execPath, [
     join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
-    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--agent-port', String(ports.agent), '--metrics-port', String(ports.metrics),
     '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra,
   ]);
   await waitFor('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined));
@@ -120,13 +121,13 @@ export function deployedAgentNodeFlags(): string[] {
 }
 
 export function startAgentProcess(args: {
-  nodeName: string; grpcPort: number; procRoot: string; cgroupRoot: string; podsFile?: string; metricsAddress?: string;
+  nodeName: string; gatewayPort: number; procRoot: string; cgroupRoot: string; podsFile?: string; metricsAddress?: string;
 }): Child {
   return startChild('agent', process.execPath, [
     ...deployedAgentNodeFlags(),
     join(REPO, 'dist/agent/main.js'),
     '--node-name', args.nodeName,
-    '--gateway', `127.0.0.1:${args.grpcPort}`,
+    '--gateway', `127.0.0.1:${args.gatewayPort}`,
     '--proc-root', args.procRoot,
     '--cgroup-root', args.cgroupRoot,
     '--interval', '1s',
@@ -341,10 +342,10 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     timers.push(writer.stop);
     const gateway = await startGatewayProcess();
     children.push(gateway);
-    log(`gateway pid ${gateway.pid} on grpc :${gateway.ports.grpc}`);
+    log(`gateway pid ${gateway.pid}: agents on :${gateway.ports.agent}, queries on :${gateway.ports.grpc}`);
     const nodeName = 'bench-agent-overhead';
     const agentMetricsPort = await freePort();
-    const agent = startAgentProcess({ nodeName, grpcPort: gateway.ports.grpc, procRoot: '/proc', cgroupRoot, metricsAddress: `127.0.0.1:${agentMetricsPort}` });
+    const agent = startAgentProcess({ nodeName, gatewayPort: gateway.ports.agent, procRoot: '/proc', cgroupRoot, metricsAddress: `127.0.0.1:${agentMetricsPort}` });
     children.push(agent);
     const client = queryClient(gateway.ports.grpc);
     timers.push(() => client.close());

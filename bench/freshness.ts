@@ -85,7 +85,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const gateway = await startGatewayProcess(['--calm-period', '0s']);
     children.push(gateway);
     const agent = startAgentProcess({
-      nodeName, grpcPort: gateway.ports.grpc, procRoot: host.procRoot, cgroupRoot: host.cgroupRoot,
+      nodeName, gatewayPort: gateway.ports.agent, procRoot: host.procRoot, cgroupRoot: host.cgroupRoot,
       podsFile: join(REPO, 'examples/local-pods.yaml'),
     });
     children.push(agent);

@@ -67,10 +67,10 @@ export async function run(): Promise<BenchResult> {
   const load = { start: loadavg()[0]!, end: 0 };
 
   // As deployed: deploy/base/gateway.yaml caps the heap below the 512Mi limit.
-  const gw = await startGateway([], GATEWAY_NODE_ARGS);
+  const gw = await startGateway([], GATEWAY_NODE_ARGS, { agentThread: true });
   const gwPid = gw.child.pid ?? 0;
   const scrape = async () => (await fetch(`http://127.0.0.1:${gw.ports.metrics}/metrics`)).text();
-  const sim = startSimAgents(`127.0.0.1:${gw.ports.grpc}`, AGENTS, 'sim', 'pipe');
+  const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, AGENTS, 'sim', 'pipe');
   let streamErrors = 0;
   let sent = 0;
   onLines(sim.child.stderr, (line) => {

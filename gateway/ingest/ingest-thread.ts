@@ -36,12 +36,13 @@ const count = (kind: 'sample' | 'auth', what: string) => {
   if (c) c[2] += 1;
   else counts.set(key, [kind, what, 1] as MetricCount);
 };
-const flush = setInterval(() => {
+const flushOps = () => {
   if (ops.length === 0 && counts.size === 0) return;
   post({ type: 'ops', ops, counts: [...counts.values()] });
   ops = [];
   counts.clear();
-}, FLUSH_EVERY_MS);
+};
+const flush = setInterval(flushOps, FLUSH_EVERY_MS);
 
 // Per stream of this thread: the last seq sent on (duplicates stop here), and
 // what ends the stream once the store says a newer one reports for the node.
@@ -49,23 +50,20 @@ const lastSeq = new Map<number, number>();
 const supersede = new Map<number, () => void>();
 const pending = new Map<number, (v: number | AgentPrincipal | AuthError) => void>();
 let nextRequest = 1;
-const ask = <T>(send: (id: number) => ToMain): Promise<T> => {
-  const id = nextRequest++;
-  return new Promise<T>((resolve, reject) => {
+/** A question for the main thread, sent at once rather than with the next batch. */
+const ask = <T>(send: (id: number) => void): Promise<T> =>
+  new Promise<T>((resolve, reject) => {
+    const id = nextRequest++;
     pending.set(id, (v) => (v instanceof Error ? reject(v) : resolve(v as T)));
-    // The attach must follow the samples already queued, in order: flush first.
-    if (ops.length > 0) {
-      post({ type: 'ops', ops, counts: [] });
-      ops = [];
-    }
-    post(send(id));
+    send(id);
+    flushOps();
   });
-};
 
 const store: IngestTarget = {
   attach(name, instanceId, host, streamId, superseded) {
     supersede.set(streamId, superseded);
-    return ask<number>((id) => ({ type: 'ops', ops: [{ op: 'attach', id, name, instanceId, host, streamId }], counts: [] })).then((seq) => {
+    // In the batch, after this thread's earlier ops for the node: the store sees them in order.
+    return ask<number>((id) => ops.push({ op: 'attach', id, name, instanceId, host, streamId })).then((seq) => {
       lastSeq.set(streamId, seq);
       return seq;
     });
@@ -96,7 +94,7 @@ const service = agentStreamService({
   },
   nextStreamId: () => ++streamIds,
   ...(data.authenticate && {
-    authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => ({ type: 'authenticate', id, authorization })),
+    authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => post({ type: 'authenticate', id, authorization })),
   }),
 });
 

@@ -175,7 +175,8 @@ function verify(label, objects) {
     check(where(gw), (spec.securityContext?.seccompProfile ?? c?.securityContext?.seccompProfile)?.type === 'RuntimeDefault', 'seccomp RuntimeDefault');
     check(where(gw), env.POD_NAME?.fieldRef?.fieldPath === 'metadata.name' && env.POD_NAMESPACE?.fieldRef?.fieldPath === 'metadata.namespace', 'POD_NAME / POD_NAMESPACE');
     const ports = Object.fromEntries((c?.ports ?? []).map((p) => [p.name, p.containerPort]));
-    check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
+    check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.agent === 50052 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
+    check(where(gw), env.OVERSELL_AGENT_PORT === String(ports.agent), `OVERSELL_AGENT_PORT ${env.OVERSELL_AGENT_PORT} is not the agent container port`);
 
     const pdb = need('PodDisruptionBudget', 'oversell-gateway');
     if (pdb) check(where(pdb), pdb.spec.minAvailable >= 1 && matches(pdb.spec.selector.matchLabels, labels), 'minAvailable >= 1 selecting the gateway');
@@ -189,7 +190,8 @@ function verify(label, objects) {
     const headless = need('Service', 'oversell-gateway-agents');
     if (headless) {
       check(where(headless), headless.spec.clusterIP === 'None' && headless.spec.publishNotReadyAddresses === true, 'headless, not-ready replicas listed too (they warm up before /readyz)');
-      check(where(headless), matches(headless.spec.selector, labels) && headless.spec.ports.some((p) => p.name === 'grpc' && p.port === 50051), 'selects the gateway, grpc 50051');
+      // Agents dial the port named grpc in its EndpointSlices: the ingest thread's.
+      check(where(headless), matches(headless.spec.selector, labels) && headless.spec.ports.some((p) => p.name === 'grpc' && p.port === 50052 && p.targetPort === 'agent'), 'selects the gateway, grpc 50052 -> agent');
     }
 
     // Certificates.
