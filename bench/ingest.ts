@@ -2,12 +2,15 @@
 // over real gRPC (a separate process), the gateway's CPU and RSS, the
 // sample-to-store lag, and the query API's latency for one node and the full
 // list at that scale.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import { nodeUsageClient } from '../proto/node-summaries-codec.js';
 import { watchProcess } from './proc-stats.js';
-import { GATEWAY_NODE_ARGS, startGateway, startSimAgents } from './processes.js';
+import { GATEWAY_NODE_ARGS, onLines, REPO, startGateway, startSimAgents } from './processes.js';
+import type { QueryTimings } from './query-client.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 function client(port: number): NodeUsageClient {
@@ -16,15 +19,14 @@ function client(port: number): NodeUsageClient {
 }
 const get = (c: NodeUsageClient, name: string) =>
   new Promise<NodeStatus__Output>((resolve, reject) => c.GetNode({ name }, (err, r) => (err || !r ? reject(err) : resolve(r))));
-const list = (c: NodeUsageClient) =>
-  new Promise<NodeStatus__Output[]>((resolve, reject) => c.ListNodes({}, (err, r) => (err ? reject(err) : resolve(r?.nodes ?? []))));
-const summaries = (c: NodeUsageClient) =>
-  new Promise<string[]>((resolve, reject) => c.ListNodeSummaries({}, (err, r) => (err ? reject(err) : resolve(r?.name ?? []))));
 
-async function timed<T>(fn: () => Promise<T>): Promise<number> {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
+/** bench/query-client.ts in its own process: the timed queries. */
+function queryTimings(address: string, nodes: number): Promise<QueryTimings> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/query-client.ts'), address, String(nodes)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    onLines(child.stdout, (line) => line.startsWith('result ') && resolve(JSON.parse(line.slice(7)) as QueryTimings));
+    child.once('exit', (code) => reject(new Error(`the query client exited ${code} without a result`)));
+  });
 }
 
 export type IngestMode = 'thread' | 'main';
@@ -76,18 +78,12 @@ export async function measure(agents: number, windowS: number, mode: IngestMode 
     }
     const usage = w.stop();
     const storedPerAgentPerS = (await storedTotal(gw.ports.metrics) - storedBefore) / usage.seconds / agents;
-    const gets: number[] = [];
-    // 2,000 calls back to back: with 300, p99 was the third slowest call, one scavenge decided it.
-    for (let i = 0; i < 2000; i++) gets.push(await timed(() => get(c, `sim-${Math.floor(Math.random() * agents)}`)));
-    // One untimed call of each first: with 10 calls, p99 is the slowest, and the first pays for compiling the code paths.
-    await summaries(c);
-    await list(c);
-    const lists: number[] = [];
-    let listNodes = 0;
-    for (let i = 0; i < 10; i++) lists.push(await timed(async () => (listNodes = (await summaries(c)).length)));
-    const fullLists: number[] = [];
-    for (let i = 0; i < 10; i++) fullLists.push(await timed(() => list(c)));
     c.close();
+    const q = await queryTimings(`127.0.0.1:${gw.ports.grpc}`, agents);
+    const gets = q.getMs;
+    const lists = q.summariesMs;
+    const listNodes = q.summaryNodes;
+    const fullLists = q.listMs;
     const sorted = (a: number[]) => [...a].sort((x, y) => x - y);
     const point = {
       agents,
@@ -139,7 +135,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       : [{ name: '(quick run: 10,000-agent targets not measured)', measured: `${top.agents} agents`, met: true }],
     notes: [
       'simulated agents: one child process, real AgentStream streams spread over several HTTP/2 connections; agent i sends at i/N of each second (the samples due by elapsed time, every 2 ms), as agents with independent timers would, instead of the earlier 20 bursts a second',
-      'list = ListNodeSummaries (one message of packed columns: what `oversell top` shows), decoded with the CLI\'s decoder; the full ListNodes (every NodeStatus with its reason) is reported as full_list; 10 timed calls each after one untimed call',
+      'queries: bench/query-client.ts in its own process with the CLI\'s client, after the measured window: 2,000 GetNode calls back to back on random nodes, then 20 ListNodeSummaries (one message of packed columns: what `oversell top` shows, decoded with the CLI\'s decoder) and 10 full ListNodes (every NodeStatus with its reason), after one untimed call of each',
       `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (deploy/base/gateway.yaml NODE_OPTIONS)`,
       'the simulated nodes have no raw allocatable (no webhook review is sent for them), so neither list computes decisions here; in-process with decisions, 10,000 summaries take ~55-80 ms to compute',
       'lag = gateway receive time - sample timestamp (same machine clock), on 100 random nodes a second',
