@@ -135,7 +135,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       : [{ name: '(quick run: 10,000-agent targets not measured)', measured: `${top.agents} agents`, met: true }],
     notes: [
       'simulated agents: one child process, real AgentStream streams spread over several HTTP/2 connections; agent i sends at i/N of each second (the samples due by elapsed time, every 2 ms), as agents with independent timers would, instead of the earlier 20 bursts a second',
-      'queries: bench/query-client.ts in its own process with the CLI\'s client, after the measured window: 2,000 GetNode calls back to back on random nodes, then 20 ListNodeSummaries (one message of packed columns: what `oversell top` shows, decoded with the CLI\'s decoder) and 10 full ListNodes (every NodeStatus with its reason), after one untimed call of each',
+      'queries: bench/query-client.ts in its own process with the CLI\'s client, after the measured window: 2,000 GetNode calls back to back on random nodes, then 20 ListNodeSummaries (one message of packed columns: what `oversell top` shows, decoded with the CLI\'s decoder) and 10 full ListNodes (every NodeStatus with its reason), after untimed calls (500 GetNode, 3 summaries, 1 ListNodes) so the client is measured warm',
       `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (deploy/base/gateway.yaml NODE_OPTIONS)`,
       'the simulated nodes have no raw allocatable (no webhook review is sent for them), so neither list computes decisions here; in-process with decisions, 10,000 summaries take ~55-80 ms to compute',
       'lag = gateway receive time - sample timestamp (same machine clock), on 100 random nodes a second',

@@ -150,18 +150,22 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   req/s 23-28 ms, p50 4.6 ms. oha (Rust, built from crates.io) with \`-q\`
   sends at evenly spaced times and, with \`--latency-correction\`, times
   each request from when it was due, at ~140 millicores: the same gateway
-  build measures p99 1.69-1.77 ms at 1000 req/s (two runs), and saturation
+  build measures p99 1.69-2.12 ms at 1000 req/s (three runs), and saturation
   1944 -> 3562-3861 req/s, most of the difference being the core autocannon
-  no longer takes. (k6's constant-arrival-rate executor was tried earlier and
+  no longer takes. p99.9 stays 24-68 ms (not a target; its cause is not
+  profiled yet). (k6's constant-arrival-rate executor was tried earlier and
   dropped 39% of its iterations on this box.)
 - Ingest thread (\`--agent-port\`, gateway/ingest/ingest-thread.ts): at 10,000
   agents the main thread decoded every sample beside the webhook and the
   query API. With agent streams decoded on a worker thread and handed to the
   store in 5 ms batches, a CPU profile of the main thread shows it 83% idle
-  (ingest apply 5%, GC 3%); same run, same simulator: GetNode p99
-  15.0 -> 7.0 ms, ListNodeSummaries p99 231 -> 122 ms, gateway CPU 600 -> 668
-  millicores (the hand-over costs a little), RSS 345 -> 366 MiB. The deploy
-  manifests now send agents there.
+  (applying samples 5%, GC 3%). Four runs of bench/ingest.ts, each measuring
+  both at 10,000 agents with the same simulator: GetNode p99 4.8-7.0 ms with
+  the thread against 5.7-15.0 ms without, ListNodeSummaries p99 85-123 ms
+  against 81-231 ms (three runs clearly apart, the fourth even: p99 of one
+  process on a shared 2-vCPU VM moves that much between runs); gateway CPU
+  668-696 against 487-600 millicores (the hand-over costs ~100), RSS
+  360-366 against 343-357 MiB. The deploy manifests now send agents there.
 - What is left of GetNode p99 is mostly the machine (scratch runs with the
   bench's helpers, not part of \`npm run bench\`): the same client against a
   second, idle gateway (50 agents) beside a 10,000-agent run measured p99
