@@ -46,25 +46,34 @@ describe('binaries', () => {
     assert.match(r.stderr, /not a duration/);
   });
 
-  it('the gateway starts from environment variables alone, writes its CA, serves, and stops on SIGTERM', async () => {
+  it('a port that is not a number is refused before anything starts', () => {
+    for (const bad of ['', 'next']) {
+      const r = spawnSync(process.execPath, [bin('gateway'), '--agent-port', bad], { encoding: 'utf8' });
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /--agent-port.*is not a number/);
+    }
+  });
+
+  it('the gateway starts from environment variables alone, writes its CA, serves (agents on the ingest thread too), and stops on SIGTERM', async () => {
     const tlsDir = join(work, 'tls');
     const child = spawn(process.execPath, [bin('gateway')], {
-      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir },
+      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_AGENT_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir },
     });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c));
-    const ports = await new Promise<{ metrics: number; webhook: number }>((resolve, reject) => {
+    const ports = await new Promise<{ metrics: number; webhook: number; grpc: number; agent?: number }>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`no "gateway serving" line: ${out}`)), 15_000);
       child.stdout.on('data', () => {
         const line = out.split('\n').find((l) => l.includes('gateway serving'));
         if (line) {
           clearTimeout(t);
-          resolve(JSON.parse(line) as { metrics: number; webhook: number });
+          resolve(JSON.parse(line) as { metrics: number; webhook: number; grpc: number; agent?: number });
         }
       });
     });
     const ready = await fetch(`http://127.0.0.1:${ports.metrics}/readyz`);
     assert.equal(ready.status, 200);
+    assert.ok(ports.agent && ports.agent !== ports.grpc, `an agent port of its own: ${JSON.stringify(ports)}`);
     const ca = new X509Certificate(readFileSync(join(tlsDir, 'ca.crt')));
     const leaf = new X509Certificate(readFileSync(join(tlsDir, 'tls.crt')));
     assert.ok(leaf.verify(ca.publicKey), 'serving certificate is signed by the CA');
