@@ -17,6 +17,9 @@ import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { AGENT_STREAM_MODES, getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
+import { startIngestWorker } from '../gateway/ingest/ingest-worker.js';
+import { NodeStore } from '../gateway/store/node-store.js';
+import { GatewayMetrics } from '../gateway/http/metrics.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));
@@ -276,6 +279,25 @@ describe('ingest thread', () => {
     const err = await eventually(() => probe.error(), 5000, 'a refused connection');
     assert.equal(err.code, grpc.status.UNAVAILABLE);
     probe.close();
+  });
+
+  it('a thread that dies is reported once, and its agents are not silently lost', async () => {
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
+    const failures: string[] = [];
+    const thread = await startIngestWorker({
+      store, metrics: new GatewayMetrics(store, Date.now), log, bindAddress: '127.0.0.1', port: 0, maxReceiveMessageBytes: 1 << 20,
+      onFailed: (err) => failures.push(err.message),
+    });
+    const agent = rawStream(thread.port);
+    agent.call.write({ hello: { nodeName: 'node-crash', instanceId: 'i' } });
+    await eventually(() => agent.messages[0]?.welcome, 3000, 'a welcome through the thread');
+    await thread.thread.terminate(); // as a crash would end it
+    await eventually(() => (failures.length > 0 ? true : undefined), 3000, 'the failure reported');
+    assert.equal(failures.length, 1);
+    assert.match(failures[0] ?? '', /ingest thread exited/);
+    await eventually(() => agent.error(), 5000, 'the agent sees its stream end and will reconnect');
+    agent.close();
+    await thread.close(); // closing a dead thread resolves
   });
 
   it('an agent port in use fails the start with a message that names the flag', async () => {

@@ -7,7 +7,7 @@ import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import type { NodeStore } from '../store/node-store.js';
-import type { IngestThreadData, ToMain, ToThread } from './ingest-messages.js';
+import type { IngestOp, IngestThreadData, ToMain, ToThread } from './ingest-messages.js';
 
 export interface IngestWorkerOptions {
   store: NodeStore;
@@ -25,6 +25,8 @@ export interface IngestWorkerOptions {
 
 export interface IngestWorker {
   port: number;
+  /** The thread itself (diagnostics; tests end it to check what a crash does). */
+  thread: Worker;
   setTls(tls: { cert: string; key: string }): void;
   close(): Promise<void>;
 }
@@ -48,16 +50,25 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const send = (m: ToThread) => worker.postMessage(m);
   let closed: (() => void) | undefined;
 
+  const applyOne = (op: IngestOp) => {
+    if (op.op === 'sample') {
+      const result = store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
+      metrics.sampleReceived(result);
+      if (result === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
+    } else if (op.op === 'attach') {
+      send({ type: 'attached', id: op.id, lastSeq: store.attach(op.name, op.instanceId, op.host, op.streamId) });
+    } else {
+      store.detach(op.name, op.streamId);
+    }
+  };
   const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
     for (const op of m.ops) {
-      if (op.op === 'sample') {
-        const result = store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
-        metrics.sampleReceived(result);
-        if (result === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
-      } else if (op.op === 'attach') {
-        send({ type: 'attached', id: op.id, lastSeq: store.attach(op.name, op.instanceId, op.host, op.streamId) });
-      } else {
-        store.detach(op.name, op.streamId);
+      // One bad op costs its own sample, never the batch or the gateway.
+      try {
+        applyOne(op);
+      } catch (err) {
+        log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
+        if (op.op === 'attach') send({ type: 'superseded', streamId: op.streamId });
       }
     }
     for (const [kind, what, n] of m.counts) {
@@ -66,6 +77,16 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
         else metrics.authRefused('agent-stream', what);
       }
     }
+  };
+
+  let started = false;
+  let failed = false;
+  let exited = false;
+  const failAfterStart = (err: Error) => {
+    if (!started || failed) return;
+    failed = true;
+    log.error({ err: err.message }, 'the ingest thread stopped: agents on the agent port are cut off; /readyz reports it until the gateway restarts');
+    options.onFailed(err);
   };
 
   const listening = new Promise<number>((resolve, reject) => {
@@ -93,18 +114,21 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
       }
     });
     worker.once('error', (err) => {
-      log.error({ err: err.message }, 'the ingest thread failed: agents on the agent port are cut off; /readyz reports it until the gateway restarts');
-      options.onFailed(err);
+      failAfterStart(err);
       reject(err);
     });
     worker.once('exit', (code) => {
-      closed?.();
-      reject(new Error(`the ingest thread exited (code ${code}) before listening`));
+      exited = true;
+      if (closed) return closed();
+      const err = new Error(`the ingest thread exited (code ${code})`);
+      failAfterStart(err);
+      reject(err);
     });
   });
 
   const close = () =>
     new Promise<void>((resolve) => {
+      if (exited) return resolve();
       closed = () => {
         closed = undefined;
         void worker.terminate().then(() => resolve());
@@ -114,7 +138,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
 
   try {
     const port = await listening;
-    return { port, setTls: (tls) => send({ type: 'tls', ...tls }), close };
+    started = true;
+    return { port, thread: worker, setTls: (tls) => send({ type: 'tls', ...tls }), close };
   } catch (err) {
     await worker.terminate();
     throw err;
