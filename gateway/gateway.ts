@@ -21,7 +21,7 @@ import { StatusWriter } from './act/status-writer.js';
 import { GatewayMetrics } from './http/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
-import { startIngestWorker, type IngestWorker } from './ingest/ingest-worker.js';
+import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
@@ -109,7 +109,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const metrics = new GatewayMetrics(store, now);
   store.on('removed', (name) => metrics.forgetNode(name));
   let ready = false;
-  let ingestThreadFailed: string | undefined;
+  let ingestThreadDown: string | undefined;
 
   const maxReceiveMessageBytes = 4 * 1024 * 1024;
   const grpcServer = new grpc.Server({
@@ -120,7 +120,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const grpcTls = options.grpcTls ? new MemoryCertificateProvider(options.tls) : undefined;
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
-  const notReady = () => (ready ? ingestThreadFailed ?? policies.notReady() : 'listeners starting');
+  const notReady = () => (ready ? ingestThreadDown ?? policies.notReady() : 'listeners starting');
   grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies, notReady, now,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
@@ -225,13 +225,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       metrics: await listen(probes, options.bindAddress, options.metricsPort),
     };
     if (options.agentPort !== undefined) {
-      ingestWorker = await startIngestWorker({
+      ingestWorker = await startSupervisedIngest({
         store, metrics, log, bindAddress: options.bindAddress, port: options.agentPort, maxReceiveMessageBytes,
         ...(grpcTls && { tls: options.tls }),
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
-        onFailed: (err) => {
-          ingestThreadFailed = `the ingest thread failed (${err.message}); restart the gateway`;
-        },
+        onDown: (reason) => (ingestThreadDown = reason),
       });
     }
     const ports = { ...listeners, ...(ingestWorker && { agent: ingestWorker.port }) };

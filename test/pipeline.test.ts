@@ -17,7 +17,7 @@ import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { AGENT_STREAM_MODES, getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
-import { startIngestWorker } from '../gateway/ingest/ingest-worker.js';
+import { startSupervisedIngest } from '../gateway/ingest/ingest-worker.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { GatewayMetrics } from '../gateway/http/metrics.js';
 
@@ -281,23 +281,37 @@ describe('ingest thread', () => {
     probe.close();
   });
 
-  it('a thread that dies is reported once, and its agents are not silently lost', async () => {
+  it('a thread that dies is reported, started again on the same port, and its agents come back', async () => {
     const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
-    const failures: string[] = [];
-    const thread = await startIngestWorker({
+    const down: Array<string | undefined> = [];
+    const ingest = await startSupervisedIngest({
       store, metrics: new GatewayMetrics(store, Date.now), log, bindAddress: '127.0.0.1', port: 0, maxReceiveMessageBytes: 1 << 20,
-      onFailed: (err) => failures.push(err.message),
+      restartDelayMs: 100, onDown: (reason) => down.push(reason),
     });
-    const agent = rawStream(thread.port);
-    agent.call.write({ hello: { nodeName: 'node-crash', instanceId: 'i' } });
-    await eventually(() => agent.messages[0]?.welcome, 3000, 'a welcome through the thread');
-    await thread.thread.terminate(); // as a crash would end it
-    await eventually(() => (failures.length > 0 ? true : undefined), 3000, 'the failure reported');
-    assert.equal(failures.length, 1);
-    assert.match(failures[0] ?? '', /ingest thread exited/);
-    await eventually(() => agent.error(), 5000, 'the agent sees its stream end and will reconnect');
-    agent.close();
-    await thread.close(); // closing a dead thread resolves
+    try {
+      const port = ingest.port;
+      const before = rawStream(port);
+      before.call.write({ hello: { nodeName: 'node-crash', instanceId: 'i' } });
+      before.call.write(sample(1));
+      await eventually(() => (store.get('node-crash')?.lastSeq === 1 ? true : undefined), 3000, 'a sample through the thread');
+      const first = ingest.thread;
+      await first.terminate(); // as a crash would end it
+      await eventually(() => (down.length >= 2 ? true : undefined), 5000, 'down, then up again');
+      assert.match(down[0] ?? '', /ingest thread stopped.*exited.*restarting/);
+      assert.equal(down[1], undefined, 'serving again');
+      assert.notEqual(ingest.thread, first);
+      assert.equal(ingest.port, port, 'same port: agents reconnect where they were');
+      await eventually(() => before.error(), 5000, 'the old stream ended, so the agent reconnects');
+      before.close();
+      // The agent's reconnect: the store kept its data, so the welcome says where to resume.
+      const after = rawStream(port);
+      after.call.write({ hello: { nodeName: 'node-crash', instanceId: 'i' } });
+      const welcome = await eventually(() => after.messages[0]?.welcome, 3000, 'a welcome from the new thread');
+      assert.equal(welcome.lastSeq, 1);
+      after.close();
+    } finally {
+      await ingest.close();
+    }
   });
 
   it('an agent port in use fails the start with a message that names the flag', async () => {

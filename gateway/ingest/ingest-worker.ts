@@ -19,7 +19,7 @@ export interface IngestWorkerOptions {
   tls?: { cert: string; key: string };
   authenticate?: AgentAuthenticator;
   maxReceiveMessageBytes: number;
-  /** The thread died after it started: its agents are cut off. */
+  /** The thread died after it started: its agents are cut off (startSupervisedIngest starts another). */
   onFailed(err: Error): void;
 }
 
@@ -85,7 +85,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const failAfterStart = (err: Error) => {
     if (!started || failed) return;
     failed = true;
-    log.error({ err: err.message }, 'the ingest thread stopped: agents on the agent port are cut off; /readyz reports it until the gateway restarts');
+    log.error({ err: err.message }, 'the ingest thread stopped: agents on the agent port are cut off until it serves again');
     options.onFailed(err);
   };
 
@@ -144,4 +144,58 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     await worker.terminate();
     throw err;
   }
+}
+
+export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFailed'> {
+  /** What is wrong while the thread is down (for /readyz), undefined once it serves again. */
+  onDown(reason: string | undefined): void;
+  /** First wait before a restart; doubled per failed try up to 30 s. */
+  restartDelayMs?: number;
+}
+
+/**
+ * An ingest thread that is started again, on the same port, if it dies: its
+ * agents reconnect with their backoff and the store never went away. While it
+ * is down, onDown says why.
+ */
+export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestWorker> {
+  const firstDelay = options.restartDelayMs ?? 1000;
+  let tls = options.tls;
+  let closing = false;
+  let retry: NodeJS.Timeout | undefined;
+  let current: IngestWorker;
+  const start = (port: number) => startIngestWorker({ ...options, port, ...(tls && { tls }), onFailed: (err) => restart(err, firstDelay) });
+  const restart = (err: Error, delayMs: number) => {
+    if (closing) return;
+    options.onDown(`the ingest thread stopped (${err.message}); restarting it`);
+    retry = setTimeout(() => {
+      start(current.port).then(
+        (next) => {
+          current = next;
+          if (closing) return void next.close();
+          options.log.info({ port: next.port }, 'ingest thread restarted; agents reconnect to it');
+          options.onDown(undefined);
+        },
+        (e: Error) => restart(e, Math.min(delayMs * 2, 30_000)),
+      );
+    }, delayMs);
+  };
+  current = await start(options.port);
+  return {
+    get port() {
+      return current.port;
+    },
+    get thread() {
+      return current.thread;
+    },
+    setTls(next) {
+      tls = next;
+      current.setTls(next);
+    },
+    async close() {
+      closing = true;
+      clearTimeout(retry);
+      await current.close();
+    },
+  };
 }
