@@ -152,8 +152,10 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   each request from when it was due, at ~140 millicores: the same gateway
   build measures p99 1.69-2.12 ms at 1000 req/s (three runs), and saturation
   1944 -> 3562-3861 req/s, most of the difference being the core autocannon
-  no longer takes. p99.9 stays 24-68 ms (not a target; its cause is not
-  profiled yet). (k6's constant-arrival-rate executor was tried earlier and
+  no longer takes. p99.9 stays 24-68 ms (not a target). It is not the
+  gateway's GC: a --trace-gc run at 1000 req/s (p99.9 39.6 ms) had two
+  mark-compacts of 2.3 and 4.3 ms and scavenges of at most 7.8 ms; not
+  attributed yet (the generator and the gateway share 2 vCPUs). (k6's constant-arrival-rate executor was tried earlier and
   dropped 39% of its iterations on this box.)
 - Ingest thread (\`--agent-port\`, gateway/ingest/ingest-thread.ts): at 10,000
   agents the main thread decoded every sample beside the webhook and the
