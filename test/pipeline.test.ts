@@ -307,7 +307,7 @@ describe('ingest thread', () => {
       const after = rawStream(port);
       after.call.write({ hello: { nodeName: 'node-crash', instanceId: 'i' } });
       const welcome = await eventually(() => after.messages[0]?.welcome, 3000, 'a welcome from the new thread');
-      assert.equal(welcome.lastSeq, 1);
+      assert.equal(welcome?.lastSeq, 1);
       after.close();
     } finally {
       await ingest.close();
