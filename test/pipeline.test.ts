@@ -314,6 +314,33 @@ describe('ingest thread', () => {
     }
   });
 
+  it('a hello the store cannot take ends that stream with UNAVAILABLE; the thread and other streams go on', async () => {
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
+    const attach = store.attach.bind(store);
+    store.attach = (name, ...rest) => {
+      if (name === 'node-bad') throw new Error('store refused node-bad');
+      return attach(name, ...rest);
+    };
+    const ingest = await startSupervisedIngest({
+      store, metrics: new GatewayMetrics(store, Date.now), log, bindAddress: '127.0.0.1', port: 0, maxReceiveMessageBytes: 1 << 20, onDown: () => {},
+    });
+    try {
+      const bad = rawStream(ingest.port);
+      bad.call.write({ hello: { nodeName: 'node-bad', instanceId: 'i' } });
+      const err = await eventually(() => bad.error(), 3000, 'the refused stream ends');
+      assert.equal(err.code, grpc.status.UNAVAILABLE);
+      assert.match(err.details, /store refused node-bad.*reconnect/);
+      bad.close();
+      const good = rawStream(ingest.port);
+      good.call.write({ hello: { nodeName: 'node-good', instanceId: 'i' } });
+      good.call.write(sample(1));
+      await eventually(() => (store.get('node-good')?.lastSeq === 1 ? true : undefined), 3000, 'another stream stored');
+      good.close();
+    } finally {
+      await ingest.close();
+    }
+  });
+
   it('an agent port in use fails the start with a message that names the flag', async () => {
     const first = await startTestGateway({ agentPort: 0 });
     try {

@@ -34,6 +34,8 @@ export type ToMain =
 
 export type ToThread =
   | { type: 'attached'; id: number; lastSeq: number }
+  /** The store could not take the hello: the stream ends with UNAVAILABLE and the agent reconnects. */
+  | { type: 'attached'; id: number; error: string }
   /** The store refused a sample: a newer stream reports for the node. */
   | { type: 'superseded'; streamId: number }
   | { type: 'authenticated'; id: number; principal: AgentPrincipal }

@@ -48,7 +48,7 @@ const flush = setInterval(flushOps, FLUSH_EVERY_MS);
 // what ends the stream once the store says a newer one reports for the node.
 const lastSeq = new Map<number, number>();
 const supersede = new Map<number, () => void>();
-const pending = new Map<number, (v: number | AgentPrincipal | AuthError) => void>();
+const pending = new Map<number, (v: number | AgentPrincipal | Error) => void>();
 let nextRequest = 1;
 /** A question for the main thread, sent at once rather than with the next batch. */
 const ask = <T>(send: (id: number) => void): Promise<T> =>
@@ -109,7 +109,7 @@ const certificates = data.tls && new MemoryCertificateProvider(data.tls);
 port.on('message', (m: ToThread) => {
   switch (m.type) {
     case 'attached':
-      pending.get(m.id)?.(m.lastSeq);
+      pending.get(m.id)?.('lastSeq' in m ? m.lastSeq : new Error(m.error));
       pending.delete(m.id);
       break;
     case 'authenticated':

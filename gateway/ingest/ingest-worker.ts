@@ -68,7 +68,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
         applyOne(op);
       } catch (err) {
         log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
-        if (op.op === 'attach') send({ type: 'superseded', streamId: op.streamId });
+        // The stream waits for its welcome: tell it, so it ends and the agent reconnects.
+        if (op.op === 'attach') send({ type: 'attached', id: op.id, error: (err as Error).message });
       }
     }
     for (const [kind, what, n] of m.counts) {
