@@ -52,15 +52,6 @@ class Writer {
   /** A non-negative integer below 2^53. */
   varint(v: number): void {
     this.ensure(10);
-    // Below 2^31 bit operations do it; above, division (bit operations are 32-bit).
-    if (v < 0x80000000) {
-      while (v >= 0x80) {
-        this.buf[this.pos++] = (v & 0x7f) | 0x80;
-        v >>>= 7;
-      }
-      this.buf[this.pos++] = v;
-      return;
-    }
     while (v >= 0x80) {
       this.buf[this.pos++] = (v % 128) | 0x80;
       v = Math.floor(v / 128);
