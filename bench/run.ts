@@ -145,18 +145,20 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   keeps pod paths while the pod set holds: 3.87 -> 3.02 ms per sample. Full
   300 s run: 10.93m -> 2.8m CPU, 71.3 -> 56.9 MiB RSS max.
 - Webhook load generator: autocannon's rate is a quota per connection per
-  second, so even ten staggered instances sent bursts with 12 in flight, and
-  the Node generator took most of a core beside the gateway: p99 at 1000
-  req/s 23-28 ms, p50 4.6 ms. oha (Rust, built from crates.io) with \`-q\`
-  sends at evenly spaced times and, with \`--latency-correction\`, times
-  each request from when it was due, at ~140 millicores: the same gateway
-  build measures p99 1.69-2.12 ms at 1000 req/s (three runs), and saturation
-  1944 -> 3562-3861 req/s, most of the difference being the core autocannon
+  second, so even ten staggered instances (bench/rate-cannon.ts) send bursts
+  with 12 in flight. Against the same gateway build on the same machine the
+  same day, at 1000 req/s: rate-cannon measured p50 3.7 ms, p99 16.8-18.1 ms
+  (two runs); oha (Rust, built from crates.io) with \`-q\`, which sends at
+  evenly spaced times, and \`--latency-correction\`, which times each request
+  from when it was due, measured p50 0.5-0.6 ms, p99 1.69-2.12 ms (three
+  runs), at ~140 millicores of its own. Saturation went 1944 (autocannon,
+  the day before) -> 3562-3861 req/s, most of it the core a Node generator
   no longer takes. p99.9 stays 24-68 ms (not a target). It is not the
   gateway's GC: a --trace-gc run at 1000 req/s (p99.9 39.6 ms) had two
   mark-compacts of 2.3 and 4.3 ms and scavenges of at most 7.8 ms; not
-  attributed yet (the generator and the gateway share 2 vCPUs). (k6's constant-arrival-rate executor was tried earlier and
-  dropped 39% of its iterations on this box.)
+  attributed yet (the generator and the gateway share 2 vCPUs). (k6's
+  constant-arrival-rate executor was tried earlier and dropped 39% of its
+  iterations on this box.)
 - Ingest thread (\`--agent-port\`, gateway/ingest/ingest-thread.ts): at 10,000
   agents the main thread decoded every sample beside the webhook and the
   query API. With agent streams decoded on a worker thread and handed to the
