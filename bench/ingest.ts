@@ -80,10 +80,6 @@ export async function measure(agents: number, windowS: number, mode: IngestMode 
     const storedPerAgentPerS = (await storedTotal(gw.ports.metrics) - storedBefore) / usage.seconds / agents;
     c.close();
     const q = await queryTimings(`127.0.0.1:${gw.ports.grpc}`, agents);
-    const gets = q.getMs;
-    const lists = q.summariesMs;
-    const listNodes = q.summaryNodes;
-    const fullLists = q.listMs;
     const sorted = (a: number[]) => [...a].sort((x, y) => x - y);
     const point = {
       agents,
@@ -92,12 +88,12 @@ export async function measure(agents: number, windowS: number, mode: IngestMode 
       gatewayMillicores: Math.round(usage.millicores),
       gatewayRssMiB: Math.round(usage.rssMaxMiB),
       lagP99Ms: round(percentile(sorted(lags), 99), 1),
-      getP99Ms: round(percentile(sorted(gets), 99), 2),
-      listP99Ms: round(percentile(sorted(lists), 99), 1),
-      listNodes,
-      fullListP99Ms: round(percentile(sorted(fullLists), 99), 1),
+      getP99Ms: round(percentile(sorted(q.getMs), 99), 2),
+      listP99Ms: round(percentile(sorted(q.summariesMs), 99), 1),
+      listNodes: q.summaryNodes,
+      fullListP99Ms: round(percentile(sorted(q.listMs), 99), 1),
     };
-    console.log(`    stored ${point.storedPerAgentPerS} samples/s per agent; gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms; ListNodeSummaries (${listNodes}) p99 ${point.listP99Ms} ms; ListNodes p99 ${point.fullListP99Ms} ms`);
+    console.log(`    stored ${point.storedPerAgentPerS} samples/s per agent; gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms; ListNodeSummaries (${point.listNodes}) p99 ${point.listP99Ms} ms; ListNodes p99 ${point.fullListP99Ms} ms`);
     return point;
   } finally {
     sim.child.kill('SIGTERM');

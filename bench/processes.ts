@@ -59,7 +59,8 @@ export async function startGateway(extra: string[] = [], nodeArgs: string[] = []
  */
 export function startSimAgents(address: string, count: number, prefix = 'sim', stderr: 'inherit' | 'pipe' = 'inherit', nice = 0): { child: ChildProcess; ready: Promise<void> } {
   const args = ['--max-old-space-size=4096', '--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), address, String(count), prefix];
-  const child = nice ? spawn('nice', ['-n', String(nice), process.execPath, ...args], { stdio: ['ignore', 'pipe', stderr] }) : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
+  const [command, argv] = nice ? ['nice', ['-n', String(nice), process.execPath, ...args]] : [process.execPath, args];
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', stderr] });
   const ready = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`${count} simulated agents not all welcomed within 120 s`)), 120_000);
     child.stdout?.on('data', (d: Buffer) => {

@@ -147,7 +147,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
             call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
           };
-          const attached = store.attach(nodeName, instanceId, msg.hello.host, streamId, () => supersede());
+          const attached = store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede);
           if (typeof attached === 'number') return welcome(attached);
           waiting = [];
           attached.then(
