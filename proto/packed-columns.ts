@@ -74,18 +74,39 @@ class Writer {
     this.buf[this.pos++] = Number(u);
   }
 
-  value(kind: Exclude<Kind, 'string'>, v: unknown): void {
+  /** One packed column's values, in a loop per kind: a switch per value cost a third of the encode. */
+  values(kind: Exclude<Kind, 'string'>, column: readonly unknown[]): void {
+    const n = column.length;
+    this.ensure(n * (kind === 'double' ? 8 : 10));
+    let buf = this.buf;
+    let pos = this.pos;
     switch (kind) {
       case 'bool':
-        return this.varint(v ? 1 : 0);
-      case 'uint32':
-        return this.varint(Number(v) >>> 0);
-      case 'int64':
-        return this.int64(Number(v));
+        for (let i = 0; i < n; i++) buf[pos++] = column[i] ? 1 : 0;
+        break;
       case 'double':
-        this.ensure(8);
-        this.pos = this.buf.writeDoubleLE(Number(v), this.pos);
+        for (let i = 0; i < n; i++) pos = buf.writeDoubleLE(Number(column[i]), pos);
+        break;
+      case 'uint32':
+      case 'int64':
+        for (let i = 0; i < n; i++) {
+          const v = Number(column[i]);
+          let t = kind === 'uint32' ? v >>> 0 : Number.isNaN(v) ? 0 : Math.trunc(v);
+          if (t < 0 || t >= Number.MAX_SAFE_INTEGER) {
+            this.pos = pos;
+            this.int64(t);
+            pos = this.pos;
+            buf = this.buf;
+            continue;
+          }
+          while (t >= 0x80) {
+            buf[pos++] = (t % 128) | 0x80;
+            t = Math.floor(t / 128);
+          }
+          buf[pos++] = t;
+        }
     }
+    this.pos = pos;
   }
 }
 
@@ -110,7 +131,7 @@ export function packedColumnsSerializer<T extends object>(columns: readonly Colu
         continue;
       }
       values.pos = 0;
-      for (const v of column) values.value(c.kind, v);
+      values.values(c.kind, column);
       w.varint((c.number << 3) | 2);
       w.varint(values.pos);
       w.ensure(values.pos);

@@ -17,6 +17,7 @@ import { matches } from '../gateway/decide/select-policy.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { listPolicySource, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { GATEWAY_DEFAULTS } from '../gateway/gateway.js';
 
 const sample = (seq: number): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
@@ -221,6 +222,78 @@ describe('ListNodeSummaries: the columns of oversell top', () => {
     }
     assert.deepEqual((await summaries(c, { policy: 'nope' })).name, []);
     await assert.rejects(summaries(c, { labelSelector: 'pool in (batch' }), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && /unbalanced/.test(e.details));
+  });
+});
+
+describe('ListNodeSummaries keeps up with the store between calls', () => {
+  // The rows are kept as the store changes (summary-table.ts), not computed per
+  // call: every change that moves a number must reach them.
+  let clock = Date.now();
+  const source = listPolicySource([
+    toPolicyEntry({ metadata: { name: 'batch' }, spec: { nodeSelector: { matchLabels: { pool: 'batch' } }, staleAfter: '30s' } }),
+  ]);
+  let g: TestGateway;
+  let id = 1000;
+  const raw = { cpuMillicores: 7910n, memoryBytes: 2n ** 34n };
+  const join = (name: string, labels: Record<string, string>) => {
+    id += 1;
+    g.store.attach(name, 'i', null, id);
+    for (let seq = 1; seq <= 3; seq++) g.store.ingest(name, id, { ...sample(seq), timestampMs: clock - (4 - seq) * 1000 }, clock);
+    g.store.observe(name, raw, labels, clock);
+  };
+  const both = async (req: { labelSelector?: string; policy?: string } = {}) => {
+    const c = queryClient(g.ports.grpc);
+    const rows = rowsOfSummaries(await new Promise<NodeSummaries__Output>((resolve, reject) =>
+      c.ListNodeSummaries({ labelSelector: req.labelSelector ?? '', policy: req.policy ?? '' }, (err, res) => (err || !res ? reject(err) : resolve(res)))));
+    const full = await new Promise<NodeStatus__Output[]>((resolve, reject) =>
+      c.ListNodes({ labelSelector: req.labelSelector ?? '', policy: req.policy ?? '' }, (err, res) => (err ? reject(err) : resolve(res?.nodes ?? []))));
+    assert.deepEqual(rows, full.map(rowOfStatus));
+    return Object.fromEntries(rows.map((r) => [r.name, r]));
+  };
+  before(async () => {
+    g = await startTestGateway({ policies: source, now: () => clock });
+    // Past the table's first 1024 rows, so it grows while keeping every row.
+    for (let i = 0; i < 1100; i++) join(`n-${String(i).padStart(4, '0')}`, { pool: i % 2 ? 'batch' : 'web' });
+  });
+  after(() => g.close());
+
+  it('lists every row in name order after the table grew', async () => {
+    const rows = Object.keys(await both());
+    assert.equal(rows.length, 1100);
+    assert.deepEqual(rows, [...rows].sort());
+  });
+
+  it('shows data that went stale with no new sample, and fresh data again after one', async () => {
+    assert.notEqual((await both())['n-0001']?.decision?.cpuBound, 'stale');
+    clock += 31_000; // past the policy's staleAfter: no event marks it
+    assert.equal((await both())['n-0001']?.decision?.cpuBound, 'stale');
+    g.store.ingest('n-0001', 1002, { ...sample(4), timestampMs: clock }, clock);
+    const rows = await both();
+    assert.notEqual(rows['n-0001']?.decision?.cpuBound, 'stale');
+    assert.equal(rows['n-0003']?.decision?.cpuBound, 'stale');
+  });
+
+  it('follows a policy change and a node whose labels moved it to another policy', async () => {
+    source.set([
+      toPolicyEntry({ metadata: { name: 'batch' }, spec: { nodeSelector: { matchLabels: { pool: 'batch' } }, cpu: { maxRatio: 1.2 } } }),
+      toPolicyEntry({ metadata: { name: 'web' }, spec: { nodeSelector: { matchLabels: { pool: 'web' } }, mode: 'DryRun' } }),
+    ]);
+    g.store.observe('n-0000', raw, { pool: 'batch' }, clock);
+    const rows = await both();
+    assert.equal(rows['n-0000']?.policy, 'batch');
+    assert.equal(rows['n-0002']?.policy, 'web');
+    assert.deepEqual(Object.keys(await both({ policy: 'batch' })).length, 551);
+  });
+
+  it('drops a forgotten node and places a new one in order', async () => {
+    g.store.detach('n-0005', 1006);
+    clock += GATEWAY_DEFAULTS.forgetAfterMs + 1;
+    assert.deepEqual(g.store.prune(clock), ['n-0005']);
+    assert.equal(Object.keys(await both()).length, 1099);
+    join('n-0005a', { pool: 'batch' });
+    const names = Object.keys(await both({ labelSelector: 'pool=batch' }));
+    assert.equal(names.includes('n-0005'), false);
+    assert.equal(names[names.indexOf('n-0005a') - 1], 'n-0003');
   });
 });
 

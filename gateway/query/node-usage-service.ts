@@ -2,7 +2,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { NodeUsageDefinition, NodeUsageHandlers } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
@@ -16,7 +15,7 @@ import { authStatus } from '../auth/grpc-status.js';
 import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
-import { nodeSummaryColumns } from './node-summaries.js';
+import { SummaryTable } from './summary-table.js';
 import { policyInfos } from './policy-info.js';
 
 export interface NodeUsageServiceOptions {
@@ -56,13 +55,12 @@ export function nodeUsageDefinition(): NodeUsageDefinition {
 
 /** Nodes whose status a list computes before it lets heartbeats and samples in. */
 const LIST_CHUNK = 500;
-/** The same for summaries, which cost a fraction of a status each. */
-const SUMMARY_CHUNK = 2000;
 
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
   const { store, policies } = options;
   const now = options.now ?? Date.now;
   const status = (r: NodeRecord) => nodeStatus(r, policies, now());
+  const table = new SummaryTable(store, policies, now);
   const unavailable = () => {
     const why = options.notReady();
     return why ? { code: grpc.status.UNAVAILABLE, details: `gateway not ready: ${why}; retry shortly` } : undefined;
@@ -72,25 +70,15 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     throw err;
   };
 
-  /** Both list calls: refuse when not ready or on a bad selector, else answer with what `collect` makes of the sorted records. */
-  const answerList = <T>(
-    request: { labelSelector: string; policy: string },
-    callback: grpc.sendUnaryData<T>,
-    what: string,
-    collect: (records: NodeRecord[], filter: Filter) => Promise<T>,
-  ): void => {
+  /** The filter of a list call, or the status to answer with (not ready, bad selector). */
+  const listFilter = (request: { labelSelector: string; policy: string }): Filter | Partial<grpc.StatusObject> => {
     const u = unavailable();
-    if (u) return callback(u);
-    let filter: Filter;
+    if (u) return u;
     try {
-      filter = filterOf(request);
+      return filterOf(request);
     } catch (err) {
-      return callback(badSelector(err));
+      return badSelector(err);
     }
-    collect(store.list().sort(byName), filter).then(
-      (answer) => callback(null, answer),
-      (err: Error) => callback({ code: grpc.status.INTERNAL, details: `${what} failed: ${err.message}` }),
-    );
   };
 
   const open: NodeUsageHandlers = {
@@ -107,9 +95,12 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     },
 
     ListNodes(call, callback) {
+      const filter = listFilter(call.request);
+      if (typeof filter !== 'function') return callback(filter);
       // A status costs tens of microseconds; 10,000 of them in one go would hold
       // kubelet heartbeats back for a quarter second. Yield between chunks.
-      answerList(call.request, callback, 'listing nodes', async (records, filter) => {
+      const list = async () => {
+        const records = store.list().sort(byName);
         const nodes: NodeStatus[] = [];
         for (let i = 0; i < records.length; i++) {
           if (i > 0 && i % LIST_CHUNK === 0) await yieldToEventLoop();
@@ -118,20 +109,18 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
           if (filter(r, s.policy ?? '')) nodes.push(s);
         }
         return { nodes };
-      });
+      };
+      list().then(
+        (answer) => callback(null, answer),
+        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `listing nodes failed: ${err.message}` }),
+      );
     },
 
     ListNodeSummaries(call, callback) {
-      answerList(call.request, callback, 'summarizing nodes', async (records, filter): Promise<NodeSummaries__Output> => {
-        const columns = nodeSummaryColumns();
-        for (let i = 0; i < records.length; i++) {
-          if (i > 0 && i % SUMMARY_CHUNK === 0) await yieldToEventLoop();
-          const r = records[i]!;
-          const entry = policies.select(r.labels);
-          if (filter(r, entry?.name ?? '')) columns.add(r, entry, now());
-        }
-        return columns.summaries;
-      });
+      const filter = listFilter(call.request);
+      if (typeof filter !== 'function') return callback(filter);
+      // Without a filter, every row; the table keeps them current (summary-table.ts).
+      callback(null, table.summaries(call.request.labelSelector || call.request.policy ? filter : undefined));
     },
 
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {
