@@ -120,16 +120,19 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     });
     worker.once('exit', (code) => {
       exited = true;
-      if (closed) return closed();
+      if (closing) return closed?.();
       const err = new Error(`the ingest thread exited (code ${code})`);
       failAfterStart(err);
       reject(err);
     });
   });
 
+  // Set once close() is asked for: the terminate() that ends a clean close exits with code 1, which is not a failure.
+  let closing = false;
   const close = () =>
     new Promise<void>((resolve) => {
       if (exited) return resolve();
+      closing = true;
       closed = () => {
         closed = undefined;
         void worker.terminate().then(() => resolve());
