@@ -7,7 +7,6 @@
 //   node --import tsx bench/freshness.ts              # 20 flips each way
 //   BENCH_QUICK=1 node --import tsx bench/freshness.ts   # 5
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:https';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeHost, type FakeUsage } from '../test/helpers/fake-host.js';
@@ -17,33 +16,19 @@ import {
   REPO, ensureBuilt, log, printResult, quickFromEnv, sleep, startAgentProcess, startGatewayProcess, waitFor, type Child,
 } from './agent-overhead.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
+import { postReview } from './reviews.js';
 
 const FIXTURE_NODE = 'ip-10-0-17-42.eu-west-1.compute.internal';
 const POLL_MS = 20;
 const GiB = 1024 ** 3;
 
-/** One kubelet-shaped nodes/status review for `node`, over HTTPS verified against the gateway's CA. */
-function postReview(port: number, ca: string, node: string): Promise<{ status: number; body: string }> {
+/** The fixture review for `node`: the kubelet's write as it is, object and oldObject. */
+function fixtureReview(node: string): string {
   const review = readFileSync(join(REPO, 'test/fixtures/admission/node-status-update.json'), 'utf8').replaceAll(FIXTURE_NODE, node);
   const parsed = JSON.parse(review) as { request: { name: string; object: { metadata: { name: string } } } };
   parsed.request.name = node;
   parsed.request.object.metadata.name = node;
-  const body = JSON.stringify(parsed);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1', servername: 'localhost', port, path: '/mutate/nodes', method: 'POST', ca,
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+  return JSON.stringify(parsed);
 }
 
 interface Trial {
@@ -96,7 +81,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
 
     // The webhook learns the node's raw allocatable from the kubelet's review; without it there is no decision.
     const ca = readFileSync(join(gateway.tlsDir, 'ca.crt'), 'utf8');
-    const answer = await postReview(gateway.ports.webhook, ca, nodeName);
+    const answer = await postReview(gateway.ports.webhook, ca, fixtureReview(nodeName));
     if (answer.status !== 200) throw new Error(`webhook answered ${answer.status}: ${answer.body.slice(0, 300)}`);
     const first = await waitFor('a decision with known requests', async () => {
       const s = await getNode(c, nodeName);
