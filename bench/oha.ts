@@ -6,46 +6,30 @@
 // rate is a per-connection quota each second, which sends bursts; and oha,
 // in Rust, costs this 2-core machine a fraction of what a Node generator does.
 // Not on npm: built once from crates.io with cargo into ~/.cache/oversell.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { onLines } from './processes.js';
+import { ensureTool, type Tool } from './tools.js';
 
 export const OHA_VERSION = '1.16.0';
-const ROOT = join(homedir(), '.cache', 'oversell', `oha-${OHA_VERSION}`);
+
+const OHA: Tool = {
+  name: 'oha',
+  version: OHA_VERSION,
+  purpose: 'webhook load generator',
+  envOverride: 'OVERSELL_OHA',
+  minutes: 6,
+  build: (root) => {
+    const cargo = [join(homedir(), '.cargo', 'bin', 'cargo')].find((c) => existsSync(c)) ?? 'cargo';
+    return { command: cargo, args: ['install', 'oha', '--version', OHA_VERSION, '--locked', '--root', root] };
+  },
+  progress: /^\s*Compiling /,
+  unit: 'crates',
+};
 
 /** Path of the oha binary; builds it on first use (OVERSELL_OHA names one already built). */
-export async function ensureOha(): Promise<string> {
-  const given = process.env.OVERSELL_OHA;
-  if (given) return given;
-  const bin = join(ROOT, 'bin', 'oha');
-  if (existsSync(bin)) return bin;
-  const cargo = [join(homedir(), '.cargo', 'bin', 'cargo'), 'cargo'].find((c) => c === 'cargo' || existsSync(c))!;
-  console.log(`  oha ${OHA_VERSION} (webhook load generator) is not built yet: cargo install into ${ROOT}; once, about 6 minutes on 2 cores`);
-  const started = Date.now();
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn(cargo, ['install', 'oha', '--version', OHA_VERSION, '--locked', '--root', ROOT], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let compiled = 0;
-    let last = '';
-    onLines(child.stderr, (line) => {
-      last = line;
-      if (/^\s*Compiling /.test(line)) compiled += 1;
-    });
-    const progress = setInterval(() => console.log(`    building oha: ${compiled} crates compiled, ${Math.round((Date.now() - started) / 1000)} s`), 30_000);
-    child.once('error', (err) => {
-      clearInterval(progress);
-      reject(new Error(`cannot run cargo (${err.message}): install Rust (rustup) or set OVERSELL_OHA to an oha ${OHA_VERSION} binary`));
-    });
-    child.once('exit', (code) => {
-      clearInterval(progress);
-      if (code === 0) resolve();
-      else reject(new Error(`cargo install oha ${OHA_VERSION} failed (exit ${code}): ${last}; set OVERSELL_OHA to an oha binary to skip the build`));
-    });
-  });
-  console.log(`    oha built in ${Math.round((Date.now() - started) / 1000)} s`);
-  return bin;
-}
+export const ensureOha = () => ensureTool(OHA);
 
 export interface OhaResult {
   /** Milliseconds. */
