@@ -5,26 +5,26 @@
 //
 //   node --import tsx bench/agent-overhead.ts          # 300 s window
 //   BENCH_QUICK=1 node --import tsx bench/agent-overhead.ts   # 30 s window
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import { freePort, waitUntil } from '../test/helpers/wait.js';
 import { metricValue } from '../test/helpers/metrics.js';
 import { round, runIfMain, type BenchResult } from './result.js';
+import { log, REPO, startChild, startGateway, type Child } from './processes.js';
 
-export const REPO = fileURLToPath(new URL('../', import.meta.url));
+export { log, REPO, type Child };
+
 const CLK_TCK = 100;
 const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
 
 // ------------------------------------------------------------ shared helpers (freshness.ts uses them too)
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-export const log = (msg: string) => console.log(`${new Date().toISOString().slice(11, 19)}  ${msg}`);
 
 export function ensureBuilt(): void {
   if (existsSync(join(REPO, 'dist/agent/main.js')) && existsSync(join(REPO, 'dist/gateway/main.js'))) return;
@@ -32,76 +32,8 @@ export function ensureBuilt(): void {
   execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' });
 }
 
-export interface Child {
-  proc: ChildProcess;
-  pid: number;
-  /** Last output lines, for a failure message. */
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/** A child process whose output is kept (last 40 lines), not echoed; a crash is reported. */
-export function startChild(name: string, file: string, args: string[]): Child {
-  const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
-  const lines: string[] = [];
-  const keep = (b: Buffer) => {
-    lines.push(...b.toString().split('\n').filter(Boolean));
-    if (lines.length > 40) lines.splice(0, lines.length - 40);
-  };
-  proc.stdout?.on('data', keep);
-  proc.stderr?.on('data', keep);
-  let stopping = false;
-  proc.on('exit', (code, signal) => {
-    if (!stopping) log(`!! ${name} exited (code ${code}, signal ${signal}):\n${lines.join('\n')}`);
-  });
-  if (proc.pid === undefined) throw new Error(`${name} did not start`);
-  return {
-    proc,
-    pid: proc.pid,
-    output: () => lines.join('\n'),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        stopping = true;
-        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        const force = setTimeout(() => proc.kill('SIGKILL'), 5000);
-        proc.once('exit', () => {
-          clearTimeout(force);
-          resolve();
-        });
-        proc.kill('SIGTERM');
-      }),
-  };
-}
-
 export function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000, everyMs = 100): Promise<T> {
   return waitUntil(what, check, timeoutMs, everyMs);
-}
-
-export interface GatewayProcess extends Child {
-  /** agent: --agent-port, where agents stream as deployed (the ingest thread). */
-  ports: { webhook: number; grpc: number; agent: number; metrics: number };
-  tlsDir: string;
-}
-
-/** The real gateway binary on 127.0.0.1, flags policy, self-managed TLS in a temp dir; resolves when /readyz is 200. */
-export async function startGatewayProcess(extra: string[] = []): Promise<GatewayProcess> {
-  const ports = { webhook: await freePort(), grpc: await freePort(), agent: await freePort(), metrics: await freePort() };
-  const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const child = startChild('gateway', process.execPath, [
-    join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
-    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--agent-port', String(ports.agent), '--metrics-port', String(ports.metrics),
-    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra,
-  ]);
-  await waitFor('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined));
-  return {
-    ...child,
-    ports,
-    tlsDir,
-    stop: async () => {
-      await child.stop();
-      rmSync(tlsDir, { recursive: true, force: true });
-    },
-  };
 }
 
 /**
@@ -340,7 +272,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   try {
     const writer = startCounterWriter(pods);
     timers.push(writer.stop);
-    const gateway = await startGatewayProcess();
+    const gateway = await startGateway({ echo: false });
     children.push(gateway);
     log(`gateway pid ${gateway.pid}: agents on :${gateway.ports.agent}, queries on :${gateway.ports.grpc}`);
     const nodeName = 'bench-agent-overhead';

@@ -13,10 +13,11 @@ import { FakeHost, type FakeUsage } from '../test/helpers/fake-host.js';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import {
-  REPO, ensureBuilt, log, printResult, quickFromEnv, sleep, startAgentProcess, startGatewayProcess, waitFor, type Child,
+  REPO, ensureBuilt, log, printResult, quickFromEnv, sleep, startAgentProcess, waitFor, type Child,
 } from './agent-overhead.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
 import { postReview } from './reviews.js';
+import { startGateway } from './processes.js';
 
 const FIXTURE_NODE = 'ip-10-0-17-42.eu-west-1.compute.internal';
 const POLL_MS = 20;
@@ -67,7 +68,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const nodeName = 'bench-freshness';
   let client: ReturnType<typeof queryClient> | undefined;
   try {
-    const gateway = await startGatewayProcess(['--calm-period', '0s']);
+    const gateway = await startGateway({ args: ['--calm-period', '0s'], echo: false });
     children.push(gateway);
     const agent = startAgentProcess({
       nodeName, gatewayPort: gateway.ports.agent, procRoot: host.procRoot, cgroupRoot: host.cgroupRoot,

@@ -69,8 +69,8 @@ const GET_WARMUP = 500;
 
 export async function measure(agents: number, windowS: number, mode: IngestMode = 'thread', options: { ghz: string; paused?: boolean }): Promise<ScalePoint> {
   // As deployed (NODE_OPTIONS of deploy/base/gateway.yaml): the old generation is capped, so RSS is what it would be in the pod.
-  const gw = await startGateway([], GATEWAY_NODE_ARGS, { agentThread: mode === 'thread' });
-  const sim = startSimAgents(`127.0.0.1:${gw.ports.agent ?? gw.ports.grpc}`, agents, 'sim', 'inherit', SIM_NICE);
+  const gw = await startGateway({ agentThread: mode === 'thread' });
+  const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, agents, 'sim', 'inherit', SIM_NICE);
   try {
     await sim.ready;
     // As the kubelets' status writes would: every node gets its raw allocatable, so both lists decide every node.
@@ -82,7 +82,7 @@ export async function measure(agents: number, windowS: number, mode: IngestMode 
     const c = client(gw.ports.grpc);
     if (!(await get(c, 'sim-0')).decision) throw new Error('sim-0 has no decision after its review: the lists would not be deciding');
     const storedBefore = await storedTotal(gw.ports.metrics);
-    const w = watchProcess(gw.child.pid ?? 0, 1000);
+    const w = watchProcess(gw.pid, 1000);
     const lags: number[] = [];
     const end = Date.now() + windowS * 1000;
     while (Date.now() < end) {

@@ -1,6 +1,6 @@
 // The binaries under test as child processes on 127.0.0.1.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -9,45 +9,84 @@ import { fileURLToPath } from 'node:url';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 export { freePort } from '../test/helpers/wait.js';
-import { freePort } from '../test/helpers/wait.js';
+import { freePort, waitUntil } from '../test/helpers/wait.js';
 
-export interface Gateway {
-  child: ChildProcess;
-  /** agent: with { agentThread: true }, the ingest thread's port (--agent-port). */
-  ports: { webhook: number; grpc: number; metrics: number; agent?: number };
-  tlsDir: string;
+/** A child process whose last output lines are kept (and echoed, when asked); an exit nobody asked for is reported. */
+export interface Child {
+  proc: ChildProcess;
+  pid: number;
+  /** Last output lines, for a failure message. */
+  output(): string;
+  /** SIGTERM, then SIGKILL after 5 s. */
   stop(): Promise<void>;
+}
+
+export const log = (msg: string) => console.log(`${new Date().toISOString().slice(11, 19)}  ${msg}`);
+
+export function startChild(name: string, file: string, args: string[], options: { echo?: boolean } = {}): Child {
+  const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
+  const lines: string[] = [];
+  const keep = (line: string) => {
+    lines.push(line);
+    if (lines.length > 40) lines.shift();
+    if (options.echo) console.log(`  [${name}] ${line}`);
+  };
+  onLines(proc.stdout, keep);
+  onLines(proc.stderr, keep);
+  let stopping = false;
+  proc.on('exit', (code, signal) => {
+    if (!stopping) log(`!! ${name} exited (code ${code}, signal ${signal}):\n${lines.join('\n')}`);
+  });
+  if (proc.pid === undefined) throw new Error(`${name} did not start`);
+  return {
+    proc,
+    pid: proc.pid,
+    output: () => lines.join('\n'),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        stopping = true;
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        const force = setTimeout(() => proc.kill('SIGKILL'), 5000);
+        proc.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
+export interface GatewayProcess extends Child {
+  /** agent: where agents stream: the ingest thread's --agent-port, or the gRPC port with { agentThread: false }. */
+  ports: { webhook: number; grpc: number; metrics: number; agent: number };
+  tlsDir: string;
 }
 
 /** Node flags the gateway is deployed with (deploy/base/gateway.yaml NODE_OPTIONS). */
 export const GATEWAY_NODE_ARGS = ['--max-old-space-size=320'];
 
-export async function startGateway(extra: string[] = [], nodeArgs: string[] = [], options: { agentThread?: boolean } = {}): Promise<Gateway> {
-  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort(), ...(options.agentThread && { agent: await freePort() }) };
-  if (ports.agent) extra = [...extra, '--agent-port', String(ports.agent)];
+/**
+ * The real gateway binary on 127.0.0.1 as deployed (NODE_OPTIONS, agents on
+ * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
+ * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
+ */
+export async function startGateway(options: { args?: string[]; agentThread?: boolean; echo?: boolean } = {}): Promise<GatewayProcess> {
+  const grpc = await freePort();
+  const ports = { webhook: await freePort(), grpc, metrics: await freePort(), agent: options.agentThread === false ? grpc : await freePort() };
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const child = spawn(process.execPath, [...nodeArgs, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+  const child = startChild('gateway', process.execPath, [...GATEWAY_NODE_ARGS, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
-    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...extra], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok) break;
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
+    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...(options.args ?? [])], { echo: options.echo ?? true });
+  await waitUntil('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined), 20_000, 100);
   return {
-    child,
+    ...child,
     ports,
     tlsDir,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
+    stop: async () => {
+      await child.stop();
+      rmSync(tlsDir, { recursive: true, force: true });
+    },
   };
 }
 

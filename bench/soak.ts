@@ -8,12 +8,11 @@
 // first 20% of the run: the 60 s usage window fills, every node has been
 // reviewed, the JIT has settled): the mean of the first 2 minutes after it
 // against the mean of the last 2 minutes, and the least-squares slope.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
 import { metricValue } from '../test/helpers/metrics.js';
 import { rssMiB, watchProcess } from './proc-stats.js';
-import { GATEWAY_NODE_ARGS, onLines, startGateway, startRateCannon, startSimAgents, type CannonResult } from './processes.js';
+import { GATEWAY_NODE_ARGS, onLines, startGateway, startRateCannon, startSimAgents } from './processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 const AGENTS = 5000;
@@ -67,8 +66,8 @@ export async function run(): Promise<BenchResult> {
   const load = { start: loadavg()[0]!, end: 0 };
 
   // As deployed: deploy/base/gateway.yaml caps the heap below the 512Mi limit.
-  const gw = await startGateway([], GATEWAY_NODE_ARGS, { agentThread: true });
-  const gwPid = gw.child.pid ?? 0;
+  const gw = await startGateway();
+  const gwPid = gw.pid;
   const scrape = async () => (await fetch(`http://127.0.0.1:${gw.ports.metrics}/metrics`)).text();
   const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, AGENTS, 'sim', 'pipe');
   let streamErrors = 0;

@@ -97,7 +97,7 @@ export function handlerCpuMicros(iterations = 20_000, nodes = 1): { perCallUs: n
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
   const seconds = options.quick ? 8 : 20;
   const ohaBin = await ensureOha();
-  const gw = await startGateway();
+  const gw = await startGateway({ agentThread: false });
   const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, '1', 'bench'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-webhook-'));
   const bodyFile = join(dir, 'review.json');
@@ -110,7 +110,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     interface Run { p50: number; p99: number; p99_9: number; reqPerS: number; failed: number; cpuUsPerRequest: number; generatorMillicores: number }
     const runs: Record<string, Run> = {};
     const measure = async (label: string, args: string[]) => {
-      const w = watchProcess(gw.child.pid ?? 0);
+      const w = watchProcess(gw.pid);
       const r = await oha(ohaBin, url, bodyFile, [...args, '-z', `${seconds}s`]);
       const cpu = w.stop();
       const run = { p50: r.p50, p99: r.p99, p99_9: r.p99_9, reqPerS: r.reqPerS, failed: r.failed, cpuUsPerRequest: (cpu.cpuSeconds * 1e6) / Math.max(1, r.total), generatorMillicores: r.generatorMillicores };
