@@ -10,12 +10,11 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import yaml from 'js-yaml';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import { freePort, waitUntil } from '../test/helpers/wait.js';
 import { metricValue } from '../test/helpers/metrics.js';
 import { round, runIfMain, type BenchResult } from './result.js';
-import { log, REPO, startChild, startGateway, type Child } from './processes.js';
+import { deployedNodeFlags, log, REPO, startChild, startGateway, type Child } from './processes.js';
 
 export { log, REPO, type Child };
 
@@ -36,27 +35,11 @@ export function waitFor<T>(what: string, check: () => Promise<T | undefined>, ti
   return waitUntil(what, check, timeoutMs, everyMs);
 }
 
-/**
- * The Node flags the DaemonSet runs the agent with: its command in deploy/base/agent.yaml
- * between the node binary and the script (test/deploy/check.sh holds the Helm chart to
- * the same objects), so the benchmarks measure the agent as deployed.
- */
-export function deployedAgentNodeFlags(): string[] {
-  type Doc = { kind?: string; spec?: { template?: { spec?: { containers?: Array<{ name?: string; command?: unknown }> } } } };
-  const docs = yaml.loadAll(readFileSync(join(REPO, 'deploy/base/agent.yaml'), 'utf8')) as Doc[];
-  const ds = docs.find((d) => d.kind === 'DaemonSet');
-  const command = ds?.spec?.template?.spec?.containers?.find((c) => c.name === 'agent')?.command;
-  if (!Array.isArray(command) || command.at(-1) !== '/app/dist/agent/main.js') {
-    throw new Error(`deploy/base/agent.yaml: the agent's command is not [node, flags..., /app/dist/agent/main.js]: ${JSON.stringify(command)}`);
-  }
-  return command.slice(1, -1).map(String);
-}
-
 export function startAgentProcess(args: {
   nodeName: string; gatewayPort: number; procRoot: string; cgroupRoot: string; podsFile?: string; metricsAddress?: string;
 }): Child {
   return startChild('agent', process.execPath, [
-    ...deployedAgentNodeFlags(),
+    ...deployedNodeFlags('agent'),
     join(REPO, 'dist/agent/main.js'),
     '--node-name', args.nodeName,
     '--gateway', `127.0.0.1:${args.gatewayPort}`,
@@ -431,7 +414,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `Agent and node-exporter ran at the same time, in the same ${Math.round(am.seconds)} s window, after ${warmupS} s of warm-up; ` +
           'CPU is utime+stime of the process (all threads) from /proc/<pid>/stat over the window (CLK_TCK 100), RSS is VmRSS sampled every 5 s. ' +
           `Machine load (1-minute load average) was ${round(load0)} at the start of the window and ${round(load1)} at its end; other work on the machine does not add to a process's own CPU time, but can slow it.`,
-        `Agent: the real binary (node ${deployedAgentNodeFlags().join(' ')} dist/agent/main.js, ${process.version}, the DaemonSet's Node flags) with --interval 1s, pods every 10th sample, --proc-root /proc of this machine and a generated cgroup v2 systemd tree ` +
+        `Agent: the real binary (node ${deployedNodeFlags('agent').join(' ')} dist/agent/main.js, ${process.version}, the DaemonSet's Node flags) with --interval 1s, pods every 10th sample, --proc-root /proc of this machine and a generated cgroup v2 systemd tree ` +
           `of ${podCount} pods (${byQos.guaranteed} guaranteed, ${byQos.burstable} burstable, ${byQos.besteffort} besteffort; ${containers} container scopes) whose counters a writer in the benchmark process advances every second (write aside, rename over); ` +
           `streaming over real gRPC to a real gateway process (not measured). The per-pod report reached the gateway with ${reportedPods} pods.`,
         `node-exporter ${neVersion}, default collectors, --web.listen-address 127.0.0.1; the benchmark process GETs /metrics once a second and discards the body ` +

@@ -1,6 +1,7 @@
 // The binaries under test as child processes on 127.0.0.1.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import yaml from 'js-yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -62,8 +63,24 @@ export interface GatewayProcess extends Child {
   tlsDir: string;
 }
 
-/** Node flags the gateway is deployed with (deploy/base/gateway.yaml NODE_OPTIONS). */
-export const GATEWAY_NODE_ARGS = ['--max-old-space-size=320'];
+/**
+ * The Node flags a container of deploy/base runs with: its command between the
+ * node binary and the script (test/deploy/check.sh holds the Helm chart to the
+ * same objects), so the benchmarks measure the binaries as deployed.
+ */
+export function deployedNodeFlags(container: 'gateway' | 'agent'): string[] {
+  type Doc = { spec?: { template?: { spec?: { containers?: Array<{ name?: string; command?: unknown }> } } } };
+  const docs = yaml.loadAll(readFileSync(join(REPO, `deploy/base/${container}.yaml`), 'utf8')) as Doc[];
+  const command = docs.flatMap((d) => d?.spec?.template?.spec?.containers ?? []).find((c) => c.name === container)?.command;
+  const script = `/app/dist/${container}/main.js`;
+  if (!Array.isArray(command) || command.at(-1) !== script) {
+    throw new Error(`deploy/base/${container}.yaml: the ${container}'s command is not [node, flags..., ${script}]: ${JSON.stringify(command)}`);
+  }
+  return command.slice(1, -1).map(String);
+}
+
+/** Node flags the gateway is deployed with. */
+export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
 
 /**
  * The real gateway binary on 127.0.0.1 as deployed (NODE_OPTIONS, agents on
