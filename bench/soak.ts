@@ -197,7 +197,7 @@ export async function run(): Promise<BenchResult> {
       targets: [
         { name: 'webhook: no non-2xx, errors or timeouts', measured: `${cannonResult.non2xx} non-2xx, ${cannonResult.errors} errors, ${cannonResult.timeouts} timeouts`, met: failed === 0 },
         { name: `webhook rate held: >= 98% of ${RATE} req/s`, measured: `${cannonResult.requests} of ${expected}`, met: cannonResult.requests >= 0.98 * expected },
-        { name: 'no review held past the 2 s webhook timeout', measured: `max ${lat.max} ms (${cannonResult.over1s} over 1 s; after the first 30 s: ${cannonResult.over1sAfter30s} over 1 s, max ${cannonResult.maxAfter30sMs} ms)`, met: lat.max < 2000 },
+        { name: 'no review held past the 2 s webhook timeout', measured: `max ${lat.max} ms (${cannonResult.over1s} over 1 s; after the first 30 s: ${cannonResult.over1sAfter30s} over 1 s${cannonResult.over1sAfter30s ? `, the slowest ${cannonResult.maxAfter30sMs} ms` : ''})`, met: lat.max < 2000 },
         { name: 'every review a decision (no no-data, skipped, bad-request, error)', measured: String(undecided), met: undecided === 0 },
         { name: 'agent streams: no errors', measured: String(streamErrors), met: streamErrors === 0 },
         // The last 50 ms slice the simulator wrote before SIGTERM may not have left it: allow 0.1%.

@@ -297,6 +297,29 @@ describe('ListNodeSummaries keeps up with the store between calls', () => {
   });
 });
 
+describe('ListNodeSummaries when a row cannot be computed', () => {
+  it('stores the sample anyway and answers INTERNAL saying why, not a wrong table', async () => {
+    const base = listPolicySource([]);
+    const throwing = { ...base, select: (labels: Record<string, string>) => (labels.boom ? (() => { throw new Error('selector exploded'); })() : base.select(labels)) };
+    const g = await startTestGateway({ policies: throwing });
+    try {
+      g.store.attach('ok', 'i', null, 1);
+      g.store.attach('bad', 'i', null, 2);
+      g.store.observe('bad', { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, { boom: 'yes' }, Date.now());
+      assert.equal(g.store.ingest('bad', 2, sample(1), Date.now()), 'stored');
+      assert.equal(g.store.ingest('ok', 1, sample(1), Date.now()), 'stored');
+      const c = queryClient(g.ports.grpc);
+      await assert.rejects(
+        new Promise((resolve, reject) => c.ListNodeSummaries({ labelSelector: '', policy: '' }, (err, r) => (err ? reject(err) : resolve(r)))),
+        (e: grpc.ServiceError) => e.code === grpc.status.INTERNAL && /summarizing nodes failed: selector exploded/.test(e.details),
+      );
+      assert.equal((await getNode(c, 'ok')).latest?.seq, 1);
+    } finally {
+      await g.close();
+    }
+  });
+});
+
 describe('NodeUsage while not ready', () => {
   it('answers UNAVAILABLE with why, and health says NOT_SERVING', async () => {
     const waiting = { ...listPolicySource([]), notReady: () => 'OversellPolicy watch not synced' };

@@ -120,7 +120,11 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       const filter = listFilter(call.request);
       if (typeof filter !== 'function') return callback(filter);
       // Without a filter, every row; the table keeps them current (summary-table.ts).
-      callback(null, table.summaries(call.request.labelSelector || call.request.policy ? filter : undefined));
+      try {
+        callback(null, table.summaries(call.request.labelSelector || call.request.policy ? filter : undefined));
+      } catch (err) {
+        callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${(err as Error).message}` });
+      }
     },
 
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {

@@ -80,7 +80,7 @@ export class SummaryTable {
     return this.#slotOf.size;
   }
 
-  /** The rows of the nodes `filter` keeps (all without one), by name, as of now. */
+  /** The rows of the nodes `filter` keeps (all without one), by name, as of now. Throws when a row cannot be computed. */
   summaries(filter: RowFilter | undefined): NodeSummaries__Output {
     const nowMs = this.#now();
     const order = this.#sorted();
@@ -114,7 +114,14 @@ export class SummaryTable {
       this.#order = undefined;
     }
     this.#records[slot] = record;
-    this.#write(slot, record);
+    try {
+      this.#write(slot, record);
+    } catch {
+      // Called from inside the store's change: a row that cannot be computed
+      // must not fail the sample. It is tried again when read, where the
+      // error reaches the caller of ListNodeSummaries.
+      this.#generation[slot] = 0;
+    }
   }
 
   #remove(name: string): void {
