@@ -82,9 +82,10 @@ is shared (2 cores: the load generator, the system under test and anything
 else running compete), so absolute latencies are pessimistic; the JSON files
 keep every figure.
 
-Run: \`npm run bench\` (about 13 minutes; the first run on a machine also
-builds the webhook's load generator, oha, from crates.io: about 6 minutes,
-then cached in ~/.cache/oversell), \`BENCH_ONLY=webhook npm run bench\`,
+Run: \`npm run bench\` (about 11 minutes: 633 s on a machine where nothing
+was built yet, the load generators ghz (30 s, Go module proxy) and oha (230 s,
+crates.io) building while agent-overhead runs, then cached in
+~/.cache/oversell), \`BENCH_ONLY=webhook npm run bench\`,
 or one file alone: \`node --import tsx bench/webhook.ts\`. The 10-minute soak
 (5,000 agents plus 500 webhook requests/s: errors, latency, memory growth) is
 not part of this run: \`npm run soak\`, results in docs/reliability.md.
@@ -212,7 +213,7 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   the columns are encoded in a loop per kind. In-process at 10,000 nodes
   with decisions: sort 5.8 + rows 46.7 + encode 8.6 ms -> rows 1.7 +
   encode 4.9 ms (medians of 15). Through the benchmark at 10,000 agents:
-  p99 154.6 -> 24.9-42.8 ms (three runs). The cost moved to ingest: one
+  p99 154.6 -> 24.9-43.9 ms (six runs). The cost moved to ingest: one
   decide() per sample on the main thread, ~20 MB/s more garbage there
   (sampling heap profile: 43.6 MB/s on the main thread at 10,000 agents, of
   which structured clones of the thread's batches 18.9, the table's
@@ -220,7 +221,9 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
 - GetNode from ghz (Go), beside the CLI's grpc-js client: the same gateway
   with the simulator paused measured p99 0.59-0.92 ms from ghz and
   5.1-5.6 ms from the grpc-js client, so most of the old figure was the
-  client process. Under the 10,000 agents ghz measures ~2.2 ms: the main
+  client process. Under the 10,000 agents ghz measures 1.89-2.29 ms on a
+  quiet machine (2,000 calls: 1.89, 2.18, 2.18; 6,000 calls: 2.29; 3.93 in
+  a run beside a large file copy), so the target is at the edge: the main
   thread allocates ~112 MB/s under back-to-back GetNode (grpc-js and
   protobufjs objects, ~44 KB per call, plus the ingest above), a scavenge
   of 1-2 ms every ~100 ms (--trace-gc), and the calls that meet one are the
