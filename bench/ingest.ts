@@ -72,7 +72,7 @@ const GET_CALLS = 6000;
 const GET_WARMUP = 500;
 
 export async function measure(agents: number, windowS: number, mode: IngestMode = 'thread', options: { ghz: string; paused?: boolean }): Promise<ScalePoint> {
-  // As deployed (NODE_OPTIONS of deploy/base/gateway.yaml): the old generation is capped, so RSS is what it would be in the pod.
+  // As deployed (the Node flags of deploy/base/gateway.yaml's command): the old generation is capped, so RSS is what it would be in the pod.
   const gw = await startGateway({ agentThread: mode === 'thread' });
   const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, agents, 'sim', 'inherit', SIM_NICE);
   try {
@@ -174,7 +174,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       'simulated agents: one child process, real AgentStream streams spread over several HTTP/2 connections; agent i sends at i/N of each second (the samples due by elapsed time, every 2 ms), as agents with independent timers would, instead of the earlier 20 bursts a second',
       `queries, after the measured window, each from a process of its own: ghz ${GHZ_VERSION} (Go, built from the module proxy; bench/ghz.ts) makes ${GET_CALLS} GetNode calls back to back on random nodes after ${GET_WARMUP} untimed ones, the target's figure; bench/query-client.ts, with the CLI's grpc-js client, makes 2,000 (cli_get_*) after 500 untimed ones, then 20 ListNodeSummaries (one message of packed columns: what \`oversell top\` shows, decoded with the CLI's decoder) and 10 full ListNodes (every NodeStatus with its reason), after 3 and 1 untimed`,
       'simulator_paused_*: at the top scale, the simulator stopped (SIGSTOP) for a second and both GetNode runs repeated: the same gateway and nodes, without the samples arriving. What separates these from the loaded figures is the ingest load sharing the 2 vCPUs; what separates ghz from the CLI client is the client process',
-      `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (deploy/base/gateway.yaml NODE_OPTIONS)`,
+      `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (the command of deploy/base/gateway.yaml)`,
       'every simulated node gets its raw allocatable from one 36 KB nodes/status review through the webhook before the warm-up, so every node has a decision: ListNodes computes each with its reason, ListNodeSummaries reads those the gateway made as samples arrived (gateway/query/summary-table.ts)',
       'lag = gateway receive time - sample timestamp (same machine clock), on 100 random nodes a second',
       'simulator, gateway and query client share the same 2 cores; the simulator runs at nice 19: it stands for 10,000 agents on other machines, and at equal priority its ~0.5 core of loopback TCP sends (the kernel work of one small write per sample; a Go simulator measured the same) took turns from the gateway that a gateway on its own node would not lose. The stored rate per agent shows it still sent at full rate',

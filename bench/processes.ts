@@ -83,7 +83,7 @@ export function deployedNodeFlags(container: 'gateway' | 'agent'): string[] {
 export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
 
 /**
- * The real gateway binary on 127.0.0.1 as deployed (NODE_OPTIONS, agents on
+ * The real gateway binary on 127.0.0.1 as deployed (Node flags, agents on
  * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
  * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
  */

@@ -211,7 +211,7 @@ export async function run(): Promise<BenchResult> {
       ],
       notes: [
         `memory every ${EVERY_S} s: RSS from /proc, heap = oversell_gateway_nodejs_heap_size_used_bytes; warm-up the first ${warmupS} s; the floor of a minute is its lowest heap (right after a major GC); flat compares the floor of the first ${k} min after warm-up with the floor of the last ${k} min; slope by least squares over the per-minute floors`,
-        `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (deploy/base/gateway.yaml NODE_OPTIONS), webhook traffic from 15 s after all agents are welcomed (the /readyz warm-up)`,
+        `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (the command of deploy/base/gateway.yaml), webhook traffic from 15 s after all agents are welcomed (the /readyz warm-up)`,
         `webhook: autocannon 9 in its own process, 10 instances of 12 HTTPS keep-alive connections at ${RATE / 10}/s each, started 100 ms apart (autocannon sends each second's quota in a burst), 36 KB nodes/status reviews naming sim-0 .. sim-${AGENTS - 1} in turn (each node every ${AGENTS / RATE} s, the kubelet's status period); latency from every response, no coordinated-omission fill`,
         `agents: one simulator process, ${AGENTS} real AgentStream streams over several HTTP/2 connections; stream errors are the lines on its stderr`,
         'gateway, simulator, load generator and the metrics scrape share the same 2 cores, with other work on the machine (load average in the figures)',
