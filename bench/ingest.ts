@@ -71,7 +71,7 @@ const storedTotal = async (metricsPort: number) => {
 const GET_CALLS = 6000;
 const GET_WARMUP = 500;
 
-export async function measure(agents: number, windowS: number, mode: IngestMode = 'thread', options: { ghz: string; paused?: boolean }): Promise<ScalePoint> {
+export async function measure(agents: number, windowS: number, mode: IngestMode, options: { ghz: string; paused?: boolean }): Promise<ScalePoint> {
   // As deployed (the Node flags of deploy/base/gateway.yaml's command): the old generation is capped, so RSS is what it would be in the pod.
   const gw = await startGateway({ agentThread: mode === 'thread' });
   const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, agents, 'sim', 'inherit', SIM_NICE);

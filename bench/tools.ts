@@ -27,7 +27,7 @@ export interface Tool {
 
 const building = new Map<string, Promise<string>>();
 
-export const toolRoot = (tool: Pick<Tool, 'name' | 'version'>) => join(homedir(), '.cache', 'oversell', `${tool.name}-${tool.version}`);
+const toolRoot = (tool: Pick<Tool, 'name' | 'version'>) => join(homedir(), '.cache', 'oversell', `${tool.name}-${tool.version}`);
 
 /** Path of the tool's binary; builds it on first use, once per process however many ask. */
 export function ensureTool(tool: Tool): Promise<string> {

@@ -15,7 +15,7 @@ import { authStatus } from '../auth/grpc-status.js';
 import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeStatus } from './node-status.js';
-import { SummaryTable } from './summary-table.js';
+import { SummaryTable, type RowFilter } from './summary-table.js';
 import { policyInfos } from './policy-info.js';
 
 export interface NodeUsageServiceOptions {
@@ -29,11 +29,8 @@ export interface NodeUsageServiceOptions {
   now?: () => number;
 }
 
-/** `policy`: the name of the policy governing the node, '' when none. */
-type Filter = (r: NodeRecord, policy: string) => boolean;
-
-/** Throws SelectorError for a bad selector. */
-function filterOf(req: { labelSelector: string; policy: string }): Filter {
+/** The request's selector and policy as a row filter; throws SelectorError for a bad selector. */
+function filterOf(req: { labelSelector: string; policy: string }): RowFilter {
   const selector = parseLabelSelector(req.labelSelector);
   return (r, policy) => (!selector || matches(selector, r.labels)) && (!req.policy || policy === req.policy);
 }
@@ -71,7 +68,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
   };
 
   /** The filter of a list call, or the status to answer with (not ready, bad selector). */
-  const listFilter = (request: { labelSelector: string; policy: string }): Filter | Partial<grpc.StatusObject> => {
+  const listFilter = (request: { labelSelector: string; policy: string }): RowFilter | Partial<grpc.StatusObject> => {
     const u = unavailable();
     if (u) return u;
     try {
@@ -130,7 +127,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {
       const u = unavailable();
       if (u) return call.emit('error', u);
-      let filter: Filter;
+      let filter: RowFilter;
       try {
         filter = filterOf(call.request);
       } catch (err) {

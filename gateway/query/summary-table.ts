@@ -76,10 +76,6 @@ export class SummaryTable {
     for (const record of store.list()) this.#update(record);
   }
 
-  get size(): number {
-    return this.#slotOf.size;
-  }
-
   /** The rows of the nodes `filter` keeps (all without one), by name, as of now. Throws when a row cannot be computed. */
   summaries(filter: RowFilter | undefined): NodeSummaries__Output {
     const nowMs = this.#now();
