@@ -11,12 +11,12 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeHost, type FakeUsage } from '../test/helpers/fake-host.js';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
+import { postHttps } from '../test/helpers/gateway.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import {
   REPO, ensureBuilt, log, printResult, quickFromEnv, sleep, startAgentProcess, waitFor, type Child,
 } from './agent-overhead.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
-import { postReview } from './reviews.js';
 import { startGateway } from './processes.js';
 
 const FIXTURE_NODE = 'ip-10-0-17-42.eu-west-1.compute.internal';
@@ -82,7 +82,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
 
     // The webhook learns the node's raw allocatable from the kubelet's review; without it there is no decision.
     const ca = readFileSync(join(gateway.tlsDir, 'ca.crt'), 'utf8');
-    const answer = await postReview(gateway.ports.webhook, ca, fixtureReview(nodeName));
+    const answer = await postHttps({ ports: gateway.ports, ca }, '/mutate/nodes', fixtureReview(nodeName));
     if (answer.status !== 200) throw new Error(`webhook answered ${answer.status}: ${answer.body.slice(0, 300)}`);
     const first = await waitFor('a decision with known requests', async () => {
       const s = await getNode(c, nodeName);

@@ -79,7 +79,7 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
     await sim.ready;
     // As the kubelets' status writes would: every node gets its raw allocatable, so both lists decide every node.
     const seeded = Date.now();
-    await reviewEveryNode(gw.ports.webhook, gw.tlsDir, Array.from({ length: agents }, (_, i) => `sim-${i}`));
+    await reviewEveryNode(gw, Array.from({ length: agents }, (_, i) => `sim-${i}`));
     console.log(`  one nodes/status review per node through the webhook: ${agents} in ${((Date.now() - seeded) / 1000).toFixed(1)} s`);
     console.log(`  ingest (${mode === 'thread' ? 'ingest thread, --agent-port' : 'main thread'}): ${agents} agents connected; warming up 10 s, then measuring ${windowS} s`);
     await new Promise((r) => setTimeout(r, 10_000));
