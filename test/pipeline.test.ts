@@ -63,11 +63,12 @@ const sample = (seq: number) => ({
 });
 
 describe('agent -> gRPC -> gateway -> query API', () => {
-  it('a sample read by the agent is visible through GetNode, ListNodes and WatchNodes', async () => {
-    const gw = await startTestGateway();
+  // Through the ingest thread, samples without pods cross to the store as rows of numbers and those with pods as objects.
+  for (const { mode, options, port } of AGENT_STREAM_MODES) it(`a sample read by the agent is visible through GetNode, ListNodes and WatchNodes (${mode})`, async () => {
+    const gw = await startTestGateway(options);
     const query = queryClient(gw.ports.grpc);
     const watch = collectWatch(query);
-    const agent = fixtureAgent('node-a', gw.ports.grpc, { podReportEvery: 2 });
+    const agent = fixtureAgent('node-a', port(gw), { podReportEvery: 2 });
     try {
       const n = await eventually(async () => {
         const s = await getNode(query, 'node-a');

@@ -1,5 +1,6 @@
 // What the ingest thread and the main thread say to each other. Only plain
-// data crosses: decoded samples are structured-cloned in batches.
+// data crosses, in batches: a decoded sample as a row of the batch's numbers
+// (proto/sample-row.ts), or structured-cloned when it carries pods.
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
@@ -20,6 +21,8 @@ export interface IngestThreadData {
 export type IngestOp =
   | { op: 'attach'; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
   | { op: 'sample'; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
+  /** The sample is rows[at .. at + sampleRow().width) of its batch. */
+  | { op: 'row'; name: string; streamId: number; at: number; receivedAtMs: number }
   | { op: 'detach'; name: string; streamId: number };
 
 export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited', n: number] | [kind: 'auth', reason: string, n: number];
@@ -28,7 +31,7 @@ export type ToMain =
   | { type: 'listening'; port: number }
   | { type: 'failed'; message: string; code: string | undefined }
   /** ops, and what the thread counted itself: samples refused there, refused tokens. */
-  | { type: 'ops'; ops: IngestOp[]; counts: MetricCount[] }
+  | { type: 'ops'; ops: IngestOp[]; rows: Float64Array; counts: MetricCount[] }
   | { type: 'authenticate'; id: number; authorization: unknown }
   | { type: 'closed' };
 

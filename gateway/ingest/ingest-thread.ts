@@ -10,6 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { createLogger } from '../../lib/log.js';
 import { oversellV1 } from '../../proto/load.js';
+import { sampleRow } from '../../proto/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import type { IngestResult } from '../store/node-store.js';
@@ -29,6 +30,10 @@ const log = createLogger('oversell-gateway', data.logLevel);
 const post = (m: ToMain) => port.postMessage(m);
 
 let ops: IngestOp[] = [];
+const row = sampleRow();
+/** The batch's samples as numbers; grown as needed, copied out at each flush. */
+let rows = new Float64Array(256 * row.width);
+let rowsUsed = 0;
 const counts = new Map<string, MetricCount>();
 const count = (kind: 'sample' | 'auth', what: string) => {
   const key = `${kind}:${what}`;
@@ -38,8 +43,10 @@ const count = (kind: 'sample' | 'auth', what: string) => {
 };
 const flushOps = () => {
   if (ops.length === 0 && counts.size === 0) return;
-  post({ type: 'ops', ops, counts: [...counts.values()] });
+  const batchRows = rows.slice(0, rowsUsed);
+  port.postMessage({ type: 'ops', ops, rows: batchRows, counts: [...counts.values()] } satisfies ToMain, [batchRows.buffer]);
   ops = [];
+  rowsUsed = 0;
   counts.clear();
 };
 const flush = setInterval(flushOps, FLUSH_EVERY_MS);
@@ -73,7 +80,17 @@ const store: IngestTarget = {
     if (last === undefined) return 'not-current-stream';
     if (sample.seq <= last) return 'duplicate';
     lastSeq.set(streamId, sample.seq);
-    ops.push({ op: 'sample', name, streamId, sample, receivedAtMs });
+    if (rowsUsed + row.width > rows.length) {
+      const bigger = new Float64Array(rows.length * 2);
+      bigger.set(rows);
+      rows = bigger;
+    }
+    if (row.write(sample, rows, rowsUsed)) {
+      ops.push({ op: 'row', name, streamId, at: rowsUsed, receivedAtMs });
+      rowsUsed += row.width;
+    } else {
+      ops.push({ op: 'sample', name, streamId, sample, receivedAtMs });
+    }
     // The store's verdict is counted on the main thread.
     return 'stored';
   },

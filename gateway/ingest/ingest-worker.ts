@@ -50,9 +50,9 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const send = (m: ToThread) => worker.postMessage(m);
   let closed: (() => void) | undefined;
 
-  const applyOne = (op: IngestOp) => {
-    if (op.op === 'sample') {
-      const result = store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
+  const applyOne = (op: IngestOp, rows: Float64Array) => {
+    if (op.op === 'row' || op.op === 'sample') {
+      const result = op.op === 'row' ? store.ingestRow(op.name, op.streamId, rows, op.at, op.receivedAtMs) : store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
       metrics.sampleReceived(result);
       if (result === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {
@@ -65,7 +65,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     for (const op of m.ops) {
       // One bad op costs its own sample, never the batch or the gateway.
       try {
-        applyOne(op);
+        applyOne(op, m.rows);
       } catch (err) {
         log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
         // The stream waits for its welcome: tell it, so it ends and the agent reconnects.

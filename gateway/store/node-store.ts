@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import { sampleRow } from '../../proto/sample-row.js';
 import type { Allocatable, UsageInput } from '../decide/policy.js';
 import type { WindowPoint } from '../decide/usage-stats.js';
 
@@ -119,16 +120,38 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   }
 
   ingest(name: string, streamId: number, sample: Sample__Output, nowMs: number): IngestResult {
-    const record = this.#nodes.get(name);
-    if (!record) return 'unknown-node';
-    if (record.streamId !== streamId) return 'not-current-stream';
-    if (sample.seq <= record.lastSeq) return 'duplicate';
-    record.lastSeq = sample.seq;
+    const record = this.#current(name, streamId, sample.seq);
+    if (typeof record === 'string') return record;
     // Copied into objects the record already owns: the decoded message then dies
     // young. Kept by reference, every sample outlived a scavenge and was promoted,
     // and at 10,000 agents the old generation filled with dead samples (heap
     // 400 MiB for 150 MiB live, long pauses).
     record.latest = record.latest ? assignInto(record.latest, sample) : sample;
+    return this.#stored(record, nowMs);
+  }
+
+  /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), read straight into the record. */
+  ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
+    const layout = sampleRow();
+    const record = this.#current(name, streamId, rows[at + layout.offsetOf('seq')]!);
+    if (typeof record === 'string') return record;
+    record.latest = layout.read(rows, at, record.latest);
+    return this.#stored(record, nowMs);
+  }
+
+  /** The node's record if a sample with this seq from this stream is one to store, else why not. */
+  #current(name: string, streamId: number, seq: number): NodeRecord | Exclude<IngestResult, 'stored'> {
+    const record = this.#nodes.get(name);
+    if (!record) return 'unknown-node';
+    if (record.streamId !== streamId) return 'not-current-stream';
+    if (seq <= record.lastSeq) return 'duplicate';
+    record.lastSeq = seq;
+    return record;
+  }
+
+  /** record.latest is the new sample: the rest of the record follows it. */
+  #stored(record: NodeRecord, nowMs: number): 'stored' {
+    const sample = record.latest!;
     record.receivedAtMs = nowMs;
     if (sample.podsIncluded) record.pods = sample.pods;
 
@@ -189,7 +212,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   }
 }
 
-/** Copies source's fields into target, recursing into nested messages; arrays are taken as they are. */
+/** Copies source's fields into target, recursing into nested messages; arrays are taken as they are (an empty one only over a non-empty one). */
 function assignInto<T extends object>(target: T, source: T): T {
   const t = target as Record<string, unknown>;
   const from = source as Record<string, unknown>;
@@ -199,6 +222,9 @@ function assignInto<T extends object>(target: T, source: T): T {
     const mine = t[key];
     if (value !== null && typeof value === 'object' && !Array.isArray(value) && mine !== null && typeof mine === 'object' && !Array.isArray(mine)) {
       assignInto(mine, value);
+    } else if (Array.isArray(value) && value.length === 0 && Array.isArray(mine) && mine.length === 0) {
+      // Most samples carry no pods: a fresh empty array stored into the old
+      // record outlived a scavenge and was promoted, 10,000 a second.
     } else {
       t[key] = value;
     }

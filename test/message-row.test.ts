@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
+import type { Sample, Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
+import { oversellV1, packageDefinition } from '../proto/load.js';
+import { messageRow } from '../proto/message-row.js';
+import { sampleRow } from '../proto/sample-row.js';
+import { NodeStore } from '../gateway/store/node-store.js';
+
+/** A Sample as the ingest thread gets it: encoded and decoded by the service's own (de)serializers. */
+function decoded(sample: Sample): Sample__Output {
+  const report = oversellV1().AgentStream.service.Report;
+  const message = report.requestDeserialize(report.requestSerialize({ sample } satisfies AgentMessage));
+  if (!message.sample) throw new Error('no sample decoded');
+  return message.sample;
+}
+
+const full: Sample = {
+  seq: 41, timestampMs: 1_700_000_000_123, cpuUsageMillicores: 1234, memoryWorkingSetBytes: 5 * 2 ** 40 + 7,
+  capacity: { cpuMillicores: 64_000, memoryBytes: 512 * 2 ** 30 },
+  pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 3.25 }, cpuFull: { avg10: 0.5, avg60: 0.25 }, memorySome: { avg10: 7, avg60: 1 }, memoryFull: { avg10: 0.125, avg60: 0 } },
+  requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true },
+  podsIncluded: true,
+  pods: [],
+};
+
+describe('a message as a row of numbers (proto/message-row.ts)', () => {
+  const layout = sampleRow();
+
+  it('carries every field of a decoded Sample, nested messages and booleans included', () => {
+    const sample = decoded(full);
+    const row = new Float64Array(layout.width + 3);
+    assert.equal(layout.write(sample, row, 3), true);
+    assert.deepEqual(layout.read(row, 3, undefined), sample);
+    assert.equal(row[3 + layout.offsetOf('seq')], 41);
+    assert.equal(row[3 + layout.offsetOf('timestampMs')], 1_700_000_000_123);
+  });
+
+  it('carries absent nested messages as null, both ways', () => {
+    const sample = decoded({ ...full, pressure: null, capacity: null, podsIncluded: false });
+    assert.equal(sample.pressure, null);
+    const row = new Float64Array(layout.width);
+    layout.write(sample, row, 0);
+    // Into a record that had pressure: it becomes null; into one without it: it is made.
+    const withPressure = decoded(full);
+    assert.deepEqual(layout.read(row, 0, withPressure), sample);
+    layout.write(decoded(full), row, 0);
+    assert.deepEqual(layout.read(row, 0, decoded({ ...full, pressure: null })), decoded(full));
+  });
+
+  it('reads into the objects the target already owns, keeping its empty list', () => {
+    const target = decoded({ ...full, cpuUsageMillicores: 1 });
+    const { pressure, pods } = target;
+    const row = new Float64Array(layout.width);
+    layout.write(decoded({ ...full, cpuUsageMillicores: 2, pressure: { ...full.pressure, cpuSome: { avg10: 99, avg60: 1 } } }), row, 0);
+    const out = layout.read(row, 0, target);
+    assert.equal(out, target);
+    assert.equal(out.pressure, pressure);
+    assert.equal(out.pods, pods);
+    assert.equal(out.cpuUsageMillicores, 2);
+    assert.equal(out.pressure?.cpuSome?.avg10, 99);
+  });
+
+  it('refuses a sample with pods (sent as an object instead) and a type with strings', () => {
+    const withPods = decoded({ ...full, pods: [{ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: 1, memoryWorkingSetBytes: 2 }] });
+    assert.equal(layout.write(withPods, new Float64Array(layout.width), 0), false);
+    assert.throws(() => messageRow(packageDefinition(), 'oversell.v1.NodeStatus'), /NodeStatus\.name \(TYPE_STRING\) cannot be carried/);
+    assert.throws(() => messageRow(packageDefinition(), 'oversell.v1.Nope'), /not a message type/);
+    assert.throws(() => layout.offsetOf('capacity'), /not a scalar field/);
+  });
+
+  it('gives the store the same record as the decoded object does', () => {
+    const byObject = new NodeStore({ retainMs: 5000, forgetAfterMs: 60_000 });
+    const byRow = new NodeStore({ retainMs: 5000, forgetAfterMs: 60_000 });
+    for (const store of [byObject, byRow]) store.attach('n', 'i', null, 1);
+    const row = new Float64Array(layout.width);
+    const results: Array<[string, string]> = [];
+    for (const seq of [1, 2, 2, 3, 4, 5, 6, 7, 8]) {
+      const sample = decoded({ ...full, seq, timestampMs: seq * 1000, cpuUsageMillicores: seq * 10, pressure: seq === 4 ? null : full.pressure });
+      layout.write(sample, row, 0);
+      results.push([byObject.ingest('n', 1, sample, seq), byRow.ingestRow('n', 1, row, 0, seq)]);
+    }
+    for (const [a, b] of results) assert.equal(b, a);
+    assert.deepEqual(results.map(([a]) => a).filter((r) => r === 'duplicate').length, 1);
+    assert.deepEqual(byRow.get('n'), byObject.get('n'));
+    assert.equal(byRow.get('n')?.window.length, 5);
+    assert.equal(byRow.ingestRow('n', 2, row, 0, 9), 'not-current-stream');
+  });
+});
