@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { getHeapStatistics } from 'node:v8';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -296,6 +297,9 @@ describe('ingest thread', () => {
       before.call.write(sample(1));
       await eventually(() => (store.get('node-crash')?.lastSeq === 1 ? true : undefined), 3000, 'a sample through the thread');
       const first = ingest.thread;
+      // Its own heap cap, half the main thread's: two isolates at the process's cap could pass the pod's limit.
+      const mainLimitMb = getHeapStatistics().heap_size_limit / 2 ** 20;
+      assert.ok(Math.abs((first.resourceLimits?.maxOldGenerationSizeMb ?? 0) - mainLimitMb / 2) <= 1, `thread cap ${first.resourceLimits?.maxOldGenerationSizeMb} MB, main ${mainLimitMb} MB`);
       await first.terminate(); // as a crash would end it
       await eventually(() => (down.length >= 2 ? true : undefined), 5000, 'down, then up again');
       assert.match(down[0] ?? '', /ingest thread stopped.*exited.*restarting/);
