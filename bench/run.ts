@@ -85,7 +85,7 @@ keep every figure.
 Run: \`npm run bench\` (about 11 minutes: 633 s on a machine where nothing
 was built yet, the load generators ghz (30 s, Go module proxy) and oha (230 s,
 crates.io) building while agent-overhead runs, then cached in
-~/.cache/oversell), \`BENCH_ONLY=webhook npm run bench\`,
+~/.cache/oversell; 671 s with them cached, on a busier day), \`BENCH_ONLY=webhook npm run bench\`,
 or one file alone: \`node --import tsx bench/webhook.ts\`. The 10-minute soak
 (5,000 agents plus 500 webhook requests/s: errors, latency, memory growth) is
 not part of this run: \`npm run soak\`, results in docs/reliability.md.
@@ -240,6 +240,52 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   none). At 10,000 agents the gateway's RSS went 427 -> 449 MiB, inside
   the cap's bound either way. The flag is not allowed in NODE_OPTIONS, so
   both install paths put the flags in the command.
+- Where GetNode's tail under ingest comes from, measured by switching one
+  thing at a time inside one running gateway at 10,000 agents (a file the
+  gateway polls; ghz runs of 3,000 calls alternating between the two
+  settings, 4-5 pairs; scratch runs, not part of \`npm run bench\`):
+  dropping every sample on the main thread (decoded by the thread but not
+  stored) took p99 3.12 -> 1.84 ms and p90 0.85 -> 0.57 ms, so the main
+  thread's work per sample is what there is to win; not updating the
+  summary table alone 2.81 -> 2.52 ms. No gain: applying a batch in slices
+  of 16 samples between which the event loop polls (3.53 / 3.64 ms), the
+  ingest thread at nice 10 (per-thread setpriority), --single-threaded-gc
+  and --no-parallel-scavenge (across runs, within noise). Two nice-19 CPU
+  burners beside a paused simulator did not raise the tail (p99 1.4-1.8
+  against 2.1-2.3 ms without them), so it is not CPU taken by the
+  simulator.
+- Samples cross from the ingest thread as rows of numbers
+  (proto/message-row.ts: one Float64Array per batch, every scalar of the
+  Sample laid out from the loaded descriptor, read straight into the
+  record's objects; a sample with pods still crosses as an object). Main
+  thread per sample at 10,000 nodes (microbenchmark: receive a batch,
+  store, table row, metric; --cpu-prof): receiving 3.3 -> 0.5 µs, copying
+  into the record 1.35 -> 1.46 µs (assignInto -> the row reader), 10.9 ->
+  8.5 µs in all. A/B inside one gateway as above, 5 pairs: GetNode p99
+  7.15 -> 4.85 ms, p90 1.89 -> 1.55 ms (every pair lower; that hour the
+  host was noisy, p50 0.56 against 0.33 ms earlier). With it: an empty
+  pods list no longer replaces the record's empty one (scavenge survivors
+  430 -> 327 KB, pause 1.95 -> 1.67 ms in the microbenchmark), and samples
+  are counted into prom-client at scrape time instead of one labelled
+  inc() per sample. The full run after these measured GetNode p99 2.33 ms
+  at 10,000 agents and 1.67-1.69 ms at 1,000 and 5,000, where the
+  gateway's ingest work is a tenth to a half of it: on this host that day
+  the tail with any simulator running sat near 1.7 ms, and the 2 ms target
+  stays at the edge.
+- Ingest thread heap: a worker's isolate took the process's
+  --max-old-space-size for itself, so the two heaps could together pass
+  the 512Mi limit. --trace-gc at 10,000 agents: the thread holds ~70 MiB
+  live (~7 KB per agent; its mark-compacts run every ~3 s, 70 -> 105 MB,
+  ~12 MB/s promoted by grpc-js per message), the main thread ~146 MiB. The
+  thread now gets half the main heap's limit (160 MB as deployed) and is
+  restarted if it reaches it; Helm's \`gateway.heapMb\` sets the cap.
+- Scaling: handler time at 10,000 nodes measured 1.85x the 100-node
+  figure in one full run and 1.04x right after. process.cpuUsage() counts
+  V8's helper threads, which could still be marking the heap that building
+  a large store had grown; sizes were also timed one after another, so a
+  busy spell of the host landed on one size. A full GC before timing, and
+  rounds taken in turn across the sizes: 0.98-1.08x over seven runs (1,000
+  and 5,000 nodes up to 1.3x in one of them).
 `;
 writeFileSync(join(REPO, 'docs/benchmarks.md'), [header, ...sections].join('\n') + '\n');
 console.log('\nwrote docs/benchmarks.md');

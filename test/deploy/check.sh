@@ -110,6 +110,10 @@ refused "webhook.failurePolicy=Never" --set webhook.failurePolicy=Never
 refused "sidecars.failurePolicy=Never" --set sidecars.failurePolicy=Never
 refused "defaultPolicy.mode=Sometimes" --set defaultPolicy.mode=Sometimes
 refused "defaultPolicy.cpu.maxRatio=0.5" --set defaultPolicy.cpu.maxRatio=0.5
+heap="$("$HELM" template oversell "$CHART" --set gateway.heapMb=640)"
+grep -q '"--max-old-space-size=640"' <<<"$heap" || die "gateway.heapMb=640 does not reach the gateway's --max-old-space-size"
+ok "gateway.heapMb=640: the gateway runs with --max-old-space-size=640"
+refused "gateway.heapMb=0" --set gateway.heapMb=0
 refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'
 
 # -------------------------------------------------------------- 4. render
