@@ -53,7 +53,6 @@ export function reviewBody(name = NODE): string {
   return JSON.stringify(review);
 }
 
-/** reviewNode() alone, on an already parsed review, against a store holding the node: CPU µs per call. */
 /**
  * reviewNode on one parsed 36 KB review against a store of `nodes` nodes with
  * 60 samples each, warmed up: each call of review / reviewWithParse times one
@@ -105,6 +104,7 @@ export function bestOf<T>(rounds: number, candidates: readonly T[], round: (c: T
   return best;
 }
 
+/** reviewNode() alone, on an already parsed review and with parsing, against a store of `nodes`: CPU µs per call, best of five rounds. */
 export function handlerCpuMicros(iterations = 20_000, nodes = 1): { perCallUs: number; withParseUs: number } {
   const h = handlerRounds(nodes);
   const [perCallUs, withParseUs] = bestOf(5, [() => h.review(iterations / 5), () => h.reviewWithParse(iterations / 20)], (fn) => fn());

@@ -97,7 +97,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     log.error(
       { err: err.message, ...(outOfMemory && { heapLimitMb: resourceLimits.maxOldGenerationSizeMb }) },
       outOfMemory
-        ? 'the ingest thread ran out of heap (it gets half of --max-old-space-size): agents on the agent port are cut off until it serves again; raise the gateway\'s --max-old-space-size and memory limit together,'
+        ? 'the ingest thread ran out of heap (it gets half of --max-old-space-size): agents on the agent port are cut off until it serves again; raise the gateway\'s --max-old-space-size and memory limit together'
         : 'the ingest thread stopped: agents on the agent port are cut off until it serves again',
     );
     options.onFailed(err);
