@@ -272,13 +272,16 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   gateway's ingest work is a tenth to a half of it: on this host that day
   the tail with any simulator running sat near 1.7 ms, and the 2 ms target
   stays at the edge.
-- Ingest thread heap: a worker's isolate took the process's
-  --max-old-space-size for itself, so the two heaps could together pass
-  the 512Mi limit. --trace-gc at 10,000 agents: the thread holds ~70 MiB
-  live (~7 KB per agent; its mark-compacts run every ~3 s, 70 -> 105 MB,
-  ~12 MB/s promoted by grpc-js per message), the main thread ~146 MiB. The
-  thread now gets half the main heap's limit (160 MB as deployed) and is
-  restarted if it reaches it; Helm's \`gateway.heapMb\` sets the cap.
+- Ingest thread heap: the thread is a second V8 heap, and --trace-gc at
+  10,000 agents shows it holding ~70 MiB live (~7 KB per agent; its
+  mark-compacts run every ~3 s, 70 -> 105 MB, ~12 MB/s promoted by grpc-js
+  per message) beside the main thread's ~146 MiB. A cap of its own (the
+  worker's resourceLimits, half the main heap) was tried and does not
+  apply: beside --max-old-space-size, V8's flag wins (a worker asked for
+  100 MB ran with a 368 MB limit), so both heaps run under the one cap.
+  What is there instead: the thread reports its heap
+  (oversell_ingest_thread_heap_bytes, on the Gateway resident memory
+  panel), and Helm's \`gateway.heapMb\` sets the cap with the memory limit.
 - Scaling: handler time at 10,000 nodes measured 1.85x the 100-node
   figure in one full run and 1.04x right after. process.cpuUsage() counts
   V8's helper threads, which could still be marking the heap that building

@@ -23,6 +23,7 @@ export class GatewayMetrics {
   readonly #refusals: Counter<'template' | 'reason'>;
   readonly #templates: Gauge<'state'>;
   readonly #authRefusals: Counter<'api' | 'reason'>;
+  readonly #ingestThreadHeap: Gauge<'kind'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -110,6 +111,13 @@ export class GatewayMetrics {
     // Zero series from the start, so an alert on their rate sees the first refusal.
     for (const reason of ['unauthenticated', 'permission-denied', 'node-mismatch', 'unavailable', 'expired']) this.#authRefusals.inc({ api: 'agent-stream', reason }, 0);
     for (const reason of ['unauthenticated', 'permission-denied', 'unavailable']) this.#authRefusals.inc({ api: 'query', reason }, 0);
+    this.#ingestThreadHeap = new Gauge({
+      name: 'oversell_ingest_thread_heap_bytes',
+      help: 'V8 heap of the ingest thread (--agent-port): used, and the limit it runs under (--max-old-space-size plus its young generation); 0 without the thread.',
+      labelNames: ['kind'],
+      registers,
+    });
+    for (const kind of ['used', 'limit']) this.#ingestThreadHeap.set({ kind }, 0);
     new Gauge({
       name: 'oversell_agents_connected',
       help: 'Agent streams currently open.',
@@ -182,6 +190,12 @@ export class GatewayMetrics {
 
   authRefused(api: 'agent-stream' | 'query', reason: string): void {
     this.#authRefusals.inc({ api, reason });
+  }
+
+  /** What the ingest thread last said of its heap. */
+  ingestThreadHeap(usedBytes: number, limitBytes: number): void {
+    this.#ingestThreadHeap.set({ kind: 'used' }, usedBytes);
+    this.#ingestThreadHeap.set({ kind: 'limit' }, limitBytes);
   }
 
   sampleReceived(result: IngestResult | 'rate-limited'): void {

@@ -33,6 +33,8 @@ export type ToMain =
   /** ops, and what the thread counted itself: samples refused there, refused tokens. */
   | { type: 'ops'; ops: IngestOp[]; rows: Float64Array; counts: MetricCount[] }
   | { type: 'authenticate'; id: number; authorization: unknown }
+  /** The thread's V8 heap, at start and every few seconds (for /metrics). */
+  | { type: 'heap'; usedBytes: number; limitBytes: number }
   | { type: 'closed' };
 
 export type ToThread =

@@ -5,6 +5,7 @@
 // main thread: each stream's hello, samples and end go there in batches, so
 // the webhook and the query API never wait behind a burst of samples or a
 // scavenge of the decoding garbage.
+import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
@@ -20,6 +21,7 @@ import type { IngestOp, IngestThreadData, MetricCount, ToMain, ToThread } from '
 
 // A sample waits at most this long on this thread before the store has it.
 const FLUSH_EVERY_MS = 5;
+const HEAP_REPORT_EVERY_MS = 5000;
 // Ids above the main thread's, which counts up from 1 for its own streams.
 const STREAM_ID_BASE = 2 ** 40;
 
@@ -50,6 +52,13 @@ const flushOps = () => {
   counts.clear();
 };
 const flush = setInterval(flushOps, FLUSH_EVERY_MS);
+// A second heap under the process's cap: /metrics shows how close it is.
+const reportHeap = () => {
+  const heap = getHeapStatistics();
+  post({ type: 'heap', usedBytes: heap.used_heap_size, limitBytes: heap.heap_size_limit });
+};
+const heapReports = setInterval(reportHeap, HEAP_REPORT_EVERY_MS);
+reportHeap();
 
 // Per stream of this thread: the last seq sent on (duplicates stop here), and
 // what ends the stream once the store says a newer one reports for the node.
@@ -142,6 +151,7 @@ port.on('message', (m: ToThread) => {
       break;
     case 'close':
       clearInterval(flush);
+      clearInterval(heapReports);
       server.tryShutdown(() => post({ type: 'closed' }));
       // Open agent streams would hold tryShutdown forever.
       setTimeout(() => {

@@ -1,7 +1,6 @@
 // The main thread's side of the ingest thread (ingest-thread.ts): starts it,
 // applies what its streams did to the store in order, answers its hellos with
 // the store's last seq, reviews its agents' tokens, and counts its metrics.
-import { getHeapStatistics } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
@@ -42,18 +41,12 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     authenticate: options.authenticate !== undefined,
     maxReceiveMessageBytes: options.maxReceiveMessageBytes,
   };
-  // A worker's isolate takes the process's --max-old-space-size for itself:
-  // two heaps could together pass the container's limit (320 MB each under
-  // 512Mi as deployed). The thread lives in ~7 KB per agent (70 MiB at
-  // 10,000, docs/benchmarks.md), so it gets half the main heap's limit; past
-  // it, the thread fails and is restarted, not the whole gateway OOM-killed.
-  const resourceLimits = { maxOldGenerationSizeMb: Math.round(getHeapStatistics().heap_size_limit / 2 / 2 ** 20) };
   const worker = import.meta.url.endsWith('.ts')
     // From source, under tsx (tests, bench): on Node 20 a worker does not
     // inherit the loader hooks that let the parent import .ts, so the thread
     // registers tsx itself before importing its entry point.
-    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL('./ingest-thread.ts', import.meta.url).href)}); })`, { eval: true, workerData: data, resourceLimits })
-    : new Worker(new URL('./ingest-thread.js', import.meta.url), { workerData: data, resourceLimits });
+    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL('./ingest-thread.ts', import.meta.url).href)}); })`, { eval: true, workerData: data })
+    : new Worker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });
   const send = (m: ToThread) => worker.postMessage(m);
   let closed: (() => void) | undefined;
 
@@ -93,11 +86,14 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const failAfterStart = (err: Error) => {
     if (!started || failed) return;
     failed = true;
+    // The thread runs under the process's --max-old-space-size: a worker's
+    // resourceLimits do not apply beside that flag (V8's flag wins; a worker
+    // asked for 100 MB ran with 368 MB beside --max-old-space-size=320).
     const outOfMemory = (err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
     log.error(
-      { err: err.message, ...(outOfMemory && { heapLimitMb: resourceLimits.maxOldGenerationSizeMb }) },
+      { err: err.message },
       outOfMemory
-        ? 'the ingest thread ran out of heap (it gets half of --max-old-space-size): agents on the agent port are cut off until it serves again; raise the gateway\'s --max-old-space-size and memory limit together'
+        ? 'the ingest thread ran out of heap (--max-old-space-size): agents on the agent port are cut off until it serves again; raise the gateway\'s --max-old-space-size and memory limit together'
         : 'the ingest thread stopped: agents on the agent port are cut off until it serves again',
     );
     options.onFailed(err);
@@ -119,6 +115,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
           );
           return;
         }
+        case 'heap':
+          return metrics.ingestThreadHeap(m.usedBytes, m.limitBytes);
         case 'listening':
           return resolve(m.port);
         case 'failed':
