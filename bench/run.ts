@@ -269,9 +269,10 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   are counted into prom-client at scrape time instead of one labelled
   inc() per sample. The full run after these measured GetNode p99 2.33 ms
   at 10,000 agents and 1.67-1.69 ms at 1,000 and 5,000, where the
-  gateway's ingest work is a tenth to a half of it: on this host that day
-  the tail with any simulator running sat near 1.7 ms, and the 2 ms target
-  stays at the edge.
+  gateway's ingest work is a tenth to a half of it (the ingest benchmark
+  alone, 30 minutes later: 2.97, 2.33 and 1.61 ms; simulator paused
+  0.92): on this host that day the tail with any simulator running sat
+  near 1.7 ms, and the 2 ms target stays at the edge.
 - Ingest thread heap: the thread is a second V8 heap, and --trace-gc at
   10,000 agents shows it holding ~70 MiB live (~7 KB per agent; its
   mark-compacts run every ~3 s, 70 -> 105 MB, ~12 MB/s promoted by grpc-js
