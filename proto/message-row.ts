@@ -1,18 +1,12 @@
 // A message as a row of numbers: every scalar field, depth first, with one
 // presence slot before each nested message. The ingest thread hands decoded
 // samples to the main thread this way. Structured-cloning a sample's ten
-// objects cost the main thread 2.7 µs of its ~9 µs per sample at 10,000 agents,
-// and copying the clone into the node's record another 1.2 µs
+// objects cost the main thread 3.3 µs of its 10.9 µs per sample at 10,000
+// agents, and copying the clone into the node's record another 1.35 µs
 // (docs/benchmarks.md). A row crosses as part of one Float64Array per batch
 // and is read straight into the objects the record already owns. The layout
 // comes from the loaded descriptor, never from a copy by hand.
-
-interface FieldDescriptor {
-  name: string;
-  label: string;
-  type: string;
-  typeName?: string;
-}
+import { fieldsOf } from './packed-columns.js';
 
 type Step =
   | { key: string; kind: 'number' }
@@ -66,9 +60,7 @@ export function messageRow<T extends object>(definitions: Record<string, unknown
 
 function stepsOf(definitions: Record<string, unknown>, typeName: string, seen: string[]): Step[] {
   if (seen.includes(typeName)) throw new Error(`${typeName} contains itself: a row cannot carry it`);
-  const fields = (definitions[typeName] as { type?: { field?: FieldDescriptor[] } } | undefined)?.type?.field;
-  if (!fields) throw new Error(`${typeName} is not a message type of the package definition`);
-  return fields.map((f): Step => {
+  return fieldsOf(definitions[typeName], typeName).map((f): Step => {
     if (f.label === 'LABEL_REPEATED') return { key: f.name, kind: 'empty-list' };
     if (NUMBERS.has(f.type)) return { key: f.name, kind: 'number' };
     if (f.type === 'TYPE_BOOL') return { key: f.name, kind: 'bool' };

@@ -16,18 +16,26 @@ interface Column {
 
 const KINDS: Record<string, Kind> = { TYPE_STRING: 'string', TYPE_BOOL: 'bool', TYPE_UINT32: 'uint32', TYPE_INT64: 'int64', TYPE_DOUBLE: 'double' };
 
-interface FieldDescriptor {
+/** A field as proto-loader's MessageTypeDefinition describes it (a DescriptorProto field). */
+export interface FieldDescriptor {
   name: string;
   number: number;
   label: string;
   type: string;
+  /** For message fields: absolute (leading dot) or relative to the enclosing scopes. */
+  typeName?: string;
+}
+
+/** The fields of a proto-loader MessageTypeDefinition; `name` says which one in the error. */
+export function fieldsOf(definition: unknown, name?: string): FieldDescriptor[] {
+  const fields = (definition as { type?: { field?: FieldDescriptor[] } } | undefined)?.type?.field;
+  if (!fields) throw new Error(`not a message type definition${name ? `: ${name}` : ''}`);
+  return fields;
 }
 
 /** The columns of a proto-loader MessageTypeDefinition; throws for a field this codec cannot carry. */
 export function columnsOf(definition: unknown): Column[] {
-  const fields = (definition as { type?: { field?: FieldDescriptor[] } }).type?.field;
-  if (!fields) throw new Error('not a message type definition');
-  return fields
+  return fieldsOf(definition)
     .map((f) => {
       const kind = KINDS[f.type];
       if (f.label !== 'LABEL_REPEATED' || !kind) throw new Error(`field ${f.name}: only repeated ${Object.keys(KINDS).join(', ')} fields are columns`);
