@@ -83,6 +83,8 @@ describe('a message as a row of numbers (proto/message-row.ts)', () => {
     for (const [a, b] of results) assert.equal(b, a);
     assert.deepEqual(results.map(([a]) => a).filter((r) => r === 'duplicate').length, 1);
     assert.deepEqual(byRow.get('n'), byObject.get('n'));
+    // deepEqual does not see a class's private fields: the windows are compared by their points.
+    assert.deepEqual(byRow.get('n')?.window.points(), byObject.get('n')?.window.points());
     assert.equal(byRow.get('n')?.window.length, 5);
     assert.equal(byRow.ingestRow('n', 2, row, 0, 9), 'not-current-stream');
   });

@@ -135,7 +135,7 @@ describe('agent -> gRPC -> gateway -> query API', () => {
       const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
       assert.doesNotMatch(metrics, /oversell_samples_received_total\{result="duplicate"\} [1-9]/);
       const record = gw.store.get('node-r');
-      const seqs = record?.window.map((p) => p.timestampMs) ?? [];
+      const seqs = record?.window.points().map((p) => p.timestampMs) ?? [];
       assert.equal(new Set(seqs).size, seqs.length, 'duplicate samples in the window');
     } finally {
       await agent.stop();

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
-import { summarize, windowStart, windowStatistic, type Statistic, type WindowPoint } from '../gateway/decide/usage-stats.js';
+import { summarize, windowStart, windowStatistic, type Statistic } from '../gateway/decide/usage-stats.js';
+import { UsageWindow, type WindowPoint } from '../gateway/store/usage-window.js';
 
 // The obvious implementations, as oracles for the copy-free ones the policy uses.
 function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
@@ -31,7 +32,7 @@ function usage(
 ): UsageInput {
   return {
     ageMs: over.ageMs ?? 1000,
-    points: over.pts ?? points(over.cpu ?? 800, over.mem ?? 1 * GI),
+    window: UsageWindow.of(over.pts ?? points(over.cpu ?? 800, over.mem ?? 1 * GI)),
     capacityMemoryBytes: 4 * GI,
     requests: { cpuMillicores: over.reqCpu ?? 6000, memoryBytes: over.reqMem ?? 3 * GI, known: over.known ?? true },
   };
@@ -224,7 +225,7 @@ describe('decide: properties over random inputs', () => {
   ).map((ps) => ps.map((p, i) => ({ ...p, timestampMs: (i + 1) * 1000 })));
   const arbUsage = fc.record({
     ageMs: fc.integer({ min: 0, max: 120_000 }),
-    points: arbPoints,
+    window: arbPoints.map((ps) => UsageWindow.of(ps)),
     capacityMemoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
     requests: fc.record({
       cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
@@ -285,7 +286,7 @@ describe('decide: properties over random inputs', () => {
       fc.property(arbInput, fc.integer({ min: 0, max: 500_000 }), fc.integer({ min: 0, max: 2 ** 40 }), (i, dc, dm) => {
         const more: DecisionInput = {
           ...i,
-          usage: { ...i.usage!, points: i.usage!.points.map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm })) },
+          usage: { ...i.usage!, window: UsageWindow.of(i.usage!.window.points().map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm }))) },
         };
         const a = decide(i);
         const b = decide(more);
@@ -341,10 +342,11 @@ describe('decide: properties over random inputs', () => {
   it('the window statistic without copies equals the statistic of the window', () => {
     fc.assert(
       fc.property(arbPoints, fc.integer({ min: 1000, max: 60_000 }), fc.constantFrom('p50', 'p90', 'p95', 'p99', 'max', 'avg' as const), (pts, windowMs, which) => {
-        const from = windowStart(pts, windowMs);
+        const window = UsageWindow.of(pts);
+        const from = windowStart(window, windowMs);
         assert.equal(from, pts.length - lastWindow(pts, windowMs).length);
         for (const field of ['cpuMillicores', 'memoryBytes'] as const) {
-          assert.equal(windowStatistic(pts, from, field, which), statistic(lastWindow(pts, windowMs).map((p) => p[field]), which));
+          assert.equal(windowStatistic(window, from, field, which), statistic(lastWindow(pts, windowMs).map((p) => p[field]), which));
         }
       }),
       { numRuns: 2000 },
@@ -354,36 +356,38 @@ describe('decide: properties over random inputs', () => {
 
 describe('usage statistics', () => {
   const pt = (timestampMs: number, cpuMillicores: number, memoryBytes = 100): WindowPoint => ({ timestampMs, cpuMillicores, memoryBytes, cpuPressure: 0, memoryPressure: 0 });
+  const windowOf = (points: WindowPoint[]) => UsageWindow.of(points);
+  const empty = new UsageWindow();
 
   it('p95 ignores a single spike in a 60-sample window', () => {
-    const w = Array.from({ length: 60 }, (_, i) => pt(i * 1000, i === 30 ? 8000 : 500));
+    const w = windowOf(Array.from({ length: 60 }, (_, i) => pt(i * 1000, i === 30 ? 8000 : 500)));
     assert.equal(summarize(w).cpuP95Millicores, 500);
   });
 
   it('p95 follows sustained load (more than 5% of the window)', () => {
-    const w = Array.from({ length: 60 }, (_, i) => pt(i * 1000, i < 10 ? 4000 : 500));
+    const w = windowOf(Array.from({ length: 60 }, (_, i) => pt(i * 1000, i < 10 ? 4000 : 500)));
     assert.equal(summarize(w).cpuP95Millicores, 4000);
   });
 
   it('memory takes the peak of the window', () => {
-    const s = summarize([100, 900, 300].map((m, i) => pt(i, 0, m)));
+    const s = summarize(windowOf([100, 900, 300].map((m, i) => pt(i, 0, m))));
     assert.equal(s.memoryMaxBytes, 900);
     assert.equal(s.samples, 3);
     assert.equal(s.spanMs, 2);
   });
 
   it('percentiles use nearest rank; every named statistic is covered', () => {
-    const v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((m, i) => pt(i, m));
+    const v = windowOf([1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((m, i) => pt(i, m)));
     assert.equal(windowStatistic(v, 0, 'cpuMillicores', 'p95'), 10);
     assert.equal(windowStatistic(v, 0, 'cpuMillicores', 'p50'), 5);
-    assert.equal(windowStatistic([], 0, 'cpuMillicores', 'p95'), 0);
+    assert.equal(windowStatistic(empty, 0, 'cpuMillicores', 'p95'), 0);
     assert.deepEqual(['p50', 'p90', 'p95', 'p99', 'max', 'avg'].map((s) => windowStatistic(v, 0, 'cpuMillicores', s as Statistic)), [5, 9, 10, 10, 10, 5.5]);
   });
 
   it('the window starts after the newest point minus its length', () => {
-    const w = [pt(1000, 1), pt(2000, 2), pt(3000, 3), pt(4000, 4)];
+    const w = windowOf([pt(1000, 1), pt(2000, 2), pt(3000, 3), pt(4000, 4)]);
     assert.equal(windowStart(w, 2000), 2);
-    assert.equal(windowStart([], 2000), 0);
+    assert.equal(windowStart(empty, 2000), 0);
     assert.deepEqual(summarize(w, windowStart(w, 2000)), { samples: 2, spanMs: 1000, cpuP95Millicores: 4, memoryMaxBytes: 100 });
   });
 });

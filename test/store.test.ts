@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { summarize } from '../gateway/decide/usage-stats.js';
+import { UsageWindow } from '../gateway/store/usage-window.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, capacity: null, pressure: null,
@@ -16,10 +17,10 @@ describe('NodeStore', () => {
     for (let i = 1; i <= 30; i++) store.ingest('n', 1, s(i, i * 1000, i === 30 ? 9000 : 100), 500_000 + i);
     const r = store.get('n');
     assert.equal(r?.window.length, 10);
-    assert.equal(r?.window[0]?.timestampMs, 21_000);
-    assert.equal(summarize(r?.window ?? []).cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
+    assert.equal(r?.window.point(0).timestampMs, 21_000);
+    assert.equal(summarize(r?.window ?? new UsageWindow()).cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
     const u = store.usage('n', 500_030 + 5000);
-    assert.equal(u?.points.length, 10);
+    assert.equal(u?.window.length, 10);
     assert.equal(u?.ageMs, 5000);
     assert.equal(u?.requests.cpuMillicores, 5);
   });

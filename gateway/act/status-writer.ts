@@ -94,8 +94,9 @@ export class StatusWriter {
   #mayBeUnderPressure(record: NodeRecord): boolean {
     const entry = this.#o.policies.select(record.labels);
     const p = entry?.policy;
-    const last = record.window[record.window.length - 1];
-    if (!p || !last) return false;
+    const window = record.window;
+    if (!p || window.length === 0) return false;
+    const last = window.point(window.length - 1);
     const capacity = record.latest?.capacity?.memoryBytes ?? 0;
     return last.cpuPressure >= p.cpu.pressureThreshold || last.memoryPressure >= p.memory.pressureThreshold ||
       (capacity > 0 && last.memoryBytes >= p.memory.workingSetThreshold * capacity);

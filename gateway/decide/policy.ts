@@ -18,7 +18,8 @@
 // bound (pods would be rejected on a kubelet restart), and never exceeds the cap
 // unless bound requests already do. Stale data, pressure, a missing policy give
 // the floor. Hysteresis holds small rises back; a fall is never delayed.
-import { windowStart, windowStatistic, type Statistic, type WindowPoint } from './usage-stats.js';
+import { COLUMN, UsageWindow } from '../store/usage-window.js';
+import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
 
 export interface ResourcePolicy {
   /** Hard ceiling on granted / raw. */
@@ -71,8 +72,8 @@ export interface Allocatable {
 export interface UsageInput {
   /** Gateway now - when the newest sample arrived. */
   ageMs: number;
-  /** Oldest first; at least the policy's window and calm period. */
-  points: readonly WindowPoint[];
+  /** At least the policy's window and calm period. */
+  window: UsageWindow;
   capacityMemoryBytes: number;
   requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
 }
@@ -136,8 +137,8 @@ interface ResourceContext {
   requests: number | undefined;
   policy: ResourcePolicy | undefined;
   maxRatio: number;
-  /** The window is points[from..]. */
-  points: readonly WindowPoint[];
+  /** The policy's window is the points from index `from` on. */
+  window: UsageWindow;
   from: number;
   field: 'cpuMillicores' | 'memoryBytes';
   underPressure: boolean;
@@ -165,7 +166,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
   if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
   if (c.underPressure) return resourceDecision(c, floor, 'pressure', floor, cap, undefined, undefined);
 
-  const usage = windowStatistic(c.points, c.from, c.field, c.policy.statistic);
+  const usage = windowStatistic(c.window, c.from, c.field, c.policy.statistic);
   const h = headroom(Number(c.raw), c.requests ?? 0, usage, c.policy);
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
@@ -185,23 +186,24 @@ function decideResource(c: ResourceContext): ResourceDecision {
   return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
 }
 
-function cpuPressureSince(points: readonly WindowPoint[], sinceMs: number, threshold: number): boolean {
-  for (let i = points.length - 1; i >= 0; i--) {
-    const p = points[i]!;
-    if (p.timestampMs < sinceMs) break;
-    if (p.cpuPressure >= threshold) return true;
+function cpuPressureSince(window: UsageWindow, sinceMs: number, threshold: number): boolean {
+  for (let i = window.length - 1; i >= 0; i--) {
+    if (window.get(i, COLUMN.timestampMs) < sinceMs) break;
+    if (window.get(i, COLUMN.cpuPressure) >= threshold) return true;
   }
   return false;
 }
 
-function memoryPressureSince(points: readonly WindowPoint[], sinceMs: number, threshold: number, capacity: number, workingSetThreshold: number): boolean {
-  for (let i = points.length - 1; i >= 0; i--) {
-    const p = points[i]!;
-    if (p.timestampMs < sinceMs) break;
-    if (p.memoryPressure >= threshold || (capacity > 0 && p.memoryBytes >= workingSetThreshold * capacity)) return true;
+function memoryPressureSince(window: UsageWindow, sinceMs: number, threshold: number, capacity: number, workingSetThreshold: number): boolean {
+  for (let i = window.length - 1; i >= 0; i--) {
+    if (window.get(i, COLUMN.timestampMs) < sinceMs) break;
+    if (window.get(i, COLUMN.memoryPressure) >= threshold || (capacity > 0 && window.get(i, COLUMN.memoryBytes) >= workingSetThreshold * capacity)) return true;
   }
   return false;
 }
+
+/** The window of a node with no usage: never added to. */
+const NO_POINTS = new UsageWindow();
 
 /**
  * The reason is only read where it is written down (the webhook's annotation,
@@ -236,13 +238,13 @@ export function decide(input: DecisionInput): Decision {
   const { raw, usage, policy } = input;
   const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
   const known = usage?.requests.known === true;
-  const points = usage?.points ?? [];
-  const from = policy ? windowStart(points, policy.windowMs) : points.length;
-  const samples = points.length - from;
-  const calmFrom = (points[points.length - 1]?.timestampMs ?? 0) - (policy?.calmPeriodMs ?? 0);
+  const window = usage?.window ?? NO_POINTS;
+  const from = policy ? windowStart(window, policy.windowMs) : window.length;
+  const samples = window.length - from;
+  const calmFrom = (window.newestMs() ?? 0) - (policy?.calmPeriodMs ?? 0);
   const mem = policy?.memory;
   const memoryCapacity = usage?.capacityMemoryBytes ?? 0;
-  const noData = usage === undefined || points.length === 0;
+  const noData = usage === undefined || window.length === 0;
   const hysteresis = policy?.hysteresis ?? 0;
   const dryRun = policy?.mode === 'DryRun';
 
@@ -258,10 +260,10 @@ export function decide(input: DecisionInput): Decision {
     requests: known ? usage.requests.cpuMillicores : undefined,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
-    points,
+    window,
     from,
     field: 'cpuMillicores',
-    underPressure: policy !== undefined && cpuPressureSince(points, calmFrom, policy.cpu.pressureThreshold),
+    underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu.pressureThreshold),
     previous: input.previous?.cpuMillicores,
   });
   const memory = decideResource({
@@ -274,10 +276,10 @@ export function decide(input: DecisionInput): Decision {
     requests: known ? usage.requests.memoryBytes : undefined,
     policy: mem,
     maxRatio: Math.max(1, memMax),
-    points,
+    window,
     from,
     field: 'memoryBytes',
-    underPressure: mem !== undefined && memoryPressureSince(points, calmFrom, mem.pressureThreshold, memoryCapacity, mem.workingSetThreshold),
+    underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem.pressureThreshold, memoryCapacity, mem.workingSetThreshold),
     previous: input.previous?.memoryBytes,
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.

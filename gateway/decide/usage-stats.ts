@@ -2,16 +2,7 @@
 // statistic each resource uses is the policy's choice; by default CPU takes the
 // 95th percentile (nearest rank) and memory the maximum (memory is not
 // compressible: the peak is what the node must hold).
-
-export interface WindowPoint {
-  /** Agent clock; the window is cut on the agent's own timeline so replays line up. */
-  timestampMs: number;
-  cpuMillicores: number;
-  memoryBytes: number;
-  /** PSI some avg10, percent; 0 where the kernel has no PSI. */
-  cpuPressure: number;
-  memoryPressure: number;
-}
+import { COLUMN, type UsageWindow } from '../store/usage-window.js';
 
 export type Statistic = 'p50' | 'p90' | 'p95' | 'p99' | 'max' | 'avg';
 export const STATISTICS: readonly Statistic[] = ['p50', 'p90', 'p95', 'p99', 'max', 'avg'];
@@ -28,22 +19,26 @@ export interface UsageSummary {
 // each) was a third of a decision's time, mostly allocation.
 let scratch = new Float64Array(256);
 
-/** A statistic of one field of points[from..] (percentiles by nearest rank), with no allocation. */
-export function windowStatistic(points: readonly WindowPoint[], from: number, field: 'cpuMillicores' | 'memoryBytes', which: Statistic): number {
-  const n = points.length - from;
+/** A statistic of one field of the points from index `from` on (percentiles by nearest rank), with no allocation. */
+export function windowStatistic(window: UsageWindow, from: number, field: 'cpuMillicores' | 'memoryBytes', which: Statistic): number {
+  const n = window.length - from;
   if (n <= 0) return 0;
+  const column = COLUMN[field];
   if (which === 'max') {
     let m = -Infinity;
-    for (let i = from; i < points.length; i++) if (points[i]![field] > m) m = points[i]![field];
+    for (let i = from; i < window.length; i++) {
+      const v = window.get(i, column);
+      if (v > m) m = v;
+    }
     return m;
   }
   if (which === 'avg') {
     let sum = 0;
-    for (let i = from; i < points.length; i++) sum += points[i]![field];
+    for (let i = from; i < window.length; i++) sum += window.get(i, column);
     return sum / n;
   }
   if (scratch.length < n) scratch = new Float64Array(Math.max(n, scratch.length * 2));
-  for (let i = 0; i < n; i++) scratch[i] = points[from + i]![field];
+  for (let i = 0; i < n; i++) scratch[i] = window.get(from + i, column);
   const rank = Math.ceil((PERCENT[which] / 100) * n);
   return select(scratch, n, Math.min(n, Math.max(1, rank)) - 1);
 }
@@ -76,31 +71,31 @@ function select(a: Float64Array, n: number, k: number): number {
 const PERCENT: Record<Exclude<Statistic, 'max' | 'avg'>, number> = { p50: 50, p90: 90, p95: 95, p99: 99 };
 
 /** Index of the first point of the last windowMs, on the timeline of the newest point. */
-export function windowStart(points: readonly WindowPoint[], windowMs: number): number {
-  const newest = points[points.length - 1]?.timestampMs;
+export function windowStart(window: UsageWindow, windowMs: number): number {
+  const newest = window.newestMs();
   if (newest === undefined) return 0;
   const cut = newest - windowMs;
   // Points are sorted by time (the store keeps them so): a binary search, not
   // a scan; a list of 10,000 nodes with a minute of points each spent 9 of
   // its 16 ms of summary work scanning.
   let lo = 0;
-  let hi = points.length;
+  let hi = window.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (points[mid]!.timestampMs > cut) hi = mid;
+    if (window.get(mid, COLUMN.timestampMs) > cut) hi = mid;
     else lo = mid + 1;
   }
   return lo;
 }
 
-/** The window points[from..] in the figures the query API shows. */
-export function summarize(points: readonly WindowPoint[], from = 0): UsageSummary {
-  const n = points.length - from;
+/** The points from index `from` on, in the figures the query API shows. */
+export function summarize(window: UsageWindow, from = 0): UsageSummary {
+  const n = window.length - from;
   if (n <= 0) return { samples: 0, spanMs: 0, cpuP95Millicores: 0, memoryMaxBytes: 0 };
   return {
     samples: n,
-    spanMs: points[points.length - 1]!.timestampMs - points[from]!.timestampMs,
-    cpuP95Millicores: windowStatistic(points, from, 'cpuMillicores', 'p95'),
-    memoryMaxBytes: windowStatistic(points, from, 'memoryBytes', 'max'),
+    spanMs: window.get(window.length - 1, COLUMN.timestampMs) - window.get(from, COLUMN.timestampMs),
+    cpuP95Millicores: windowStatistic(window, from, 'cpuMillicores', 'p95'),
+    memoryMaxBytes: windowStatistic(window, from, 'memoryBytes', 'max'),
   };
 }

@@ -8,7 +8,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleRow } from '../../proto/sample-row.js';
 import type { Allocatable, UsageInput } from '../decide/policy.js';
-import type { WindowPoint } from '../decide/usage-stats.js';
+import { UsageWindow, type WindowPoint } from './usage-window.js';
 
 export interface NodeRecord {
   readonly name: string;
@@ -20,8 +20,8 @@ export interface NodeRecord {
   latest: Sample__Output | undefined;
   /** Gateway clock when `latest` arrived. */
   receivedAtMs: number;
-  /** Oldest first, on the agent's timeline; as long as the longest policy window or calm period. */
-  window: WindowPoint[];
+  /** On the agent's timeline; as long as the longest policy window or calm period. */
+  readonly window: UsageWindow;
   pods: PodUsage__Output[];
   /** Raw allocatable and labels from the kubelet's last write, as the webhook saw them. */
   raw: (Allocatable & { seenAtMs: number }) | undefined;
@@ -41,6 +41,9 @@ interface StoreEvents {
   updated: [NodeRecord];
   removed: [string];
 }
+
+/** The point being added: the window copies its numbers, so one object serves every sample. */
+const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
 
 export class NodeStore extends EventEmitter<StoreEvents> {
   readonly #nodes = new Map<string, NodeRecord>();
@@ -92,7 +95,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
         lastSeq: 0,
         latest: undefined,
         receivedAtMs: 0,
-        window: [],
+        window: new UsageWindow(),
         pods: [],
         raw: undefined,
         labels: {},
@@ -156,26 +159,15 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     if (sample.podsIncluded) record.pods = sample.pods;
 
     const window = record.window;
-    const newest = Math.max(window[window.length - 1]?.timestampMs ?? sample.timestampMs, sample.timestampMs);
-    const cut = newest - this.#options.retainMs;
-    let drop = 0;
-    while (drop < window.length && (window[drop]?.timestampMs ?? 0) <= cut) drop += 1;
-    if (drop > 0 || sample.timestampMs > cut) {
-      // The oldest point leaving the window carries the new sample (same reason).
-      const point = drop > 0 ? window[0]! : { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
-      if (drop > 0) window.splice(0, drop);
-      if (sample.timestampMs > cut) {
-        point.timestampMs = sample.timestampMs;
-        point.cpuMillicores = sample.cpuUsageMillicores;
-        point.memoryBytes = sample.memoryWorkingSetBytes;
-        point.cpuPressure = sample.pressure?.cpuSome?.avg10 ?? 0;
-        point.memoryPressure = sample.pressure?.memorySome?.avg10 ?? 0;
-        window.push(point);
-        // Replays can arrive out of timestamp order only across instances; keep it sorted cheaply.
-        if (window.length > 1 && (window[window.length - 2]?.timestampMs ?? 0) > sample.timestampMs) {
-          window.sort((a, b) => a.timestampMs - b.timestampMs);
-        }
-      }
+    const cut = Math.max(window.newestMs() ?? sample.timestampMs, sample.timestampMs) - this.#options.retainMs;
+    window.dropThrough(cut);
+    if (sample.timestampMs > cut) {
+      POINT.timestampMs = sample.timestampMs;
+      POINT.cpuMillicores = sample.cpuUsageMillicores;
+      POINT.memoryBytes = sample.memoryWorkingSetBytes;
+      POINT.cpuPressure = sample.pressure?.cpuSome?.avg10 ?? 0;
+      POINT.memoryPressure = sample.pressure?.memorySome?.avg10 ?? 0;
+      window.add(POINT);
     }
     this.emit('updated', record);
     return 'stored';
@@ -247,7 +239,7 @@ export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefin
   if (!latest) return undefined;
   return {
     ageMs: Math.max(0, nowMs - record.receivedAtMs),
-    points: record.window,
+    window: record.window,
     capacityMemoryBytes: latest.capacity?.memoryBytes ?? 0,
     requests: {
       cpuMillicores: latest.requests?.cpuMillicores ?? 0,
