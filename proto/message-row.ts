@@ -21,12 +21,16 @@ const NUMBERS = new Set(['TYPE_INT64', 'TYPE_UINT64', 'TYPE_INT32', 'TYPE_UINT32
 export interface MessageRow<T> {
   /** Numbers per message. */
   readonly width: number;
-  /** Where a top-level scalar field sits in the row. */
-  offsetOf(key: keyof T & string): number;
+  /**
+   * Where a field sits in the row: a scalar by its path ('seq',
+   * 'pressure.cpuSome.avg10'; a bool is 1 or 0), a nested message by its
+   * presence slot (1 when present). An absent message's fields read 0.
+   */
+  offsetOf(path: string): number;
   /** Writes msg at out[at .. at + width). False, with nothing promised about the slots, when msg holds what a row cannot (a non-empty repeated field): send that one as an object. */
   write(msg: T, out: Float64Array, at: number): boolean;
-  /** The row at row[at ..] copied into target in place (nested messages it lacks are made, absent ones set to null), or into a new message without one. */
-  read(row: Float64Array, at: number, target: T | undefined): T;
+  /** The message at row[at ..], absent nested messages as null and repeated fields empty. */
+  read(row: Float64Array, at: number): T;
 }
 
 /**
@@ -37,21 +41,17 @@ export interface MessageRow<T> {
 export function messageRow<T extends object>(definitions: Record<string, unknown>, typeName: string): MessageRow<T> {
   const steps = stepsOf(definitions, typeName, []);
   const offsets = new Map<string, number>();
-  let at = 0;
-  for (const s of steps) {
-    if (s.kind === 'number' || s.kind === 'bool') offsets.set(s.key, at);
-    at += widthOf([s]);
-  }
+  offsetsOf(steps, '', 0, offsets);
   return {
-    width: at,
-    offsetOf(key) {
-      const offset = offsets.get(key);
-      if (offset === undefined) throw new Error(`${typeName}.${key} is not a scalar field of the row`);
+    width: widthOf(steps),
+    offsetOf(path) {
+      const offset = offsets.get(path);
+      if (offset === undefined) throw new Error(`${typeName}.${path} is not a field of the row (repeated fields are not in it)`);
       return offset;
     },
     write: (msg, out, at) => writeSteps(steps, msg as Record<string, unknown>, out, at) >= 0,
-    read: (row, at, target) => {
-      const into = (target ?? {}) as Record<string, unknown>;
+    read: (row, at) => {
+      const into: Record<string, unknown> = {};
       readSteps(steps, row, at, into);
       return into as T;
     },
@@ -83,6 +83,15 @@ function resolve(definitions: Record<string, unknown>, from: string, name: strin
   return name;
 }
 
+function offsetsOf(steps: readonly Step[], prefix: string, at: number, into: Map<string, number>): void {
+  for (const s of steps) {
+    if (s.kind === 'empty-list') continue;
+    into.set(prefix + s.key, at);
+    if (s.kind === 'message') offsetsOf(s.steps, `${prefix}${s.key}.`, at + 1, into);
+    at += widthOf([s]);
+  }
+}
+
 function widthOf(steps: readonly Step[]): number {
   let n = 0;
   for (const s of steps) n += s.kind === 'message' ? 1 + s.width : s.kind === 'empty-list' ? 0 : 1;
@@ -102,7 +111,9 @@ function writeSteps(steps: readonly Step[], msg: Record<string, unknown>, out: F
       at = writeSteps(s.steps, v as Record<string, unknown>, out, at);
       if (at < 0) return -1;
     } else {
+      // Zeroed, not skipped: a row written over another's must not keep its numbers.
       out[at++] = 0;
+      out.fill(0, at, at + s.width);
       at += s.width;
     }
   }
@@ -113,17 +124,11 @@ function readSteps(steps: readonly Step[], row: Float64Array, at: number, into: 
   for (const s of steps) {
     if (s.kind === 'number') into[s.key] = row[at++];
     else if (s.kind === 'bool') into[s.key] = row[at++] === 1;
-    else if (s.kind === 'empty-list') {
-      // An empty list already there is kept: a fresh one stored into an old record would outlive a scavenge.
-      const mine = into[s.key];
-      if (!Array.isArray(mine) || mine.length > 0) into[s.key] = [];
-    } else if (row[at++] === 1) {
-      let mine = into[s.key];
-      if (mine === null || typeof mine !== 'object') {
-        mine = {};
-        into[s.key] = mine;
-      }
-      at = readSteps(s.steps, row, at, mine as Record<string, unknown>);
+    else if (s.kind === 'empty-list') into[s.key] = [];
+    else if (row[at++] === 1) {
+      const nested: Record<string, unknown> = {};
+      into[s.key] = nested;
+      at = readSteps(s.steps, row, at, nested);
     } else {
       into[s.key] = null;
       at += s.width;

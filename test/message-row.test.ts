@@ -31,34 +31,33 @@ describe('a message as a row of numbers (proto/message-row.ts)', () => {
     const sample = decoded(full);
     const row = new Float64Array(layout.width + 3);
     assert.equal(layout.write(sample, row, 3), true);
-    assert.deepEqual(layout.read(row, 3, undefined), sample);
+    assert.deepEqual(layout.read(row, 3), sample);
     assert.equal(row[3 + layout.offsetOf('seq')], 41);
     assert.equal(row[3 + layout.offsetOf('timestampMs')], 1_700_000_000_123);
   });
 
-  it('carries absent nested messages as null, both ways', () => {
+  it('carries absent nested messages as null, and zeroes their numbers in a row written over another', () => {
     const sample = decoded({ ...full, pressure: null, capacity: null, podsIncluded: false });
     assert.equal(sample.pressure, null);
     const row = new Float64Array(layout.width);
-    layout.write(sample, row, 0);
-    // Into a record that had pressure: it becomes null; into one without it: it is made.
-    const withPressure = decoded(full);
-    assert.deepEqual(layout.read(row, 0, withPressure), sample);
     layout.write(decoded(full), row, 0);
-    assert.deepEqual(layout.read(row, 0, decoded({ ...full, pressure: null })), decoded(full));
+    layout.write(sample, row, 0);
+    assert.deepEqual(layout.read(row, 0), sample);
+    assert.equal(row[layout.offsetOf('pressure')], 0);
+    assert.equal(row[layout.offsetOf('pressure.cpuSome.avg10')], 0);
+    assert.equal(row[layout.offsetOf('capacity.memoryBytes')], 0);
   });
 
-  it('reads into the objects the target already owns, keeping its empty list', () => {
-    const target = decoded({ ...full, cpuUsageMillicores: 1 });
-    const { pressure, pods } = target;
+  it('finds nested fields and presence slots by path', () => {
     const row = new Float64Array(layout.width);
-    layout.write(decoded({ ...full, cpuUsageMillicores: 2, pressure: { ...full.pressure, cpuSome: { avg10: 99, avg60: 1 } } }), row, 0);
-    const out = layout.read(row, 0, target);
-    assert.equal(out, target);
-    assert.equal(out.pressure, pressure);
-    assert.equal(out.pods, pods);
-    assert.equal(out.cpuUsageMillicores, 2);
-    assert.equal(out.pressure?.cpuSome?.avg10, 99);
+    layout.write(decoded(full), row, 0);
+    assert.equal(row[layout.offsetOf('pressure')], 1);
+    assert.equal(row[layout.offsetOf('pressure.cpuSome.avg10')], 12.5);
+    assert.equal(row[layout.offsetOf('pressure.memoryFull.avg10')], 0.125);
+    assert.equal(row[layout.offsetOf('requests.known')], 1);
+    assert.equal(row[layout.offsetOf('capacity.memoryBytes')], 512 * 2 ** 30);
+    assert.throws(() => layout.offsetOf('pods'), /not a field of the row/);
+    assert.throws(() => layout.offsetOf('pressure.nope'), /Sample\.pressure\.nope is not a field/);
   });
 
   it('refuses a sample with pods (sent as an object instead) and a type with strings', () => {
@@ -66,7 +65,6 @@ describe('a message as a row of numbers (proto/message-row.ts)', () => {
     assert.equal(layout.write(withPods, new Float64Array(layout.width), 0), false);
     assert.throws(() => messageRow(packageDefinition(), 'oversell.v1.NodeStatus'), /NodeStatus\.name \(TYPE_STRING\) cannot be carried/);
     assert.throws(() => messageRow(packageDefinition(), 'oversell.v1.Nope'), /not a message type/);
-    assert.throws(() => layout.offsetOf('capacity'), /not a scalar field/);
   });
 
   it('gives the store the same record as the decoded object does', () => {
@@ -86,6 +84,26 @@ describe('a message as a row of numbers (proto/message-row.ts)', () => {
     // deepEqual does not see a class's private fields: the windows are compared by their points.
     assert.deepEqual(byRow.get('n')?.window.points(), byObject.get('n')?.window.points());
     assert.equal(byRow.get('n')?.window.length, 5);
+    const last = decoded({ ...full, seq: 8, timestampMs: 8000, cpuUsageMillicores: 80 });
+    assert.deepEqual(byRow.get('n')?.latest, last);
+    assert.deepEqual(byObject.get('n')?.latest, last);
     assert.equal(byRow.ingestRow('n', 2, row, 0, 9), 'not-current-stream');
+  });
+
+  it("keeps the last pod list, and shows it in latest only when the newest sample carried it", () => {
+    const store = new NodeStore({ retainMs: 5000, forgetAfterMs: 60_000 });
+    store.attach('n', 'i', null, 1);
+    const pods = [{ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: 1, memoryWorkingSetBytes: 2 }];
+    store.ingest('n', 1, decoded({ ...full, seq: 1, pods }), 1);
+    assert.deepEqual(store.get('n')?.latest?.pods, pods);
+    const row = new Float64Array(layout.width);
+    layout.write(decoded({ ...full, seq: 2, podsIncluded: false }), row, 0);
+    store.ingestRow('n', 1, row, 0, 2);
+    assert.deepEqual(store.get('n')?.latest?.pods, []);
+    assert.deepEqual(store.get('n')?.pods, pods);
+    // Included and empty: the node has no pods now.
+    layout.write(decoded({ ...full, seq: 3, podsIncluded: true }), row, 0);
+    store.ingestRow('n', 1, row, 0, 3);
+    assert.deepEqual(store.get('n')?.pods, []);
   });
 });

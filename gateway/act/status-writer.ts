@@ -18,6 +18,7 @@ import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import { sampleAt } from '../../proto/sample-row.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 
@@ -97,7 +98,7 @@ export class StatusWriter {
     const window = record.window;
     if (!p || window.length === 0) return false;
     const last = window.point(window.length - 1);
-    const capacity = record.latest?.capacity?.memoryBytes ?? 0;
+    const capacity = record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0;
     return last.cpuPressure >= p.cpu.pressureThreshold || last.memoryPressure >= p.memory.pressureThreshold ||
       (capacity > 0 && last.memoryBytes >= p.memory.workingSetThreshold * capacity);
   }

@@ -6,6 +6,7 @@
 // sample, a few µs), and a call copies rows in a name order kept between
 // calls. The numbers are those nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
+import { sampleAt, type SampleField } from '../../proto/sample-row.js';
 import { decideForNode } from '../admit/node-review.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
@@ -142,21 +143,24 @@ export class SummaryTable {
       this.#selectedFor[slot] = record.labels;
       this.#generation[slot] = this.#policyGeneration;
     }
-    const latest = record.latest;
     const raw = record.raw;
     f.connected[slot] = record.streamId !== undefined ? 1 : 0;
-    f.hasSample[slot] = latest ? 1 : 0;
     this.#receivedAtMs[slot] = record.receivedAtMs;
-    n.cpuUsageMillicores[slot] = latest?.cpuUsageMillicores ?? 0;
-    n.memoryWorkingSetBytes[slot] = latest?.memoryWorkingSetBytes ?? 0;
-    n.capacityCpuMillicores[slot] = latest?.capacity?.cpuMillicores ?? 0;
-    n.capacityMemoryBytes[slot] = latest?.capacity?.memoryBytes ?? 0;
-    f.requestsKnown[slot] = latest?.requests?.known ? 1 : 0;
-    n.requestsCpuMillicores[slot] = latest?.requests?.cpuMillicores ?? 0;
-    n.requestsMemoryBytes[slot] = latest?.requests?.memoryBytes ?? 0;
-    f.pressureAvailable[slot] = latest?.pressure?.available ? 1 : 0;
-    n.cpuPressure[slot] = latest?.pressure?.cpuSome?.avg10 ?? 0;
-    n.memoryPressure[slot] = latest?.pressure?.memorySome?.avg10 ?? 0;
+    const row = record.latestRow;
+    const at = sampleAt();
+    f.hasSample[slot] = row ? 1 : 0;
+    // A node with no sample yet reads zeros, as the query API shows it.
+    const read = (field: SampleField) => (row ? row[at[field]]! : 0);
+    n.cpuUsageMillicores[slot] = read('cpuUsageMillicores');
+    n.memoryWorkingSetBytes[slot] = read('memoryWorkingSetBytes');
+    n.capacityCpuMillicores[slot] = read('capacity.cpuMillicores');
+    n.capacityMemoryBytes[slot] = read('capacity.memoryBytes');
+    f.requestsKnown[slot] = read('requests.known');
+    n.requestsCpuMillicores[slot] = read('requests.cpuMillicores');
+    n.requestsMemoryBytes[slot] = read('requests.memoryBytes');
+    f.pressureAvailable[slot] = read('pressure.available');
+    n.cpuPressure[slot] = read('pressure.cpuSome.avg10');
+    n.memoryPressure[slot] = read('pressure.memorySome.avg10');
     n.windowSamples[slot] = record.window.length - windowStart(record.window, entry?.policy?.windowMs ?? DEFAULT_POLICY.windowMs);
     n.policy[slot] = texts.of(entry?.name ?? '');
     f.rawAllocatableKnown[slot] = raw ? 1 : 0;

@@ -6,26 +6,50 @@ import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
-import { sampleRow } from '../../proto/sample-row.js';
+import { sampleAt, sampleRow } from '../../proto/sample-row.js';
 import type { Allocatable, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from './usage-window.js';
 
-export interface NodeRecord {
+export class NodeRecord {
   readonly name: string;
   instanceId: string;
   host: HostFacts__Output | null;
   /** The stream currently reporting for this node, if any. */
   streamId: number | undefined;
-  lastSeq: number;
-  latest: Sample__Output | undefined;
-  /** Gateway clock when `latest` arrived. */
-  receivedAtMs: number;
+  lastSeq = 0;
+  /**
+   * The newest sample's numbers, laid out by proto/sample-row.ts (read with
+   * sampleAt()); undefined before the first. Kept as numbers, not as the
+   * decoded object: every number written into an object the record has held
+   * for long was a new heap number that outlived scavenges until the next
+   * sample replaced it, most of what the main thread's scavenges copied at
+   * 10,000 agents (docs/benchmarks.md). Its pods are in `pods`.
+   */
+  latestRow: Float64Array | undefined = undefined;
+  /** Gateway clock when the newest sample arrived. */
+  receivedAtMs = 0;
   /** On the agent's timeline; as long as the longest policy window or calm period. */
-  readonly window: UsageWindow;
-  pods: PodUsage__Output[];
+  readonly window = new UsageWindow();
+  /** The last full pod list an agent sent. */
+  pods: PodUsage__Output[] = [];
   /** Raw allocatable and labels from the kubelet's last write, as the webhook saw them. */
-  raw: (Allocatable & { seenAtMs: number }) | undefined;
-  labels: Record<string, string>;
+  raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
+  labels: Record<string, string> = {};
+
+  constructor(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number) {
+    this.name = name;
+    this.instanceId = instanceId;
+    this.host = host;
+    this.streamId = streamId;
+  }
+
+  /** The newest sample as the query API shows it, made from its row on each read. */
+  get latest(): Sample__Output | undefined {
+    if (!this.latestRow) return undefined;
+    const sample = sampleRow().read(this.latestRow, 0);
+    if (sample.podsIncluded) sample.pods = this.pods;
+    return sample;
+  }
 }
 
 export interface NodeStoreOptions {
@@ -87,19 +111,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number): number {
     let record = this.#nodes.get(name);
     if (!record) {
-      record = {
-        name,
-        instanceId,
-        host,
-        streamId,
-        lastSeq: 0,
-        latest: undefined,
-        receivedAtMs: 0,
-        window: new UsageWindow(),
-        pods: [],
-        raw: undefined,
-        labels: {},
-      };
+      record = new NodeRecord(name, instanceId, host, streamId);
       this.#nodes.set(name, record);
     } else {
       if (record.instanceId !== instanceId) {
@@ -125,20 +137,25 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   ingest(name: string, streamId: number, sample: Sample__Output, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, sample.seq);
     if (typeof record === 'string') return record;
-    // Copied into objects the record already owns: the decoded message then dies
-    // young. Kept by reference, every sample outlived a scavenge and was promoted,
-    // and at 10,000 agents the old generation filled with dead samples (heap
-    // 400 MiB for 150 MiB live, long pauses).
-    record.latest = record.latest ? assignInto(record.latest, sample) : sample;
+    // Copied into the record's row: the decoded message then dies young. Kept
+    // by reference, every sample outlived a scavenge and was promoted, and at
+    // 10,000 agents the old generation filled with dead samples (heap 400 MiB
+    // for 150 MiB live, long pauses).
+    record.latestRow ??= new Float64Array(sampleRow().width);
+    sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, record.latestRow, 0);
+    if (sample.podsIncluded) record.pods = sample.pods;
     return this.#stored(record, nowMs);
   }
 
   /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), read straight into the record. */
   ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
-    const layout = sampleRow();
-    const record = this.#current(name, streamId, rows[at + layout.offsetOf('seq')]!);
+    const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
-    record.latest = layout.read(rows, at, record.latest);
+    const width = sampleRow().width;
+    const row = (record.latestRow ??= new Float64Array(width));
+    for (let i = 0; i < width; i++) row[i] = rows[at + i]!;
+    // A sample with pods crosses as an object: one here carried an empty list.
+    if (row[sampleAt().podsIncluded] === 1 && record.pods.length > 0) record.pods = [];
     return this.#stored(record, nowMs);
   }
 
@@ -152,21 +169,22 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return record;
   }
 
-  /** record.latest is the new sample: the rest of the record follows it. */
+  /** record.latestRow is the new sample: the rest of the record follows it. */
   #stored(record: NodeRecord, nowMs: number): 'stored' {
-    const sample = record.latest!;
+    const row = record.latestRow!;
+    const at = sampleAt();
     record.receivedAtMs = nowMs;
-    if (sample.podsIncluded) record.pods = sample.pods;
 
     const window = record.window;
-    const cut = Math.max(window.newestMs() ?? sample.timestampMs, sample.timestampMs) - this.#options.retainMs;
+    const timestampMs = row[at.timestampMs]!;
+    const cut = Math.max(window.newestMs() ?? timestampMs, timestampMs) - this.#options.retainMs;
     window.dropThrough(cut);
-    if (sample.timestampMs > cut) {
-      POINT.timestampMs = sample.timestampMs;
-      POINT.cpuMillicores = sample.cpuUsageMillicores;
-      POINT.memoryBytes = sample.memoryWorkingSetBytes;
-      POINT.cpuPressure = sample.pressure?.cpuSome?.avg10 ?? 0;
-      POINT.memoryPressure = sample.pressure?.memorySome?.avg10 ?? 0;
+    if (timestampMs > cut) {
+      POINT.timestampMs = timestampMs;
+      POINT.cpuMillicores = row[at.cpuUsageMillicores]!;
+      POINT.memoryBytes = row[at.memoryWorkingSetBytes]!;
+      POINT.cpuPressure = row[at['pressure.cpuSome.avg10']]!;
+      POINT.memoryPressure = row[at['pressure.memorySome.avg10']]!;
       window.add(POINT);
     }
     this.emit('updated', record);
@@ -204,26 +222,6 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   }
 }
 
-/** Copies source's fields into target, recursing into nested messages; arrays are taken as they are (an empty one only over a non-empty one). */
-function assignInto<T extends object>(target: T, source: T): T {
-  const t = target as Record<string, unknown>;
-  const from = source as Record<string, unknown>;
-  // for..in, not Object.entries: no array per message on the ingest path.
-  for (const key in from) {
-    const value = from[key];
-    const mine = t[key];
-    if (value !== null && typeof value === 'object' && !Array.isArray(value) && mine !== null && typeof mine === 'object' && !Array.isArray(mine)) {
-      assignInto(mine, value);
-    } else if (Array.isArray(value) && value.length === 0 && Array.isArray(mine) && mine.length === 0) {
-      // Most samples carry no pods: a fresh empty array stored into the old
-      // record outlived a scavenge and was promoted, 10,000 a second.
-    } else {
-      t[key] = value;
-    }
-  }
-  return target;
-}
-
 // On the webhook path: a plain loop, not JSON.stringify of both maps.
 function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
   let n = 0;
@@ -235,16 +233,17 @@ function sameLabels(a: Record<string, string>, b: Record<string, string>): boole
 }
 
 export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefined {
-  const latest = record.latest;
-  if (!latest) return undefined;
+  const row = record.latestRow;
+  if (!row) return undefined;
+  const at = sampleAt();
   return {
     ageMs: Math.max(0, nowMs - record.receivedAtMs),
     window: record.window,
-    capacityMemoryBytes: latest.capacity?.memoryBytes ?? 0,
+    capacityMemoryBytes: row[at['capacity.memoryBytes']]!,
     requests: {
-      cpuMillicores: latest.requests?.cpuMillicores ?? 0,
-      memoryBytes: latest.requests?.memoryBytes ?? 0,
-      known: latest.requests?.known ?? false,
+      cpuMillicores: row[at['requests.cpuMillicores']]!,
+      memoryBytes: row[at['requests.memoryBytes']]!,
+      known: row[at['requests.known']] === 1,
     },
   };
 }
