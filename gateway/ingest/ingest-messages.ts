@@ -1,6 +1,7 @@
 // What the ingest thread and the main thread say to each other. Only plain
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
-// (proto/sample-row.ts), or structured-cloned when it carries pods.
+// (proto/sample-row.ts) behind its stream id and arrival time, or
+// structured-cloned when it carries pods.
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
@@ -17,21 +18,28 @@ export interface IngestThreadData {
   maxReceiveMessageBytes: number;
 }
 
-/** One thing a stream did, in the order the streams did them. */
+/**
+ * One thing a stream did other than a sample that crossed as a row. `after`:
+ * how many of the batch's rows came before it, so the main thread applies
+ * rows and ops in the order the streams did them.
+ */
 export type IngestOp =
-  | { op: 'attach'; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
-  | { op: 'sample'; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
-  /** The sample is rows[at .. at + sampleRow().width) of its batch. */
-  | { op: 'row'; name: string; streamId: number; at: number; receivedAtMs: number }
-  | { op: 'detach'; name: string; streamId: number };
+  | { op: 'attach'; after: number; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
+  | { op: 'sample'; after: number; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
+  | { op: 'detach'; after: number; name: string; streamId: number };
+
+/** A batch row: the stream id (the main thread knows its node from the attach), arrival time, then the sample's row. */
+export const ROW_STREAM_ID = 0;
+export const ROW_RECEIVED_AT_MS = 1;
+export const ROW_SAMPLE = 2;
 
 export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited', n: number] | [kind: 'auth', reason: string, n: number];
 
 export type ToMain =
   | { type: 'listening'; port: number }
   | { type: 'failed'; message: string; code: string | undefined }
-  /** ops, and what the thread counted itself: samples refused there, refused tokens. */
-  | { type: 'ops'; ops: IngestOp[]; rows: Float64Array; counts: MetricCount[] }
+  /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), the other ops, and what the thread counted itself: samples refused there, refused tokens. */
+  | { type: 'ops'; rows: Float64Array; ops: IngestOp[]; counts: MetricCount[] }
   | { type: 'authenticate'; id: number; authorization: unknown }
   /** The thread's V8 heap, at start and every few seconds (for /metrics). */
   | { type: 'heap'; usedBytes: number; limitBytes: number }

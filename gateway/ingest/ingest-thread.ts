@@ -17,7 +17,7 @@ import { AuthError } from '../auth/identity.js';
 import type { IngestResult } from '../store/node-store.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
-import type { IngestOp, IngestThreadData, MetricCount, ToMain, ToThread } from './ingest-messages.js';
+import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 
 // A sample waits at most this long on this thread before the store has it.
 const FLUSH_EVERY_MS = 5;
@@ -33,8 +33,9 @@ const post = (m: ToMain) => port.postMessage(m);
 
 let ops: IngestOp[] = [];
 const row = sampleRow();
+const stride = ROW_SAMPLE + row.width;
 /** The batch's samples as numbers; grown as needed, copied out at each flush. */
-let rows = new Float64Array(256 * row.width);
+let rows = new Float64Array(256 * stride);
 let rowsUsed = 0;
 const counts = new Map<string, MetricCount>();
 const count = (kind: 'sample' | 'auth', what: string) => {
@@ -44,9 +45,9 @@ const count = (kind: 'sample' | 'auth', what: string) => {
   else counts.set(key, [kind, what, 1] as MetricCount);
 };
 const flushOps = () => {
-  if (ops.length === 0 && counts.size === 0) return;
-  const batchRows = rows.slice(0, rowsUsed);
-  port.postMessage({ type: 'ops', ops, rows: batchRows, counts: [...counts.values()] } satisfies ToMain, [batchRows.buffer]);
+  if (ops.length === 0 && rowsUsed === 0 && counts.size === 0) return;
+  const batchRows = rows.slice(0, rowsUsed * stride);
+  port.postMessage({ type: 'ops', rows: batchRows, ops, counts: [...counts.values()] } satisfies ToMain, [batchRows.buffer]);
   ops = [];
   rowsUsed = 0;
   counts.clear();
@@ -79,7 +80,7 @@ const store: IngestTarget = {
   attach(name, instanceId, host, streamId, superseded) {
     supersede.set(streamId, superseded);
     // In the batch, after this thread's earlier ops for the node: the store sees them in order.
-    return ask<number>((id) => ops.push({ op: 'attach', id, name, instanceId, host, streamId })).then((seq) => {
+    return ask<number>((id) => ops.push({ op: 'attach', after: rowsUsed, id, name, instanceId, host, streamId })).then((seq) => {
       lastSeq.set(streamId, seq);
       return seq;
     });
@@ -89,16 +90,18 @@ const store: IngestTarget = {
     if (last === undefined) return 'not-current-stream';
     if (sample.seq <= last) return 'duplicate';
     lastSeq.set(streamId, sample.seq);
-    if (rowsUsed + row.width > rows.length) {
+    const at = rowsUsed * stride;
+    if (at + stride > rows.length) {
       const bigger = new Float64Array(rows.length * 2);
       bigger.set(rows);
       rows = bigger;
     }
-    if (row.write(sample, rows, rowsUsed)) {
-      ops.push({ op: 'row', name, streamId, at: rowsUsed, receivedAtMs });
-      rowsUsed += row.width;
+    if (row.write(sample, rows, at + ROW_SAMPLE)) {
+      rows[at + ROW_STREAM_ID] = streamId;
+      rows[at + ROW_RECEIVED_AT_MS] = receivedAtMs;
+      rowsUsed += 1;
     } else {
-      ops.push({ op: 'sample', name, streamId, sample, receivedAtMs });
+      ops.push({ op: 'sample', after: rowsUsed, name, streamId, sample, receivedAtMs });
     }
     // The store's verdict is counted on the main thread.
     return 'stored';
@@ -106,7 +109,7 @@ const store: IngestTarget = {
   detach(name, streamId) {
     lastSeq.delete(streamId);
     supersede.delete(streamId);
-    ops.push({ op: 'detach', name, streamId });
+    ops.push({ op: 'detach', after: rowsUsed, name, streamId });
   },
 };
 

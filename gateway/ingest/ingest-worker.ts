@@ -6,8 +6,9 @@ import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../http/metrics.js';
-import type { NodeStore } from '../store/node-store.js';
-import type { IngestOp, IngestThreadData, ToMain, ToThread } from './ingest-messages.js';
+import type { IngestResult, NodeStore } from '../store/node-store.js';
+import { sampleRow } from '../../proto/sample-row.js';
+import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 export interface IngestWorkerOptions {
   store: NodeStore;
@@ -50,28 +51,56 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const send = (m: ToThread) => worker.postMessage(m);
   let closed: (() => void) | undefined;
 
-  const applyOne = (op: IngestOp, rows: Float64Array) => {
-    if (op.op === 'row' || op.op === 'sample') {
-      const result = op.op === 'row' ? store.ingestRow(op.name, op.streamId, rows, op.at, op.receivedAtMs) : store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs);
-      metrics.sampleReceived(result);
-      if (result === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
+  // The node each of the thread's streams reports for, from its attach: rows carry only the stream id.
+  const nodeOf = new Map<number, string>();
+  const stride = ROW_SAMPLE + sampleRow().width;
+  const counted = (result: IngestResult, streamId: number) => {
+    metrics.sampleReceived(result);
+    if (result === 'not-current-stream') send({ type: 'superseded', streamId });
+  };
+  const applyOne = (op: IngestOp) => {
+    if (op.op === 'sample') {
+      counted(store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs), op.streamId);
     } else if (op.op === 'attach') {
+      nodeOf.set(op.streamId, op.name);
       send({ type: 'attached', id: op.id, lastSeq: store.attach(op.name, op.instanceId, op.host, op.streamId) });
     } else {
+      nodeOf.delete(op.streamId);
       store.detach(op.name, op.streamId);
     }
   };
+  const applyRow = (rows: Float64Array, at: number) => {
+    const streamId = rows[at + ROW_STREAM_ID]!;
+    const name = nodeOf.get(streamId);
+    // The thread sends rows only for streams it attached; a row without one has no node to go to.
+    if (name === undefined) return counted('unknown-node', streamId);
+    counted(store.ingestRow(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
+  };
   const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
+    const rows = m.rows;
+    const total = rows.length / stride;
+    let next = 0;
+    const applyRowsUntil = (end: number) => {
+      for (; next < end; next++) {
+        // One bad sample costs itself, never the batch or the gateway.
+        try {
+          applyRow(rows, next * stride);
+        } catch (err) {
+          log.error({ stream: rows[next * stride + ROW_STREAM_ID], err: (err as Error).message }, 'an agent stream\'s sample could not be applied to the store; dropped');
+        }
+      }
+    };
     for (const op of m.ops) {
-      // One bad op costs its own sample, never the batch or the gateway.
+      applyRowsUntil(op.after);
       try {
-        applyOne(op, m.rows);
+        applyOne(op);
       } catch (err) {
         log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
         // The stream waits for its welcome: tell it, so it ends and the agent reconnects.
         if (op.op === 'attach') send({ type: 'attached', id: op.id, error: (err as Error).message });
       }
     }
+    applyRowsUntil(total);
     for (const [kind, what, n] of m.counts) {
       for (let i = 0; i < n; i++) {
         if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
