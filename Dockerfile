@@ -3,7 +3,9 @@
 FROM node:22-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY patches ./patches
+# Scripts stay off for the dependencies; our one patch (patches/) is applied by hand.
+RUN npm ci --ignore-scripts --no-audit --no-fund && npx patch-package --error-on-fail
 COPY tsconfig.json ./
 COPY proto ./proto
 COPY lib ./lib
