@@ -21,7 +21,10 @@ export interface QueryTimings {
 }
 
 const GET_CALLS = 2000;
-const SUMMARY_CALLS = 20;
+// A p99 by nearest rank of 20 calls is their maximum: one call that met a
+// mark-compact decided the target (66.8 ms in one full run, 33.4 ms in the
+// next). Of 100 it is the 99th.
+const SUMMARY_CALLS = 100;
 const LIST_CALLS = 10;
 
 const [address = '127.0.0.1:50051', nodesText = '1000', prefix = 'sim'] = process.argv.slice(2);

@@ -5,10 +5,23 @@ import { NodeStore } from '../gateway/store/node-store.js';
 import { bestOf, handlerRounds } from './webhook.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
-function heapPerNodeBytes(nodes: number): number {
+/** V8 heap plus array buffers: a node's usage window and newest sample are Float64Arrays, whose bytes are outside the heap. */
+const storeBytes = () => {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+};
+
+/** A full GC, then another once the array buffers it found dead have been freed (that happens after gc() returns). */
+async function settle(): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
-  const before = process.memoryUsage().heapUsed;
+  await new Promise((r) => setTimeout(r, 100));
+  gc?.();
+}
+
+async function bytesPerNode(nodes: number): Promise<number> {
+  await settle();
+  const before = storeBytes();
   const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
   const now = Date.now();
   for (let i = 0; i < nodes; i++) {
@@ -22,8 +35,8 @@ function heapPerNodeBytes(nodes: number): number {
       }, now);
     }
   }
-  gc?.();
-  const used = process.memoryUsage().heapUsed - before;
+  await settle();
+  const used = storeBytes() - before;
   if (store.size !== nodes) throw new Error('store lost nodes');
   return used / nodes;
 }
@@ -37,20 +50,21 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   // 100 and 10,000 at 16).
   const handlers = sizes.map((n) => handlerRounds(n));
   const handlerUs = bestOf(5, handlers, (h) => h.review(calls));
-  const rows = sizes.map((n, i) => {
-    const bytes = heapPerNodeBytes(n);
-    console.log(`  scaling: ${n} nodes: handler ${round(handlerUs[i]!, 1)} µs CPU, store ${Math.round(bytes / 1024)} KiB heap per node`);
-    return { n, handlerUs: handlerUs[i]!, kibPerNode: bytes / 1024 };
-  });
+  const rows: Array<{ n: number; handlerUs: number; kibPerNode: number }> = [];
+  for (const [i, n] of sizes.entries()) {
+    const bytes = await bytesPerNode(n);
+    console.log(`  scaling: ${n} nodes: handler ${round(handlerUs[i]!, 1)} µs CPU, store ${round(bytes / 1024, 1)} KiB per node (heap + array buffers)`);
+    rows.push({ n, handlerUs: handlerUs[i]!, kibPerNode: bytes / 1024 });
+  }
   const first = rows[0]!;
   const last = rows[rows.length - 1]!;
   const growth = last.handlerUs / first.handlerUs;
   return {
     name: 'scaling',
     summary: `handler ${round(first.handlerUs, 1)} µs at ${first.n} nodes, ${round(last.handlerUs, 1)} µs at ${last.n}; ~${Math.round(last.kibPerNode)} KiB per node`,
-    figures: Object.fromEntries(rows.flatMap((r) => [[`nodes_${r.n}_handler_us`, round(r.handlerUs, 1)], [`nodes_${r.n}_heap_kib_per_node`, round(r.kibPerNode, 1)]])),
+    figures: Object.fromEntries(rows.flatMap((r) => [[`nodes_${r.n}_handler_us`, round(r.handlerUs, 1)], [`nodes_${r.n}_memory_kib_per_node`, round(r.kibPerNode, 1)]])),
     targets: [{ name: `handler time does not grow with node count (${first.n} -> ${last.n}: within 1.5x)`, measured: `${round(growth, 2)}x`, met: growth <= 1.5 }],
-    notes: ['in-process: reviewNode on a parsed review against a store of N nodes with 60 samples each (best of five rounds, taken in turn across the sizes, after a full GC); heap measured with --expose-gc when available'],
+    notes: ['in-process: reviewNode on a parsed review against a store of N nodes with 60 samples each (best of five rounds, taken in turn across the sizes, after a full GC); memory per node is V8 heap used plus array buffers (process.memoryUsage(), after a full GC with --expose-gc): the usage windows and newest samples are Float64Arrays, outside the heap'],
   };
 }
 
