@@ -19,6 +19,7 @@ import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { sampleAt } from '../../proto/sample-row.js';
+import { COLUMN } from '../store/usage-window.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 
@@ -97,10 +98,11 @@ export class StatusWriter {
     const p = entry?.policy;
     const window = record.window;
     if (!p || window.length === 0) return false;
-    const last = window.point(window.length - 1);
+    // Read in place: this runs on every stored sample while leading.
+    const last = window.length - 1;
     const capacity = record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0;
-    return last.cpuPressure >= p.cpu.pressureThreshold || last.memoryPressure >= p.memory.pressureThreshold ||
-      (capacity > 0 && last.memoryBytes >= p.memory.workingSetThreshold * capacity);
+    return window.get(last, COLUMN.cpuPressure) >= p.cpu.pressureThreshold || window.get(last, COLUMN.memoryPressure) >= p.memory.pressureThreshold ||
+      (capacity > 0 && window.get(last, COLUMN.memoryBytes) >= p.memory.workingSetThreshold * capacity);
   }
 
   sweep(): void {
