@@ -4,8 +4,9 @@
 // objects cost the main thread 3.3 µs of its 10.9 µs per sample at 10,000
 // agents, and copying the clone into the node's record another 1.35 µs
 // (docs/benchmarks.md). A row crosses as part of one Float64Array per batch
-// and is read straight into the objects the record already owns. The layout
-// comes from the loaded descriptor, never from a copy by hand.
+// and the store keeps it as it is (NodeRecord.latestRow), making the message
+// only when the query API asks. The layout comes from the loaded descriptor,
+// never from a copy by hand.
 import { fieldsOf } from './packed-columns.js';
 
 type Step =

@@ -147,7 +147,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return this.#stored(record, nowMs);
   }
 
-  /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), read straight into the record. */
+  /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), copied into the record's row. */
   ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
