@@ -33,14 +33,16 @@ interface GhzJson {
 /**
  * `calls` GetNode calls back to back (one connection, one in flight) on
  * random nodes <prefix>-0 .. <prefix>-<nodes - 1>, after `warmup` untimed
- * ones; milliseconds per timed call, in call order.
+ * ones; milliseconds per timed call, in call order. With `rps`, paced at that
+ * rate instead of back to back (still one in flight).
  */
-export function ghzGetNode(bin: string, address: string, nodes: number, calls: number, warmup: number, prefix = 'sim'): Promise<number[]> {
+export function ghzGetNode(bin: string, address: string, nodes: number, calls: number, warmup: number, options: { prefix?: string; rps?: number } = {}): Promise<number[]> {
+  const prefix = options.prefix ?? 'sim';
   const args = [
     '--insecure', '--proto', join(REPO, 'proto/oversell/v1/oversell.proto'), '--import-paths', join(REPO, 'proto'),
     '--call', 'oversell.v1.NodeUsage.GetNode', '-d', `{"name":"${prefix}-{{randomInt 0 ${nodes}}}"}`,
     // One Go thread: its scheduler and collector take no second core from the gateway.
-    '-c', '1', '--cpus', '1', '-n', String(calls + warmup), '--skipFirst', String(warmup), '--format', 'json', address,
+    '-c', '1', '--cpus', '1', ...(options.rps ? ['--rps', String(options.rps)] : []), '-n', String(calls + warmup), '--skipFirst', String(warmup), '--format', 'json', address,
   ];
   return new Promise((resolve, reject) =>
     execFile(bin, args, { maxBuffer: 64 * 1024 * 1024 }, (err, stdout) => {

@@ -3,13 +3,15 @@
 // sample-to-store lag, and the query API's latency for one node and the full
 // list at that scale.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import { nodeUsageClient } from '../proto/node-summaries-codec.js';
-import { watchProcess } from './proc-stats.js';
-import { GATEWAY_NODE_ARGS, onLines, REPO, startGateway, startSimAgents } from './processes.js';
+import { contextSwitches, watchProcess } from './proc-stats.js';
+import { GATEWAY_NODE_ARGS, onLines, REPO, startGateway, startGrpcFloor, startSimAgents } from './processes.js';
 import type { QueryTimings } from './query-client.js';
 import { reviewEveryNode } from './reviews.js';
 import { ensureGhz, ghzGetNode, GHZ_VERSION } from './ghz.js';
@@ -45,9 +47,19 @@ export interface ScalePoint {
   /** GetNode from ghz (the target's figure) and from the CLI's grpc-js client. */
   getP99Ms: number;
   cliGetP99Ms: number;
+  /** During the ghz run: the gateway's CPU, and how often a second the kernel took the CPU from its main thread. */
+  getRunGatewayMillicores: number;
+  getRunMainPreemptedPerS: number;
   /** The same two with the simulator paused (SIGSTOP): the nodes are there, their samples are not. */
   pausedGetP99Ms?: number;
   pausedCliGetP99Ms?: number;
+  /** Simulator paused, ghz paced at PACED_RPS (one in flight): what a client calling now and then sees. */
+  pausedPacedGetP50Ms?: number;
+  pausedPacedGetP99Ms?: number;
+  /** The reference (bench/grpc-floor.ts): a bare grpc-js server answering with sim-0's NodeStatus, back to back and paced. */
+  floorGetP99Ms?: number;
+  floorPacedGetP50Ms?: number;
+  floorPacedGetP99Ms?: number;
   /** ListNodeSummaries, what `oversell top` lists with. */
   listP99Ms: number;
   listNodes: number;
@@ -70,6 +82,30 @@ const storedTotal = async (metricsPort: number) => {
  */
 const GET_CALLS = 6000;
 const GET_WARMUP = 500;
+/** The paced runs: 3,000 calls at 250/s, 12 s. */
+const PACED_RPS = 250;
+const PACED_CALLS = 3000;
+const PACED_WARMUP = 250;
+
+/** ghz against the grpc-js floor server answering with `status`: back to back, then paced. */
+async function floorTimings(ghz: string, status: NodeStatus__Output): Promise<{ backToBack: number[]; paced: number[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-floor-'));
+  const file = join(dir, 'status.json');
+  writeFileSync(file, JSON.stringify(status));
+  const floor = await startGrpcFloor(file);
+  try {
+    const address = `127.0.0.1:${floor.port}`;
+    // Every call names sim-0: the floor answers the same for any name. A
+    // fresh process: a longer warm-up than the gateway's, which has answered
+    // thousands of queries by then, so its JIT has compiled the path as well.
+    const backToBack = await ghzGetNode(ghz, address, 1, GET_CALLS, 4 * GET_WARMUP);
+    const paced = await ghzGetNode(ghz, address, 1, PACED_CALLS, PACED_WARMUP, { rps: PACED_RPS });
+    return { backToBack, paced };
+  } finally {
+    await floor.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /**
  * Warm-up before the measured window. At the top scale it lasts until every
@@ -94,7 +130,8 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
     console.log(`  ingest (${mode === 'thread' ? 'ingest thread, --agent-port' : 'main thread'}): ${agents} agents connected; warming up ${warmupS} s, then measuring ${windowS} s`);
     await new Promise((r) => setTimeout(r, warmupS * 1000));
     const c = client(gw.ports.grpc);
-    if (!(await get(c, 'sim-0')).decision) throw new Error('sim-0 has no decision after its review: the lists would not be deciding');
+    const sim0 = await get(c, 'sim-0');
+    if (!sim0.decision) throw new Error('sim-0 has no decision after its review: the lists would not be deciding');
     const storedBefore = await storedTotal(gw.ports.metrics);
     const w = watchProcess(gw.pid, 1000);
     const lags: number[] = [];
@@ -111,10 +148,15 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
     c.close();
     const address = `127.0.0.1:${gw.ports.grpc}`;
     const q = await queryTimings(address, agents);
+    const switchesBefore = contextSwitches(gw.pid);
+    const getWatch = watchProcess(gw.pid, 1000);
     const ghzMs = await ghzGetNode(options.ghz, address, agents, GET_CALLS, GET_WARMUP);
+    const getUsage = getWatch.stop();
+    const preempted = contextSwitches(gw.pid).involuntary - switchesBefore.involuntary;
     const sorted = (a: number[]) => [...a].sort((x, y) => x - y);
     const p99 = (a: number[]) => round(percentile(sorted(a), 99), 2);
-    let paused: Pick<ScalePoint, 'pausedGetP99Ms' | 'pausedCliGetP99Ms'> = {};
+    const p50 = (a: number[]) => round(percentile(sorted(a), 50), 2);
+    let paused: Pick<ScalePoint, 'pausedGetP99Ms' | 'pausedCliGetP99Ms' | 'pausedPacedGetP50Ms' | 'pausedPacedGetP99Ms' | 'floorGetP99Ms' | 'floorPacedGetP50Ms' | 'floorPacedGetP99Ms'> = {};
     if (options.paused) {
       // Where the tail comes from: the same gateway and nodes without the stream of samples.
       sim.child.kill('SIGSTOP');
@@ -122,7 +164,18 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
         await new Promise((r) => setTimeout(r, 1000));
         const pausedGhz = await ghzGetNode(options.ghz, address, agents, GET_CALLS, GET_WARMUP);
         const pausedCli = await queryTimings(address, agents);
-        paused = { pausedGetP99Ms: p99(pausedGhz), pausedCliGetP99Ms: p99(pausedCli.getMs) };
+        const pausedPaced = await ghzGetNode(options.ghz, address, agents, PACED_CALLS, PACED_WARMUP, { rps: PACED_RPS });
+        // The reference, while the machine is as quiet: the gateway idle, the simulator stopped.
+        const floor = await floorTimings(options.ghz, sim0);
+        paused = {
+          pausedGetP99Ms: p99(pausedGhz),
+          pausedCliGetP99Ms: p99(pausedCli.getMs),
+          pausedPacedGetP50Ms: p50(pausedPaced),
+          pausedPacedGetP99Ms: p99(pausedPaced),
+          floorGetP99Ms: p99(floor.backToBack),
+          floorPacedGetP50Ms: p50(floor.paced),
+          floorPacedGetP99Ms: p99(floor.paced),
+        };
       } finally {
         sim.child.kill('SIGCONT');
       }
@@ -136,12 +189,14 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
       lagP99Ms: round(percentile(sorted(lags), 99), 1),
       getP99Ms: p99(ghzMs),
       cliGetP99Ms: p99(q.getMs),
+      getRunGatewayMillicores: Math.round(getUsage.millicores),
+      getRunMainPreemptedPerS: Math.round(preempted / getUsage.seconds),
       ...paused,
       listP99Ms: round(percentile(sorted(q.summariesMs), 99), 1),
       listNodes: q.summaryNodes,
       fullListP99Ms: round(percentile(sorted(q.listMs), 99), 1),
     };
-    console.log(`    stored ${point.storedPerAgentPerS} samples/s per agent; gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms (ghz), ${point.cliGetP99Ms} ms (grpc-js)${options.paused ? `, simulator paused ${point.pausedGetP99Ms} / ${point.pausedCliGetP99Ms} ms` : ''}; ListNodeSummaries (${point.listNodes}) p99 ${point.listP99Ms} ms; ListNodes p99 ${point.fullListP99Ms} ms`);
+    console.log(`    stored ${point.storedPerAgentPerS} samples/s per agent; gateway ${point.gatewayMillicores} millicores, RSS ${point.gatewayRssMiB} MiB; lag p99 ${point.lagP99Ms} ms; GetNode p99 ${point.getP99Ms} ms (ghz; gateway ${point.getRunGatewayMillicores} millicores, main thread preempted ${point.getRunMainPreemptedPerS}/s meanwhile), ${point.cliGetP99Ms} ms (grpc-js)${options.paused ? `, simulator paused ${point.pausedGetP99Ms} / ${point.pausedCliGetP99Ms} ms, paced at ${PACED_RPS}/s p50 ${point.pausedPacedGetP50Ms} p99 ${point.pausedPacedGetP99Ms} ms; grpc-js floor p99 ${point.floorGetP99Ms} ms, paced p50 ${point.floorPacedGetP50Ms} p99 ${point.floorPacedGetP99Ms} ms` : ''}; ListNodeSummaries (${point.listNodes}) p99 ${point.listP99Ms} ms; ListNodes p99 ${point.fullListP99Ms} ms`);
     return point;
   } finally {
     sim.child.kill('SIGTERM');
@@ -160,7 +215,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const main = await measure(top.agents, options.quick ? 10 : 20, 'main', { ghz });
   return {
     name: 'ingest',
-    summary: `${top.agents} agents at 1 Hz (ingest thread): gateway ${top.gatewayMillicores} millicores, ${top.gatewayRssMiB} MiB; GetNode p99 ${top.getP99Ms} ms (ghz; ${top.cliGetP99Ms} ms from the CLI's client; ${top.pausedGetP99Ms} ms with the simulator paused), ListNodeSummaries p99 ${top.listP99Ms} ms (full ListNodes ${top.fullListP99Ms} ms); main thread only: GetNode p99 ${main.getP99Ms} ms, ListNodeSummaries p99 ${main.listP99Ms} ms`,
+    summary: `${top.agents} agents at 1 Hz (ingest thread): gateway ${top.gatewayMillicores} millicores, ${top.gatewayRssMiB} MiB; GetNode p99 ${top.getP99Ms} ms (ghz; ${top.cliGetP99Ms} ms from the CLI's client; ${top.pausedGetP99Ms} ms with the simulator paused; reference, a bare grpc-js server with the same answer: ${top.floorGetP99Ms} ms, and at ${PACED_RPS}/s ${top.floorPacedGetP99Ms} ms against the idle gateway's ${top.pausedPacedGetP99Ms} ms), ListNodeSummaries p99 ${top.listP99Ms} ms (full ListNodes ${top.fullListP99Ms} ms); main thread only: GetNode p99 ${main.getP99Ms} ms, ListNodeSummaries p99 ${main.listP99Ms} ms`,
     figures: Object.fromEntries([...points, main].map((p) => [p.mode === 'main' ? `main_thread_agents_${p.agents}` : `agents_${p.agents}`, p] as const).flatMap(([k, p]) => [
       [`${k}_stored_per_agent_per_s`, p.storedPerAgentPerS],
       [`${k}_gateway_millicores`, p.gatewayMillicores],
@@ -168,10 +223,23 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       [`${k}_lag_p99_ms`, p.lagP99Ms],
       [`${k}_get_p99_ms`, p.getP99Ms],
       [`${k}_cli_get_p99_ms`, p.cliGetP99Ms],
-      ...(p.pausedGetP99Ms === undefined ? [] : [[`${k}_simulator_paused_get_p99_ms`, p.pausedGetP99Ms], [`${k}_simulator_paused_cli_get_p99_ms`, p.pausedCliGetP99Ms ?? NaN]] as const),
+      [`${k}_get_run_gateway_millicores`, p.getRunGatewayMillicores],
+      [`${k}_get_run_main_thread_preempted_per_s`, p.getRunMainPreemptedPerS],
+      ...(p.pausedGetP99Ms === undefined ? [] : [
+        [`${k}_simulator_paused_get_p99_ms`, p.pausedGetP99Ms],
+        [`${k}_simulator_paused_cli_get_p99_ms`, p.pausedCliGetP99Ms ?? NaN],
+        [`${k}_simulator_paused_get_at_${PACED_RPS}_per_s_p50_ms`, p.pausedPacedGetP50Ms ?? NaN],
+        [`${k}_simulator_paused_get_at_${PACED_RPS}_per_s_p99_ms`, p.pausedPacedGetP99Ms ?? NaN],
+      ] as const),
       [`${k}_list_p99_ms`, p.listP99Ms],
       [`${k}_full_list_p99_ms`, p.fullListP99Ms],
     ])),
+    reference: {
+      what: `bench/grpc-floor.ts: a bare grpc-js server (same grpc-js, proto, loader options and Node flags) answering GetNode with sim-0's NodeStatus as the gateway gave it, measured by the same ghz while the simulator was paused and the gateway idle`,
+      get_p99_ms: top.floorGetP99Ms ?? NaN,
+      [`get_at_${PACED_RPS}_per_s_p50_ms`]: top.floorPacedGetP50Ms ?? NaN,
+      [`get_at_${PACED_RPS}_per_s_p99_ms`]: top.floorPacedGetP99Ms ?? NaN,
+    },
     targets: top.agents >= 10_000
       ? [
           { name: '10,000 agents at 1 Hz within 1 core', measured: `${top.gatewayMillicores} millicores`, met: top.gatewayMillicores <= 1000 },
@@ -184,6 +252,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     notes: [
       'simulated agents: one child process, real AgentStream streams spread over several HTTP/2 connections; agent i sends at i/N of each second (the samples due by elapsed time, every 2 ms), as agents with independent timers would, instead of the earlier 20 bursts a second',
       `queries, after the measured window, each from a process of its own: ghz ${GHZ_VERSION} (Go, built from the module proxy; bench/ghz.ts) makes ${GET_CALLS} GetNode calls back to back on random nodes after ${GET_WARMUP} untimed ones, the target's figure; bench/query-client.ts, with the CLI's grpc-js client, makes 2,000 (cli_get_*) after 500 untimed ones, then 100 ListNodeSummaries (one message of packed columns: what \`oversell top\` shows, decoded with the CLI's decoder) and 10 full ListNodes (every NodeStatus with its reason), after 3 and 1 untimed`,
+      'get_run_*: over the ghz run at each scale, the gateway\'s CPU and how often a second the kernel took the CPU from its main thread, the one that answers queries, to run another thread (involuntary context switches, /proc/<pid>/task/<pid>/status)',
+      `simulator_paused_get_at_${PACED_RPS}_per_s_*: the same gateway with the simulator paused, ghz pacing ${PACED_CALLS} calls at ${PACED_RPS}/s (one in flight): a client that calls now and then, so each call finds the gateway's threads asleep and its code out of the caches; the reference is measured the same way`,
       'simulator_paused_*: at the top scale, the simulator stopped (SIGSTOP) for a second and both GetNode runs repeated: the same gateway and nodes, without the samples arriving. What separates these from the loaded figures is the ingest load sharing the 2 vCPUs; what separates ghz from the CLI client is the client process',
       `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (the command of deploy/base/gateway.yaml)`,
       'every simulated node gets its raw allocatable from one 36 KB nodes/status review through the webhook before the warm-up, so every node has a decision: ListNodes computes each with its reason, ListNodeSummaries reads those the gateway made as samples arrived (gateway/query/summary-table.ts)',

@@ -15,6 +15,17 @@ export function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/**
+ * Context switches of one thread of pid (its main thread by default): how
+ * often it gave up the CPU waiting for something (voluntary) and how often
+ * the kernel took the CPU from it to run another thread (involuntary).
+ */
+export function contextSwitches(pid: number, tid = pid): { voluntary: number; involuntary: number } {
+  const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+  const count = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+  return { voluntary: count('voluntary_ctxt_switches'), involuntary: count('nonvoluntary_ctxt_switches') };
+}
+
 /** Watches a process: CPU over a window, RSS sampled every everyMs. */
 export function watchProcess(pid: number, everyMs = 1000) {
   const startCpu = cpuSeconds(pid);

@@ -129,6 +129,20 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
   return { child, ready };
 }
 
+/**
+ * bench/grpc-floor.ts as a child process, with the gateway's Node flags:
+ * GetNode answered with the NodeStatus in statusFile; resolves with its port.
+ */
+export async function startGrpcFloor(statusFile: string): Promise<Child & { port: number }> {
+  const child = startChild('grpc-floor', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/grpc-floor.ts'), statusFile]);
+  let port = 0;
+  onLines(child.proc.stdout, (line) => {
+    if (line.startsWith('listening ')) port = Number(line.slice(10));
+  });
+  await waitUntil('the grpc-js floor server listening', () => (port > 0 ? port : undefined), 30_000);
+  return { ...child, port };
+}
+
 export interface CannonResult {
   latency: { p50: number; p90: number; p99: number; p99_9: number; max: number };
   /** Responses slower than 1 s, and the slowest ones with their time from the start (s). */
