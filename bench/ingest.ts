@@ -244,7 +244,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       ? [
           { name: '10,000 agents at 1 Hz within 1 core', measured: `${top.gatewayMillicores} millicores`, met: top.gatewayMillicores <= 1000 },
           { name: '10,000 agents within 512 MiB', measured: `${top.gatewayRssMiB} MiB`, met: top.gatewayRssMiB <= 512 },
-          { name: 'query one node p99 <= 2 ms at 10,000 (GetNode from ghz)', measured: `${top.getP99Ms} ms`, met: top.getP99Ms <= 2 },
+          { name: 'query one node p99 <= 2 ms at 10,000 (GetNode from ghz)', measured: `${top.getP99Ms} ms (reference, a bare grpc-js server with the same answer on the quiet machine: ${top.floorGetP99Ms} ms; ${top.floorPacedGetP99Ms} ms paced at ${PACED_RPS}/s)`, met: top.getP99Ms <= 2 },
           { name: 'full list p99 <= 50 ms at 10,000 (ListNodeSummaries, what oversell top lists with)', measured: `${top.listP99Ms} ms`, met: top.listP99Ms <= 50 },
           { name: 'the simulator kept 1 sample/s per agent (stored >= 0.95/s, so the figures are at full load)', measured: `${top.storedPerAgentPerS}/s`, met: top.storedPerAgentPerS >= 0.95 },
         ]
