@@ -367,7 +367,8 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   Ingest batches overlapped 0.2-1.6 ms of such a call and main-thread GC
   0-0.7 ms; for the rest the main thread was not running. Over a ghz run
   the kernel took the CPU from the main thread 1,800-2,000 times a second
-  (involuntary context switches), from the ingest thread 1,300-1,600.
+  (involuntary context switches: another thread run on its CPU, ghz's
+  wake-ups included), from the ingest thread 1,300-1,600.
   Node's HTTP/2 sends a unary answer's trailers in a second write, one
   event-loop turn after the message (every call's packets: the 11-byte
   HEADERS frame after the ~1.5 KB one), so each answer needs the main
@@ -377,6 +378,9 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   of 32 rows, after the answers' writes (p99 median 3.08 -> 3.02 ms); the
   simulator at SCHED_IDLE instead of nice 19 (2.45 -> 2.70 ms); TCP_NODELAY
   on the gateway's gRPC sockets (1,000 nodes, paced: p50 1.10 -> 1.08 ms).
+  Later, the ingest thread at nice 10 (the kernel's counts show it set on
+  that thread alone): p99 median 2.92 -> 2.26 ms, ranges 1.89-3.17 against
+  1.75-3.00, the main thread's involuntary switches the same (~2,000/s).
   None moved it beyond the spread between runs; none is kept.
 - A calmer client is slower, not faster (as the earlier note on the
   machine found). With the simulator paused (no ingest), GetNode paced at
@@ -400,8 +404,11 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   ms back to back and 2.21 ms paced at 250/s, the bare grpc-js server with
   the same answer 0.94 and 2.2 ms. Without the load the gateway answers as
   fast as grpc-js answering a fixed message; what the 10,000 agents add is
-  the two vCPUs they share (the main thread was preempted 2,256 times a
-  second during the ghz run, 891 at 1,000 agents).
+  the two vCPUs they share. The main thread's involuntary context
+  switches during the ghz run: 891 a second at 1,000 agents, 1,557 at
+  5,000, 2,256 at 10,000 (the client's own wake-ups on its CPU count
+  among them, which is why the count did not fall with the ingest thread
+  at nice 10).
 `;
 writeFileSync(join(REPO, 'docs/benchmarks.md'), [header, ...sections].join('\n') + '\n');
 console.log('\nwrote docs/benchmarks.md');
