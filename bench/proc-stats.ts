@@ -16,14 +16,12 @@ export function rssMiB(pid: number): number {
 }
 
 /**
- * Context switches of one thread of pid (its main thread by default): how
- * often it gave up the CPU waiting for something (voluntary) and how often
- * the kernel took the CPU from it to run another thread (involuntary).
+ * How often the kernel took the CPU from pid's main thread to run another
+ * thread (its involuntary context switches so far).
  */
-export function contextSwitches(pid: number, tid = pid): { voluntary: number; involuntary: number } {
-  const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
-  const count = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
-  return { voluntary: count('voluntary_ctxt_switches'), involuntary: count('nonvoluntary_ctxt_switches') };
+export function mainThreadPreemptions(pid: number): number {
+  const m = /^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
 }
 
 /** Watches a process: CPU over a window, RSS sampled every everyMs. */
