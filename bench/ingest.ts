@@ -3,8 +3,6 @@
 // sample-to-store lag, and the query API's latency for one node and the full
 // list at that scale.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
@@ -89,10 +87,7 @@ const PACED_WARMUP = 250;
 
 /** ghz against the grpc-js floor server answering with `status`: back to back, then paced. */
 async function floorTimings(ghz: string, status: NodeStatus__Output): Promise<{ backToBack: number[]; paced: number[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-floor-'));
-  const file = join(dir, 'status.json');
-  writeFileSync(file, JSON.stringify(status));
-  const floor = await startGrpcFloor(file);
+  const floor = await startGrpcFloor(status);
   try {
     const address = `127.0.0.1:${floor.port}`;
     // Every call names sim-0: the floor answers the same for any name. A
@@ -103,7 +98,6 @@ async function floorTimings(ghz: string, status: NodeStatus__Output): Promise<{ 
     return { backToBack, paced };
   } finally {
     await floor.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 

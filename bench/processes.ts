@@ -131,10 +131,11 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
 
 /**
  * bench/grpc-floor.ts as a child process, with the gateway's Node flags:
- * GetNode answered with the NodeStatus in statusFile; resolves with its port.
+ * GetNode answered with `status` (a few KB of JSON on its command line);
+ * resolves with its port.
  */
-export async function startGrpcFloor(statusFile: string): Promise<Child & { port: number }> {
-  const child = startChild('grpc-floor', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/grpc-floor.ts'), statusFile]);
+export async function startGrpcFloor(status: object): Promise<Child & { port: number }> {
+  const child = startChild('grpc-floor', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/grpc-floor.ts'), JSON.stringify(status)]);
   let port = 0;
   onLines(child.proc.stdout, (line) => {
     if (line.startsWith('listening ')) port = Number(line.slice(10));
