@@ -6,7 +6,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { reviewNode } from '../gateway/admit/node-review.js';
+import { GrantProof } from '../gateway/admit/grant-proof.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from '../gateway/admit/review-reader.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
@@ -30,9 +32,10 @@ export const REVIEW_BYTES = 36 * 1024;
 export function reviewBody(name = NODE): string {
   type Obj = { metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
   const review = JSON.parse(readFileSync(join(REPO, 'test/fixtures/admission/node-status-update.json'), 'utf8')) as {
-    request: { name: string; object: Obj; oldObject?: Obj };
+    request: { name: string; object: Obj; oldObject?: Obj; userInfo: { username: string } };
   };
   review.request.name = name;
+  review.request.userInfo.username = `system:node:${name}`;
   review.request.object.metadata.name = name;
   if (review.request.oldObject) review.request.oldObject.metadata.name = name;
   const cloud: Array<[string, string]> = [
@@ -77,6 +80,7 @@ export function handlerRounds(nodes = 1): { review: (calls: number) => number; r
     usage: (n: string) => store.usage(n, now),
     observe: (n: string, raw: { cpuMillicores: bigint; memoryBytes: bigint }, labels: Record<string, string>) => store.observe(n, raw, labels, now),
     policyFor: (labels: Record<string, string>) => policies.select(labels),
+    proof: new GrantProof(randomBytes(32)),
   };
   const body = Buffer.from(reviewBody('bench-0'));
   const parsed = readJsonFields(body, NODE_REVIEW_FIELDS);

@@ -5,6 +5,7 @@
 //                                      \-> query (gRPC NodeUsage)
 //   inject (sidecar templates) -> admit (HTTPS webhook, pod CREATE)
 import * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
 import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { ReflectionService } from '@grpc/reflection';
@@ -12,6 +13,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
+import { GrantProof } from './admit/grant-proof.js';
 import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -70,6 +72,12 @@ export interface GatewayOptions {
   };
   /** /readyz stays 503 this long after start, so agents (which find not-ready replicas too) fill the store first. */
   warmupMs?: number;
+  /**
+   * The key every replica signs its grants with (docs/security.md). Without
+   * one, a random key of this process: records from before a restart are then
+   * not trusted and each node's next kubelet write establishes raw again.
+   */
+  proofKey?: Buffer;
 }
 
 export interface RunningGateway {
@@ -146,11 +154,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     requestTimeout: 10_000,
     connectionTimeout: 10_000,
   });
+  const proof = new GrantProof(options.proofKey ?? randomBytes(32));
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),
       observe: (name, raw, labels) => store.observe(name, raw, labels, now()),
       policyFor: (labels) => policies.select(labels),
+      proof,
     },
     metrics,
     log,
@@ -192,7 +202,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   if (options.cluster) {
     const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = options.cluster;
     lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
-    writer = new StatusWriter({ kubeConfig, store, policies, lease, metrics, log, writesPerSecond: statusWritesPerSecond, optInSelector, now });
+    writer = new StatusWriter({
+      kubeConfig, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, optInSelector, now,
+      notReady: () => notReady(),
+      identity,
+    });
   }
 
   let ingestWorker: IngestWorker | undefined;

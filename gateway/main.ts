@@ -15,13 +15,15 @@ import { kubernetesAccessReview, queryAuthorizer } from './auth/query-authorizer
 import { CachedTokenReviewer, kubernetesTokenReviewer } from './auth/token-review.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
+import { fileProofKey, secretProofKey } from './auth/proof-key.js';
+import { join } from 'node:path';
 import { publishCaConfigMap } from './tls/ca-bundle.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 
 const d = GATEWAY_DEFAULTS;
 const p = DEFAULT_POLICY;
 const cmd = program('oversell-gateway', 'Inflates node allocatable from live usage: agent ingest, admission webhook, query API.')
-  .addOption(flag('--bind-address <ip>', 'address every listener binds', 'OVERSELL_BIND_ADDRESS', d.bindAddress))
+  .addOption(flag('--bind-address <ip>', `address every listener binds (default: ${d.bindAddress} with a cluster, 127.0.0.1 in local mode, i.e. no kubeconfig in use)`, 'OVERSELL_BIND_ADDRESS'))
   .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
   .addOption(numberFlag('--grpc-port <port>', 'gRPC port (agent streams and query API)', 'OVERSELL_GRPC_PORT', String(d.grpcPort)))
   .addOption(numberFlag('--agent-port <port>', 'also serve agent streams on this port, decoded on a thread of their own so the webhook and query API do not wait behind them (for large clusters: docs/benchmarks.md); unset: agents use --grpc-port', 'OVERSELL_AGENT_PORT', undefined))
@@ -50,8 +52,10 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--sidecars <source>', 'sidecar templates for pod CREATE (/mutate/pods): "configmap" (ConfigMaps labelled oversell.io/sidecar-template=true in --sidecar-namespace), "file" (--sidecar-templates-file) or "none" (default: configmap in a cluster or with --kubeconfig, file with --sidecar-templates-file, else none)', 'OVERSELL_SIDECARS'))
   .addOption(flag('--sidecar-namespace <ns>', 'namespace of the template ConfigMaps; never injected (default: --lease-namespace, the gateway\'s own)', 'OVERSELL_SIDECAR_NAMESPACE'))
   .addOption(flag('--sidecar-templates-file <file>', 'with --sidecars file: YAML mapping template names to templates (docs/sidecars.md)', 'OVERSELL_SIDECAR_TEMPLATES_FILE'))
-  .addOption(flag('--grpc-tls <on|off>', 'serve gRPC (agents, query API) over TLS with the serving certificate (default: on in a cluster, off locally)', 'OVERSELL_GRPC_TLS'))
-  .addOption(flag('--auth <mode>', '"kubernetes": agents prove their node with a projected ServiceAccount token (TokenReview) and query callers need RBAC on nodeusages.oversell.io (SubjectAccessReview); "none": local mode, anyone who reaches the port (default: kubernetes in a cluster, none locally)', 'OVERSELL_AUTH'))
+  .addOption(flag('--grpc-tls <on|off>', 'serve gRPC (agents, query API) over TLS with the serving certificate (default: on whenever a kubeconfig is in use, in a pod or with --kubeconfig; off only in local mode)', 'OVERSELL_GRPC_TLS'))
+  .addOption(flag('--auth <mode>', '"kubernetes": agents prove their node with a projected ServiceAccount token (TokenReview) and query callers need RBAC on nodeusages.oversell.io (SubjectAccessReview); "none": local mode, anyone who reaches the port (default: kubernetes whenever a kubeconfig is in use, none only in local mode)', 'OVERSELL_AUTH'))
+  .addOption(flag('--proof-key-secret <namespace/name>', 'with a cluster: the Secret holding the key every replica signs its grants with, created if absent (default: <lease namespace>/oversell-gateway-proof-key)', 'OVERSELL_PROOF_KEY_SECRET'))
+  .addOption(flag('--proof-key-file <file>', 'the grant-signing key as a file (base64, at least 32 bytes), created if absent (default without a cluster: <tls dir>/proof.key)', 'OVERSELL_PROOF_KEY_FILE'))
   .addOption(flag('--agent-audience <aud>', 'audience of the agents\' projected tokens', 'OVERSELL_AGENT_AUDIENCE', 'oversell-gateway'))
   .addOption(flag('--agent-service-accounts <list>', 'comma-separated namespace/name of the ServiceAccounts agents run as (default: <lease namespace>/oversell-agent)', 'OVERSELL_AGENT_SERVICE_ACCOUNTS'))
   .addOption(flag('--ca-configmap <name>', 'in a cluster: publish the CA of the serving certificate (no key) in this ConfigMap of the lease namespace, for agents to trust gRPC TLS (empty: off)', 'OVERSELL_CA_CONFIGMAP', 'oversell-gateway-ca'))
@@ -123,8 +127,27 @@ try {
     if (['off', 'false', '0'].includes(String(v))) return false;
     throw new Error(`${name} must be on or off, got ${JSON.stringify(v)}`);
   };
-  const authMode = String(o.auth ?? (inCluster ? 'kubernetes' : 'none'));
+  // Local mode (no auth, plaintext gRPC, loopback) is the default only where no kubeconfig is in use.
+  const localMode = kubeConfig === undefined;
+  const authMode = String(o.auth ?? (localMode ? 'none' : 'kubernetes'));
   if (authMode !== 'kubernetes' && authMode !== 'none') throw new Error(`--auth must be "kubernetes" or "none", got ${JSON.stringify(authMode)}`);
+  const grpcTls = onOff(o.grpcTls, '--grpc-tls', !localMode);
+  if (!localMode && (authMode === 'none' || !grpcTls)) {
+    log.warn({ auth: authMode, grpcTls }, 'a kubeconfig is in use but --auth none or --grpc-tls off was asked for: agents and query callers are not authenticated or not encrypted; use this only on a private test cluster');
+  }
+  const bindAddress = String(o.bindAddress ?? (localMode ? '127.0.0.1' : d.bindAddress));
+  let proofKey: Buffer;
+  if (o.proofKeyFile) {
+    proofKey = fileProofKey(String(o.proofKeyFile));
+  } else if (kubeConfig) {
+    const [namespace, name] = String(o.proofKeySecret ?? `${o.leaseNamespace}/oversell-gateway-proof-key`).split('/');
+    if (!namespace || !name) throw new Error(`--proof-key-secret must be namespace/name, got ${JSON.stringify(o.proofKeySecret)}`);
+    proofKey = await secretProofKey(kubeConfig, namespace, name).catch((err: unknown) => {
+      throw new Error(`cannot read or create the grant proof key Secret ${namespace}/${name}: ${(err as Error).message}; the gateway needs get and create on Secrets in its namespace (deploy/base/rbac.yaml), or pass --proof-key-file`);
+    });
+  } else {
+    proofKey = fileProofKey(join(String(o.tlsDir), 'proof.key'));
+  }
   let auth: GatewayOptions['auth'];
   if (authMode === 'kubernetes') {
     if (!kubeConfig) throw new Error('--auth kubernetes needs a cluster: run in a pod or pass --kubeconfig (or --auth none for local mode)');
@@ -140,13 +163,14 @@ try {
   }
   const gateway = await startGateway({
     ...GATEWAY_DEFAULTS,
-    bindAddress: String(o.bindAddress),
+    bindAddress,
     webhookPort: Number(o.webhookPort),
     grpcPort: Number(o.grpcPort),
     ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
     metricsPort: Number(o.metricsPort),
     tls,
-    grpcTls: onOff(o.grpcTls, '--grpc-tls', inCluster),
+    grpcTls,
+    proofKey,
     ...(o.webhookClientCaFile && { webhookClientCa: readFileSync(String(o.webhookClientCaFile), 'utf8') }),
     auth,
     policies,

@@ -11,7 +11,9 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { BadReviewError } from '../gateway/admit/admission-review.js';
+import { randomBytes } from 'node:crypto';
 import { reviewNode, type NodeReviewDeps } from '../gateway/admit/node-review.js';
+import { GrantProof } from '../gateway/admit/grant-proof.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
@@ -126,6 +128,7 @@ function deps(): NodeReviewDeps {
     usage: (n) => store.usage(n, now),
     observe: (n, raw, labels) => store.observe(n, raw, labels, now),
     policyFor: (labels) => policies.select(labels),
+    proof: new GrantProof(randomBytes(32)),
   };
 }
 

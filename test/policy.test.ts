@@ -67,10 +67,26 @@ describe('decide', () => {
     assert.equal(d.memory.granted, raw.memoryBytes);
   });
 
-  it('never goes below the requests already bound, even above the cap', () => {
+  it('holds the floor at bound requests only up to the cap: a report above it is flagged, never granted', () => {
+    // The agent says 20 cores are bound on a 7.91-core node capped at 2x: the floor stops at the cap.
     const d = decide(input(usage({ cpu: 7900, reqCpu: 20000 })));
-    assert.equal(d.cpu.granted, 20000n);
+    assert.equal(d.cpu.cap, 15820n);
+    assert.equal(d.cpu.granted, 15820n);
     assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.requestsOverCap, true);
+    assert.equal(d.memory.requestsOverCap, false);
+    assert.match(d.reason, /floor at the cap: bound requests reported above it/);
+    // An agent reporting 9e18 millicores with CPU pressure gets nothing past the cap either.
+    const wild = decide(input(usage({ cpu: 100, reqCpu: 9e18 })));
+    assert.equal(wild.cpu.granted, 15820n);
+    assert.equal(wild.cpu.requestsOverCap, true);
+  });
+
+  it('never goes below the requests already bound while they are under the cap', () => {
+    const d = decide(input(usage({ cpu: 7900, reqCpu: 12000 })));
+    assert.equal(d.cpu.granted, 12000n);
+    assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.requestsOverCap, false);
   });
 
   it('does not inflate on stale data, but keeps the floor at bound requests', () => {
@@ -94,10 +110,11 @@ describe('decide', () => {
     assert.match(d.reason, /no usage data/);
   });
 
-  it('without a policy: no inflation, floor at bound requests, and the reason says so', () => {
+  it('without a policy: no inflation (the cap is raw, so bound requests above raw are flagged), and the reason says so', () => {
     const d = decide(input(usage({ cpu: 100, reqCpu: 9000 }), { policy: undefined }));
     assert.equal(d.cpu.bound, 'no-policy');
-    assert.equal(d.cpu.applied, 9000n);
+    assert.equal(d.cpu.applied, raw.cpuMillicores);
+    assert.equal(d.cpu.requestsOverCap, true);
     assert.equal(d.memory.applied, raw.memoryBytes);
     assert.match(d.reason, /no valid OversellPolicy selects this node/);
   });
@@ -210,10 +227,16 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
 });
 
 describe('decide: properties over random inputs', () => {
+  // Mostly real sizes, sometimes up to int64: the cap must never pass what a quantity holds.
   const arbRaw = fc.record({
-    cpuMillicores: fc.bigInt({ min: 1n, max: 512_000n }),
-    memoryBytes: fc.bigInt({ min: 1024n, max: 4n * 1024n ** 4n }),
+    cpuMillicores: fc.oneof({ weight: 9, arbitrary: fc.bigInt({ min: 1n, max: 512_000n }) }, { weight: 1, arbitrary: fc.bigInt({ min: 1n, max: 2n ** 63n - 1n }) }),
+    memoryBytes: fc.oneof({ weight: 9, arbitrary: fc.bigInt({ min: 1024n, max: 4n * 1024n ** 4n }) }, { weight: 1, arbitrary: fc.bigInt({ min: 1024n, max: 2n ** 63n - 1n }) }),
   });
+  // Bound requests as an agent reports them, hostile ones included.
+  const arbRequested = (max: number) => fc.oneof(
+    { weight: 8, arbitrary: fc.integer({ min: 0, max }) },
+    { weight: 2, arbitrary: fc.constantFrom(9e18, 1e300, Infinity, NaN, -1, -Infinity, Number.MAX_VALUE) },
+  );
   const arbPoints = fc.array(
     fc.record({
       cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
@@ -228,8 +251,8 @@ describe('decide: properties over random inputs', () => {
     window: arbPoints.map((ps) => UsageWindow.of(ps)),
     capacityMemoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
     requests: fc.record({
-      cpuMillicores: fc.integer({ min: 0, max: 1_000_000 }),
-      memoryBytes: fc.integer({ min: 0, max: 2 ** 43 }),
+      cpuMillicores: arbRequested(1_000_000),
+      memoryBytes: arbRequested(2 ** 43),
       known: fc.boolean(),
     }),
   });
@@ -256,22 +279,26 @@ describe('decide: properties over random inputs', () => {
     (r) => ({ raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }) }) as DecisionInput,
   );
 
-  it('applied and granted are never below max(raw, bound requests) nor above max(cap, bound requests)', () => {
+  it('applied and granted are never below max(raw, min(bound requests, cap)) nor above max(raw, cap): no report lifts a grant past the cap', () => {
     fc.assert(
       fc.property(arbInput, (i) => {
         const d = decide(i);
         const u = i.usage!;
+        const asBound = (n: number) => (!(n > 0) ? 0n : Number.isFinite(n) ? BigInt(Math.ceil(n)) : 2n ** 64n);
         for (const [res, rawV, req] of [
-          [d.cpu, i.raw.cpuMillicores, BigInt(u.requests.cpuMillicores)],
-          [d.memory, i.raw.memoryBytes, BigInt(u.requests.memoryBytes)],
+          [d.cpu, i.raw.cpuMillicores, asBound(u.requests.cpuMillicores)],
+          [d.memory, i.raw.memoryBytes, asBound(u.requests.memoryBytes)],
         ] as const) {
           const bound = u.requests.known ? req : 0n;
-          const floor = rawV > bound ? rawV : bound;
-          const ceiling = res.cap > floor ? res.cap : floor;
+          const ceiling = res.cap > rawV ? res.cap : rawV;
+          assert.ok(res.cap <= 2n ** 63n - 1n, `cap ${res.cap} beyond int64`);
+          const clamped = bound < ceiling ? bound : ceiling;
+          const floor = rawV > clamped ? rawV : clamped;
           for (const v of [res.granted, res.applied]) {
             assert.ok(v >= floor, `${v} < floor ${floor} (${res.bound})`);
             assert.ok(v <= ceiling, `${v} > ceiling ${ceiling} (${res.bound})`);
           }
+          assert.equal(res.requestsOverCap, bound > res.cap);
           const policyCap = i.policy ? (rawV * BigInt(Math.round(Math.max(1, i.policy.cpu.maxRatio, i.policy.memory.maxRatio) * 1e6))) / 1_000_000n : rawV;
           assert.ok(res.cap <= (policyCap > rawV ? policyCap : rawV));
           if (i.policy?.mode !== 'Enforce') assert.equal(res.applied, res.floor);

@@ -13,7 +13,10 @@ import { generateServingCertificate } from '../gateway/tls/self-signed.js';
 interface Review {
   apiVersion: string;
   kind: string;
-  request: { uid: string; operation: string; subResource?: string; kind: { kind: string }; resource: { resource: string }; object: NodeObject; oldObject?: unknown };
+  request: {
+    uid: string; name: string; operation: string; subResource?: string; kind: { kind: string }; resource: { resource: string };
+    object: NodeObject; oldObject?: unknown; userInfo: { username: string }; dryRun?: boolean;
+  };
 }
 interface NodeObject {
   metadata: { name: string; annotations?: Record<string, string>; [k: string]: unknown };
@@ -28,7 +31,14 @@ interface Answer {
 
 const fixture = readFileSync(new URL('./fixtures/admission/node-status-update.json', import.meta.url), 'utf8');
 const NODE = 'ip-10-0-17-42.eu-west-1.compute.internal';
-const freshReview = (): Review => JSON.parse(fixture) as Review;
+/** The fixture as the kubelet of `name` would send it (object, request name and userInfo agree). */
+function freshReview(name = NODE): Review {
+  const r = JSON.parse(fixture) as Review;
+  r.request.name = name;
+  r.request.object.metadata.name = name;
+  r.request.userInfo = { username: `system:node:${name}` };
+  return r;
+}
 
 let clock = 1_000_000;
 let gw: TestGateway;
@@ -154,7 +164,7 @@ describe('webhook over real HTTPS', () => {
 
   it('inflates a node CREATE (registration carries full status)', async () => {
     report('new-node-1');
-    const r = freshReview();
+    const r = freshReview('new-node-1');
     r.request.operation = 'CREATE';
     delete r.request.subResource;
     delete r.request.oldObject;
@@ -169,8 +179,7 @@ describe('webhook over real HTTPS', () => {
   it('stale data: no inflation, allocatable stays at raw, and the reason says why', async () => {
     report('stale-node');
     clock += 41_000;
-    const r = freshReview();
-    r.request.object.metadata.name = 'stale-node';
+    const r = freshReview('stale-node');
     const { patch } = await review(r);
     const out = applied(r.request.object, patch);
     assert.equal(out.status.allocatable.cpu, '7910m');
@@ -180,20 +189,18 @@ describe('webhook over real HTTPS', () => {
 
   it('stale data over a previously inflated object brings allocatable back to the floor', async () => {
     report('was-inflated');
-    const r = freshReview();
-    r.request.object.metadata.name = 'was-inflated';
+    const r = freshReview('was-inflated');
     const inflated = applied(r.request.object, (await review(r)).patch);
     assert.equal(inflated.status.allocatable.cpu, '15820m');
     clock += 60_000;
-    const next = freshReview();
+    const next = freshReview('was-inflated');
     next.request.object = inflated; // a writer that did not touch allocatable
     const out = applied(inflated, (await review(next)).patch);
     assert.equal(out.status.allocatable.cpu, '7910m');
   });
 
   it('no data for the node: allowed, no patch', async () => {
-    const r = freshReview();
-    r.request.object.metadata.name = 'never-reported';
+    const r = freshReview('never-reported');
     const { answer } = await review(r);
     assert.equal(answer.response.allowed, true);
     assert.equal(answer.response.patch, undefined);
@@ -294,8 +301,7 @@ describe('webhook with OversellPolicies', () => {
   }
 
   function poolReview(name: string): Review {
-    const r = freshReview();
-    r.request.object.metadata.name = name;
+    const r = freshReview(name);
     r.request.object.metadata.labels = { 'oversell.io/enabled': 'true', pool: 'dry' };
     const streamId = 5000 + Math.floor(Math.random() * 1e6);
     pgw.store.attach(name, 'i', null, streamId);
@@ -322,7 +328,7 @@ describe('webhook with OversellPolicies', () => {
     const dry = applied(r.request.object, await reviewAt(r));
     policies.set([entry('pool-dry', 'Enforce')]);
     try {
-      const next = freshReview();
+      const next = freshReview('dry-2');
       next.request.object = dry;
       const out = applied(dry, await reviewAt(next));
       assert.equal(out.status.allocatable.cpu, '15820m');
@@ -340,7 +346,7 @@ describe('webhook with OversellPolicies', () => {
     assert.equal(inflated.status.allocatable.cpu, '15820m');
     policies.set([]);
     try {
-      const next = freshReview();
+      const next = freshReview('dry-3');
       next.request.object = inflated; // even a write that did not touch allocatable
       const out = applied(inflated, await reviewAt(next));
       assert.equal(out.status.allocatable.cpu, '7910m');

@@ -5,7 +5,14 @@
 // decision and patch code. Rises are left to the kubelet's next write: there is
 // no hurry to give more.
 //
-// It also keeps each OversellPolicy's status.matchedNodes current.
+// It writes only while the gateway is ready and its usage data is fresh for
+// most opted-in nodes: a gateway that lost its agents (ingest thread down,
+// network split) would otherwise see every node stale and lower them all at
+// once. It lowers only nodes whose object carries our own signed record, so
+// raw always comes from the kubelet (trusted-raw.ts), never from a guess.
+//
+// It also keeps each OversellPolicy's status.matchedNodes current, and raises
+// a Warning Event on a node whose agent reports bound requests above the cap.
 import {
   CoreV1Api, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions,
   type KubeConfig, type V1Node,
@@ -13,7 +20,10 @@ import {
 import { QuantityError } from '../../lib/quantity.js';
 import type { Logger } from '../../lib/log.js';
 import { keepWatching, type Watching } from '../keep-watching.js';
-import { ANNOTATION, decideForNode, nodePatch, readAllocatable } from '../admit/node-review.js';
+import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js';
+import type { GrantProof } from '../admit/grant-proof.js';
+import { trustedRaw } from '../admit/trusted-raw.js';
+import type { Decision } from '../decide/policy.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -37,6 +47,15 @@ export interface StatusWriterOptions {
   optInSelector?: string;
   /** Re-check every node this often (staleness has no event of its own). */
   sweepEveryMs?: number;
+  proof: GrantProof;
+  /** Why the gateway is not ready, or undefined when it is. */
+  notReady: () => string | undefined;
+  /** Share of opted-in nodes whose data must be fresh before anything is written. */
+  minFreshShare?: number;
+  /** This replica, as the Events it writes say. */
+  identity: string;
+  /** A node with bound requests over its cap gets one Event per this interval. */
+  overCapEventEveryMs?: number;
   now?: () => number;
 }
 
@@ -51,9 +70,12 @@ export class StatusWriter {
   #timers: NodeJS.Timeout[] = [];
   /** What each policy's status last said, so unchanged status is not rewritten. */
   #writtenStatus = new Map<string, string>();
+  /** Why node writes are held back now; undefined when they may go ahead. Set by every sweep. */
+  #paused: string | undefined = 'no sweep yet';
+  #lastOverCapEvent = new Map<string, number>();
 
   constructor(options: StatusWriterOptions) {
-    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, ...options };
+    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, ...options };
     const optIn = this.#o.optInSelector;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -105,40 +127,81 @@ export class StatusWriter {
       (capacity > 0 && window.get(last, COLUMN.memoryBytes) >= p.memory.workingSetThreshold * capacity);
   }
 
+  /** Why writes are held back, if they are (for tests and logs). */
+  get paused(): string | undefined {
+    return this.#paused;
+  }
+
   sweep(): void {
     if (!this.#o.lease.isLeader) return;
-    for (const node of this.#informer.list()) if (node.metadata?.name) this.check(node.metadata.name);
+    const nodes = this.#informer.list();
+    const paused = this.#holdBack(nodes);
+    if (paused !== this.#paused) {
+      if (paused) this.#o.log.warn({ why: paused }, 'not lowering allocatable ahead of the kubelet until this clears; the webhook still decides on every kubelet write');
+      else if (this.#paused) this.#o.log.info({ was: this.#paused }, 'lowering allocatable ahead of the kubelet again');
+      this.#paused = paused;
+    }
+    for (const node of nodes) if (node.metadata?.name) this.check(node.metadata.name);
+  }
+
+  /** Why node writes must wait now, if they must: not ready, or too few nodes with fresh data. */
+  #holdBack(nodes: readonly V1Node[]): string | undefined {
+    const notReady = this.#o.notReady();
+    if (notReady) return `gateway not ready: ${notReady}`;
+    const now = this.#o.now();
+    let governed = 0;
+    let fresh = 0;
+    for (const node of nodes) {
+      const name = node.metadata?.name;
+      const policy = this.#o.policies.select(node.metadata?.labels ?? {})?.policy;
+      if (!name || !policy) continue;
+      governed += 1;
+      const usage = this.#o.store.usage(name, now);
+      if (usage && usage.ageMs <= policy.staleAfterMs) fresh += 1;
+    }
+    if (governed > 0 && fresh < this.#o.minFreshShare * governed) {
+      return `usage data is fresh for ${fresh} of ${governed} governed nodes (below ${Math.round(this.#o.minFreshShare * 100)}%): the gateway may have lost its agents`;
+    }
+    return undefined;
   }
 
   /** Lowers the node's allocatable now if the decision is below what it holds. */
   check(name: string): void {
     if (!this.#o.lease.isLeader || this.#inFlight.has(name)) return;
     const node = this.#informer.get(name);
-    const allocatable = node?.status?.allocatable;
-    if (!node || !allocatable?.cpu || !allocatable.memory) return;
+    const status = node?.status;
+    if (!node || !status?.allocatable?.cpu || !status.allocatable.memory) return;
     const annotations = node.metadata?.annotations;
-    // Only nodes the webhook has already handled: we lower what we raised, and never guess raw.
-    if (!annotations?.[ANNOTATION.rawCpu]) return;
-    let incoming;
-    let raw;
+    let facts;
     try {
-      ({ incoming, raw } = readAllocatable(allocatable, annotations));
+      facts = readNodeFacts(name, { allocatable: status.allocatable, capacity: status.capacity }, annotations);
     } catch (err) {
       if (err instanceof QuantityError) return;
       throw err;
     }
-    const decision = decideForNode(raw, annotations, this.#o.store.usage(name, this.#o.now()), this.#o.policies.select(node.metadata?.labels ?? {}));
+    // Only nodes carrying our own signed record: we lower what we raised, and never guess raw.
+    const trusted = trustedRaw(facts, false, this.#o.proof);
+    if (trusted.unverified) return;
+    const { raw } = trusted;
+    const decision = decideForNode(raw, trusted.signed, annotations, this.#o.store.usage(name, this.#o.now()), this.#o.policies.select(node.metadata?.labels ?? {}));
+    if (decision.cpu.bound === 'no-data') return;
+    if (decision.cpu.requestsOverCap || decision.memory.requestsOverCap) this.#reportOverCap(node, decision);
+    const { incoming } = facts;
     const lower = decision.cpu.applied < incoming.cpuMillicores || decision.memory.applied < incoming.memoryBytes;
-    if (!lower || decision.cpu.bound === 'no-data') return;
+    if (!lower) return;
+    if (this.#paused) {
+      this.#o.metrics.statusWrite('paused');
+      return;
+    }
     if (!this.#bucket.take()) {
       this.#o.metrics.statusWrite('rate-limited');
       return; // the next sweep or sample tries again
     }
-    const patch = nodePatch(incoming, annotations, raw, decision);
+    const patch = nodePatch(facts, raw, decision, this.#o.proof);
     // test ops pin the patch to the allocatable we decided from; a kubelet write in between makes it fail, harmlessly.
     const guarded = [
-      { op: 'test', path: '/status/allocatable/cpu', value: allocatable.cpu },
-      { op: 'test', path: '/status/allocatable/memory', value: allocatable.memory },
+      { op: 'test', path: '/status/allocatable/cpu', value: status.allocatable.cpu },
+      { op: 'test', path: '/status/allocatable/memory', value: status.allocatable.memory },
       ...patch,
     ];
     this.#inFlight.add(name);
@@ -155,6 +218,49 @@ export class StatusWriter {
         },
       )
       .finally(() => this.#inFlight.delete(name));
+  }
+
+  /**
+   * A Warning Event on the node, at most once per interval: its agent reports
+   * more bound requests than the cap allows, so the grant stops at the cap and
+   * a kubelet restart may reject pods. Either the policy's cap is too low for
+   * this node, or the agent reports nonsense.
+   */
+  #reportOverCap(node: V1Node, decision: Decision): void {
+    const name = node.metadata?.name ?? '';
+    const now = this.#o.now();
+    const last = this.#lastOverCapEvent.get(name);
+    if (last !== undefined && now - last < this.#o.overCapEventEveryMs) return;
+    this.#lastOverCapEvent.set(name, now);
+    const over = (['cpu', 'memory'] as const).filter((r) => decision[r].requestsOverCap);
+    const message = `bound requests reported by the node's agent exceed the oversell cap for ${over.join(' and ')} (${over
+      .map((r) => `${r} cap ${decision[r].cap}${r === 'cpu' ? 'm' : ' bytes'}`)
+      .join(', ')}); allocatable stops at the cap, so a kubelet restart may reject pods. Raise the policy's maxRatio for this node pool, or check the agent.`;
+    const at = new Date(now);
+    this.#core
+      .createNamespacedEvent({
+        namespace: 'default',
+        body: {
+          metadata: { generateName: `${name}.oversell-over-cap.` },
+          involvedObject: { apiVersion: 'v1', kind: 'Node', name, ...(node.metadata?.uid && { uid: node.metadata.uid }) },
+          reason: 'BoundRequestsOverCap',
+          message,
+          type: 'Warning',
+          source: { component: 'oversell-gateway' },
+          reportingComponent: 'oversell.io/gateway',
+          reportingInstance: this.#o.identity,
+          firstTimestamp: at,
+          lastTimestamp: at,
+          count: 1,
+        },
+      })
+      .then(
+        () => this.#o.metrics.statusWrite('event'),
+        (err: unknown) => {
+          this.#o.metrics.statusWrite('event-failed');
+          this.#o.log.warn({ node: name, err: String((err as Error).message ?? err) }, 'could not write the bound-requests-over-cap Event');
+        },
+      );
   }
 
   /** status.matchedNodes of each policy: opted-in nodes it governs after precedence. */

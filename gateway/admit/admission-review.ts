@@ -12,6 +12,8 @@ export interface AdmissionRequest {
   namespace: string | undefined;
   object: unknown;
   userInfo: { username?: string } | undefined;
+  /** The API server will not persist the result: nothing may be kept because of it. */
+  dryRun: boolean;
 }
 
 export interface JsonPatchOp {
@@ -61,6 +63,7 @@ export function parseAdmissionReview(body: unknown): AdmissionRequest {
     namespace: str(req.namespace),
     object: req.object,
     userInfo: isObject(req.userInfo) ? (req.userInfo as AdmissionRequest['userInfo']) : undefined,
+    dryRun: req.dryRun === true,
   };
 }
 

@@ -1,35 +1,36 @@
-// Answers nodes/status UPDATE and node CREATE reviews: reads the kubelet's raw
-// allocatable, asks the policy, and returns a JSONPatch that sets allocatable
-// cpu/memory and records the raw values and the reason in annotations.
+// Answers nodes/status UPDATE and node CREATE reviews: establishes the
+// kubelet's raw allocatable (trusted-raw.ts), asks the policy, and returns a
+// JSONPatch that sets allocatable cpu/memory and records raw, grant, reason and
+// the grant's proof in annotations.
 //
-// Idempotent: when the incoming allocatable equals the value we granted last
-// time (our annotation), it is our own earlier output, not the kubelet's, so the
-// raw value is taken from the annotation. A second pass over an inflated object
-// therefore gives the same result, and other status writers that do not touch
-// allocatable cannot make us compound the inflation.
+// Only the node's own kubelet is inflated (userInfo system:node:<name>); every
+// other writer passes untouched, whatever the webhook configuration sends.
+// Idempotent: on a second pass over our own output the signed record gives the
+// same raw, so a reinvocation never compounds the inflation.
 import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
 import { decide, type Allocatable, type Decision, type UsageInput } from '../decide/policy.js';
 import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
 import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
+import type { GrantProof } from './grant-proof.js';
+import { ANNOTATION, trustedRaw, type NodeObjectFacts, type SignedGrant, type Unverified } from './trusted-raw.js';
 
-export const ANNOTATION = {
-  rawCpu: 'oversell.io/raw-allocatable-cpu',
-  rawMemory: 'oversell.io/raw-allocatable-memory',
-  grantedCpu: 'oversell.io/granted-allocatable-cpu',
-  grantedMemory: 'oversell.io/granted-allocatable-memory',
-  dryRunCpu: 'oversell.io/dry-run-allocatable-cpu',
-  dryRunMemory: 'oversell.io/dry-run-allocatable-memory',
-  reason: 'oversell.io/reason',
-} as const;
+export { ANNOTATION } from './trusted-raw.js';
 
 export interface NodeReviewDeps {
   usage(node: string): UsageInput | undefined;
+  /** Not called on a dry run: a dryRun review changes nothing the gateway keeps. */
   observe(node: string, raw: Allocatable, labels: Record<string, string>): void;
   policyFor(labels: Record<string, string>): PolicyEntry | undefined;
+  proof: GrantProof;
 }
 
-/** patched: allocatable or annotations changed; unchanged: already right; no-data; skipped: not ours to touch. */
-export type Outcome = 'patched' | 'unchanged' | 'no-data' | 'skipped';
+/**
+ * patched: allocatable or annotations changed; unchanged: already right; no-data;
+ * skipped: not a node status write we handle; not-kubelet: written by someone
+ * other than the node's own kubelet; unverified: raw could not be established.
+ * The last three pass untouched.
+ */
+export type Outcome = 'patched' | 'unchanged' | 'no-data' | 'skipped' | 'not-kubelet' | 'unverified';
 
 export interface NodeReviewResult {
   review: AdmissionReviewResponse;
@@ -38,6 +39,9 @@ export interface NodeReviewResult {
   decision?: Decision;
   /** Why a review was skipped, for the debug log. */
   detail?: string;
+  /** With outcome unverified: which check failed. */
+  unverified?: Unverified;
+  dryRun?: boolean;
 }
 
 /** Throws BadReviewError when the body is not an AdmissionReview at all. */
@@ -54,31 +58,35 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   if (!isObject(node) || !isObject(node.metadata) || !isObject(node.status)) return skip('object has no metadata or status');
   const name = typeof node.metadata.name === 'string' ? node.metadata.name : req.name;
   if (!name) return skip('node has no name');
-  const allocatable = node.status.allocatable;
-  if (!isObject(allocatable) || allocatable.cpu === undefined || allocatable.memory === undefined) {
-    return { ...skip('status.allocatable lacks cpu or memory'), node: name };
+  if (req.name !== undefined && req.name !== name) return skip(`request names node ${JSON.stringify(req.name)} but the object is ${JSON.stringify(name)}`);
+  // Labels and annotations are writable by anyone with nodes patch; allocatable by the kubelet alone.
+  const writer = req.userInfo?.username;
+  if (writer !== `system:node:${name}`) {
+    return { ...skip(`written by ${JSON.stringify(writer ?? '')}, not by the node's own kubelet`), outcome: 'not-kubelet', node: name };
   }
   const annotations = isObject(node.metadata.annotations) ? node.metadata.annotations : undefined;
-
-  let raw: Allocatable;
-  let incoming: Allocatable;
+  let facts: NodeObjectFacts;
   try {
-    ({ incoming, raw } = readAllocatable(allocatable, annotations));
+    facts = readNodeFacts(name, node.status, annotations);
   } catch (err) {
     if (err instanceof QuantityError) return { ...skip(err.message), node: name };
     throw err;
   }
-  if (raw.cpuMillicores <= 0n || raw.memoryBytes <= 0n) return { ...skip('raw allocatable is not positive'), node: name };
-
+  const trusted = trustedRaw(facts, true, deps.proof);
+  if (trusted.unverified) {
+    return { review: allow(req.uid), outcome: 'unverified', node: name, detail: trusted.detail, unverified: trusted.unverified };
+  }
+  const raw = trusted.raw;
+  const dryRun = req.dryRun === true;
   const labels = stringMap(node.metadata.labels);
-  deps.observe(name, raw, labels);
-  const decision = decideForNode(raw, annotations, deps.usage(name), deps.policyFor(labels));
+  if (!dryRun) deps.observe(name, raw, labels);
+  const decision = decideForNode(raw, trusted.signed, annotations, deps.usage(name), deps.policyFor(labels));
   if (decision.cpu.bound === 'no-data') {
-    return { review: allow(req.uid), outcome: 'no-data', node: name, decision };
+    return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun };
   }
 
-  const patch = nodePatch(incoming, annotations, raw, decision);
-  return { review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision };
+  const patch = nodePatch(facts, raw, decision, deps.proof);
+  return { review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision, dryRun };
 }
 
 function stringMap(v: unknown): Record<string, string> {
@@ -88,31 +96,19 @@ function stringMap(v: unknown): Record<string, string> {
   return out;
 }
 
-function annotated(annotations: Record<string, unknown> | undefined, key: string, parse: (v: unknown, f: string) => bigint): bigint | undefined {
-  const v = annotations?.[key];
-  if (typeof v !== 'string') return undefined;
-  try {
-    return parse(v, key);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * The decision for a node object: the webhook and the gateway's own status
  * writer both call this, so they can never disagree.
  */
 export function decideForNode(
   raw: Allocatable,
+  signed: SignedGrant | undefined,
   annotations: Record<string, unknown> | undefined,
   usage: UsageInput | undefined,
   entry: PolicyEntry | undefined,
 ): Decision {
-  const dryRun = entry?.policy?.mode === 'DryRun';
-  const previous = {
-    cpuMillicores: annotated(annotations, dryRun ? ANNOTATION.dryRunCpu : ANNOTATION.grantedCpu, parseMilli),
-    memoryBytes: annotated(annotations, dryRun ? ANNOTATION.dryRunMemory : ANNOTATION.grantedMemory, parseBytes),
-  };
+  // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
+  const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
   const decision = decide({
     raw,
     usage,
@@ -127,52 +123,45 @@ export function decideForNode(
 }
 
 /**
- * The allocatable an object carries, and the kubelet's raw value behind it.
- * Throws QuantityError when cpu or memory does not parse.
+ * What a node object says about its allocatable: the incoming values, capacity
+ * (absent parts undefined) and annotations. Throws QuantityError when
+ * allocatable cpu or memory is missing or does not parse.
  */
-export function readAllocatable(
-  allocatable: { cpu?: unknown; memory?: unknown },
-  annotations: Record<string, unknown> | undefined,
-): { incoming: Allocatable; raw: Allocatable } {
-  const incoming = {
-    cpuMillicores: parseMilli(allocatable.cpu, 'status.allocatable.cpu'),
-    memoryBytes: parseBytes(allocatable.memory, 'status.allocatable.memory'),
+export function readNodeFacts(name: string, status: Record<string, unknown>, annotations: Record<string, unknown> | undefined): NodeObjectFacts {
+  const allocatable = isObject(status.allocatable) ? status.allocatable : {};
+  if (allocatable.cpu === undefined || allocatable.memory === undefined) throw new QuantityError('status.allocatable lacks cpu or memory');
+  const capacity = isObject(status.capacity) ? status.capacity : {};
+  const optional = (v: unknown, field: string, parse: (v: unknown, f: string) => bigint) => (v === undefined ? undefined : parse(v, field));
+  return {
+    name,
+    incoming: {
+      cpuMillicores: parseMilli(allocatable.cpu, 'status.allocatable.cpu'),
+      memoryBytes: parseBytes(allocatable.memory, 'status.allocatable.memory'),
+    },
+    capacity: {
+      ...(capacity.cpu !== undefined && { cpuMillicores: optional(capacity.cpu, 'status.capacity.cpu', parseMilli) }),
+      ...(capacity.memory !== undefined && { memoryBytes: optional(capacity.memory, 'status.capacity.memory', parseBytes) }),
+    },
+    annotations,
   };
-  const raw = {
-    cpuMillicores: rawValue(incoming.cpuMillicores, annotations, ANNOTATION.grantedCpu, ANNOTATION.rawCpu, parseMilli),
-    memoryBytes: rawValue(incoming.memoryBytes, annotations, ANNOTATION.grantedMemory, ANNOTATION.rawMemory, parseBytes),
-  };
-  return { incoming, raw };
 }
 
-/** The kubelet's raw value: the incoming one, unless it is our own earlier output. */
-function rawValue(
-  incoming: bigint,
-  annotations: Record<string, unknown> | undefined,
-  grantedKey: string,
-  rawKey: string,
-  parse: (v: unknown, field: string) => bigint,
-): bigint {
-  const granted = annotated(annotations, grantedKey, parse);
-  const raw = annotated(annotations, rawKey, parse);
-  return granted !== undefined && raw !== undefined && granted === incoming ? raw : incoming;
-}
-
-/** JSONPatch ops that make the object carry the decision; empty when it already does. */
-export function nodePatch(
-  incoming: Allocatable,
-  annotations: Record<string, unknown> | undefined,
-  raw: Allocatable,
-  decision: Decision,
-): JsonPatchOp[] {
+/** JSONPatch ops that make the object carry the decision, signed; empty when it already does. */
+export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: Decision, proof: GrantProof): JsonPatchOp[] {
+  const { incoming, annotations } = facts;
+  const granted = { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied };
   const wanted: Record<string, string | undefined> = {
     [ANNOTATION.rawCpu]: formatMilli(raw.cpuMillicores),
     [ANNOTATION.rawMemory]: formatBytes(raw.memoryBytes),
-    [ANNOTATION.grantedCpu]: formatMilli(decision.cpu.applied),
-    [ANNOTATION.grantedMemory]: formatBytes(decision.memory.applied),
+    [ANNOTATION.grantedCpu]: formatMilli(granted.cpuMillicores),
+    [ANNOTATION.grantedMemory]: formatBytes(granted.memoryBytes),
     [ANNOTATION.dryRunCpu]: decision.dryRun ? formatMilli(decision.cpu.granted) : undefined,
     [ANNOTATION.dryRunMemory]: decision.dryRun ? formatBytes(decision.memory.granted) : undefined,
     [ANNOTATION.reason]: decision.reason,
+    [ANNOTATION.proof]: proof.sign({
+      node: facts.name, capacity: facts.capacity, raw, granted,
+      wouldGrant: decision.dryRun ? { cpuMillicores: decision.cpu.granted, memoryBytes: decision.memory.granted } : undefined,
+    }),
   };
   const ops: JsonPatchOp[] = [];
   if (!annotations) {
@@ -189,11 +178,11 @@ export function nodePatch(
     }
   }
   // Untouched when equal in value, so the kubelet's own spelling survives.
-  if (decision.cpu.applied !== incoming.cpuMillicores) {
-    ops.push({ op: 'replace', path: '/status/allocatable/cpu', value: formatMilli(decision.cpu.applied) });
+  if (granted.cpuMillicores !== incoming.cpuMillicores) {
+    ops.push({ op: 'replace', path: '/status/allocatable/cpu', value: formatMilli(granted.cpuMillicores) });
   }
-  if (decision.memory.applied !== incoming.memoryBytes) {
-    ops.push({ op: 'replace', path: '/status/allocatable/memory', value: formatBytes(decision.memory.applied) });
+  if (granted.memoryBytes !== incoming.memoryBytes) {
+    ops.push({ op: 'replace', path: '/status/allocatable/memory', value: formatBytes(granted.memoryBytes) });
   }
   return ops;
 }

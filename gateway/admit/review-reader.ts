@@ -28,8 +28,8 @@ export const NODE_REVIEW_FIELDS: Fields = {
   apiVersion: true,
   kind: true,
   request: {
-    uid: true, kind: true, resource: true, subResource: true, operation: true, name: true, namespace: true, userInfo: true,
-    object: { metadata: { name: true, labels: true, annotations: true }, status: { allocatable: true } },
+    uid: true, kind: true, resource: true, subResource: true, operation: true, name: true, namespace: true, userInfo: true, dryRun: true,
+    object: { metadata: { name: true, labels: true, annotations: true }, status: { allocatable: true, capacity: true } },
   },
 };
 

@@ -33,9 +33,37 @@ export class ChangeLog {
   }
 }
 
+/** Says a node's write was passed untouched, at most once per node per interval: a kubelet writes every 10 s. */
+export class UntouchedLog {
+  readonly #last = new Map<string, number>();
+  constructor(
+    private readonly log: Logger,
+    private readonly intervalMs = 300_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  note(node: string, reason: string, detail: string | undefined): boolean {
+    const t = this.now();
+    const key = `${node}\u0000${reason}`;
+    const prev = this.#last.get(key);
+    if (prev !== undefined && t - prev < this.intervalMs) return false;
+    // Node names come from requests: forget old entries rather than grow with every name ever sent.
+    if (this.#last.size >= 50_000) this.#last.clear();
+    this.#last.set(key, t);
+    this.log.warn(
+      { node, reason, detail },
+      reason === 'not-kubelet'
+        ? 'node status write passed unchanged: only the node\'s own kubelet (system:node:<name>) is inflated; check the webhook\'s matchConditions'
+        : 'node status write passed unchanged: the kubelet\'s raw allocatable could not be established (docs/security.md)',
+    );
+    return true;
+  }
+}
+
 export async function webhookPlugin(app: FastifyInstance, options: WebhookPluginOptions): Promise<void> {
   const { deps, metrics, log } = options;
   const changes = new ChangeLog(log);
+  const untouched = new UntouchedLog(log);
 
   const observe = (outcome: string, seconds: number) => metrics.observeWebhook(outcome, seconds);
   answerBodyFailures(app, observe, log);
@@ -56,7 +84,13 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
     try {
       const result = reviewNode(request.body, deps);
       metrics.observeWebhook(result.outcome, seconds());
-      if (result.decision && result.node && result.outcome !== 'no-data') {
+      if (result.outcome === 'not-kubelet' || result.outcome === 'unverified') {
+        const reason = result.unverified ?? result.outcome;
+        metrics.untouched(reason);
+        if (result.node) untouched.note(result.node, reason, result.detail);
+      }
+      // A dry run leaves no trace in what the gateway keeps: no gauges, no change log.
+      if (result.decision && result.node && result.outcome !== 'no-data' && !result.dryRun) {
         const d = result.decision;
         metrics.decision(result.node, 'cpu', d.cpu);
         metrics.decision(result.node, 'memory', d.memory);

@@ -12,14 +12,19 @@
 // already there, filling the node up to `headroom` brings usage to A*T.
 // The grant is bounded by construction:
 //
-//     granted = max(floor, min(cap, headroom)),  floor = max(A, R),  cap = A * maxRatio
+//     granted = max(floor, min(cap, headroom)),  floor = max(A, min(R, cap)),  cap = A * maxRatio
 //
 // so it never drops below what the kubelet computed nor below what is already
-// bound (pods would be rejected on a kubelet restart), and never exceeds the cap
-// unless bound requests already do. Stale data, pressure, a missing policy give
-// the floor. Hysteresis holds small rises back; a fall is never delayed.
+// bound (pods would be rejected on a kubelet restart), and never exceeds the
+// cap. R comes from the node's agent, which a compromised node controls: it
+// may hold the floor up to the cap, never past it (requestsOverCap reports
+// such a node). Stale data, pressure, a missing policy give the floor.
+// Hysteresis holds small rises back; a fall is never delayed.
 import { COLUMN, UsageWindow } from '../store/usage-window.js';
 import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
+
+/** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
+export const MAX_INT64 = 2n ** 63n - 1n;
 
 export interface ResourcePolicy {
   /** Hard ceiling on granted / raw. */
@@ -102,6 +107,8 @@ export interface ResourceDecision {
   bound: Bound;
   floor: bigint;
   cap: bigint;
+  /** The agent reported bound requests above the cap: the floor stopped at the cap. */
+  requestsOverCap: boolean;
   /** The window statistic the headroom was computed from. */
   usage: number | undefined;
   headroom: bigint | undefined;
@@ -147,6 +154,8 @@ interface ResourceContext {
   previous: bigint | undefined;
   hysteresis: number;
   dryRun: boolean;
+  /** Set by decideResource once the cap is known. */
+  requestsOverCap: boolean;
 }
 
 // Object spread here cost 4x the whole decision: `{ ...a, x }` leaves V8 with a
@@ -154,13 +163,16 @@ interface ResourceContext {
 // decide, measured). Every ResourceDecision is built by this one literal, so
 // they all share one shape.
 function resourceDecision(c: ResourceContext, granted: bigint, bound: Bound, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
-  return { raw: c.raw, granted, applied: c.dryRun ? floor : granted, bound, floor, cap, usage, headroom };
+  return { raw: c.raw, granted, applied: c.dryRun ? floor : granted, bound, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom };
 }
 
 function decideResource(c: ResourceContext): ResourceDecision {
-  const bound = c.requests === undefined ? 0n : BigInt(Math.ceil(c.requests));
-  const floor = maxBig(c.raw, bound);
-  const cap = maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw);
+  // Whatever an agent reports, this stays a bigint: NaN and negatives count as nothing bound, infinity as past any cap.
+  const r = c.requests;
+  const bound = r === undefined || !(r > 0) ? 0n : Number.isFinite(r) ? BigInt(Math.ceil(r)) : MAX_INT64 + 1n;
+  const cap = minBig(maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw), (MAX_INT64 / c.unit) * c.unit);
+  c.requestsOverCap = bound > cap;
+  const floor = maxBig(c.raw, minBig(bound, cap));
   if (c.noData) return resourceDecision(c, c.raw, 'no-data', floor, cap, undefined, undefined);
   if (!c.policy) return resourceDecision(c, floor, 'no-policy', floor, cap, undefined, undefined);
   if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
@@ -171,7 +183,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
   let which: Bound;
-  if (granted === floor && minBig(cap, hRounded) <= floor) which = bound > c.raw ? 'floor-requests' : 'floor-raw';
+  if (granted === floor && minBig(cap, hRounded) <= floor) which = floor > c.raw ? 'floor-requests' : 'floor-raw';
   else which = hRounded > cap ? 'cap' : 'headroom';
 
   // Hold back a small rise; never a fall. The held value is clamped into today's bounds.
@@ -265,6 +277,7 @@ export function decide(input: DecisionInput): Decision {
     field: 'cpuMillicores',
     underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu.pressureThreshold),
     previous: input.previous?.cpuMillicores,
+    requestsOverCap: false,
   });
   const memory = decideResource({
     stale,
@@ -281,6 +294,7 @@ export function decide(input: DecisionInput): Decision {
     field: 'memoryBytes',
     underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem.pressureThreshold, memoryCapacity, mem.workingSetThreshold),
     previous: input.previous?.memoryBytes,
+    requestsOverCap: false,
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.
   const facts: ExplainFacts = {
@@ -315,7 +329,7 @@ const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number) => strin
   headroom: () => 'headroom',
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
-  'floor-requests': () => 'floor at bound requests',
+  'floor-requests': (d) => (d.requestsOverCap ? 'floor at the cap: bound requests reported above it' : 'floor at bound requests'),
   hysteresis: () => 'held at the previous grant (rise within hysteresis)',
   pressure: () => 'pressure: floor until calm',
   stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),

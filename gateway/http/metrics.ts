@@ -18,6 +18,8 @@ export class GatewayMetrics {
   readonly #granted: Gauge<'node' | 'resource'>;
   readonly #applied: Gauge<'node' | 'resource'>;
   readonly #raw: Gauge<'node' | 'resource'>;
+  readonly #overCap: Gauge<'node' | 'resource'>;
+  readonly #untouched: Counter<'reason'>;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
   readonly #refusals: Counter<'template' | 'reason'>;
@@ -30,7 +32,7 @@ export class GatewayMetrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'oversell_gateway_' });
     this.#webhookDuration = new Histogram({
       name: 'oversell_webhook_request_duration_seconds',
-      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, bad-request, error).',
+      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error).',
       labelNames: ['outcome'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
       registers,
@@ -53,7 +55,7 @@ export class GatewayMetrics {
     });
     this.#statusWrites = new Counter({
       name: 'oversell_node_status_writes_total',
-      help: 'Allocatable lowered by the gateway itself, ahead of the kubelet (lowered, failed, rate-limited).',
+      help: 'The leader\'s own writes: allocatable lowered ahead of the kubelet (lowered, failed, rate-limited; paused: not written because the gateway is not ready or its data is fresh for too few nodes) and Events on nodes whose bound requests exceed the cap (event, event-failed).',
       labelNames: ['result'],
       registers,
     });
@@ -68,6 +70,18 @@ export class GatewayMetrics {
       help: 'Allocatable written / raw allocatable per node and resource at the last decision (1 in DryRun unless bound requests exceed raw).',
       labelNames: ['node', 'resource'],
       registers,
+    });
+    this.#overCap = new Gauge({
+      name: 'oversell_node_requests_over_cap',
+      help: '1 when the bound requests the node\'s agent reports exceed the oversell cap (the floor stops at the cap; a kubelet restart may reject pods), else 0; per node and resource at the last decision.',
+      labelNames: ['node', 'resource'],
+      registers: [this.registry],
+    });
+    this.#untouched = new Counter({
+      name: 'oversell_webhook_untouched_total',
+      help: 'Node writes the webhook passed unchanged because it could not trust them: not by the node\'s own kubelet (not-kubelet), or raw allocatable not established (no-proof, above-capacity, no-capacity, not-positive, beyond-int64).',
+      labelNames: ['reason'],
+      registers: [this.registry],
     });
     this.#raw = new Gauge({
       name: 'oversell_node_raw_allocatable',
@@ -145,13 +159,14 @@ export class GatewayMetrics {
 
   readonly #lastRatios = new Map<string, string>();
 
-  decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint }): void {
+  decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint; requestsOverCap: boolean }): void {
     this.#decisions.inc({ resource, bound: d.bound });
     // Heartbeats mostly repeat the last values: skip the labelled gauge updates then (hot path).
     const key = `${node}/${resource}`;
-    const values = `${d.raw}/${d.granted}/${d.applied}`;
+    const values = `${d.raw}/${d.granted}/${d.applied}/${d.requestsOverCap}`;
     if (this.#lastRatios.get(key) === values) return;
     this.#lastRatios.set(key, values);
+    this.#overCap.set({ node, resource }, d.requestsOverCap ? 1 : 0);
     if (d.raw > 0n) {
       this.#raw.set({ node, resource }, resource === 'cpu' ? Number(d.raw) / 1000 : Number(d.raw));
       this.#granted.set({ node, resource }, Number(d.granted) / Number(d.raw));
@@ -166,7 +181,13 @@ export class GatewayMetrics {
       this.#granted.remove({ node, resource });
       this.#raw.remove({ node, resource });
       this.#applied.remove({ node, resource });
+      this.#overCap.remove({ node, resource });
     }
+  }
+
+  /** A node write passed unchanged because it could not be trusted. */
+  untouched(reason: string): void {
+    this.#untouched.inc({ reason });
   }
 
   observePodWebhook(outcome: string, seconds: number): void {
@@ -184,7 +205,7 @@ export class GatewayMetrics {
     this.#templates.set({ state: 'invalid' }, invalid);
   }
 
-  statusWrite(result: 'lowered' | 'failed' | 'rate-limited'): void {
+  statusWrite(result: 'lowered' | 'failed' | 'rate-limited' | 'paused' | 'event' | 'event-failed'): void {
     this.#statusWrites.inc({ result });
   }
 

@@ -30,7 +30,7 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
-    const d = decideForNode(record.raw, undefined, usage, entry);
+    const d = decideForNode(record.raw, undefined, undefined, usage, entry);
     const pair = (cpu: bigint, memory: bigint) => ({ cpuMillicores: Number(cpu), memoryBytes: Number(memory) });
     status.decision = {
       allocatable: pair(d.cpu.applied, d.memory.applied),

@@ -172,7 +172,7 @@ export class SummaryTable {
     const usage = usageOf(record, nowMs);
     this.#decidedStale[slot] = usage !== undefined && usage.ageMs > staleAfterMs ? 1 : 0;
     if (raw) {
-      const d = decideForNode(raw, undefined, usage, entry);
+      const d = decideForNode(raw, undefined, undefined, usage, entry);
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
       n.allocatableMemoryBytes[slot] = Number(d.memory.applied);
       n.cpuBound[slot] = texts.of(d.cpu.bound);

@@ -16,7 +16,7 @@ import { postHttps } from '../helpers/gateway.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { ADMIN_KUBECONFIG, CLUSTER_SH, adminConfig, cluster, core, kubeletPatchStatus, kubeletStatus, objects } from './cluster.js';
 import {
-  GI, OPT_IN, POLICY_REF, customObjects, eventually, fakeNode, installPolicyCrd, pod, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
+  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, pod, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
   type FakeNode, type GatewayProc,
 } from './fixtures.js';
 
@@ -113,6 +113,7 @@ describe('the API server restarted while oversell runs', { timeout: 10 * 60_000 
     await upsertPolicy(POLICY, { nodeSelector: { matchLabels: POOL }, cpu: { maxRatio: 1.5 } });
     gateway = await startGatewayProcess(undefined, undefined, [
       '--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', LEASE.namespace, '--identity', IDENTITY,
+      ...UNAUTHENTICATED_AGENTS,
     ]);
     // A lease left by a gateway killed in another file expires within 15 s.
     await gateway.waitFor(/^leading/, 30_000);

@@ -19,6 +19,12 @@ export interface GatewayProc extends Proc {
   ca: string;
 }
 
+/**
+ * With a kubeconfig the gateway authenticates agents and serves gRPC over TLS
+ * unless told otherwise; tests whose agents are plain local processes say so.
+ */
+export const UNAUTHENTICATED_AGENTS = ['--auth', 'none', '--grpc-tls', 'off'];
+
 /** Gateway flags: one policy from flags unless a test passes ['--policies', 'crd', '--kubeconfig', ...]. */
 export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls'), policyArgs: string[] = ['--policies', 'flags']): Promise<GatewayProc> {
   const p = ports ?? { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };

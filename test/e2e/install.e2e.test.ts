@@ -9,7 +9,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, pod, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, pod, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
 const NS = 'oversell';
@@ -32,6 +32,7 @@ async function replicaFor(name: string, webhookConfiguration: string): Promise<R
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     '--kubeconfig', ADMIN_KUBECONFIG, '--policies', 'flags', '--lease-namespace', NS, '--identity', name,
     '--tls-secret', `${NS}/${SECRET}`, '--webhook-configuration', webhookConfiguration,
+    ...UNAUTHENTICATED_AGENTS,
   ]);
   await proc.waitFor(/gateway serving/);
   return { ...proc, ports };

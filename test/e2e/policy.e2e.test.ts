@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { ADMIN_KUBECONFIG, core, objects } from './cluster.js';
 import {
-  GI, OPT_IN, POLICY_REF, customObjects, eventually, fakeNode, installPolicyCrd, pod, policyObject, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
+  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, pod, policyObject, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
   type FakeNode, type GatewayProc,
 } from './fixtures.js';
 
@@ -25,7 +25,7 @@ async function poolNode(name: string, pool: string): Promise<FakeNode> {
 describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () => {
   before(async () => {
     await installPolicyCrd();
-    gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', '--stale-after', '6s']);
+    gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', '--stale-after', '6s', ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/);
     await objects().create(webhookFromDeploy(gateway, WEBHOOK));
   });

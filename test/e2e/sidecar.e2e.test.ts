@@ -9,7 +9,7 @@ import { AppsV1Api } from '@kubernetes/client-node';
 import { INJECT } from '../../gateway/inject/pod-injection.js';
 import { TEMPLATE_KEY, TEMPLATE_LABEL } from '../../gateway/inject/sidecar-template.js';
 import { ADMIN_KUBECONFIG, adminConfig, core, objects } from './cluster.js';
-import { eventually, startGatewayProcess, webhookFromDeploy, type GatewayProc } from './fixtures.js';
+import { UNAUTHENTICATED_AGENTS, eventually, startGatewayProcess, webhookFromDeploy, type GatewayProc } from './fixtures.js';
 
 const TEMPLATES_NS = 'e2e-sidecar-system'; // the gateway's own namespace here
 const ON = 'e2e-sidecar-on';
@@ -102,6 +102,7 @@ describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, (
     gateway = await startGatewayProcess(undefined, undefined, [
       '--policies', 'flags', '--kubeconfig', ADMIN_KUBECONFIG,
       '--sidecars', 'configmap', '--sidecar-namespace', TEMPLATES_NS, '--lease-namespace', TEMPLATES_NS,
+      ...UNAUTHENTICATED_AGENTS,
     ]);
     // Only the pod entries: node heartbeats are other tests' business.
     const config = webhookFromDeploy(gateway, WEBHOOK);

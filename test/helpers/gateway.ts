@@ -36,6 +36,8 @@ export async function startTestGateway(
     grpcTls?: boolean;
     auth?: GatewayOptions['auth'];
     webhookClientCa?: string;
+    /** The grant-signing key; replicas that share it trust each other's records. */
+    proofKey?: Buffer;
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -56,6 +58,7 @@ export async function startTestGateway(
     ...(over.grpcTls && { grpcTls: true }),
     ...(over.auth && { auth: over.auth }),
     ...(over.webhookClientCa && { webhookClientCa: over.webhookClientCa }),
+    ...(over.proofKey && { proofKey: over.proofKey }),
   });
   return { ...gw, ca: cert.ca };
 }
