@@ -23,7 +23,7 @@ import { keepWatching, type Watching } from '../keep-watching.js';
 import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js';
 import type { GrantProof } from '../admit/grant-proof.js';
 import { trustedRaw } from '../admit/trusted-raw.js';
-import type { Decision } from '../decide/policy.js';
+import type { Decision, Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -57,6 +57,36 @@ export interface StatusWriterOptions {
   /** A node with bound requests over its cap gets one Event per this interval. */
   overCapEventEveryMs?: number;
   now?: () => number;
+}
+
+/**
+ * Why the leader must not write node status now, if it must not: the gateway
+ * is not ready, or fewer than `minFreshShare` of the nodes a policy governs
+ * have fresh usage data. Only then is a stale decision the node's own state
+ * rather than the gateway's blindness.
+ */
+export function holdBack(
+  notReady: string | undefined,
+  nodes: readonly V1Node[],
+  policyOf: (labels: Record<string, string>) => Policy | undefined,
+  ageMsOf: (name: string) => number | undefined,
+  minFreshShare: number,
+): string | undefined {
+  if (notReady) return `gateway not ready: ${notReady}`;
+  let governed = 0;
+  let fresh = 0;
+  for (const node of nodes) {
+    const name = node.metadata?.name;
+    const policy = policyOf(node.metadata?.labels ?? {});
+    if (!name || !policy) continue;
+    governed += 1;
+    const age = ageMsOf(name);
+    if (age !== undefined && age <= policy.staleAfterMs) fresh += 1;
+  }
+  if (governed > 0 && fresh < minFreshShare * governed) {
+    return `usage data is fresh for ${fresh} of ${governed} governed nodes (below ${Math.round(minFreshShare * 100)}%): the gateway may have lost its agents`;
+  }
+  return undefined;
 }
 
 export class StatusWriter {
@@ -144,25 +174,10 @@ export class StatusWriter {
     for (const node of nodes) if (node.metadata?.name) this.check(node.metadata.name);
   }
 
-  /** Why node writes must wait now, if they must: not ready, or too few nodes with fresh data. */
   #holdBack(nodes: readonly V1Node[]): string | undefined {
-    const notReady = this.#o.notReady();
-    if (notReady) return `gateway not ready: ${notReady}`;
-    const now = this.#o.now();
-    let governed = 0;
-    let fresh = 0;
-    for (const node of nodes) {
-      const name = node.metadata?.name;
-      const policy = this.#o.policies.select(node.metadata?.labels ?? {})?.policy;
-      if (!name || !policy) continue;
-      governed += 1;
-      const usage = this.#o.store.usage(name, now);
-      if (usage && usage.ageMs <= policy.staleAfterMs) fresh += 1;
-    }
-    if (governed > 0 && fresh < this.#o.minFreshShare * governed) {
-      return `usage data is fresh for ${fresh} of ${governed} governed nodes (below ${Math.round(this.#o.minFreshShare * 100)}%): the gateway may have lost its agents`;
-    }
-    return undefined;
+    const { store, policies, now } = this.#o;
+    const t = now();
+    return holdBack(this.#o.notReady(), nodes, (labels) => policies.select(labels)?.policy, (name) => store.usage(name, t)?.ageMs, this.#o.minFreshShare);
   }
 
   /** Lowers the node's allocatable now if the decision is below what it holds. */
