@@ -2,6 +2,7 @@
 export const GATEWAY_SERIES = [
   'oversell_webhook_request_duration_seconds', 'oversell_decisions_total', 'oversell_samples_received_total',
   'oversell_node_status_writes_total', 'oversell_node_granted_ratio', 'oversell_node_applied_ratio', 'oversell_node_raw_allocatable',
+  'oversell_node_requests_over_cap', 'oversell_webhook_untouched_total',
   'oversell_agents_connected', 'oversell_node_sample_age_seconds', 'oversell_auth_refusals_total', 'oversell_ingest_thread_heap_bytes',
   'oversell_pod_webhook_request_duration_seconds', 'oversell_sidecar_injections_total', 'oversell_sidecar_refusals_total', 'oversell_sidecar_templates',
   'oversell_gateway_process_cpu_seconds_total', 'oversell_gateway_process_resident_memory_bytes', 'oversell_gateway_nodejs_eventloop_lag_seconds',
