@@ -88,9 +88,9 @@ function call<T>(creds: Credentials, method: string, path: string, contentType: 
   });
 }
 
-/** PATCH nodes/<name>/status with a strategic merge patch, as the kubelet's status loop does. */
-export function kubeletPatchStatus(creds: Credentials, name: string, status: object): Promise<ApiAnswer<V1Node>> {
-  return call<V1Node>(creds, 'PATCH', `/api/v1/nodes/${name}/status`, 'application/strategic-merge-patch+json', { status });
+/** PATCH nodes/<name>/status with a strategic merge patch, as the kubelet's status loop does (dryRun: the API server persists nothing). */
+export function kubeletPatchStatus(creds: Credentials, name: string, status: object, options: { dryRun?: boolean } = {}): Promise<ApiAnswer<V1Node>> {
+  return call<V1Node>(creds, 'PATCH', `/api/v1/nodes/${name}/status${options.dryRun ? '?dryRun=All' : ''}`, 'application/strategic-merge-patch+json', { status });
 }
 
 /** POST a Node with full status, as the kubelet registers itself. */

@@ -1,0 +1,153 @@
+// Issue 19 on a real control plane: what others can write does not decide a
+// node's allocatable. A user with only `nodes` patch annotates with kubectl;
+// another identity writes nodes/status; a kubelet's write arrives as a dry
+// run; an agent reports more bound requests than the cap allows.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { RbacAuthorizationV1Api, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
+import { ANNOTATION } from '../../gateway/admit/node-review.js';
+import { ADMIN_KUBECONFIG, REPO, adminConfig, core, kubeletPatchStatus, kubeletStatus, objects } from './cluster.js';
+import {
+  OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, pod, startGatewayProcess, webhookFromDeploy,
+  type FakeNode, type GatewayProc,
+} from './fixtures.js';
+
+const NS = 'oversell-e2e-trust';
+const WEBHOOK = 'oversell-e2e-trust';
+const BIN = execFileSync('bash', [join(REPO, 'test/cluster/build.sh'), '--print-bin-dir'], { encoding: 'utf8' }).trim();
+const rbac = () => adminConfig().makeApiClient(RbacAuthorizationV1Api);
+
+let gateway: GatewayProc;
+const nodes: FakeNode[] = [];
+const cleanups: Array<() => Promise<unknown>> = [];
+
+/** kubectl as the admin, or impersonating `as` (with its groups). */
+function kubectl(args: string[], as?: { user: string; groups?: string[] }): string {
+  const who = as ? ['--as', as.user, ...(as.groups ?? []).flatMap((g) => ['--as-group', g])] : [];
+  return execFileSync(join(BIN, 'kubectl'), ['--kubeconfig', ADMIN_KUBECONFIG, ...who, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** A user bound to a ClusterRole with exactly these rules. */
+async function userWith(user: string, rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>): Promise<void> {
+  const name = `${NS}-${user}`;
+  await rbac().createClusterRole({ body: { metadata: { name }, rules } });
+  await rbac().createClusterRoleBinding({
+    body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }] },
+  });
+  cleanups.push(() => rbac().deleteClusterRoleBinding({ name }), () => rbac().deleteClusterRole({ name }));
+}
+
+async function bindPods(n: FakeNode, prefix: string, count: number, cpu: string, memory: string): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const name = `${prefix}-${i}`;
+    await core().createNamespacedPod({ namespace: NS, body: { ...pod(name, cpu, memory, { nodeName: n.name }), metadata: { name, namespace: NS } } });
+  }
+}
+
+/** A 4-cpu, 8Gi node with 3 cpu and 6Gi bound and an agent: inflated to 8 cpu, 10Gi. */
+async function node(name: string): Promise<FakeNode> {
+  const n = await fakeNode(name, { labels: OPT_IN, raw: { cpu: '4', memory: '8Gi' } });
+  nodes.push(n);
+  cleanups.push(() => core().deleteNode({ name }));
+  await bindPods(n, name, 3, '1', '2Gi');
+  await n.startAgent(gateway);
+  await eventually(`${name} inflated`, async () => ((await n.heartbeat()).status?.allocatable?.cpu === '8' ? true : undefined));
+  return n;
+}
+
+const cpuOf = (n: V1Node) => n.status?.allocatable?.cpu;
+
+describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
+  before(async () => {
+    await core().createNamespace({ body: { metadata: { name: NS } } });
+    cleanups.push(() => core().deleteNamespace({ name: NS }));
+    gateway = await startGatewayProcess(undefined, undefined, [
+      '--policies', 'flags', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, '--identity', 'trust-e2e',
+      '--stale-after', '6s', ...UNAUTHENTICATED_AGENTS,
+    ]);
+    await gateway.waitFor(/^leading/, 30_000);
+    await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+    cleanups.push(() => objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }));
+  });
+  after(async () => {
+    for (const n of nodes) await n.stop();
+    await gateway?.kill();
+    for (const clean of cleanups.reverse()) await clean().catch(() => {});
+  });
+
+  it('the grant proof key lives in a Secret of the gateway\'s namespace, made by the gateway', async () => {
+    const secret = await core().readNamespacedSecret({ namespace: NS, name: 'oversell-gateway-proof-key' });
+    assert.ok(Buffer.from(Buffer.from(secret.data?.key ?? '', 'base64').toString(), 'base64').length >= 32);
+  });
+
+  it('`kubectl annotate` by a user with only nodes patch changes nothing: the forged raw of 1000 cores is ignored', async () => {
+    const n = await node('e2e-trust-annotate');
+    await userWith('node-labeller', [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'patch'] }]);
+    // The user may write metadata, and not status: the annotations land, status does not move.
+    kubectl(['annotate', 'node', n.name, '--overwrite', `${ANNOTATION.grantedCpu}=4`, `${ANNOTATION.rawCpu}=1000`, `${ANNOTATION.rawMemory}=1Ei`], { user: 'node-labeller' });
+    assert.throws(() => kubectl(['patch', 'node', n.name, '--subresource=status', '--type=merge', '-p', '{"status":{"allocatable":{"cpu":"4"}}}'], { user: 'node-labeller' }), /forbidden/i);
+    for (let i = 0; i < 3; i++) {
+      const stored = await n.heartbeat();
+      assert.equal(cpuOf(stored), '8', 'still 2 x the kubelet\'s 4 cores, not 2 x 1000');
+      assert.equal(stored.metadata?.annotations?.[ANNOTATION.rawCpu], '4');
+      assert.equal(stored.status?.allocatable?.memory, '10Gi');
+    }
+  });
+
+  it('a nodes/status write by another identity is not inflated, by the shipped matchCondition and by the gateway itself', async () => {
+    const n = await node('e2e-trust-writer');
+    await userWith('status-writer', [{ apiGroups: [''], resources: ['nodes', 'nodes/status'], verbs: ['get', 'patch'] }]);
+    const write = () => JSON.parse(kubectl(['patch', 'node', n.name, '--subresource=status', '--type=merge', '-o', 'json', '-p', '{"status":{"allocatable":{"cpu":"3"}}}'], { user: 'status-writer' })) as V1Node;
+    const notKubelet = async () => Number((await (await fetch(`http://127.0.0.1:${gateway.ports.metrics}/metrics`)).text())
+      .match(/oversell_webhook_untouched_total\{reason="not-kubelet"\} (\S+)/)?.[1] ?? 0);
+    const asked = await notKubelet();
+    assert.equal(cpuOf(write()), '3', 'the shipped configuration does not send it: stored as written');
+    assert.equal(await notKubelet(), asked, 'the shipped matchCondition kept it away from the gateway');
+    // Without the matchCondition the gateway is asked, and refuses to inflate it itself.
+    const config = (await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } })) as V1MutatingWebhookConfiguration;
+    for (const hook of config.webhooks ?? []) if (hook.name === 'nodes.oversell.io') delete hook.matchConditions;
+    await objects().replace(config);
+    try {
+      await eventually('the API server to send the write to the gateway', async () => {
+        assert.equal(cpuOf(write()), '3', 'asked or not, the write is stored as written');
+        return (await notKubelet()) > asked ? true : undefined;
+      });
+    } finally {
+      await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } });
+      await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+    }
+    assert.equal(cpuOf(await n.heartbeat()), '8', 'the kubelet\'s own write is inflated again');
+  });
+
+  it('a dry-run kubelet write is answered but changes nothing the gateway keeps', async () => {
+    const n = await node('e2e-trust-dry');
+    const rawGauge = async () => (await (await fetch(`http://127.0.0.1:${gateway.ports.metrics}/metrics`)).text())
+      .match(new RegExp(`oversell_node_raw_allocatable\\{node="${n.name}",resource="cpu"\\} (\\S+)`))?.[1];
+    assert.equal(await rawGauge(), '4');
+    const dry = await kubeletPatchStatus(n.creds, n.name, kubeletStatus({ cpu: '64', memory: '8Gi' }), { dryRun: true });
+    assert.equal(dry.status, 200, JSON.stringify(dry.body));
+    assert.equal(cpuOf(dry.body), '128', 'the dry run gets the answer a real write would');
+    assert.equal(await rawGauge(), '4', 'the gateway still holds the last real write');
+    assert.equal(cpuOf(await core().readNode({ name: n.name })), '8');
+  });
+
+  it('an agent reporting bound requests above the cap: allocatable stops at the cap, and the node gets a Warning Event', async () => {
+    const n = await node('e2e-trust-overcap');
+    await bindPods(n, 'overcap', 5, '2', '256Mi');
+    const stored = await eventually('the agent to report 13 cpu bound', async () => {
+      const s = await n.heartbeat();
+      return /requests 13000m/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? '') ? s : undefined;
+    });
+    assert.equal(cpuOf(stored), '8', '13 cpu bound, but the cap is 2 x 4');
+    assert.match(stored.metadata?.annotations?.[ANNOTATION.reason] ?? '', /floor at the cap: bound requests reported above it/);
+    const event = await eventually('a BoundRequestsOverCap Event on the node', async () => {
+      const list = await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${n.name},reason=BoundRequestsOverCap` });
+      return list.items[0];
+    }, 30_000);
+    assert.equal(event.type, 'Warning');
+    assert.match(event.message ?? '', /exceed the oversell cap for cpu/);
+    cleanups.push(() => core().deleteNamespacedEvent({ namespace: 'default', name: event.metadata?.name ?? '' }));
+  });
+});
