@@ -25,9 +25,18 @@ export interface GrantRecord {
 
 export type ProofCheck = 'valid' | 'absent' | 'malformed' | 'unknown-key' | 'forged';
 
+/** Records remembered with their proof: a node's kubelet sends the same record every 10 s. */
+const MAX_KNOWN = 50_000;
+
 export class GrantProof {
   readonly keyId: string;
   readonly #key: Buffer;
+  /**
+   * Message -> our proof of it. In the steady state every review verifies the
+   * record the last one signed and signs the same record again: a lookup
+   * instead of two HMACs (about 5 of the handler's ~30 µs).
+   */
+  readonly #known = new Map<string, string>();
 
   /** `key`: at least 32 bytes shared by every replica (docs/security.md). */
   constructor(key: Buffer) {
@@ -38,7 +47,7 @@ export class GrantProof {
   }
 
   sign(record: GrantRecord): string {
-    return `${PROOF_VERSION}.${this.keyId}.${this.#mac(record).toString('base64url')}`;
+    return this.#proofOf(message(record));
   }
 
   check(record: GrantRecord, proof: unknown): ProofCheck {
@@ -47,21 +56,30 @@ export class GrantProof {
     const [version, keyId, mac, ...rest] = proof.split('.');
     if (version !== PROOF_VERSION || !keyId || !mac || rest.length > 0) return 'malformed';
     if (keyId !== this.keyId) return 'unknown-key';
-    const given = Buffer.from(mac, 'base64url');
-    const wanted = this.#mac(record);
+    const given = Buffer.from(proof);
+    const wanted = Buffer.from(this.#proofOf(message(record)));
     return given.length === wanted.length && timingSafeEqual(given, wanted) ? 'valid' : 'forged';
   }
 
-  #mac(r: GrantRecord): Buffer {
-    const n = (v: bigint | undefined) => (v === undefined ? '-' : v.toString());
-    // One field a line: a node name cannot contain a newline, so no two records share a message.
-    const message = [
-      `oversell-grant-${PROOF_VERSION}`, r.node,
-      n(r.capacity.cpuMillicores), n(r.capacity.memoryBytes),
-      n(r.raw.cpuMillicores), n(r.raw.memoryBytes),
-      n(r.granted.cpuMillicores), n(r.granted.memoryBytes),
-      n(r.wouldGrant?.cpuMillicores), n(r.wouldGrant?.memoryBytes),
-    ].join('\n');
-    return createHmac('sha256', this.#key).update(message).digest();
+  #proofOf(m: string): string {
+    let proof = this.#known.get(m);
+    if (proof === undefined) {
+      proof = `${PROOF_VERSION}.${this.keyId}.${createHmac('sha256', this.#key).update(m).digest('base64url')}`;
+      if (this.#known.size >= MAX_KNOWN) this.#known.clear();
+      this.#known.set(m, proof);
+    }
+    return proof;
   }
+}
+
+function message(r: GrantRecord): string {
+  const n = (v: bigint | undefined) => (v === undefined ? '-' : v.toString());
+  // One field a line: a node name cannot contain a newline, so no two records share a message.
+  return [
+    `oversell-grant-${PROOF_VERSION}`, r.node,
+    n(r.capacity.cpuMillicores), n(r.capacity.memoryBytes),
+    n(r.raw.cpuMillicores), n(r.raw.memoryBytes),
+    n(r.granted.cpuMillicores), n(r.granted.memoryBytes),
+    n(r.wouldGrant?.cpuMillicores), n(r.wouldGrant?.memoryBytes),
+  ].join('\n');
 }
