@@ -13,8 +13,11 @@
 #   5. every rendered document (and every deploy/base/*.yaml) parses and passes
 #      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
 #      renders keep their promises (test/deploy/manifests.mjs: security context,
-#      probes, PDB, spread, RBAC scope, TLS mode, webhook -> Service -> port, ...)
-#      and kustomize and helm render the same objects per mode
+#      probes, PDB, spread, RBAC scope, TLS mode, webhook -> Service -> port,
+#      NetworkPolicy ports, the caBundle-only ValidatingAdmissionPolicy, ...),
+#      every RBAC rule is a row of the table in docs/install.md and every row
+#      is granted, and kustomize and helm render the same objects, the same
+#      RBAC rules per subject and the same policies per mode
 #   6. docker-compose.yml against the Compose Specification schema (dclint)
 #   7. only with KUBECONFIG set: server-side dry-run apply of every render. This
 #      creates the Namespace "oversell" and the OversellPolicy CRD for real
@@ -97,8 +100,16 @@ run "helm lint --strict (DryRun default policy, failurePolicy Fail, 3 replicas)"
 run "helm lint --strict (default policy disabled)" "$HELM" lint --strict "$CHART" --set defaultPolicy.enabled=false
 run "helm lint --strict (sidecar injection off)" "$HELM" lint --strict "$CHART" --set sidecars.enabled=false
 run "helm lint --strict (sidecars failurePolicy Fail)" "$HELM" lint --strict "$CHART" --set sidecars.failurePolicy=Fail
+run "helm lint --strict (1 replica, webhook CIDRs, no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set gateway.replicas=1 --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}'
+run "helm lint --strict (no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set networkPolicy.enabled=false
+one="$("$HELM" template oversell "$CHART" --set gateway.replicas=1)"
+if grep -q 'minDomains:' <<<"$one" || ! grep -q 'whenUnsatisfiable: DoNotSchedule' <<<"$one"; then die "gateway.replicas=1 must drop minDomains (a rolling update would otherwise never schedule its surge pod on one node) and keep the hard spread"; fi
+ok "gateway.replicas=1: spread kept, minDomains dropped"
+cidr="$("$HELM" template oversell "$CHART" --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}')"
+grep -q 'cidr: "10.0.0.0/8"' <<<"$cidr" || die "networkPolicy.webhookFromCIDRs does not reach the NetworkPolicy"
+ok "networkPolicy.webhookFromCIDRs limits the webhook port"
 no_pods="$("$HELM" template oversell "$CHART" --set sidecars.enabled=false)"
-if grep -q -e '/mutate/pods' -e 'oversell-gateway-sidecars' <<<"$no_pods" || ! grep -q 'OVERSELL_SIDECARS' <<<"$no_pods"; then die "sidecars.enabled=false still renders pod webhooks or template RBAC"; fi
+if grep -q -e 'path: /mutate/pods' -e 'name: oversell-gateway-sidecars' <<<"$no_pods" || ! grep -q 'OVERSELL_SIDECARS' <<<"$no_pods"; then die "sidecars.enabled=false still renders pod webhooks or template RBAC"; fi
 ok "sidecars.enabled=false: no pod webhooks, no template RBAC, OVERSELL_SIDECARS=none"
 refused() { # label helm-template-args...
   local label="$1"; shift
@@ -115,6 +126,7 @@ grep -q '"--max-old-space-size=640"' <<<"$heap" || die "gateway.heapMb=640 does 
 ok "gateway.heapMb=640: the gateway runs with --max-old-space-size=640"
 refused "gateway.heapMb=0" --set gateway.heapMb=0
 refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'
+refused "networkPolicy.webhookFromCIDRs={not-a-cidr}" --set 'networkPolicy.webhookFromCIDRs={not-a-cidr}'
 
 # -------------------------------------------------------------- 4. render
 step "render"

@@ -6,7 +6,11 @@
 // server), names are unique, namespaced objects sit in the install namespace, references resolve
 // (bindings, Services, PDB, webhook -> Service -> container port), and the
 // properties docs/install.md promises hold. Given several renders of the same
-// certificate mode, they must contain the same objects.
+// certificate mode, they must contain the same objects, grant the same RBAC
+// rules to the same subjects, and ship the same NetworkPolicy and
+// ValidatingAdmissionPolicy. Every RBAC rule must be a row of the table in
+// docs/install.md ("What oversell may do in the cluster"), and every row of
+// that table for this mode must be rendered.
 //
 // Usage: node test/deploy/manifests.mjs --mode self-managed|cert-manager
 //          --namespace NS [--tools DIR] LABEL=FILE [LABEL=FILE...]
@@ -45,7 +49,10 @@ const toolImport = async (name) => {
 const CLUSTER_SCOPED = new Set([
   'Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding',
   'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'OversellPolicy', 'PriorityClass',
+  'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding',
 ]);
+// Events about Nodes live in the namespace default: the gateway's one Role outside its own.
+const OUTSIDE_NAMESPACE = new Set(['Role/default/oversell-gateway-events', 'RoleBinding/default/oversell-gateway-events']);
 const DNS_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 let failures = 0;
@@ -123,6 +130,114 @@ async function schemaErrors(o) {
   return undefined;
 }
 
+// ---------------------------------------------------------------- RBAC table
+// Every rule as (subject | verb | resource | scope | names), one per verb and
+// resource. Subjects: gateway, agent, or the name of a role bound to nobody
+// (oversell-viewer, for users). The install namespace is written "oversell".
+const SUBJECTS = { 'oversell-gateway': 'gateway', 'oversell-agent': 'agent' };
+const resourceName = (group, resource) => {
+  const [plural, sub] = resource.split('/');
+  return `${plural}${group ? `.${group}` : ''}${sub ? `/${sub}` : ''}`;
+};
+// JSON with sorted keys and whitespace runs as one space: kustomize reorders
+// keys and re-folds long strings (CEL), helm keeps the template's text.
+const canonical = (v) => JSON.stringify(v, (_, x) => {
+  if (typeof x === 'string') return x.replace(/\s+/g, ' ');
+  return x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x;
+});
+const tuple = (t) => [t.subject, t.verb, t.resource, t.scope, t.names].join(' | ');
+
+function grantedRules(objects, installNamespace) {
+  const out = new Set();
+  const expand = (subject, scope, rule) => {
+    for (const group of rule.apiGroups ?? []) for (const resource of rule.resources ?? []) for (const verb of rule.verbs ?? []) {
+      out.add(tuple({ subject, verb, resource: resourceName(group, resource), scope, names: (rule.resourceNames ?? []).slice().sort().join(', ') || '-' }));
+    }
+  };
+  const scopeOf = (o) => (o.kind.startsWith('Cluster') ? 'cluster' : `namespace ${o.metadata.namespace === installNamespace ? 'oversell' : o.metadata.namespace}`);
+  const bound = new Set();
+  for (const b of objects.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding')) {
+    const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === 'ClusterRole' || o.metadata.namespace === b.metadata.namespace));
+    if (!role) continue; // reported by verify()
+    bound.add(id(role));
+    for (const s of b.subjects ?? []) for (const r of role.rules ?? []) expand(SUBJECTS[s.name] ?? `${s.kind} ${s.name}`, scopeOf(b), r);
+  }
+  for (const role of objects.filter((o) => (o.kind === 'Role' || o.kind === 'ClusterRole') && !bound.has(id(o)))) {
+    for (const r of role.rules ?? []) expand(role.metadata.name, scopeOf(role), r);
+  }
+  return out;
+}
+
+/** The rows of the table under "## What oversell may do in the cluster" in docs/install.md, for a certificate mode. */
+function documentedRules(markdown, certificateMode) {
+  const section = markdown.split(/^## /m).find((x) => x.startsWith('What oversell may do in the cluster'));
+  if (!section) throw new Error('docs/install.md has no section "## What oversell may do in the cluster"');
+  const rows = section.split('\n').filter((l) => l.startsWith('|')).slice(2)
+    .map((l) => l.slice(1, -1).split('|').map((c) => c.trim().replaceAll('`', '')));
+  const out = new Set();
+  for (const [subject, verbs, resource, scope, names, installed] of rows) {
+    if (!['both', certificateMode].includes(installed)) continue;
+    for (const verb of verbs.split(',').map((v) => v.trim())) out.add(tuple({ subject, verb, resource, scope, names: names.split(',').map((n) => n.trim()).sort().join(', ') }));
+  }
+  if (out.size === 0) throw new Error('the RBAC table in docs/install.md has no rows');
+  return out;
+}
+
+function verifyRbacTable(label, objects) {
+  const granted = grantedRules(objects, ns);
+  const documented = documentedRules(readFileSync(join(REPO, 'docs/install.md'), 'utf8'), mode);
+  for (const t of granted) check(label, documented.has(t), `RBAC rule not justified in docs/install.md ("What oversell may do in the cluster"): ${t}`);
+  for (const t of documented) check(label, granted.has(t), `docs/install.md lists an RBAC rule this install does not grant (${mode}): ${t}`);
+  return granted;
+}
+
+// ------------------------------------------------ the caBundle-only policy
+function verifyCaBundlePolicy(label, objects, webhookConfiguration) {
+  const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy');
+  const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding');
+  check(label, policy && binding, 'self-managed: a ValidatingAdmissionPolicy and its binding limit the gateway to the caBundle');
+  if (!policy || !binding) return;
+  const where = `${label} ${id(policy)}`;
+  check(where, binding.spec.policyName === policy.metadata.name && binding.spec.validationActions?.join() === 'Deny' && !binding.spec.matchResources, 'bound with validationActions [Deny], everywhere');
+  check(where, policy.spec.failurePolicy === 'Fail', 'failurePolicy Fail');
+  const rule = policy.spec.matchConstraints?.resourceRules ?? [];
+  check(where, rule.length === 1 && rule[0].resources?.join() === 'mutatingwebhookconfigurations' && rule[0].resourceNames?.join() === webhookConfiguration && rule[0].operations?.includes('UPDATE'), `matches UPDATE of the MutatingWebhookConfiguration ${webhookConfiguration}`);
+  const who = policy.spec.matchConditions?.map((c) => c.expression).join(' ');
+  check(where, who === `request.userInfo.username == 'system:serviceaccount:${ns}:oversell-gateway'`, `applies to the gateway's ServiceAccount in ${ns}: ${who}`);
+  const cel = policy.spec.validations?.map((v) => v.expression).join('\n') ?? '';
+  for (const field of ['rules', 'namespaceSelector', 'objectSelector', 'matchConditions', 'failurePolicy', 'sideEffects', 'timeoutSeconds', 'reinvocationPolicy', 'admissionReviewVersions', 'matchPolicy', 'clientConfig.service', 'clientConfig.url']) {
+    check(where, cel.includes(`w.${field} == o.${field}`), `does not compare ${field}`);
+  }
+  check(where, !cel.includes('caBundle'), 'must leave clientConfig.caBundle free to change');
+}
+
+// --------------------------------------------------------- NetworkPolicy
+function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
+  const np = objects.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'oversell-gateway');
+  check(label, np, 'missing NetworkPolicy/oversell-gateway');
+  if (!np) return;
+  const where = `${label} ${id(np)}`;
+  check(where, matches(np.spec.podSelector?.matchLabels, gatewayLabels) && np.spec.policyTypes?.join() === 'Ingress', 'selects the gateway pods, Ingress');
+  const portsOf = (r) => (r.ports ?? []).map((p) => p.port);
+  const allowed = np.spec.ingress.flatMap(portsOf);
+  // Every container port is reachable by someone, and nothing else is opened.
+  check(where, Object.values(ports).every((p) => allowed.includes(p)) && allowed.every((p) => Object.values(ports).includes(p)), `ports ${allowed} (container ports ${Object.values(ports)})`);
+  const agentLabels = objects.find((o) => o.kind === 'DaemonSet' && o.metadata.name === 'oversell-agent')?.spec.template.metadata.labels;
+  for (const r of np.spec.ingress) {
+    const p = portsOf(r);
+    if (p.includes(ports.agent)) {
+      check(where, r.from?.length === 1 && !r.from[0].namespaceSelector && matches(r.from[0].podSelector?.matchLabels, agentLabels), `port ${ports.agent} (agent streams) from agent pods only`);
+    }
+    if (p.includes(ports.grpc)) {
+      check(where, r.from?.length > 0 && r.from.every((f) => f.podSelector || f.namespaceSelector?.matchLabels?.['oversell.io/query'] === 'allowed'), `port ${ports.grpc} (query API) only from agent pods or oversell.io/query=allowed`);
+    }
+    if (p.includes(ports.metrics)) {
+      check(where, r.from?.length > 0 && r.from.every((f) => f.namespaceSelector?.matchLabels?.['oversell.io/metrics'] === 'allowed' && !f.podSelector), `port ${ports.metrics} (metrics) only from namespaces labelled oversell.io/metrics=allowed`);
+    }
+    check(where, r.from?.length > 0 || p.join() === String(ports.webhook), 'only the webhook port is open to anywhere');
+  }
+}
+
 function verify(label, objects) {
   const where = (o) => `${label} ${id(o)}`;
   const get = (kind, name) => objects.find((o) => o.kind === kind && o.metadata.name === name);
@@ -138,7 +253,7 @@ function verify(label, objects) {
     check(where(o), !seen.has(key), 'duplicate object');
     seen.add(key);
     if (CLUSTER_SCOPED.has(o.kind)) check(where(o), !o.metadata.namespace, 'cluster-scoped object with a namespace');
-    else check(where(o), o.metadata.namespace === ns, `namespace ${o.metadata.namespace} (want ${ns})`);
+    else check(where(o), o.metadata.namespace === ns || OUTSIDE_NAMESPACE.has(id(o)), `namespace ${o.metadata.namespace} (want ${ns})`);
     check(where(o), o.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell', 'no label app.kubernetes.io/part-of=oversell');
   }
   // Nothing may point at another namespace (helm renders into any namespace).
@@ -167,7 +282,8 @@ function verify(label, objects) {
     const labels = gw.spec.template.metadata.labels;
     check(where(gw), matches(gw.spec.selector.matchLabels, labels), 'selector does not match the pod template');
     check(where(gw), gw.spec.replicas >= 2, `replicas ${gw.spec.replicas} (want >= 2)`);
-    check(where(gw), spec.topologySpreadConstraints?.some((t) => t.topologyKey === 'kubernetes.io/hostname' && matches(t.labelSelector?.matchLabels, labels)), 'no spread across nodes');
+    // Losing one node must not take every replica: a hard spread, and minDomains so a one-node cluster does not stack them.
+    check(where(gw), spec.topologySpreadConstraints?.some((t) => t.topologyKey === 'kubernetes.io/hostname' && t.whenUnsatisfiable === 'DoNotSchedule' && t.maxSkew === 1 && t.minDomains === 2 && matches(t.labelSelector?.matchLabels, labels)), 'replicas not spread across nodes with DoNotSchedule (maxSkew 1, minDomains 2)');
     check(where(gw), c?.readinessProbe?.httpGet?.path === '/readyz' && c?.livenessProbe?.httpGet?.path === '/healthz', 'probes');
     check(where(gw), c?.resources?.requests?.cpu && c?.resources?.requests?.memory && c?.resources?.limits?.memory, 'resource requests/limits');
     check(where(gw), c?.securityContext?.readOnlyRootFilesystem === true && c?.securityContext?.allowPrivilegeEscalation === false, 'readOnlyRootFilesystem / allowPrivilegeEscalation');
@@ -177,6 +293,11 @@ function verify(label, objects) {
     const ports = Object.fromEntries((c?.ports ?? []).map((p) => [p.name, p.containerPort]));
     check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.agent === 50052 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
     check(where(gw), env.OVERSELL_AGENT_PORT === String(ports.agent), `OVERSELL_AGENT_PORT ${env.OVERSELL_AGENT_PORT} is not the agent container port`);
+    // Secrets: create (namespace-wide: create cannot be limited by name), otherwise by name only.
+    const secretRules = rules('oversell-gateway').filter((r) => r.resources?.includes('secrets'));
+    check(label, secretRules.every((r) => r.scope === 'RoleBinding' && (r.resourceNames?.length > 0 || r.verbs.join() === 'create')), 'gateway: Secrets in its namespace, by name except create');
+    check(label, secretRules.some((r) => r.resourceNames?.join() === 'oversell-gateway-proof-key' && r.verbs.includes('get')), 'gateway: get the grant-signing key Secret oversell-gateway-proof-key');
+    verifyNetworkPolicy(label, objects, labels, ports);
 
     const pdb = need('PodDisruptionBudget', 'oversell-gateway');
     if (pdb) check(where(pdb), pdb.spec.minAvailable >= 1 && matches(pdb.spec.selector.matchLabels, labels), 'minAvailable >= 1 selecting the gateway');
@@ -203,11 +324,10 @@ function verify(label, objects) {
       check(where(gw), env.OVERSELL_WEBHOOK_CONFIGURATION === 'oversell', 'OVERSELL_WEBHOOK_CONFIGURATION');
       check(where(gw), !env.OVERSELL_TLS_CERT_FILE && mounts.length === 0 && !spec.volumes?.length, 'no TLS files or volumes in self-managed mode');
       check(label, !inject, 'cert-manager annotation in self-managed mode');
-      const secretRules = rules('oversell-gateway').filter((r) => r.scope === 'RoleBinding' && r.resources?.includes('secrets'));
-      check(label, secretRules.some((r) => r.resourceNames?.join() === 'oversell-gateway-tls' && ['get', 'update', 'patch'].every((v) => r.verbs.includes(v))), 'gateway: secrets get/update/patch on oversell-gateway-tls');
-      check(label, secretRules.some((r) => !r.resourceNames && r.verbs.join() === 'create'), 'gateway: secrets create (only create without resourceNames)');
-      check(label, secretRules.every((r) => r.resourceNames || r.verbs.join() === 'create'), 'gateway: no unrestricted secret access beyond create');
-      check(label, rules('oversell-gateway').some((r) => r.scope === 'ClusterRoleBinding' && r.resources?.includes('mutatingwebhookconfigurations') && r.resourceNames?.join() === 'oversell' && ['get', 'patch', 'update'].every((v) => r.verbs.includes(v))), 'gateway: patch the webhook configuration oversell');
+      const secretRules = rules('oversell-gateway').filter((r) => r.resources?.includes('secrets'));
+      check(label, secretRules.some((r) => r.resourceNames?.join() === 'oversell-gateway-tls' && ['get', 'update'].every((v) => r.verbs.includes(v))), 'gateway: secrets get/update on oversell-gateway-tls');
+      check(label, rules('oversell-gateway').some((r) => r.scope === 'ClusterRoleBinding' && r.resources?.includes('mutatingwebhookconfigurations') && r.resourceNames?.join() === 'oversell' && r.verbs.join() === 'get,patch'), 'gateway: get and patch the webhook configuration oversell, nothing else');
+      verifyCaBundlePolicy(label, objects, env.OVERSELL_WEBHOOK_CONFIGURATION);
       check(label, !objects.some((o) => o.apiVersion.startsWith('cert-manager.io/')), 'cert-manager objects in self-managed mode');
     } else {
       check(where(gw), env.OVERSELL_TLS_CERT_FILE === '/etc/oversell/tls/tls.crt' && env.OVERSELL_TLS_KEY_FILE === '/etc/oversell/tls/tls.key', 'TLS file env');
@@ -225,7 +345,9 @@ function verify(label, objects) {
         check(where(cert), issuer?.spec.ca?.secretName && caCert?.spec.secretName === issuer.spec.ca.secretName && caCert.spec.isCA === true, 'signed by a CA Issuer backed by the CA Certificate');
         if (caCert) check(where(caCert), get('Issuer', caCert.spec.issuerRef.name)?.spec.selfSigned, 'CA issued by a self-signed Issuer');
       }
-      check(label, !rules('oversell-gateway').some((r) => r.resources?.includes('secrets') || r.resources?.includes('mutatingwebhookconfigurations')), 'gateway needs no Secret or webhook RBAC with cert-manager');
+      check(label, !rules('oversell-gateway').some((r) => r.resources?.includes('mutatingwebhookconfigurations')), 'gateway needs no webhook RBAC with cert-manager');
+      check(label, rules('oversell-gateway').filter((r) => r.resources?.includes('secrets')).every((r) => r.verbs.join() === 'create' || r.resourceNames?.join() === 'oversell-gateway-proof-key'), 'gateway: with cert-manager, Secrets only for the grant-signing key');
+      check(label, !objects.some((o) => o.kind.startsWith('ValidatingAdmissionPolicy')), 'no caBundle policy with cert-manager: the gateway cannot change the webhook configuration at all');
     }
 
     // Webhook -> Service -> container port.
@@ -233,15 +355,16 @@ function verify(label, objects) {
       const w = hook.webhooks?.find((x) => x.name === 'nodes.oversell.io') ?? {};
       check(where(hook), w.name, 'webhook nodes.oversell.io');
       check(where(hook), w.failurePolicy === 'Ignore', `failurePolicy ${w.failurePolicy} (the default must be Ignore)`);
-      check(where(hook), w.timeoutSeconds === 2 && w.sideEffects === 'None', 'timeoutSeconds 2, sideEffects None');
+      // The gateway records raw allocatable on real writes only: NoneOnDryRun, not None.
+      check(where(hook), w.timeoutSeconds === 2 && w.sideEffects === 'NoneOnDryRun', `timeoutSeconds 2, sideEffects NoneOnDryRun (got ${w.sideEffects})`);
       check(where(hook), w.objectSelector?.matchLabels?.['oversell.io/enabled'] === 'true', 'opt-in objectSelector');
-      check(where(hook), w.matchConditions?.length > 0, 'matchConditions');
+      check(where(hook), w.matchConditions?.some((c) => c.expression === "request.userInfo.username == 'system:node:' + object.metadata.name"), 'matchConditions: only the node\'s own kubelet');
       const s = w.clientConfig?.service;
       check(where(hook), s?.name === 'oversell-gateway' && s?.namespace === ns && s?.port === 443 && s?.path === '/mutate/nodes', `clientConfig.service ${JSON.stringify(s)}`);
       for (const x of hook.webhooks ?? []) check(where(hook), !x.clientConfig?.caBundle, `${x.name}: caBundle must be injected, not rendered`);
 
       // Sidecar injection (docs/sidecars.md): three pod entries, each pod reaches at most one.
-      const pods = Object.fromEntries((hook.webhooks ?? []).filter((x) => x.clientConfig?.service?.path === '/mutate/pods').map((x) => [x.name, x]));
+      const pods = Object.fromEntries((hook.webhooks ?? []).filter((x) => x.clientConfig?.service?.path?.startsWith('/mutate/pods')).map((x) => [x.name, x]));
       check(where(hook), Object.keys(pods).sort().join() === 'annotated-pods.oversell.io,pods.oversell.io,required-pods.oversell.io', `pod webhooks ${Object.keys(pods)}`);
       const injectValues = (x) => x?.namespaceSelector?.matchExpressions?.find((e) => e.key === 'oversell.io/inject');
       for (const [name, x] of Object.entries(pods)) {
@@ -251,7 +374,10 @@ function verify(label, objects) {
         check(where(hook), x.reinvocationPolicy === 'IfNeeded' && x.sideEffects === 'None' && x.timeoutSeconds <= 5, `${name}: IfNeeded, no side effects, short timeout`);
         const excluded = x.namespaceSelector?.matchExpressions?.find((e) => e.key === 'kubernetes.io/metadata.name');
         check(where(hook), excluded?.operator === 'NotIn' && ['kube-system', ns].every((n) => excluded.values.includes(n)), `${name}: kube-system and ${ns} excluded`);
-        check(where(hook), x.matchConditions?.some((c) => c.name === 'not-opted-out'), `${name}: pod opt-out`);
+        // In namespaces labelled required a pod cannot opt out: no opt-out condition, and its own path.
+        const required = name === 'required-pods.oversell.io';
+        check(where(hook), sp.path === (required ? '/mutate/pods/required' : '/mutate/pods'), `${name}: path ${sp.path}`);
+        check(where(hook), required ? !x.matchConditions?.some((c) => c.expression.includes('oversell.io/inject')) : x.matchConditions?.some((c) => c.name === 'not-opted-out'), `${name}: ${required ? 'no pod opt-out' : 'pod opt-out'}`);
       }
       check(where(hook), pods['pods.oversell.io']?.failurePolicy === 'Ignore' && injectValues(pods['pods.oversell.io'])?.values?.join() === 'enabled', 'pods.oversell.io: Ignore, namespaces oversell.io/inject=enabled');
       check(where(hook), pods['required-pods.oversell.io']?.failurePolicy === 'Fail' && injectValues(pods['required-pods.oversell.io'])?.values?.join() === 'required', 'required-pods.oversell.io: Fail, namespaces oversell.io/inject=required');
@@ -285,6 +411,7 @@ function verify(label, objects) {
     const clusterWide = rules('oversell-agent').filter((r) => r.scope === 'ClusterRoleBinding');
     check(label, clusterWide.every((r) => r.apiGroups.join() === '' && r.resources.join() === 'pods' && r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))), 'agent: cluster-wide only pods get/list/watch');
   }
+  verifyRbacTable(label, objects);
   return objects;
 }
 
@@ -307,7 +434,13 @@ for (const a of args) {
   const before = failures;
   const objects = verify(label, await load(label, file));
   console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects (${mode}, namespace ${ns})`);
-  renders.push({ label, ids: new Set(objects.filter((o) => o.kind !== 'Namespace').map(id)) });
+  renders.push({
+    label,
+    ids: new Set(objects.filter((o) => o.kind !== 'Namespace').map(id)),
+    rules: grantedRules(objects, ns),
+    // Specs that must not drift between kustomize and Helm (labels differ, specs must not).
+    specs: new Map(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind)).map((o) => [id(o), canonical(o.spec)])),
+  });
 }
 // Same objects in every render of this mode (helm does not own the Namespace).
 for (const r of renders.slice(1)) {
@@ -315,6 +448,10 @@ for (const r of renders.slice(1)) {
   const only = (a, b) => [...a.ids].filter((x) => !b.ids.has(x));
   for (const x of only(first, r)) fail(`${r.label} vs ${first.label}`, `${x} only in ${first.label}`);
   for (const x of only(r, first)) fail(`${r.label} vs ${first.label}`, `${x} only in ${r.label}`);
+  // The same subject gets the same rules from either install path.
+  for (const t of first.rules) if (!r.rules.has(t)) fail(`${r.label} vs ${first.label}`, `RBAC rule only in ${first.label}: ${t}`);
+  for (const t of r.rules) if (!first.rules.has(t)) fail(`${r.label} vs ${first.label}`, `RBAC rule only in ${r.label}: ${t}`);
+  for (const [k, spec] of first.specs) if (r.specs.has(k) && r.specs.get(k) !== spec) fail(`${r.label} vs ${first.label}`, `${k}: spec differs`);
 }
 if (failures) {
   console.error(`manifests: ${failures} problem(s)`);
