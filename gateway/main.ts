@@ -17,6 +17,7 @@ import { configMapTemplateSource, fileTemplateSource, noTemplates, type Template
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileProofKey, secretProofKey } from './auth/proof-key.js';
 import { join } from 'node:path';
+import { chooseTransport } from './local-mode.js';
 import { publishCaConfigMap } from './tls/ca-bundle.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 
@@ -127,15 +128,12 @@ try {
     if (['off', 'false', '0'].includes(String(v))) return false;
     throw new Error(`${name} must be on or off, got ${JSON.stringify(v)}`);
   };
-  // Local mode (no auth, plaintext gRPC, loopback) is the default only where no kubeconfig is in use.
-  const localMode = kubeConfig === undefined;
-  const authMode = String(o.auth ?? (localMode ? 'none' : 'kubernetes'));
-  if (authMode !== 'kubernetes' && authMode !== 'none') throw new Error(`--auth must be "kubernetes" or "none", got ${JSON.stringify(authMode)}`);
-  const grpcTls = onOff(o.grpcTls, '--grpc-tls', !localMode);
-  if (!localMode && (authMode === 'none' || !grpcTls)) {
-    log.warn({ auth: authMode, grpcTls }, 'a kubeconfig is in use but --auth none or --grpc-tls off was asked for: agents and query callers are not authenticated or not encrypted; use this only on a private test cluster');
-  }
-  const bindAddress = String(o.bindAddress ?? (localMode ? '127.0.0.1' : d.bindAddress));
+  const { auth: authMode, grpcTls, bindAddress, warning } = chooseTransport(kubeConfig !== undefined, {
+    auth: o.auth === undefined ? undefined : String(o.auth),
+    grpcTls: o.grpcTls === undefined ? undefined : onOff(o.grpcTls, '--grpc-tls', false),
+    bindAddress: o.bindAddress === undefined ? undefined : String(o.bindAddress),
+  }, d.bindAddress);
+  if (warning) log.warn(warning);
   let proofKey: Buffer;
   if (o.proofKeyFile) {
     proofKey = fileProofKey(String(o.proofKeyFile));
