@@ -21,7 +21,7 @@ interface Review {
 interface Answer {
   apiVersion: string;
   kind: string;
-  response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[] };
+  response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } };
 }
 
 const fixture = readFileSync(new URL('./fixtures/admission/pod-create.json', import.meta.url), 'utf8');
@@ -42,8 +42,8 @@ const templates = listTemplateSource([mesh]);
 
 let gw: TestGateway;
 
-async function review(body: unknown): Promise<{ answer: Answer; patch: jsonpatch.Operation[] }> {
-  const res = await postHttps(gw, '/mutate/pods', JSON.stringify(body));
+async function review(body: unknown, path = '/mutate/pods'): Promise<{ answer: Answer; patch: jsonpatch.Operation[] }> {
+  const res = await postHttps(gw, path, JSON.stringify(body));
   assert.equal(res.status, 200, res.body);
   const answer = res.json() as Answer;
   assert.equal(answer.response.patch === undefined, answer.response.patchType === undefined, 'patch and patchType go together');
@@ -168,9 +168,65 @@ describe('pod webhook over real HTTPS', () => {
     }
   });
 
+  it('a forged oversell.io/injected annotation does not keep the sidecar out', async () => {
+    const r = freshReview({ [INJECT.injected]: 'mesh' });
+    const pod = applied(r.request.object, (await review(r)).patch);
+    assert.deepEqual(pod.spec.initContainers?.map((c) => c.name), ['mesh-proxy']);
+  });
+
+  describe('/mutate/pods/required: namespaces labelled oversell.io/inject=required', () => {
+    const optOuts: Array<[string, Record<string, string>]> = [
+      ['oversell.io/inject: disabled', { [INJECT.optIn]: 'disabled' }],
+      ['an empty oversell.io/sidecars', { [INJECT.sidecars]: '' }],
+      ['a forged oversell.io/injected', { [INJECT.injected]: 'mesh' }],
+    ];
+    for (const [what, annotations] of optOuts) {
+      it(`a pod cannot opt out with ${what}`, async () => {
+        const r = freshReview(annotations);
+        const { answer, patch } = await review(r, '/mutate/pods/required');
+        assert.equal(answer.response.allowed, true);
+        assert.deepEqual(applied(r.request.object, patch).spec.initContainers?.map((c) => c.name), ['mesh-proxy']);
+      });
+    }
+
+    it('a default template that cannot be added refuses the pod (403, with the reason)', async () => {
+      const r = freshReview();
+      r.request.object.spec.containers.push({ name: 'mesh-proxy' });
+      const { answer } = await review(r, '/mutate/pods/required');
+      assert.equal(answer.response.allowed, false);
+      assert.equal(answer.response.patch, undefined);
+      assert.equal(answer.response.status?.code, 403);
+      assert.match(answer.response.status?.message ?? '', /namespace shop requires its sidecars and "mesh" could not be added .*container name "mesh-proxy" is already in the pod/);
+    });
+
+    it('a bug of ours refuses the pod there instead of letting it run without its sidecars', async () => {
+      let calls = 0;
+      const throwing: TemplateSource = {
+        kind: 'configmap',
+        templates: () => {
+          if (++calls > 1) throw new Error('boom');
+          return [];
+        },
+        onChange: () => {},
+        stop: async () => {},
+      };
+      const broken = await startTestGateway({ sidecars: { source: throwing, excludedNamespaces: [] } });
+      try {
+        const r = freshReview();
+        const res = await postHttps(broken, '/mutate/pods/required', JSON.stringify(r));
+        assert.equal(res.status, 200);
+        const answer = res.json() as Answer;
+        assert.equal(answer.response.allowed, false);
+        assert.match(answer.response.status?.message ?? '', /sidecar webhook failed \(boom\)/);
+      } finally {
+        await broken.close();
+      }
+    });
+  });
+
   it('counted every outcome, injection and refusal, apart from the node webhook\'s series', async () => {
     const metrics = (await getHttp(gw.ports.metrics, '/metrics')).body;
-    for (const outcome of ['injected', 'unchanged', 'refused', 'skipped', 'bad-request']) {
+    for (const outcome of ['injected', 'unchanged', 'refused', 'denied', 'skipped', 'bad-request']) {
       assert.match(metrics, new RegExp(`oversell_pod_webhook_request_duration_seconds_count\\{outcome="${outcome}"\\} [1-9]`));
     }
     assert.match(metrics, /oversell_sidecar_injections_total\{template="mesh"\} [1-9]/);

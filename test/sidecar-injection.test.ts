@@ -383,3 +383,136 @@ describe('pod injection: property', () => {
     );
   });
 });
+
+describe('pod injection: the annotation oversell.io/injected is a report, not a decision', () => {
+  it('a forged annotation naming the template does not keep its sidecar out', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.injected]: 'proxy' } };
+    const { pod: out, result } = patched(pod);
+    assert.deepEqual(result.injected, ['proxy']);
+    assert.deepEqual(names(out.spec?.containers), ['app', 'proxy']);
+    assert.equal((out.metadata?.annotations as Record<string, string>)[INJECT.injected], 'proxy');
+  });
+
+  it('a re-invocation after the API server defaulted the pod and mounted the token into our containers adds nothing', () => {
+    const first = patched(basePod()).pod;
+    const defaulted = structuredClone(first) as Pod & { spec: { containers: Array<Record<string, unknown>> } };
+    for (const c of defaulted.spec.containers) {
+      c.terminationMessagePath = '/dev/termination-log';
+      c.imagePullPolicy = 'IfNotPresent';
+      c.volumeMounts = [...((c.volumeMounts as unknown[]) ?? []), { name: 'kube-api-access-1', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }];
+      c.env = ((c.env as Array<Record<string, unknown>>) ?? []).map((e) => (e.valueFrom ? { ...e, valueFrom: { fieldRef: { apiVersion: 'v1', ...(e.valueFrom as { fieldRef: object }).fieldRef } } } : e));
+    }
+    const again = plan(defaulted);
+    assert.deepEqual(again.ops, []);
+    assert.deepEqual(again.present, ['proxy']);
+    assert.deepEqual(again.refused, []);
+  });
+
+  it('a container that only has the sidecar\'s name (another image) is a collision, not the sidecar', () => {
+    const pod = basePod();
+    (pod.spec as Record<string, unknown>).containers = [{ name: 'app', image: 'shop:1' }, { name: 'proxy', image: 'busybox' }];
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.injected]: 'proxy' } };
+    const result = plan(pod);
+    assert.deepEqual(result.present, []);
+    assert.equal(result.refused[0]?.reason, 'collision');
+  });
+});
+
+describe('pod injection: namespaces that require their sidecars (/mutate/pods/required)', () => {
+  const required = (pod: unknown, over: Partial<InjectionInput> = {}) => patched(pod, { required: true, ...over });
+
+  it('the pod cannot opt out with oversell.io/inject: disabled', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.optIn]: 'disabled' } };
+    const { pod: out, result } = required(pod);
+    assert.equal(result.skipped, undefined);
+    assert.deepEqual(result.injected, ['proxy']);
+    assert.deepEqual(names(out.spec?.containers), ['app', 'proxy']);
+  });
+
+  it('an empty oversell.io/sidecars does not drop the defaults', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: '' } };
+    assert.deepEqual(required(pod).result.injected, ['proxy']);
+  });
+
+  it('oversell.io/sidecars adds templates to the defaults', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'logs' } };
+    (pod.spec as Record<string, unknown>).volumes = [{ name: 'app-logs', emptyDir: {} }];
+    assert.deepEqual(required(pod).result.injected, ['proxy', 'logs']);
+  });
+
+  it('a forged oversell.io/injected does not skip injection', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.injected]: 'proxy', [INJECT.optIn]: 'disabled' } };
+    assert.deepEqual(required(pod).result.injected, ['proxy']);
+  });
+
+  it('a default template that cannot be added refuses the pod, with no patch', () => {
+    const pod = basePod();
+    (pod.spec as Record<string, unknown>).containers = [{ name: 'app', image: 'shop:1' }, { name: 'proxy', image: 'busybox' }];
+    const result = plan(pod, { required: true });
+    assert.deepEqual(result.ops, []);
+    assert.match(result.denied ?? '', /namespace shop requires its sidecars and "proxy" could not be added \(sidecar "proxy" not injected: container name "proxy" is already in the pod\)/);
+  });
+
+  it('an invalid default template refuses the pod too: no pod runs without it', () => {
+    const broken = parseTemplate('proxy', { default: true, containers: [{ name: 'proxy' }] });
+    assert.match(plan(basePod(), { required: true, templates: [broken] }).denied ?? '', /"proxy" could not be added \(.*the template is invalid/);
+  });
+
+  it('a template the pod adds itself and that cannot be added is only a warning', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'nope' } };
+    const result = plan(pod, { required: true });
+    assert.equal(result.denied, undefined);
+    assert.deepEqual(result.injected, ['proxy']);
+    assert.deepEqual(result.refused.map((r) => r.reason), ['unknown-template']);
+  });
+
+  it('the same pods outside required namespaces still opt out as before', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.optIn]: 'disabled' } };
+    assert.match(plan(pod).skipped ?? '', /opted out/);
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: '' } };
+    assert.deepEqual(plan(pod).injected, []);
+  });
+});
+
+describe('pod injection: templates limited to namespaces', () => {
+  const payments = parseTemplate('vault', { default: true, namespaces: ['payments', 'billing'], containers: [{ name: 'vault-agent', image: 'vault:1.17' }] });
+
+  it('reads the namespaces field, and refuses a malformed one', () => {
+    assert.deepEqual(payments.template?.namespaces, ['payments', 'billing']);
+    assert.deepEqual(payments.namespaces, ['payments', 'billing']);
+    assert.match(parseTemplate('t', { namespaces: [], containers: [{ name: 'a', image: 'x' }] }).error ?? '', /non-empty list/);
+    assert.match(parseTemplate('t', { namespaces: 'payments', containers: [{ name: 'a', image: 'x' }] }).error ?? '', /non-empty list/);
+    assert.match(parseTemplate('t', { namespaces: ['Payments'], containers: [{ name: 'a', image: 'x' }] }).error ?? '', /namespaces\[0\] must be a DNS label/);
+  });
+
+  it('a default template limited to other namespaces is no default here: nothing injected, no warning', () => {
+    const result = plan(basePod(), { templates: [payments] });
+    assert.deepEqual(result.injected, []);
+    assert.deepEqual(result.refused, []);
+    assert.deepEqual(plan(basePod(), { templates: [payments], namespace: 'payments' }).injected, ['vault']);
+  });
+
+  it('a pod elsewhere that names it gets a warning and no sidecar', () => {
+    const pod = basePod();
+    pod.metadata = { ...pod.metadata, annotations: { [INJECT.sidecars]: 'vault' } };
+    const result = plan(pod, { templates: [payments] });
+    assert.deepEqual(result.ops, []);
+    assert.equal(result.refused[0]?.reason, 'namespace-not-allowed');
+    assert.match(result.refused[0]?.warning ?? '', /limited to other namespaces than "shop"/);
+  });
+
+  it('in a required namespace it is not required elsewhere, and an invalid limited template concerns only its namespaces', () => {
+    assert.equal(plan(basePod(), { templates: [payments], required: true }).denied, undefined);
+    const broken = parseTemplate('vault', { default: true, namespaces: ['payments'], containers: [{ name: 'vault-agent' }] });
+    assert.deepEqual(broken.namespaces, ['payments']);
+    assert.equal(plan(basePod(), { templates: [broken], required: true }).denied, undefined);
+    assert.ok(plan(basePod(), { templates: [broken], required: true, namespace: 'payments' }).denied);
+  });
+});

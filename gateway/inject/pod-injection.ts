@@ -7,29 +7,39 @@
 // taken, a mount of a volume nobody declares) is refused as a whole and the pod
 // goes through without it, with a warning the creator sees.
 //
-// Idempotent: the pod records what was injected in the annotation
-// oversell.io/injected. With reinvocationPolicy IfNeeded the API server calls
-// us again when a later webhook changed the pod; the templates listed there are
-// not injected twice.
+// Idempotent: with reinvocationPolicy IfNeeded the API server calls us again
+// when a later webhook changed the pod. A template whose containers the pod
+// already runs (same names, images, commands, args, the template's env values
+// and mounts, and its volumes) is not injected twice. The annotation
+// oversell.io/injected only reports what was injected: the pod's creator can
+// write it, so it never decides anything.
+//
+// Required namespaces (the /mutate/pods/required webhook entry): the pod
+// cannot opt out. Its oversell.io/inject annotation is ignored, its
+// oversell.io/sidecars annotation may add templates but not drop the
+// namespace's defaults, and a default template that cannot be added refuses
+// the pod instead of letting it run without.
 import { isObject, pointerEscape, type JsonPatchOp } from '../admit/admission-review.js';
-import { borrowedVolumes, containerNames, type Named, type SidecarTemplate, type TemplateEntry } from './sidecar-template.js';
+import { allowedIn, borrowedVolumes, containerNames, type Named, type SidecarTemplate, type TemplateEntry } from './sidecar-template.js';
 
 export const INJECT = {
   /** Namespace label (enabled, required, disabled) and pod annotation (disabled: opt out). */
   optIn: 'oversell.io/inject',
   /** Pod annotation: the templates this pod wants, comma-separated; overrides the namespace's default templates. */
   sidecars: 'oversell.io/sidecars',
-  /** Pod annotation we write: the templates injected, comma-separated. */
+  /** Pod annotation we write: the templates the pod carries, comma-separated (a report, never trusted). */
   injected: 'oversell.io/injected',
 } as const;
 
-export type RefusalReason = 'collision' | 'unknown-template' | 'invalid-template' | 'missing-volume';
+export type RefusalReason = 'collision' | 'unknown-template' | 'invalid-template' | 'missing-volume' | 'namespace-not-allowed';
 
 export interface Refusal {
   template: string;
   reason: RefusalReason;
   /** For the AdmissionReview warning: short, as kubectl prints it on one line. */
   warning: string;
+  /** A default template of a required namespace: the pod must not run without it. */
+  required: boolean;
 }
 
 export interface InjectionInput {
@@ -40,6 +50,8 @@ export interface InjectionInput {
   templates: readonly TemplateEntry[];
   /** Namespaces never touched, whatever the webhook configuration sends (defence in depth). */
   excludedNamespaces: ReadonlySet<string>;
+  /** The namespace requires its sidecars: no opt-out, and a default template that cannot be added refuses the pod. */
+  required?: boolean;
 }
 
 export interface InjectionPlan {
@@ -51,6 +63,8 @@ export interface InjectionPlan {
   refused: Refusal[];
   /** Set when the pod is not ours to touch at all, and why. */
   skipped?: string;
+  /** Set when the pod must be refused (required namespace, a default template not added), and why. */
+  denied?: string;
 }
 
 /** "a, b,,a" -> ["a", "b"]: order kept, blanks and repeats dropped. */
@@ -77,7 +91,7 @@ function withDownwardEnv(containers: Named[], env: Record<string, string>): Name
 }
 
 /** Why this template cannot go into a pod that already has these names; undefined when it can. */
-function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: ReadonlySet<string>): Omit<Refusal, 'template' | 'warning'> & { why: string } | undefined {
+function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: ReadonlySet<string>): { reason: RefusalReason; why: string } | undefined {
   const c = containerNames(t).find((n) => containers.has(n));
   if (c) return { reason: 'collision', why: `container name ${quoted(c)} is already in the pod` };
   const v = t.volumes.find((x) => volumes.has(x.name));
@@ -85,6 +99,45 @@ function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: Rea
   const missing = borrowedVolumes(t).find((n) => !volumes.has(n));
   if (missing) return { reason: 'missing-volume', why: `it mounts volume ${quoted(missing)}, which neither the pod nor the template declares` };
   return undefined;
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+const byName = (v: unknown): Map<string, Record<string, unknown>> =>
+  new Map(Array.isArray(v) ? v.filter(isObject).filter((x) => typeof x.name === 'string').map((x) => [x.name as string, x]) : []);
+
+/**
+ * Does the pod already run this container of a template? Compared: what
+ * defaulting and other admission plugins leave alone (image, command, args),
+ * and the template's own env values and mounts, which may have gained
+ * neighbours (the ServiceAccount token mount) but not lost or changed.
+ */
+function runs(podContainer: Record<string, unknown> | undefined, c: Named, downwardEnv: Record<string, string>): boolean {
+  if (!podContainer) return false;
+  if (!same(podContainer.image, c.image) || !same(podContainer.command, c.command) || !same(podContainer.args, c.args)) return false;
+  const env = byName(podContainer.env);
+  const wanted: Record<string, unknown>[] = [
+    ...(Array.isArray(c.env) ? (c.env as unknown[]).filter(isObject) : []),
+    ...Object.entries(downwardEnv).filter(([n]) => !namesOf(c.env).includes(n)).map(([name, fieldPath]) => ({ name, valueFrom: { fieldRef: { fieldPath } } })),
+  ];
+  for (const e of wanted) {
+    const got = env.get(String(e.name));
+    if (!got || !same(got.value, e.value)) return false;
+    const path = (x: Record<string, unknown>) => (isObject(x.valueFrom) && isObject(x.valueFrom.fieldRef) ? x.valueFrom.fieldRef.fieldPath : undefined);
+    if (!same(path(got), path(e))) return false;
+  }
+  const mounts = Array.isArray(podContainer.volumeMounts) ? (podContainer.volumeMounts as unknown[]).filter(isObject) : [];
+  const wantedMounts = Array.isArray(c.volumeMounts) ? (c.volumeMounts as unknown[]).filter(isObject) : [];
+  return wantedMounts.every((m) => mounts.some((x) => x.name === m.name && x.mountPath === m.mountPath && Boolean(x.readOnly) === Boolean(m.readOnly)));
+}
+
+/** The pod carries every container and volume of the template already (injected before, or written into the pod). */
+function carries(t: SidecarTemplate, spec: Record<string, unknown>): boolean {
+  const containers = byName(spec.containers);
+  const initContainers = byName(spec.initContainers);
+  const volumes = byName(spec.volumes);
+  return t.containers.every((c) => runs(containers.get(c.name), c, t.downwardEnv))
+    && t.initContainers.every((c) => runs(initContainers.get(c.name), c, t.downwardEnv))
+    && t.volumes.every((v) => volumes.has(v.name));
 }
 
 export function planInjection(input: InjectionInput): InjectionPlan {
@@ -97,29 +150,38 @@ export function planInjection(input: InjectionInput): InjectionPlan {
   if (!namespace) return skip('no namespace: cannot tell whether it is excluded');
   if (input.excludedNamespaces.has(namespace)) return skip(`namespace ${namespace} is never injected`);
   const annotations = metadata && isObject(metadata.annotations) ? metadata.annotations : undefined;
-  if (annotations?.[INJECT.optIn] === 'disabled') return skip(`the pod opted out (${INJECT.optIn}: disabled)`);
+  const required = input.required === true;
+  if (!required && annotations?.[INJECT.optIn] === 'disabled') return skip(`the pod opted out (${INJECT.optIn}: disabled)`);
   const { spec } = pod;
-  if (!isObject(spec)) return skip('the pod has no spec');
+  if (!isObject(spec)) {
+    return required ? { ...plan, denied: `oversell: namespace ${namespace} requires its sidecars, and the object has no pod spec to add them to` } : skip('the pod has no spec');
+  }
 
-  const requested = typeof annotations?.[INJECT.sidecars] === 'string'
-    ? nameList(annotations[INJECT.sidecars])
-    : input.templates.filter((t) => t.default).map((t) => t.name);
-  const already = nameList(annotations?.[INJECT.injected]);
-  const byName = new Map(input.templates.map((t) => [t.name, t]));
+  // A template limited to other namespaces is no default here.
+  const defaults = input.templates.filter((t) => t.default && allowedIn(t, namespace)).map((t) => t.name);
+  const named = typeof annotations?.[INJECT.sidecars] === 'string' ? nameList(annotations[INJECT.sidecars]) : undefined;
+  // Required: the pod may add templates, never drop the defaults.
+  const requested = required ? [...new Set([...defaults, ...(named ?? [])])] : named ?? defaults;
+  const mustHave = new Set(required ? defaults : []);
+  const templateByName = new Map(input.templates.map((t) => [t.name, t]));
   const containers = new Set([...namesOf(spec.containers), ...namesOf(spec.initContainers), ...namesOf(spec.ephemeralContainers)]);
   const volumes = new Set(namesOf(spec.volumes));
   const add = { containers: [] as Named[], initContainers: [] as Named[], volumes: [] as Named[] };
   const refuse = (template: string, reason: RefusalReason, why: string) =>
-    plan.refused.push({ template, reason, warning: `oversell: sidecar ${quoted(template)} not injected: ${why}` });
+    plan.refused.push({ template, reason, warning: `oversell: sidecar ${quoted(template)} not injected: ${why}`, required: mustHave.has(template) });
 
   for (const name of requested) {
-    if (already.includes(name)) {
-      plan.present.push(name);
-      continue;
-    }
-    const entry = byName.get(name);
+    const entry = templateByName.get(name);
     if (!entry) {
       refuse(name, 'unknown-template', 'no such sidecar template');
+      continue;
+    }
+    if (!allowedIn(entry, namespace)) {
+      refuse(name, 'namespace-not-allowed', `the template is limited to other namespaces than ${quoted(namespace)}`);
+      continue;
+    }
+    if (entry.template && carries(entry.template, spec)) {
+      plan.present.push(name);
       continue;
     }
     if (!entry.template) {
@@ -141,6 +203,13 @@ export function planInjection(input: InjectionInput): InjectionPlan {
     add.volumes.push(...t.volumes);
     plan.injected.push(name);
   }
+  const missing = plan.refused.filter((r) => r.required);
+  if (missing.length > 0) {
+    plan.denied = `oversell: namespace ${namespace} requires its sidecars and ${missing.map((r) => quoted(r.template)).join(', ')} could not be added (${missing
+      .map((r) => r.warning.replace(/^oversell: /, ''))
+      .join('; ')}); fix the pod or the template`;
+    return { ...plan, ops: [] };
+  }
   if (plan.injected.length === 0) return plan;
 
   const ops = plan.ops;
@@ -158,7 +227,7 @@ export function planInjection(input: InjectionInput): InjectionPlan {
   append('/spec/containers', spec.containers, add.containers);
   append('/spec/volumes', spec.volumes, add.volumes);
 
-  const record = [...already, ...plan.injected].join(',');
+  const record = [...plan.present, ...plan.injected].join(',');
   if (!metadata) ops.push({ op: 'add', path: '/metadata', value: { annotations: { [INJECT.injected]: record } } });
   else if (!annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: { [INJECT.injected]: record } });
   else ops.push({ op: 'add', path: `/metadata/annotations/${pointerEscape(INJECT.injected)}`, value: record });

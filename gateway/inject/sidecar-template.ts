@@ -23,6 +23,8 @@ export interface SidecarTemplate {
   volumes: Named[];
   /** Environment variable name -> downward API fieldPath, added to every container of the template. */
   downwardEnv: Record<string, string>;
+  /** Names of the only namespaces whose pods may get this template; undefined: every namespace. */
+  namespaces: string[] | undefined;
 }
 
 /** A declared template: checked, or the reason it cannot be used. */
@@ -30,13 +32,19 @@ export interface TemplateEntry {
   name: string;
   /** Read even from an invalid template, so a broken default template still shows up as a warning on the pods it misses. */
   default: boolean;
+  /** Read even from an invalid template, so a broken template limited to some namespaces still only concerns those. */
+  namespaces?: string[] | undefined;
   template?: SidecarTemplate;
   error?: string;
 }
 
+/** May pods of this namespace get the template at all? */
+export const allowedIn = (entry: Pick<TemplateEntry, 'namespaces'>, namespace: string): boolean =>
+  entry.namespaces === undefined || entry.namespaces.includes(namespace);
+
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
-const KEYS = new Set(['default', 'containers', 'initContainers', 'volumes', 'downwardEnv']);
+const KEYS = new Set(['default', 'namespaces', 'containers', 'initContainers', 'volumes', 'downwardEnv']);
 // What the downward API accepts as an env fieldRef for a pod.
 const FIELD_PATHS = new Set(['metadata.name', 'metadata.namespace', 'metadata.uid', 'spec.nodeName', 'spec.serviceAccountName', 'status.hostIP', 'status.hostIPs', 'status.podIP', 'status.podIPs']);
 const FIELD_PATH_KEYED = /^metadata\.(labels|annotations)\['[^'\s]+'\]$/;
@@ -88,6 +96,15 @@ function downwardEnv(v: unknown): Record<string, string> {
   return out;
 }
 
+// Namespace names, not a label selector: an AdmissionReview carries the pod's
+// namespace name but not the namespace's labels, so names are what the
+// gateway can check without reading Namespaces (and without RBAC to do so).
+function namespaces(v: unknown): string[] | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || v.length === 0) return fail('namespaces must be a non-empty list of namespace names (leave it out for every namespace)');
+  return (v as unknown[]).map((n, i) => dnsLabel(n, `namespaces[${i}]`));
+}
+
 function unique(names: string[], what: string): void {
   const seen = new Set<string>();
   for (const n of names) {
@@ -109,7 +126,13 @@ function check(name: string, spec: unknown): SidecarTemplate {
   unique([...containers, ...initContainers].map((c) => c.name), 'container');
   const volumes = list(spec.volumes, 'volumes').map((v, i) => ({ ...v, name: dnsLabel(v.name, `volumes[${i}].name`) }));
   unique(volumes.map((v) => v.name), 'volume');
-  return { name, default: spec.default === true, containers, initContainers, volumes, downwardEnv: downwardEnv(spec.downwardEnv) };
+  return { name, default: spec.default === true, containers, initContainers, volumes, downwardEnv: downwardEnv(spec.downwardEnv), namespaces: namespaces(spec.namespaces) };
+}
+
+/** The namespaces field of a template that may be invalid otherwise; a malformed list limits it to no namespace at all. */
+function lenientNamespaces(spec: unknown): string[] | undefined {
+  if (!isObject(spec) || spec.namespaces === undefined || spec.namespaces === null) return undefined;
+  return Array.isArray(spec.namespaces) ? spec.namespaces.filter((n): n is string => typeof n === 'string') : [];
 }
 
 /** Never throws: an unusable template comes back with its error. */
@@ -117,9 +140,9 @@ export function parseTemplate(name: string, spec: unknown): TemplateEntry {
   const isDefault = isObject(spec) && spec.default === true;
   try {
     const template = check(name, spec);
-    return { name, default: template.default, template };
+    return { name, default: template.default, namespaces: template.namespaces, template };
   } catch (err) {
-    if (err instanceof TemplateError) return { name, default: isDefault, error: err.message };
+    if (err instanceof TemplateError) return { name, default: isDefault, namespaces: lenientNamespaces(spec), error: err.message };
     throw err;
   }
 }
