@@ -26,6 +26,9 @@ import { agentStreamService } from './ingest/agent-stream-service.js';
 import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
+import { BoundRequests } from './store/bound-requests.js';
+import { watchBoundPods } from './ingest/bound-pods-watch.js';
+import type { Watching } from './keep-watching.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from './tls/grpc-credentials.js';
@@ -63,6 +66,8 @@ export interface GatewayOptions {
     identity: string;
     statusWritesPerSecond: number;
     optInSelector: string;
+    /** Watch the pods bound to nodes for bound requests no agent can inflate (default true). */
+    watchBoundPods?: boolean;
   };
   /** Sidecar injection on pod CREATE (POST /mutate/pods); without it, no templates: pods pass unchanged. */
   sidecars?: {
@@ -113,6 +118,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const now = options.now ?? Date.now;
   const { policies } = options;
   const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs });
+  // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
+  const bound = new BoundRequests();
+  const boundRequests = (node: string) => bound.of(node);
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
   store.on('removed', (name) => metrics.forgetNode(name));
@@ -130,7 +138,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   const notReady = () => (ready ? ingestThreadDown ?? policies.notReady() : 'listeners starting');
   grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
-    store, policies, notReady, now,
+    store, policies, notReady, now, boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
   }));
   // grpcurl and load balancers work without our proto files.
@@ -161,6 +169,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       observe: (name, raw, labels) => store.observe(name, raw, labels, now()),
       policyFor: (labels) => policies.select(labels),
       proof,
+      boundRequests,
     },
     metrics,
     log,
@@ -206,13 +215,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       kubeConfig, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, optInSelector, now,
       notReady: () => notReady(),
       identity,
+      boundRequests,
     });
   }
 
   let ingestWorker: IngestWorker | undefined;
+  let boundPods: Watching | undefined;
   const closeAll = async () => {
     clearInterval(prune);
     clearInterval(healthTimer);
+    await boundPods?.stop();
     await writer?.stop();
     await lease?.stop();
     await policies.stop();
@@ -247,6 +259,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       });
     }
     const ports = { ...listeners, ...(ingestWorker && { agent: ingestWorker.port }) };
+    if (options.cluster && options.cluster.watchBoundPods !== false) {
+      boundPods = await watchBoundPods(options.cluster.kubeConfig, bound, log);
+    }
     if (writer && lease) {
       await writer.start();
       lease.start();

@@ -49,6 +49,7 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--lease-namespace <ns>', 'namespace of the leader Lease (one replica writes node and policy status)', 'POD_NAMESPACE', 'oversell'))
   .addOption(flag('--identity <name>', 'this replica in the leader election', 'POD_NAME', `${hostname()}-${process.pid}`))
   .addOption(numberFlag('--status-writes-per-second <n>', 'rate limit of the gateway\'s own nodes/status writes', 'OVERSELL_STATUS_WRITES_PER_SECOND', '10', 0.1))
+  .addOption(flag('--watch-bound-pods <on|off>', 'with a cluster: watch the pods bound to every node, so bound requests come from the API server (they may then hold allocatable above the cap, as a kubelet restart needs); off: from the agents only, never past the cap (about 150 bytes per pod: 22 MiB at 150,000 pods)', 'OVERSELL_WATCH_BOUND_PODS', 'on'))
   .addOption(flag('--opt-in-selector <selector>', 'nodes the webhook objectSelector sends (label selector); the status writer watches the same', 'OVERSELL_OPT_IN_SELECTOR', 'oversell.io/enabled=true'))
   .addOption(flag('--sidecars <source>', 'sidecar templates for pod CREATE (/mutate/pods): "configmap" (ConfigMaps labelled oversell.io/sidecar-template=true in --sidecar-namespace), "file" (--sidecar-templates-file) or "none" (default: configmap in a cluster or with --kubeconfig, file with --sidecar-templates-file, else none)', 'OVERSELL_SIDECARS'))
   .addOption(flag('--sidecar-namespace <ns>', 'namespace of the template ConfigMaps; never injected (default: --lease-namespace, the gateway\'s own)', 'OVERSELL_SIDECAR_NAMESPACE'))
@@ -182,6 +183,7 @@ try {
         identity: String(o.identity),
         statusWritesPerSecond: Number(o.statusWritesPerSecond),
         optInSelector: String(o.optInSelector),
+        watchBoundPods: onOff(o.watchBoundPods, '--watch-bound-pods', true),
       },
     }),
   });

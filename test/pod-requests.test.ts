@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { podRequests, sumRequests } from '../agent/requests/pod-requests.js';
+import { podRequests, sumRequests } from '../lib/pod-requests.js';
 import { filePodSource, noPodSource } from '../agent/requests/pod-source.js';
 import { createLogger } from '../lib/log.js';
 

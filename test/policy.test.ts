@@ -82,6 +82,23 @@ describe('decide', () => {
     assert.equal(wild.cpu.requestsOverCap, true);
   });
 
+  it('requests from the API server (the gateway\'s own pod watch) hold the floor even above the cap, and replace the agent\'s', () => {
+    // 20 cores really bound on a 7.91-core node capped at 2x: a kubelet restart must re-admit them all.
+    const d = decide(input(usage({ cpu: 7900, reqCpu: 100 }), { boundRequests: { cpuMillicores: 20000, memoryBytes: 1 * GI } }));
+    assert.equal(d.cpu.granted, 20000n);
+    assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.requestsOverCap, true);
+    assert.match(d.reason, /floor at bound requests, above the cap/);
+    // The agent claims 9e18 millicores, the API server knows of 3 cores: the agent's number is not used at all.
+    const lying = decide(input(usage({ cpu: 7900, reqCpu: 9e18 }), { boundRequests: { cpuMillicores: 3000, memoryBytes: 1 * GI } }));
+    assert.equal(lying.cpu.requestsOverCap, false);
+    assert.ok(lying.cpu.granted <= lying.cpu.cap);
+    assert.match(lying.reason, /requests 3000m/);
+    // Stale data keeps the API server's floor too.
+    const stale = decide(input(usage({ ageMs: 41_000 }), { boundRequests: { cpuMillicores: 20000, memoryBytes: 1 * GI } }));
+    assert.equal(stale.cpu.applied, 20000n);
+  });
+
   it('never goes below the requests already bound while they are under the cap', () => {
     const d = decide(input(usage({ cpu: 7900, reqCpu: 12000 })));
     assert.equal(d.cpu.granted, 12000n);
@@ -275,24 +292,31 @@ describe('decide: properties over random inputs', () => {
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });
-  const arbInput = fc.record({ raw: arbRaw, usage: arbUsage, policy: fc.option(arbPolicy, { nil: undefined }), previous: arbPrevious, nodeMaxRatio: arbNodeMax }).map(
-    (r) => ({ raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }) }) as DecisionInput,
+  // From the gateway's own watch: sums of real pods, so finite and non-negative; sometimes far above the cap.
+  const arbBound = fc.option(fc.record({ cpuMillicores: fc.integer({ min: 0, max: 4_000_000 }), memoryBytes: fc.integer({ min: 0, max: 2 ** 45 }) }), { nil: undefined });
+  const arbInput = fc.record({ raw: arbRaw, usage: arbUsage, policy: fc.option(arbPolicy, { nil: undefined }), previous: arbPrevious, nodeMaxRatio: arbNodeMax, boundRequests: arbBound }).map(
+    (r) => ({
+      raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }),
+      ...(r.boundRequests && { boundRequests: r.boundRequests }),
+    }) as DecisionInput,
   );
 
-  it('applied and granted are never below max(raw, min(bound requests, cap)) nor above max(raw, cap): no report lifts a grant past the cap', () => {
+  it('applied and granted stay within [max(raw, B), max(raw, cap, B)] for requests B from the API server, and within [max(raw, min(R, cap)), max(raw, cap)] for an agent\'s R: no report lifts a grant past the cap', () => {
     fc.assert(
       fc.property(arbInput, (i) => {
         const d = decide(i);
         const u = i.usage!;
         const asBound = (n: number) => (!(n > 0) ? 0n : Number.isFinite(n) ? BigInt(Math.ceil(n)) : 2n ** 64n);
-        for (const [res, rawV, req] of [
-          [d.cpu, i.raw.cpuMillicores, asBound(u.requests.cpuMillicores)],
-          [d.memory, i.raw.memoryBytes, asBound(u.requests.memoryBytes)],
+        const b = i.boundRequests;
+        for (const [res, rawV, req, trusted] of [
+          [d.cpu, i.raw.cpuMillicores, asBound(u.requests.cpuMillicores), b && BigInt(b.cpuMillicores)],
+          [d.memory, i.raw.memoryBytes, asBound(u.requests.memoryBytes), b && BigInt(b.memoryBytes)],
         ] as const) {
-          const bound = u.requests.known ? req : 0n;
-          const ceiling = res.cap > rawV ? res.cap : rawV;
+          const bound = trusted ?? (u.requests.known ? req : 0n);
+          const capOrRaw = res.cap > rawV ? res.cap : rawV;
           assert.ok(res.cap <= 2n ** 63n - 1n, `cap ${res.cap} beyond int64`);
-          const clamped = bound < ceiling ? bound : ceiling;
+          const ceiling = trusted !== undefined && trusted > capOrRaw ? trusted : capOrRaw;
+          const clamped = trusted !== undefined ? bound : bound < capOrRaw ? bound : capOrRaw;
           const floor = rawV > clamped ? rawV : clamped;
           for (const v of [res.granted, res.applied]) {
             assert.ok(v >= floor, `${v} < floor ${floor} (${res.bound})`);

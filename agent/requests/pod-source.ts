@@ -9,7 +9,7 @@ import type { KubeAccess } from '../kube/kube-access.js';
 import { ListWatch } from '../kube/list-watch.js';
 import type { Requests__Output } from '../../proto/gen/oversell/v1/Requests.js';
 import type { Logger } from '../../lib/log.js';
-import { sumRequests } from './pod-requests.js';
+import { sumRequests } from '../../lib/pod-requests.js';
 
 export interface PodSource {
   /** Current sums; cheap (cached), called on every sample. */

@@ -28,6 +28,7 @@ import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import type { NodeRequests } from '../store/bound-requests.js';
 import { sampleAt } from '../../proto/sample-row.js';
 import { COLUMN } from '../store/usage-window.js';
 import type { LeaderLease } from './leader-lease.js';
@@ -54,6 +55,8 @@ export interface StatusWriterOptions {
   minFreshShare?: number;
   /** This replica, as the Events it writes say. */
   identity: string;
+  /** Requests bound to a node, from the gateway's own pod watch. */
+  boundRequests?: (node: string) => NodeRequests | undefined;
   /** A node with bound requests over its cap gets one Event per this interval. */
   overCapEventEveryMs?: number;
   now?: () => number;
@@ -105,7 +108,7 @@ export class StatusWriter {
   #lastOverCapEvent = new Map<string, number>();
 
   constructor(options: StatusWriterOptions) {
-    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, ...options };
+    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, boundRequests: () => undefined, ...options };
     const optIn = this.#o.optInSelector;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -198,7 +201,10 @@ export class StatusWriter {
     const trusted = trustedRaw(facts, false, this.#o.proof);
     if (trusted.unverified) return;
     const { raw } = trusted;
-    const decision = decideForNode(raw, trusted.signed, annotations, this.#o.store.usage(name, this.#o.now()), this.#o.policies.select(node.metadata?.labels ?? {}));
+    const decision = decideForNode({
+      raw, signed: trusted.signed, annotations, usage: this.#o.store.usage(name, this.#o.now()),
+      entry: this.#o.policies.select(node.metadata?.labels ?? {}), boundRequests: this.#o.boundRequests?.(name),
+    });
     if (decision.cpu.bound === 'no-data') return;
     if (decision.cpu.requestsOverCap || decision.memory.requestsOverCap) this.#reportOverCap(node, decision);
     const { incoming } = facts;

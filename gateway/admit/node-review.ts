@@ -12,6 +12,7 @@ import { decide, type Allocatable, type Decision, type UsageInput } from '../dec
 import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
 import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
 import type { GrantProof } from './grant-proof.js';
+import type { NodeRequests } from '../store/bound-requests.js';
 import { ANNOTATION, trustedRaw, type NodeObjectFacts, type SignedGrant, type Unverified } from './trusted-raw.js';
 
 export { ANNOTATION } from './trusted-raw.js';
@@ -22,6 +23,8 @@ export interface NodeReviewDeps {
   observe(node: string, raw: Allocatable, labels: Record<string, string>): void;
   policyFor(labels: Record<string, string>): PolicyEntry | undefined;
   proof: GrantProof;
+  /** Requests of the pods the API server has bound to the node (gateway's own watch); absent or undefined without it. */
+  boundRequests?(node: string): NodeRequests | undefined;
 }
 
 /**
@@ -80,7 +83,7 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   const dryRun = req.dryRun === true;
   const labels = stringMap(node.metadata.labels);
   if (!dryRun) deps.observe(name, raw, labels);
-  const decision = decideForNode(raw, trusted.signed, annotations, deps.usage(name), deps.policyFor(labels));
+  const decision = decideForNode({ raw, signed: trusted.signed, annotations, usage: deps.usage(name), entry: deps.policyFor(labels), boundRequests: deps.boundRequests?.(name) });
   if (decision.cpu.bound === 'no-data') {
     return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun };
   }
@@ -100,13 +103,20 @@ function stringMap(v: unknown): Record<string, string> {
  * The decision for a node object: the webhook and the gateway's own status
  * writer both call this, so they can never disagree.
  */
-export function decideForNode(
-  raw: Allocatable,
-  signed: SignedGrant | undefined,
-  annotations: Record<string, unknown> | undefined,
-  usage: UsageInput | undefined,
-  entry: PolicyEntry | undefined,
-): Decision {
+export interface NodeDecisionInput {
+  raw: Allocatable;
+  /** Our own record on the object, when it verified: the previous grant. */
+  signed?: SignedGrant | undefined;
+  /** The object's annotations: per-node caps (they only lower). */
+  annotations?: Record<string, unknown> | undefined;
+  usage: UsageInput | undefined;
+  entry: PolicyEntry | undefined;
+  /** From the gateway's own watch of bound pods; undefined without it. */
+  boundRequests?: NodeRequests | undefined;
+}
+
+export function decideForNode(input: NodeDecisionInput): Decision {
+  const { raw, signed, annotations, usage, entry, boundRequests } = input;
   // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
   const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
   const decision = decide({
@@ -115,6 +125,7 @@ export function decideForNode(
     policy: entry?.policy,
     previous,
     nodeMaxRatio: nodeMaxRatio(annotations),
+    boundRequests,
   });
   if (entry?.error && decision.cpu.bound !== 'no-data') {
     return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };

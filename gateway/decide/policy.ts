@@ -12,13 +12,16 @@
 // already there, filling the node up to `headroom` brings usage to A*T.
 // The grant is bounded by construction:
 //
-//     granted = max(floor, min(cap, headroom)),  floor = max(A, min(R, cap)),  cap = A * maxRatio
+//     granted = max(floor, min(cap, headroom)),  cap = A * maxRatio,
+//     floor = max(A, R)            with R from the API server (the gateway's own watch)
+//     floor = max(A, min(R, cap))  with R from the node's agent
 //
 // so it never drops below what the kubelet computed nor below what is already
-// bound (pods would be rejected on a kubelet restart), and never exceeds the
-// cap. R comes from the node's agent, which a compromised node controls: it
-// may hold the floor up to the cap, never past it (requestsOverCap reports
-// such a node). Stale data, pressure, a missing policy give the floor.
+// bound (pods would be rejected on a kubelet restart), and never exceeds
+// max(cap, R) for an R no agent can inflate. An agent's R, which a
+// compromised node controls, may hold the floor up to the cap, never past it.
+// requestsOverCap reports a node whose R is above the cap. Stale data,
+// pressure, a missing policy give the floor.
 // Hysteresis holds small rises back; a fall is never delayed.
 import { COLUMN, UsageWindow } from '../store/usage-window.js';
 import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
@@ -92,6 +95,12 @@ export interface DecisionInput {
   previous?: Partial<Allocatable>;
   /** Per-node caps from annotations; they can only lower the policy's maxRatio. */
   nodeMaxRatio?: { cpu?: number; memory?: number };
+  /**
+   * Requests of the pods the API server has bound to the node, from the
+   * gateway's own watch: used instead of the agent's report, and the only
+   * requests that may hold the floor above the cap. Undefined without that view.
+   */
+  boundRequests?: { cpuMillicores: number; memoryBytes: number } | undefined;
 }
 
 export type Bound =
@@ -107,7 +116,7 @@ export interface ResourceDecision {
   bound: Bound;
   floor: bigint;
   cap: bigint;
-  /** The agent reported bound requests above the cap: the floor stopped at the cap. */
+  /** Bound requests are above the cap: the floor is theirs (from the API server) or stops at the cap (from the agent). */
   requestsOverCap: boolean;
   /** The window statistic the headroom was computed from. */
   usage: number | undefined;
@@ -154,6 +163,8 @@ interface ResourceContext {
   previous: bigint | undefined;
   hysteresis: number;
   dryRun: boolean;
+  /** Requests from the API server (may lift the floor past the cap), not from the agent. */
+  requestsTrusted: boolean;
   /** Set by decideResource once the cap is known. */
   requestsOverCap: boolean;
 }
@@ -172,7 +183,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
   const bound = r === undefined || !(r > 0) ? 0n : Number.isFinite(r) ? BigInt(Math.ceil(r)) : MAX_INT64 + 1n;
   const cap = minBig(maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw), (MAX_INT64 / c.unit) * c.unit);
   c.requestsOverCap = bound > cap;
-  const floor = maxBig(c.raw, minBig(bound, cap));
+  const floor = maxBig(c.raw, c.requestsTrusted ? bound : minBig(bound, cap));
   if (c.noData) return resourceDecision(c, c.raw, 'no-data', floor, cap, undefined, undefined);
   if (!c.policy) return resourceDecision(c, floor, 'no-policy', floor, cap, undefined, undefined);
   if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
@@ -249,7 +260,8 @@ class ExplainedDecision implements Decision {
 export function decide(input: DecisionInput): Decision {
   const { raw, usage, policy } = input;
   const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
-  const known = usage?.requests.known === true;
+  const trusted = input.boundRequests;
+  const known = trusted !== undefined || usage?.requests.known === true;
   const window = usage?.window ?? NO_POINTS;
   const from = policy ? windowStart(window, policy.windowMs) : window.length;
   const samples = window.length - from;
@@ -269,7 +281,8 @@ export function decide(input: DecisionInput): Decision {
     dryRun,
     raw: raw.cpuMillicores,
     unit: 1n,
-    requests: known ? usage.requests.cpuMillicores : undefined,
+    requests: trusted ? trusted.cpuMillicores : known ? usage?.requests.cpuMillicores : undefined,
+    requestsTrusted: trusted !== undefined,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
     window,
@@ -286,7 +299,8 @@ export function decide(input: DecisionInput): Decision {
     dryRun,
     raw: raw.memoryBytes,
     unit: 1024n,
-    requests: known ? usage.requests.memoryBytes : undefined,
+    requests: trusted ? trusted.memoryBytes : known ? usage?.requests.memoryBytes : undefined,
+    requestsTrusted: trusted !== undefined,
     policy: mem,
     maxRatio: Math.max(1, memMax),
     window,
@@ -298,7 +312,13 @@ export function decide(input: DecisionInput): Decision {
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.
   const facts: ExplainFacts = {
-    usage: usage && { ageMs: usage.ageMs, requests: { cpuMillicores: usage.requests.cpuMillicores, memoryBytes: usage.requests.memoryBytes, known: usage.requests.known } },
+    usage: usage && {
+      ageMs: usage.ageMs,
+      requests: trusted
+        ? { cpuMillicores: trusted.cpuMillicores, memoryBytes: trusted.memoryBytes, known: true }
+        : { cpuMillicores: usage.requests.cpuMillicores, memoryBytes: usage.requests.memoryBytes, known: usage.requests.known },
+    },
+    requestsTrusted: trusted !== undefined,
     policy,
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
   };
@@ -309,6 +329,7 @@ export function decide(input: DecisionInput): Decision {
 
 interface ExplainFacts {
   usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
+  requestsTrusted: boolean;
   policy: Policy | undefined;
   nodeMaxRatio: DecisionInput['nodeMaxRatio'];
 }
@@ -325,11 +346,12 @@ function fmtMem(b: bigint | number): string {
   return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
 }
 
-const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number) => string> = {
+const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean) => string> = {
   headroom: () => 'headroom',
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
-  'floor-requests': (d) => (d.requestsOverCap ? 'floor at the cap: bound requests reported above it' : 'floor at bound requests'),
+  'floor-requests': (d, _r, trusted) =>
+    !d.requestsOverCap ? 'floor at bound requests' : trusted ? 'floor at bound requests, above the cap' : 'floor at the cap: bound requests reported above it',
   hysteresis: () => 'held at the previous grant (rise within hysteresis)',
   pressure: () => 'pressure: floor until calm',
   stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
@@ -341,7 +363,7 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const p = input.policy?.[name];
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const bound = BOUND_TEXT[d.bound](d, maxRatio);
+  const bound = BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted);
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

@@ -5,8 +5,9 @@ import { decideForNode } from '../admit/node-review.js';
 import { summarize, windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
+import type { NodeRequests } from '../store/bound-requests.js';
 
-export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: number): NodeStatus {
+export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: number, boundRequests?: (node: string) => NodeRequests | undefined): NodeStatus {
   const usage = usageOf(record, nowMs);
   const entry = policies.select(record.labels);
   const summary = summarize(record.window, windowStart(record.window, entry?.policy?.windowMs ?? 60_000));
@@ -30,7 +31,7 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
-    const d = decideForNode(record.raw, undefined, undefined, usage, entry);
+    const d = decideForNode({ raw: record.raw, usage, entry, boundRequests: boundRequests?.(record.name) });
     const pair = (cpu: bigint, memory: bigint) => ({ cpuMillicores: Number(cpu), memoryBytes: Number(memory) });
     status.decision = {
       allocatable: pair(d.cpu.applied, d.memory.applied),

@@ -14,6 +14,7 @@ import type { PolicySource } from '../policies/policy-source.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import type { NodeRequests } from '../store/bound-requests.js';
 import { nodeStatus } from './node-status.js';
 import { SummaryTable, type RowFilter } from './summary-table.js';
 import { policyInfos } from './policy-info.js';
@@ -27,6 +28,8 @@ export interface NodeUsageServiceOptions {
   authorize?: QueryAuthorizer;
   onRefused?: (failure: string) => void;
   now?: () => number;
+  /** Requests bound to a node, from the gateway's own pod watch: the decision shown is the webhook's. */
+  boundRequests?: (node: string) => NodeRequests | undefined;
 }
 
 /** The request's selector and policy as a row filter; throws SelectorError for a bad selector. */
@@ -56,8 +59,8 @@ const LIST_CHUNK = 500;
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
   const { store, policies } = options;
   const now = options.now ?? Date.now;
-  const status = (r: NodeRecord) => nodeStatus(r, policies, now());
-  const table = new SummaryTable(store, policies, now);
+  const status = (r: NodeRecord) => nodeStatus(r, policies, now(), options.boundRequests);
+  const table = new SummaryTable(store, policies, now, options.boundRequests);
   const unavailable = () => {
     const why = options.notReady();
     return why ? { code: grpc.status.UNAVAILABLE, details: `gateway not ready: ${why}; retry shortly` } : undefined;

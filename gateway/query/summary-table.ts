@@ -13,6 +13,7 @@ import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord, type NodeStore } from '../store/node-store.js';
+import type { NodeRequests } from '../store/bound-requests.js';
 
 /** Whether a node is listed, given its record and the name of the policy governing it. */
 export type RowFilter = (record: NodeRecord, policy: string) => boolean;
@@ -44,6 +45,7 @@ class Texts {
 export class SummaryTable {
   readonly #policies: PolicySource;
   readonly #now: () => number;
+  readonly #boundRequests: ((node: string) => NodeRequests | undefined) | undefined;
   readonly #slotOf = new Map<string, number>();
   readonly #free: number[] = [];
   /** Per slot; undefined for a free slot. */
@@ -64,9 +66,10 @@ export class SummaryTable {
   /** Occupied slots by node name; rebuilt only after a node comes or goes. */
   #order: Int32Array | undefined;
 
-  constructor(store: NodeStore, policies: PolicySource, now: () => number) {
+  constructor(store: NodeStore, policies: PolicySource, now: () => number, boundRequests?: (node: string) => NodeRequests | undefined) {
     this.#policies = policies;
     this.#now = now;
+    this.#boundRequests = boundRequests;
     this.#grow(1024);
     store.on('updated', (record) => this.#update(record));
     store.on('removed', (name) => this.#remove(name));
@@ -172,7 +175,7 @@ export class SummaryTable {
     const usage = usageOf(record, nowMs);
     this.#decidedStale[slot] = usage !== undefined && usage.ageMs > staleAfterMs ? 1 : 0;
     if (raw) {
-      const d = decideForNode(raw, undefined, undefined, usage, entry);
+      const d = decideForNode({ raw, usage, entry, boundRequests: this.#boundRequests?.(record.name) });
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
       n.allocatableMemoryBytes[slot] = Number(d.memory.applied);
       n.cpuBound[slot] = texts.of(d.cpu.bound);

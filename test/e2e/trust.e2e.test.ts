@@ -4,6 +4,8 @@
 // run; an agent reports more bound requests than the cap allows.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { RbacAuthorizationV1Api, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
@@ -18,6 +20,7 @@ const NS = 'oversell-e2e-trust';
 const WEBHOOK = 'oversell-e2e-trust';
 const BIN = execFileSync('bash', [join(REPO, 'test/cluster/build.sh'), '--print-bin-dir'], { encoding: 'utf8' }).trim();
 const rbac = () => adminConfig().makeApiClient(RbacAuthorizationV1Api);
+const work = mkdtempSync(join(tmpdir(), 'oversell-e2e-trust-'));
 
 let gateway: GatewayProc;
 const nodes: FakeNode[] = [];
@@ -75,6 +78,7 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     for (const clean of cleanups.reverse()) await clean().catch(() => {});
+    rmSync(work, { recursive: true, force: true });
   });
 
   it('the grant proof key lives in a Secret of the gateway\'s namespace, made by the gateway', async () => {
@@ -133,15 +137,30 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
     assert.equal(cpuOf(await core().readNode({ name: n.name })), '8');
   });
 
-  it('an agent reporting bound requests above the cap: allocatable stops at the cap, and the node gets a Warning Event', async () => {
+  it('an agent that lies about its pods decides nothing: bound requests come from the gateway\'s own watch', async () => {
+    const n = await fakeNode('e2e-trust-liar', { labels: OPT_IN, raw: { cpu: '4', memory: '8Gi' } });
+    nodes.push(n);
+    cleanups.push(() => core().deleteNode({ name: n.name }));
+    await bindPods(n, n.name, 3, '1', '2Gi');
+    const podsFile = join(work, 'liar-pods.yaml');
+    writeFileSync(podsFile, 'apiVersion: v1\nkind: Pod\nmetadata: { name: huge, namespace: x }\nspec: { containers: [{ name: a, image: a, resources: { requests: { cpu: "1000", memory: 1Ti } } }] }\nstatus: { phase: Running }\n');
+    await n.startAgent(gateway, ['--pods-file', podsFile]);
+    const stored = await eventually('a decision from the liar\'s samples', async () => {
+      const s = await n.heartbeat();
+      return /requests 3000m/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? '') ? s : undefined;
+    });
+    assert.equal(cpuOf(stored), '8', 'the 3 cores the API server has bound, scaled within the cap; not 1000 cores');
+  });
+
+  it('bound requests above the cap (from the API server) hold allocatable above it, as a kubelet restart needs, and the node gets a Warning Event', async () => {
     const n = await node('e2e-trust-overcap');
     await bindPods(n, 'overcap', 5, '2', '256Mi');
-    const stored = await eventually('the agent to report 13 cpu bound', async () => {
+    const stored = await eventually('13 cpu bound', async () => {
       const s = await n.heartbeat();
       return /requests 13000m/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? '') ? s : undefined;
     });
-    assert.equal(cpuOf(stored), '8', '13 cpu bound, but the cap is 2 x 4');
-    assert.match(stored.metadata?.annotations?.[ANNOTATION.reason] ?? '', /floor at the cap: bound requests reported above it/);
+    assert.equal(cpuOf(stored), '13', '13 cpu bound on a node whose cap is 2 x 4: the floor is what is bound');
+    assert.match(stored.metadata?.annotations?.[ANNOTATION.reason] ?? '', /floor at bound requests, above the cap/);
     const event = await eventually('a BoundRequestsOverCap Event on the node', async () => {
       const list = await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${n.name},reason=BoundRequestsOverCap` });
       return list.items[0];

@@ -3,7 +3,7 @@
 // init containers count at their peak, restartable (sidecar) init containers stay
 // for the pod's life, pod overhead is added, and pod-level resources win when set.
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { parseBytes, parseMilli } from '../../lib/quantity.js';
+import { parseBytes, parseMilli } from './quantity.js';
 
 export interface PodRequestTotals {
   cpuMillicores: bigint;
