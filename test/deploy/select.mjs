@@ -29,4 +29,5 @@ const group = (o) => (o.apiVersion.includes('/') ? o.apiVersion.split('/')[0] : 
 const out = parseAllDocuments(readFileSync(file, 'utf8'))
   .map((d) => d.toJS())
   .filter((o) => o && (!kinds || kinds.includes(o.kind)) && !notKinds.includes(o.kind) && !notGroups.includes(group(o)));
-process.stdout.write(out.map((o) => stringify(o)).join('---\n'));
+// YAML 1.1 output: kubectl reads 1.1, where an unquoted on/off/yes/no is a boolean (OVERSELL_GRPC_TLS: "on").
+process.stdout.write(out.map((o) => stringify(o, { version: '1.1' })).join('---\n'));

@@ -65,6 +65,8 @@ const webhookApi = () => adminConfig().makeApiClient(AdmissionregistrationV1Api)
 let a: Replica;
 let b: Replica;
 let node: FakeNode;
+let spread: FakeNode | undefined;
+let appliedDeploy = false;
 let agent: Proc;
 
 describe('install: certificates without manual steps, and two replicas', { timeout: 10 * 60_000 }, () => {
@@ -78,9 +80,16 @@ describe('install: certificates without manual steps, and two replicas', { timeo
   after(async () => {
     await agent?.kill();
     await node?.stop();
+    await spread?.stop();
     await a?.kill();
     await b?.kill();
     await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
+    // A failed install test must not leave the installed webhooks (the required-pods entry fails closed) to the next test file.
+    if (appliedDeploy) {
+      try {
+        cluster('kubectl', 'delete', '-k', join(REPO, 'deploy'), '--wait=false', '--ignore-not-found');
+      } catch { /* already gone */ }
+    }
   });
 
   it('the first replica creates the Secret and injects its CA; the second serves the same certificate', async () => {
@@ -155,7 +164,14 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     const kubectl = (...args: string[]) => cluster('kubectl', ...args);
     // Our test webhook goes first: from now on only the installed one acts.
     await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } });
-    kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
+    try {
+      kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
+    } catch {
+      // On a cluster without the CRD the first apply may send the policy before the CRD is established (docs/install.md: run it again).
+      kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/oversellpolicies.oversell.io');
+      kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
+    }
+    appliedDeploy = true;
     const nodeNames = (await core().listNode()).items.map((n) => n.metadata?.name ?? '').sort();
     const agents = await eventually('one agent pod per node', async () => {
       const pods = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-agent' })).items;
@@ -163,6 +179,15 @@ describe('install: certificates without manual steps, and two replicas', { timeo
       return on.length === nodeNames.length ? on : undefined;
     }, 60_000);
     assert.deepEqual(agents, nodeNames);
+    // The gateway's replicas run on different nodes or not at all (DoNotSchedule,
+    // minDomains 2): with a second untainted node here, both are scheduled, each on its own.
+    spread = await fakeNode('e2e-install-spread', { labels: OPT_IN });
+    const gatewayNodes = await eventually('both gateway replicas scheduled', async () => {
+      const pods = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-gateway' })).items;
+      const on = pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.spec?.nodeName ?? '');
+      return on.length === 2 && on.every(Boolean) ? on : undefined;
+    }, 60_000);
+    assert.notEqual(gatewayNodes[0], gatewayNodes[1], `both gateway replicas on ${gatewayNodes[0]}`);
     // A replica as the installed Deployment runs it (its pods are kwok's fakes): it injects our CA into "oversell".
     const installed = await replicaFor('replica-c', 'oversell');
     try {

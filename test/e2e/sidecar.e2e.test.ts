@@ -14,6 +14,7 @@ import { UNAUTHENTICATED_AGENTS, eventually, startGatewayProcess, webhookFromDep
 const TEMPLATES_NS = 'e2e-sidecar-system'; // the gateway's own namespace here
 const ON = 'e2e-sidecar-on';
 const OFF = 'e2e-sidecar-off';
+const REQUIRED = 'e2e-sidecar-required';
 const WEBHOOK = 'oversell-sidecar-e2e';
 const KWOK_TOLERATION = [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }];
 
@@ -90,7 +91,7 @@ const bare = (name: string, annotations?: Record<string, string>, containers = [
 
 describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, () => {
   before(async () => {
-    for (const [name, labels] of [[TEMPLATES_NS, {}], [ON, { [INJECT.optIn]: 'enabled' }], [OFF, {}]] as const) {
+    for (const [name, labels] of [[TEMPLATES_NS, {}], [ON, { [INJECT.optIn]: 'enabled' }], [OFF, {}], [REQUIRED, { [INJECT.optIn]: 'required' }]] as const) {
       await core().createNamespace({ body: { metadata: { name, labels } } });
     }
     for (const [name, text] of [['mesh', meshTemplate], ['logger', loggerTemplate]] as const) {
@@ -106,7 +107,7 @@ describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, (
     ]);
     // Only the pod entries: node heartbeats are other tests' business.
     const config = webhookFromDeploy(gateway, WEBHOOK);
-    config.webhooks = config.webhooks?.filter((h) => h.clientConfig.url?.endsWith('/mutate/pods'));
+    config.webhooks = config.webhooks?.filter((h) => h.clientConfig.url?.includes('/mutate/pods'));
     assert.equal(config.webhooks?.length, 3);
     await objects().create(config);
     // The API server picks up a new webhook configuration within about a second.
@@ -119,7 +120,7 @@ describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, (
   after(async () => {
     await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
     await gateway?.kill();
-    for (const name of [ON, OFF, TEMPLATES_NS]) await core().deleteNamespace({ name }).catch(() => {});
+    for (const name of [ON, OFF, REQUIRED, TEMPLATES_NS]) await core().deleteNamespace({ name }).catch(() => {});
   });
 
   it('a Deployment in an opted-in namespace: the controller-manager\'s pods are stored with the sidecar', async () => {
@@ -173,11 +174,38 @@ describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, (
     assert.deepEqual(res.warnings, []);
   });
 
+  it('a forged oversell.io/injected annotation does not keep the sidecar out', async () => {
+    const res = await createPodRaw(ON, bare('forged', { [INJECT.injected]: 'mesh' }));
+    assert.equal(res.status, 201);
+    assert.deepEqual(containerNames(res.pod), ['app', 'mesh-proxy']);
+  });
+
+  for (const [what, annotations] of [
+    ['oversell.io/inject: disabled', { [INJECT.optIn]: 'disabled' }],
+    ['an empty oversell.io/sidecars', { [INJECT.sidecars]: '' }],
+    ['a forged oversell.io/injected', { [INJECT.injected]: 'mesh' }],
+  ] as const) {
+    it(`in a namespace labelled oversell.io/inject=required a pod cannot opt out with ${what}`, async () => {
+      const res = await createPodRaw(REQUIRED, bare(`no-opt-out-${Object.keys(annotations)[0]?.replace(/[^a-z]/g, '')}`, annotations));
+      assert.equal(res.status, 201, JSON.stringify(res.pod));
+      assert.deepEqual(containerNames(res.pod), ['app', 'mesh-proxy']);
+    });
+  }
+
+  it('in a required namespace a pod whose default sidecar cannot be added is refused, with the reason', async () => {
+    const res = await createPodRaw(REQUIRED, bare('look-alike', undefined, [{ name: 'app', image: 'example.com/app:1' }, { name: 'mesh-proxy', image: 'example.com/busybox:1' }]));
+    assert.equal(res.status, 403);
+    assert.match((res.pod as { message?: string }).message ?? '', /required-pods\.oversell\.io.*requires its sidecars and "mesh" could not be added/);
+    await assert.rejects(core().readNamespacedPod({ namespace: REQUIRED, name: 'look-alike' }));
+  });
+
   it('the gateway counted the injections and the refusal', async () => {
     const text = await (await fetch(`http://127.0.0.1:${gateway.ports.metrics}/metrics`)).text();
     const injected = Number(/oversell_sidecar_injections_total\{template="mesh"\} (\d+)/.exec(text)?.[1] ?? 0);
     assert.ok(injected >= 3, `mesh injected ${injected} times (2 Deployment pods and the probe)`);
     assert.match(text, /oversell_sidecar_injections_total\{template="logger"\} 1/);
-    assert.match(text, /oversell_sidecar_refusals_total\{template="mesh",reason="collision"\} 1/);
+    // The collision in the opted-in namespace, and the look-alike in the required one.
+    assert.match(text, /oversell_sidecar_refusals_total\{template="mesh",reason="collision"\} 2/);
+    assert.match(text, /oversell_pod_webhook_request_duration_seconds_count\{outcome="denied"\} 1/);
   });
 });
