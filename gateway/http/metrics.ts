@@ -93,7 +93,7 @@ export class GatewayMetrics {
     // latency of the node heartbeat path, which is the one with a budget.
     this.#podWebhookDuration = new Histogram({
       name: 'oversell_pod_webhook_request_duration_seconds',
-      help: 'Time to answer one pod CREATE AdmissionReview, by outcome (injected, unchanged, refused, skipped, bad-request, error).',
+      help: 'Time to answer one pod CREATE AdmissionReview, by outcome (injected, unchanged, refused, denied, skipped, bad-request, error).',
       labelNames: ['outcome'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
       registers,
