@@ -46,7 +46,7 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
     const hook = hookNamed(stored, 'nodes.oversell.io');
     assert.equal(hook.failurePolicy, 'Ignore');
     assert.ok((hook.timeoutSeconds ?? 10) <= 5, `timeoutSeconds ${hook.timeoutSeconds}`);
-    assert.equal(hook.sideEffects, 'None');
+    assert.equal(hook.sideEffects, 'NoneOnDryRun', 'it records what real writes show, never what a dry run shows');
     assert.deepEqual(hook.objectSelector?.matchLabels, OPT_IN);
     const rules = (hook.rules ?? []).map((r) => `${r.operations?.join('+')} ${r.resources?.join('+')}`).sort();
     assert.deepEqual(rules, ['CREATE nodes', 'UPDATE nodes/status']);
