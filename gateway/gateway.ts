@@ -31,6 +31,7 @@ import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import type { Watching } from './keep-watching.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
+import type { ReviewStats } from './auth/review-limiter.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from './tls/grpc-credentials.js';
 
 export interface GatewayOptions {
@@ -51,7 +52,7 @@ export interface GatewayOptions {
   /** Client certificates the webhook requires (PEM CA bundle): only the API server's client certificate gets through. */
   webhookClientCa?: string;
   /** Who may stream and query; without these, anyone who reaches the port (local mode). */
-  auth?: { agents?: AgentAuthenticator; query?: QueryAuthorizer };
+  auth?: { agents?: AgentAuthenticator; query?: QueryAuthorizer; reviews?: ReviewStats };
   policies: PolicySource;
   /** Forget nodes whose agent is gone this long. */
   forgetAfterMs: number;
@@ -123,6 +124,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const boundRequests = (node: string) => bound.of(node);
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
+  if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
   store.on('removed', (name) => metrics.forgetNode(name));
   let ready = false;
   let ingestThreadDown: string | undefined;
@@ -140,6 +142,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies, notReady, now, boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
+    onWatchEnded: (reason) => metrics.watchEnded(reason),
   }));
   // grpcurl and load balancers work without our proto files.
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });

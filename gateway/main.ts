@@ -13,6 +13,7 @@ import { GATEWAY_DEFAULTS, startGateway, type GatewayOptions } from './gateway.j
 import { agentAuthenticator, kubernetesPodNodeLookup } from './auth/agent-authenticator.js';
 import { kubernetesAccessReview, queryAuthorizer } from './auth/query-authorizer.js';
 import { CachedTokenReviewer, kubernetesTokenReviewer } from './auth/token-review.js';
+import { ReviewLimiter } from './auth/review-limiter.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileProofKey, secretProofKey } from './auth/proof-key.js';
@@ -59,6 +60,8 @@ const cmd = program('oversell-gateway', 'Inflates node allocatable from live usa
   .addOption(flag('--proof-key-secret <namespace/name>', 'with a cluster: the Secret holding the key every replica signs its grants with, created if absent (default: <lease namespace>/oversell-gateway-proof-key)', 'OVERSELL_PROOF_KEY_SECRET'))
   .addOption(flag('--proof-key-file <file>', 'the grant-signing key as a file (base64, at least 32 bytes), created if absent (default without a cluster: <tls dir>/proof.key)', 'OVERSELL_PROOF_KEY_FILE'))
   .addOption(flag('--agent-audience <aud>', 'audience of the agents\' projected tokens', 'OVERSELL_AGENT_AUDIENCE', 'oversell-gateway'))
+  .addOption(numberFlag('--token-reviews-per-second <n>', 'TokenReviews the gateway may send the API server per second, agents and query callers together (a fifth reserved for callers accepted before); over it, callers get UNAVAILABLE and retry', 'OVERSELL_TOKEN_REVIEWS_PER_SECOND', '100', 1))
+  .addOption(numberFlag('--token-reviews-in-flight <n>', 'TokenReviews waiting for the API server at once, at most', 'OVERSELL_TOKEN_REVIEWS_IN_FLIGHT', '20', 1))
   .addOption(flag('--agent-service-accounts <list>', 'comma-separated namespace/name of the ServiceAccounts agents run as (default: <lease namespace>/oversell-agent)', 'OVERSELL_AGENT_SERVICE_ACCOUNTS'))
   .addOption(flag('--ca-configmap <name>', 'in a cluster: publish the CA of the serving certificate (no key) in this ConfigMap of the lease namespace, for agents to trust gRPC TLS (empty: off)', 'OVERSELL_CA_CONFIGMAP', 'oversell-gateway-ca'))
   .addOption(flag('--webhook-client-ca-file <file>', 'require a client certificate from this CA on the webhook (the API server\'s admission client certificate; docs/security.md)', 'OVERSELL_WEBHOOK_CLIENT_CA_FILE'))
@@ -150,11 +153,19 @@ try {
   let auth: GatewayOptions['auth'];
   if (authMode === 'kubernetes') {
     if (!kubeConfig) throw new Error('--auth kubernetes needs a cluster: run in a pod or pass --kubeconfig (or --auth none for local mode)');
-    const cache = { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 50_000 };
+    // One budget for both: the API server sees at most this many reviews from this replica, whoever sends the tokens.
+    const perSecond = Number(o.tokenReviewsPerSecond);
+    const reviews = new ReviewLimiter({ perSecond, burst: 2 * perSecond, maxInFlight: Number(o.tokenReviewsInFlight) });
+    const cache = { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 50_000, limiter: reviews };
     const accounts = String(o.agentServiceAccounts ?? `${o.leaseNamespace}/oversell-agent`).split(',').map((s) => s.trim()).filter(Boolean);
     auth = {
-      agents: agentAuthenticator(new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, String(o.agentAudience)), cache), accounts, kubernetesPodNodeLookup(kubeConfig)),
-      query: queryAuthorizer(new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, undefined), cache), kubernetesAccessReview(kubeConfig)),
+      agents: agentAuthenticator(
+        new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, String(o.agentAudience)), { ...cache, precheck: { audience: String(o.agentAudience), acceptOpaque: false } }),
+        accounts, kubernetesPodNodeLookup(kubeConfig),
+      ),
+      // Query callers may hold tokens that are not JWTs (static token files, some OIDC setups); their audiences are the API server's.
+      query: queryAuthorizer(new CachedTokenReviewer(kubernetesTokenReviewer(kubeConfig, undefined), { ...cache, precheck: { acceptOpaque: true } }), kubernetesAccessReview(kubeConfig)),
+      reviews,
     };
     log.info({ agentServiceAccounts: accounts, audience: o.agentAudience }, 'agents and query callers authenticate with Kubernetes tokens');
   } else {

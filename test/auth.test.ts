@@ -17,6 +17,8 @@ import { agentBinding, CLAIM } from '../gateway/auth/agent-binding.js';
 import { AuthError, bearerToken, jwtExpiry, type Identity } from '../gateway/auth/identity.js';
 import { queryAuthorizer } from '../gateway/auth/query-authorizer.js';
 import { CachedTokenReviewer, type TokenReviewer } from '../gateway/auth/token-review.js';
+import { ReviewLimiter } from '../gateway/auth/review-limiter.js';
+import { precheckToken, type PrecheckOptions } from '../gateway/auth/token-precheck.js';
 import { generateCa, issueServingCertificate } from '../gateway/tls/self-signed.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
@@ -96,6 +98,118 @@ describe('token review cache', () => {
     await assert.rejects(cache.review('down'));
     await assert.rejects(cache.review('down'));
     assert.equal(asked, 7, 'an unreachable API server is not remembered as a refusal');
+  });
+});
+
+/** A JWT-shaped token with these claims; the signature is the API server's business. */
+const jwtWith = (claims: Record<string, unknown>) =>
+  `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.sig`;
+
+describe('token pre-check (pure): refused before any TokenReview', () => {
+  const now = 1_700_000_000_000;
+  const exp = now / 1000 + 600;
+  const agents = { audience: 'oversell-gateway', acceptOpaque: false, now: () => now };
+  const refused = (token: string, options: PrecheckOptions, reason: string) =>
+    assert.throws(() => precheckToken(token, options), (e: AuthError) => e.failure === reason, reason);
+
+  it('refuses what is too long, not a JWT, not JSON, without exp, expired past the skew, or for another audience', () => {
+    refused('x'.repeat(16 * 1024 + 1), agents, 'token-too-long');
+    refused('opaque-token', agents, 'token-malformed');
+    refused('a.b', agents, 'token-malformed');
+    refused(`a.${Buffer.from('[1]').toString('base64url')}.c`, agents, 'token-malformed');
+    refused('a.!!notjson.c', agents, 'token-malformed');
+    refused(jwtWith({ aud: ['oversell-gateway'] }), agents, 'token-malformed');
+    refused(jwtWith({ aud: ['oversell-gateway'], exp: now / 1000 - 31 }), agents, 'token-expired');
+    refused(jwtWith({ aud: ['https://kubernetes.default.svc'], exp }), agents, 'wrong-audience');
+    refused(jwtWith({ exp }), agents, 'wrong-audience');
+  });
+
+  it('passes a well-formed token (aud as a list or a string, exp within the skew) and names the pod it claims', () => {
+    const claims = { aud: ['oversell-gateway'], exp, sub: 'system:serviceaccount:oversell:oversell-agent', 'kubernetes.io': { namespace: 'oversell', pod: { name: 'agent-x', uid: 'uid-x' } } };
+    assert.deepEqual(precheckToken(jwtWith(claims), agents), { expiresAtMs: exp * 1000, caller: 'pod:uid-x' });
+    assert.deepEqual(precheckToken(jwtWith({ aud: 'oversell-gateway', exp: now / 1000 - 20, sub: 'alice' }), agents), { expiresAtMs: now - 20_000, caller: 'sub:alice' });
+  });
+
+  it('query callers: opaque tokens go on to the TokenReview, any audience; JWTs are still checked for shape and expiry', () => {
+    const query = { acceptOpaque: true, now: () => now };
+    assert.equal(precheckToken('static-token-abc', query), undefined);
+    assert.ok(precheckToken(jwtWith({ aud: ['https://kubernetes.default.svc'], exp }), query));
+    refused(jwtWith({ exp: now / 1000 - 3600 }), query, 'token-expired');
+    refused('a.b.c.d', query, 'token-malformed');
+  });
+});
+
+describe('TokenReview budget (pure)', () => {
+  it('spends at most the rate after the burst; known callers have a reserve a flood of newcomers cannot spend', async () => {
+    let t = 0;
+    const limiter = new ReviewLimiter({ perSecond: 10, burst: 10, maxInFlight: 100, reserved: 0.2, now: () => t });
+    const ok = async () => 'ok';
+    limiter.remember('pod:known');
+    const results = [];
+    for (let i = 0; i < 20; i++) results.push(await limiter.run(`pod:new-${i}`, ok).catch((e: AuthError) => e.failure));
+    assert.deepEqual(results.filter((r) => r === 'ok').length, 8, 'newcomers get the open part of the burst only');
+    assert.ok(results.slice(8).every((r) => r === 'throttled'));
+    assert.equal(await limiter.run('pod:known', ok), 'ok', 'a known caller gets through from the reserve');
+    assert.equal(await limiter.run('pod:known', ok), 'ok');
+    await assert.rejects(limiter.run('pod:known', ok), (e: AuthError) => e.failure === 'throttled' && /retry/.test(e.message), 'then both parts are spent');
+    t += 1000;
+    let sent = 0;
+    for (let i = 0; i < 20; i++) if ((await limiter.run(`pod:more-${i}`, ok).catch(() => 'no')) === 'ok') sent += 1;
+    assert.equal(sent, 8, 'a second later: the open part refilled at 8/s');
+    assert.equal(limiter.sent, 8 + 2 + 8);
+  });
+
+  it('caps reviews in flight, keeping slots for known callers', async () => {
+    const limiter = new ReviewLimiter({ perSecond: 1000, burst: 1000, maxInFlight: 5, reserved: 0.2 });
+    limiter.remember('pod:known');
+    const gates: Array<() => void> = [];
+    const slow = () => new Promise<string>((resolve) => gates.push(() => resolve('ok')));
+    const running = [0, 1, 2, 3].map((i) => limiter.run(`pod:new-${i}`, slow));
+    await assert.rejects(limiter.run('pod:new-x', slow), (e: AuthError) => e.failure === 'throttled' && /4 token reviews are already waiting/.test(e.message));
+    const known = limiter.run('pod:known', slow);
+    assert.equal(limiter.inFlight, 5);
+    await assert.rejects(limiter.run('pod:known', slow), (e: AuthError) => e.failure === 'throttled');
+    for (const g of gates) g();
+    assert.deepEqual(await Promise.all([...running, known]), ['ok', 'ok', 'ok', 'ok', 'ok']);
+    assert.equal(limiter.inFlight, 0);
+  });
+});
+
+describe('token review cache with the pre-check and the budget', () => {
+  const exp = () => Math.floor(Date.now() / 1000) + 600;
+  const agentToken = (uid: string, n = 0) => jwtWith({ aud: ['oversell-gateway'], exp: exp() + n, 'kubernetes.io': { namespace: 'oversell', pod: { name: `agent-${uid}`, uid } } });
+
+  it('refuses locally without asking; a flood of refused tokens cannot push accepted ones out; a spent budget is not remembered', async () => {
+    const good = agentToken('good');
+    let asked = 0;
+    const inner: TokenReviewer = { review: async (token) => { asked += 1; return token === good ? agentIdentity({}) : deny('unauthenticated'); } };
+    const limiter = new ReviewLimiter({ perSecond: 1, burst: 1000, maxInFlight: 10 });
+    const cache = new CachedTokenReviewer(inner, { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 10, maxRefused: 10, limiter, precheck: { audience: 'oversell-gateway', acceptOpaque: false } });
+    await assert.rejects(cache.review('opaque'), (e: AuthError) => e.failure === 'token-malformed');
+    await assert.rejects(cache.review(jwtWith({ aud: ['other'], exp: exp() })), (e: AuthError) => e.failure === 'wrong-audience');
+    assert.equal(asked, 0, 'nothing sent to the API server');
+    await cache.review(good);
+    for (let i = 0; i < 50; i++) await assert.rejects(cache.review(agentToken(`bogus-${i}`)), (e: AuthError) => e.failure === 'unauthenticated');
+    assert.equal(asked, 51);
+    await cache.review(good);
+    assert.equal(asked, 51, 'the accepted token is still cached after 50 refused ones');
+
+    const tight = new CachedTokenReviewer(inner, { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 10, limiter: new ReviewLimiter({ perSecond: 0.001, burst: 1, maxInFlight: 10, reserved: 0 }) });
+    await tight.review(good);
+    const fresh = agentToken('good', 1);
+    await assert.rejects(tight.review(fresh), (e: AuthError) => e.failure === 'throttled');
+    await assert.rejects(tight.review(fresh), (e: AuthError) => e.failure === 'throttled', 'asked again, not answered from a remembered refusal');
+    await tight.review(good);
+  });
+
+  it('a token whose pod was accepted before goes through the reserve while newcomers are throttled', async () => {
+    const limiter = new ReviewLimiter({ perSecond: 0.001, burst: 5, maxInFlight: 10, reserved: 0.2 });
+    const inner: TokenReviewer = { review: async () => agentIdentity({}) };
+    const cache = new CachedTokenReviewer(inner, { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 100, limiter, precheck: { audience: 'oversell-gateway', acceptOpaque: false } });
+    await cache.review(agentToken('pod-1'));
+    for (let i = 0; i < 3; i++) await cache.review(agentToken(`pod-new-${i}`));
+    await assert.rejects(cache.review(agentToken('pod-newest')), (e: AuthError) => e.failure === 'throttled');
+    await cache.review(agentToken('pod-1', 60)); // pod-1's rotated token
   });
 });
 

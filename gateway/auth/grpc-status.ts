@@ -6,6 +6,12 @@ const STATUS: Record<AuthFailure, grpc.status> = {
   unauthenticated: grpc.status.UNAUTHENTICATED,
   'permission-denied': grpc.status.PERMISSION_DENIED,
   unavailable: grpc.status.UNAVAILABLE,
+  'token-too-long': grpc.status.UNAUTHENTICATED,
+  'token-malformed': grpc.status.UNAUTHENTICATED,
+  'token-expired': grpc.status.UNAUTHENTICATED,
+  'wrong-audience': grpc.status.UNAUTHENTICATED,
+  // Retryable: agents back off and come again, the CLI says to retry.
+  throttled: grpc.status.UNAVAILABLE,
 };
 
 /** The gRPC status of a failure; anything but an AuthError is the API server being unreachable or a bug: UNAVAILABLE. */

@@ -10,7 +10,20 @@ export interface Identity {
   expiresAtMs: number | undefined;
 }
 
-export type AuthFailure = 'unauthenticated' | 'permission-denied' | 'unavailable';
+/**
+ * Why a caller was refused; also the `reason` label of oversell_auth_refusals_total.
+ * The token-* and wrong-audience refusals are decided locally, before any
+ * TokenReview; throttled is the gateway's own TokenReview budget being spent.
+ */
+export type AuthFailure =
+  | 'unauthenticated'
+  | 'permission-denied'
+  | 'unavailable'
+  | 'token-too-long'
+  | 'token-malformed'
+  | 'token-expired'
+  | 'wrong-audience'
+  | 'throttled';
 
 export class AuthError extends Error {
   override name = 'AuthError';

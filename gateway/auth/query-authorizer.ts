@@ -8,8 +8,24 @@ import type { TokenReviewer } from './token-review.js';
 export const QUERY_RESOURCE = { group: 'oversell.io', resource: 'nodeusages' } as const;
 export type QueryVerb = 'get' | 'list' | 'watch';
 
+/** How long an allowed call may go on unchecked: a watch outlives the moment it was allowed. */
+export interface QueryGrant {
+  /** The token's exp (JWTs only): a watch ends then. */
+  expiresAtMs: number | undefined;
+  /** A watch asks again this often, so revoked access or a deleted ServiceAccount ends it. */
+  recheckMs: number;
+}
+
 /** Throws AuthError unless the caller may `verb` nodeusages (name: the node, for get). */
-export type QueryAuthorizer = (authorization: unknown, verb: QueryVerb, name?: string) => Promise<void>;
+export type QueryAuthorizer = (authorization: unknown, verb: QueryVerb, name?: string) => Promise<QueryGrant>;
+
+export interface QueryAuthorizerOptions {
+  /** How long an allowed decision is reused (default 10 s). */
+  cacheMs?: number;
+  /** How often a watch checks its caller again (default 60 s). */
+  recheckMs?: number;
+  now?: () => number;
+}
 
 export type AccessReview = (identity: Identity, verb: QueryVerb, name: string | undefined) => Promise<{ allowed: boolean; reason: string }>;
 
@@ -31,19 +47,22 @@ export function kubernetesAccessReview(kubeConfig: KubeConfig): AccessReview {
   };
 }
 
-export function queryAuthorizer(reviewer: TokenReviewer, review: AccessReview, cacheMs = 10_000, now: () => number = Date.now): QueryAuthorizer {
+export function queryAuthorizer(reviewer: TokenReviewer, review: AccessReview, options: QueryAuthorizerOptions = {}): QueryAuthorizer {
+  const { cacheMs = 10_000, recheckMs = 60_000, now = Date.now } = options;
   const decisions = new Map<string, number>();
   return async (authorization, verb, name) => {
     const token = bearerToken(authorization);
     if (!token) throw new AuthError('unauthenticated', 'the query API needs a bearer token (oversell --token, or a kubeconfig user with a token)');
     const identity = await reviewer.review(token);
     const key = `${identity.username}\u0000${identity.uid}\u0000${verb}\u0000${name ?? ''}`;
-    if ((decisions.get(key) ?? 0) > now()) return;
+    const grant = { expiresAtMs: identity.expiresAtMs, recheckMs };
+    if ((decisions.get(key) ?? 0) > now()) return grant;
     const { allowed, reason } = await review(identity, verb, name);
     if (!allowed) {
       throw new AuthError('permission-denied', `${identity.username} may not ${verb} ${QUERY_RESOURCE.resource}.${QUERY_RESOURCE.group}${name ? ` ${name}` : ''}${reason ? ` (${reason})` : ''}; bind the ClusterRole oversell-viewer`);
     }
     if (decisions.size > 10_000) decisions.clear();
     decisions.set(key, now() + cacheMs);
+    return grant;
   };
 }

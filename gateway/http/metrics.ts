@@ -222,4 +222,39 @@ export class GatewayMetrics {
   sampleReceived(result: IngestResult | 'rate-limited'): void {
     this.#samplesSinceScrape.set(result, (this.#samplesSinceScrape.get(result) ?? 0) + 1);
   }
+
+  readonly #watchesEnded = new Counter({
+    name: 'oversell_query_watches_ended_total',
+    help: 'WatchNodes streams the gateway ended, by reason (slow-reader: the client left too many events unread; token-expired; revoked: access or token withdrawn).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
+  watchEnded(reason: 'slow-reader' | 'token-expired' | 'revoked'): void {
+    this.#watchesEnded.inc({ reason });
+  }
+
+  #tokenReviewStats: { sent: number; inFlight: number } | undefined;
+  #tokenReviewsCounted = 0;
+  readonly #tokenReviewsSent: Counter = new Counter({
+    name: 'oversell_token_reviews_sent_total',
+    help: 'TokenReviews sent to the API server (agents and query callers together; cached tokens and local refusals send none).',
+    registers: [this.registry],
+    collect: () => {
+      const sent = this.#tokenReviewStats?.sent ?? 0;
+      this.#tokenReviewsSent.inc(sent - this.#tokenReviewsCounted);
+      this.#tokenReviewsCounted = sent;
+    },
+  });
+  readonly #tokenReviewsInFlight: Gauge = new Gauge({
+    name: 'oversell_token_reviews_in_flight',
+    help: 'TokenReviews waiting for the API server now.',
+    registers: [this.registry],
+    collect: (): void => this.#tokenReviewsInFlight.set(this.#tokenReviewStats?.inFlight ?? 0),
+  });
+
+  /** The review budget's own counts, read at every scrape. */
+  countTokenReviews(stats: { sent: number; inFlight: number }): void {
+    this.#tokenReviewStats = stats;
+  }
 }

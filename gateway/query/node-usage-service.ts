@@ -12,7 +12,7 @@ import { parseLabelSelector, SelectorError } from '../../lib/label-selector.js';
 import { matches } from '../decide/select-policy.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { authStatus } from '../auth/grpc-status.js';
-import type { QueryAuthorizer, QueryVerb } from '../auth/query-authorizer.js';
+import type { QueryAuthorizer, QueryGrant, QueryVerb } from '../auth/query-authorizer.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
 import { nodeStatus } from './node-status.js';
@@ -27,10 +27,19 @@ export interface NodeUsageServiceOptions {
   /** Without it anyone who reaches the port may query (local mode; docs/security.md). */
   authorize?: QueryAuthorizer;
   onRefused?: (failure: string) => void;
+  /** A watch the gateway ended: its client read too slowly, its token expired, or its access was revoked. */
+  onWatchEnded?: (reason: WatchEnd) => void;
+  /** Events a watch may have waiting for its client beyond its snapshot before it is ended (default 1024). */
+  watchQueueLimit?: number;
   now?: () => number;
   /** Requests bound to a node, from the gateway's own pod watch: the decision shown is the webhook's. */
   boundRequests?: (node: string) => NodeRequests | undefined;
 }
+
+export type WatchEnd = 'slow-reader' | 'token-expired' | 'revoked';
+
+/** Longest setTimeout: a token valid for longer is left to the periodic re-check. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The request's selector and policy as a row filter; throws SelectorError for a bad selector. */
 function filterOf(req: { labelSelector: string; policy: string }): RowFilter {
@@ -61,6 +70,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
   const now = options.now ?? Date.now;
   const status = (r: NodeRecord) => nodeStatus(r, policies, now(), options.boundRequests);
   const table = new SummaryTable(store, policies, now, options.boundRequests);
+  const queueLimit = options.watchQueueLimit ?? 1024;
   const unavailable = () => {
     const why = options.notReady();
     return why ? { code: grpc.status.UNAVAILABLE, details: `gateway not ready: ${why}; retry shortly` } : undefined;
@@ -139,8 +149,29 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       // Subscribe before the snapshot so no change falls between the two.
       const pending: NodeEvent[] = [];
       let synced = false;
+      let ended = false;
       const shown = new Set<string>();
-      const send = (e: NodeEvent) => (synced ? call.write(e) : pending.push(e));
+      // grpc-js buffers every write a client has not taken yet (call.write
+      // returns false, and keeps buffering): a client that stops reading would
+      // grow the gateway without end. The snapshot, one more event per node
+      // shown and queueLimit may wait; past that, the watch ends.
+      let limit = Infinity;
+      const tooSlow = () => {
+        const waiting = call.writableLength;
+        ended = true;
+        stop();
+        options.onWatchEnded?.('slow-reader');
+        call.emit('error', {
+          code: grpc.status.RESOURCE_EXHAUSTED,
+          details: `watch ended: ${waiting} events were waiting for this client to read them (limit ${limit}); read the stream continuously and watch again, or poll with ListNodeSummaries`,
+        });
+      };
+      const write = (e: NodeEvent) => {
+        if (ended) return;
+        if (call.writableLength >= limit) return tooSlow();
+        call.write(e);
+      };
+      const send = (e: NodeEvent) => (synced ? write(e) : pending.push(e));
       const onUpdated = (r: NodeRecord) => {
         const s = status(r);
         if (filter(r, s.policy ?? '')) {
@@ -171,8 +202,9 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
         }
       }
       call.write({ type: 'SYNCED' });
+      limit = 2 * (shown.size + 1) + queueLimit;
       synced = true;
-      for (const e of pending) call.write(e);
+      for (const e of pending) write(e);
     },
 
     ListPolicies(_call, callback) {
@@ -190,11 +222,54 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       options.onRefused?.(s.failure);
       throw { code: s.code, details: s.details };
     });
+
+  /** An allowed watch lasts while its token does, and while its caller keeps access. */
+  const guard = (call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, grant: QueryGrant) => {
+    if (call.writableEnded) return; // refused by the open handler (not ready, bad selector)
+    const timers: NodeJS.Timeout[] = [];
+    let done = false;
+    const clear = () => {
+      done = true;
+      for (const t of timers) clearTimeout(t);
+    };
+    const end = (reason: WatchEnd, failure: string, code: grpc.status, details: string) => {
+      if (done) return;
+      clear();
+      options.onRefused?.(failure);
+      options.onWatchEnded?.(reason);
+      call.emit('error', { code, details });
+    };
+    const left = grant.expiresAtMs === undefined ? Infinity : grant.expiresAtMs - now();
+    if (left <= MAX_TIMER_MS) {
+      timers.push(setTimeout(() => end('token-expired', 'expired', grpc.status.UNAUTHENTICATED, 'token expired; reconnect with a fresh token'), Math.max(0, left)));
+    }
+    const header = call.metadata.get('authorization')[0];
+    timers.push(setInterval(() => {
+      authorize(header, 'watch').catch((err: unknown) => {
+        const s = authStatus(err);
+        // The API server or the review budget being busy says nothing about the caller: the next check decides.
+        if (s.code === grpc.status.UNAVAILABLE) return;
+        end('revoked', s.failure, s.code, `watch ended: ${s.details}`);
+      });
+    }, grant.recheckMs));
+    for (const t of timers) t.unref();
+    call.on('cancelled', clear);
+    call.on('close', clear);
+    call.on('finish', clear);
+    call.on('error', clear);
+  };
   return {
     GetNode: (call, callback) => void check(call, 'get', call.request.name).then(() => open.GetNode(call, callback), callback),
     ListNodes: (call, callback) => void check(call, 'list').then(() => open.ListNodes(call, callback), callback),
     ListNodeSummaries: (call, callback) => void check(call, 'list').then(() => open.ListNodeSummaries(call, callback), callback),
-    WatchNodes: (call) => void check(call, 'watch').then(() => open.WatchNodes(call), (e: grpc.StatusObject) => call.emit('error', e)),
+    WatchNodes: (call) =>
+      void check(call, 'watch').then(
+        (grant) => {
+          open.WatchNodes(call);
+          guard(call, grant);
+        },
+        (e: grpc.StatusObject) => call.emit('error', e),
+      ),
     ListPolicies: (call, callback) => void check(call, 'list').then(() => open.ListPolicies(call, callback), callback),
   };
 }
