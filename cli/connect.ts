@@ -60,6 +60,17 @@ function connection(c: NodeUsageClient, target: string, s: Security, close: () =
   };
 }
 
+/**
+ * Why the connection may not carry its token, or undefined: a bearer token
+ * goes only inside TLS, where nobody on the path can read and replay it.
+ */
+export function plaintextTokenProblem(s: { token?: string; ca?: Buffer }, where: { target: string; namespace: string; tokenFrom: 'flag' | 'kubeconfig' }): string | undefined {
+  if (!s.token || s.ca) return undefined;
+  const getCa = `kubectl -n ${where.namespace} get configmap oversell-gateway-ca -o jsonpath='{.data.ca\\.crt}' > gateway-ca.crt`;
+  const whose = where.tokenFrom === 'flag' ? 'the bearer token (--token / OVERSELL_TOKEN)' : 'the kubeconfig user\'s token';
+  return `refusing to send ${whose} to ${where.target} in plain text: pass --ca-file with the gateway's CA (${getCa}), or, for a local-mode gateway (--auth none), send no token (--token '')`;
+}
+
 function readCa(file: string): Buffer {
   try {
     return readFileSync(file);
@@ -111,11 +122,18 @@ export async function connect(o: ConnectOptions): Promise<Connection> {
   const serverName = o.serverName ?? `${o.service}.${o.namespace}.svc`;
   if (o.address) {
     const s: Security = { serverName, ...(o.caFile && { ca: readCa(o.caFile) }), ...(o.token && { token: o.token }) };
+    const problem = plaintextTokenProblem(s, { target: o.address, namespace: o.namespace, tokenFrom: 'flag' });
+    if (problem) throw new ConnectError(problem);
     const c = client(o.address, s);
     return connection(c, o.address, s, () => c.close());
   }
   const pf = await portForward(o);
   const s: Security = { serverName, ...(o.caFile ? { ca: readCa(o.caFile) } : pf.ca && { ca: pf.ca }), ...((o.token ?? pf.token) && { token: o.token ?? pf.token }) };
+  const problem = plaintextTokenProblem(s, { target: pf.target, namespace: o.namespace, tokenFrom: o.token === undefined ? 'kubeconfig' : 'flag' });
+  if (problem) {
+    pf.server.close();
+    throw new ConnectError(problem);
+  }
   const c = client(pf.address, s);
   return connection(c, pf.target, s, () => {
     c.close();

@@ -18,7 +18,7 @@ const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kub
   .addOption(new Option('--service <name>', 'gateway Service').default('oversell-gateway'))
   .addOption(new Option('--ca-file <file>', 'CA of the gateway certificate (default through a kubeconfig: the oversell-gateway-ca ConfigMap)').env('OVERSELL_CA_FILE'))
   .addOption(new Option('--server-name <name>', 'name the gateway certificate is checked against (default: <service>.<namespace>.svc)'))
-  .addOption(new Option('--token <token>', 'bearer token for the query API (default: the kubeconfig user\'s token)').env('OVERSELL_TOKEN'))
+  .addOption(new Option('--token <token>', 'bearer token for the query API, sent only over TLS (default: the kubeconfig user\'s token; \'\' sends none)').env('OVERSELL_TOKEN'))
   .addOption(new Option('--no-color', 'no colours (also when NO_COLOR is set or output is not a terminal)'))
   .showHelpAfterError();
 

@@ -2,12 +2,16 @@
 // deliberate change), and the binary against a real gateway.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
 import { renderDescribe, renderPolicies, renderTop, rowOfStatus, sortNodes } from '../cli/render.js';
+import { plaintextTokenProblem } from '../cli/connect.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const GI = 1024 ** 3;
@@ -140,5 +144,65 @@ describe('the oversell binary against a real gateway', () => {
     const noCluster = await run(['top'], { ...process.env, KUBECONFIG: '/nonexistent', OVERSELL_ADDRESS: '' });
     assert.equal(noCluster.status, 1);
     assert.match(noCluster.stderr, /--address/);
+  });
+});
+
+describe('the CLI never sends a token in plain text', () => {
+  const where = { target: '10.0.0.1:50051', namespace: 'oversell', tokenFrom: 'flag' as const };
+  it('refuses a token without a CA, says how to fix it, and lets a token over TLS or no token through', () => {
+    assert.match(plaintextTokenProblem({ token: 't' }, where) ?? '', /^refusing to send the bearer token \(--token \/ OVERSELL_TOKEN\) to 10\.0\.0\.1:50051 in plain text: pass --ca-file .*kubectl -n oversell get configmap oversell-gateway-ca .*--token ''/);
+    assert.match(plaintextTokenProblem({ token: 't' }, { ...where, tokenFrom: 'kubeconfig' }) ?? '', /the kubeconfig user's token/);
+    assert.equal(plaintextTokenProblem({ token: 't', ca: Buffer.from('pem') }, where), undefined);
+    assert.equal(plaintextTokenProblem({}, where), undefined);
+  });
+
+  describe('the binary (from source)', () => {
+    const main = fileURLToPath(new URL('../cli/main.ts', import.meta.url));
+    const work = mkdtempSync(join(tmpdir(), 'oversell-cli-'));
+    let plain: TestGateway;
+    let tls: TestGateway;
+    const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(process.execPath, ['--import', 'tsx', main, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OVERSELL_TOKEN: '', OVERSELL_CA_FILE: '', ...env } }, (err, stdout, stderr) =>
+          resolve({ status: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+    before(async () => {
+      [plain, tls] = await Promise.all([startTestGateway(), startTestGateway({ grpcTls: true })]);
+      writeFileSync(join(work, 'ca.crt'), tls.ca);
+    });
+    after(async () => {
+      await Promise.all([plain?.close(), tls?.close()]);
+      rmSync(work, { recursive: true, force: true });
+    });
+
+    it('--token or OVERSELL_TOKEN to a plain-text address: exit 1 with the fix, and no connection is made', async () => {
+      let connections = 0;
+      const listener = createServer((socket) => {
+        connections += 1;
+        socket.destroy();
+      });
+      await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+      const address = `127.0.0.1:${(listener.address() as AddressInfo).port}`;
+      try {
+        const flag = await run(['--address', address, '--token', 'secret', 'get', 'policies']);
+        assert.equal(flag.status, 1);
+        assert.match(flag.stderr, /^error: refusing to send the bearer token \(--token \/ OVERSELL_TOKEN\) to 127\.0\.0\.1:\d+ in plain text: pass --ca-file/);
+        const env = await run(['--address', address, 'get', 'policies'], { OVERSELL_TOKEN: 'secret' });
+        assert.equal(env.status, 1);
+        assert.match(env.stderr, /refusing to send the bearer token/);
+        assert.equal(connections, 0);
+      } finally {
+        listener.close();
+      }
+    });
+
+    it('the same token over TLS (--ca-file), and no token in plain text, are fine', async () => {
+      const overTls = await run(['--address', `127.0.0.1:${tls.ports.grpc}`, '--ca-file', join(work, 'ca.crt'), '--server-name', 'localhost', '--token', 'secret', 'get', 'policies']);
+      assert.equal(overTls.status, 0, overTls.stderr);
+      assert.match(overTls.stdout, /^flags\s/m);
+      const none = await run(['--address', `127.0.0.1:${plain.ports.grpc}`, '--token', '', 'get', 'policies']);
+      assert.equal(none.status, 0, none.stderr);
+    });
   });
 });
