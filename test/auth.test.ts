@@ -130,10 +130,12 @@ describe('token pre-check (pure): refused before any TokenReview', () => {
     assert.deepEqual(precheckToken(jwtWith({ aud: 'oversell-gateway', exp: now / 1000 - 20, sub: 'alice' }), agents), { expiresAtMs: now - 20_000, caller: 'sub:alice' });
   });
 
-  it('query callers: opaque tokens go on to the TokenReview, any audience; JWTs are still checked for shape and expiry', () => {
+  it('query callers: opaque tokens and JWTs without exp go on to the TokenReview, any audience; JWTs are still checked for shape and expiry', () => {
     const query = { acceptOpaque: true, now: () => now };
     assert.equal(precheckToken('static-token-abc', query), undefined);
     assert.ok(precheckToken(jwtWith({ aud: ['https://kubernetes.default.svc'], exp }), query));
+    assert.deepEqual(precheckToken(jwtWith({ sub: 'system:serviceaccount:ci:viewer' }), query), { expiresAtMs: undefined, caller: 'sub:system:serviceaccount:ci:viewer' }, 'a legacy ServiceAccount token has no exp');
+    refused(jwtWith({ exp: 'tomorrow' }), query, 'token-malformed');
     refused(jwtWith({ exp: now / 1000 - 3600 }), query, 'token-expired');
     refused('a.b.c.d', query, 'token-malformed');
   });

@@ -8,7 +8,10 @@ import { AuthError } from './identity.js';
 export interface PrecheckOptions {
   /** Required in the aud claim (agents: --agent-audience); undefined: any audience. */
   audience?: string;
-  /** Tokens that are not JWTs (static token files, some OIDC setups) go on to the TokenReview; otherwise refused. */
+  /**
+   * Tokens that are not JWTs (static token files, some OIDC setups) and JWTs
+   * without exp (legacy ServiceAccount token Secrets) go on to the TokenReview; otherwise refused.
+   */
   acceptOpaque: boolean;
   /** Longest token worth reviewing (default 16 KiB; projected ServiceAccount tokens are about 1 KiB). */
   maxBytes?: number;
@@ -20,7 +23,7 @@ export interface PrecheckOptions {
 export const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
 
 export interface UnverifiedClaims {
-  expiresAtMs: number;
+  expiresAtMs: number | undefined;
   /**
    * Who the token claims to be, for prioritising reviews: the pod uid of a
    * bound ServiceAccount token, else its sub. Unverified until a review accepts it.
@@ -60,6 +63,7 @@ export function precheckToken(token: string, options: PrecheckOptions): Unverifi
   }
   if (!claims) throw new AuthError('token-malformed', 'bearer token payload is not a JSON object; send the token exactly as the API server issued it');
   const exp = claims.exp;
+  if (exp === undefined && options.acceptOpaque) return { expiresAtMs: undefined, caller: callerOf(claims) };
   if (typeof exp !== 'number' || !Number.isFinite(exp)) throw new AuthError('token-malformed', 'bearer token has no exp claim; use a token with an expiry (a projected ServiceAccount token, or kubectl create token)');
   const now = (options.now ?? Date.now)();
   if (exp * 1000 + (options.skewMs ?? 30_000) < now) {
