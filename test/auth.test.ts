@@ -347,6 +347,17 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`authenticate
     const seq = gw.store.get('node-c')?.lastSeq ?? 0;
     await waitUntil('samples flow again', () => ((gw.store.get('node-c')?.lastSeq ?? 0) > seq + 3 ? true : undefined), 5000);
   });
+
+  it('a token expiring in 30 days keeps its stream (a timer past 2^31-1 ms would fire at once and end it)', async () => {
+    const month = jwt('d', Math.ceil(Date.now() / 1000) + 30 * 86_400);
+    tokens.set(month, agentIdentity({ [CLAIM.nodeName]: ['node-d'] }, jwtExpiry(month)));
+    writeFileSync(join(work, 'token-d'), month);
+    const a = agent('node-d', join(work, 'token-d'));
+    await waitUntil('node-d live', () => (a.gateways.stream(agentAddress())?.live ? true : undefined), 5000);
+    const seq = gw.store.get('node-d')?.lastSeq ?? 0;
+    await waitUntil('samples flow on', () => ((gw.store.get('node-d')?.lastSeq ?? 0) > seq + 5 ? true : undefined), 5000);
+    assert.equal(a.gateways.stream(agentAddress())?.reconnects ?? 0, 0, 'never ended as expired');
+  });
 });
 
 describe('webhook client certificate', () => {

@@ -13,6 +13,9 @@ import { TokenBucket } from '../act/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 
+/** The longest delay setTimeout honours. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * Where a stream's hello and samples go: the NodeStore itself, or (on the
  * ingest thread) a link that forwards them to the store on the main thread,
@@ -111,8 +114,15 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             principal = p;
             if (p.expiresAtMs !== undefined) {
               // The stream lives as long as its token: the agent reconnects with the refreshed one.
-              expiryTimer = setTimeout(() => refuse('expired', grpc.status.UNAUTHENTICATED, 'token expired; reconnect with the refreshed token'), Math.max(0, p.expiresAtMs - now()));
-              expiryTimer.unref();
+              // A timer fires after at most 2^31-1 ms (Node fires a longer one at once): re-arm until exp.
+              const expiresAtMs = p.expiresAtMs;
+              const arm = () => {
+                const left = expiresAtMs - now();
+                if (left > MAX_TIMER_MS) expiryTimer = setTimeout(arm, MAX_TIMER_MS);
+                else expiryTimer = setTimeout(() => refuse('expired', grpc.status.UNAUTHENTICATED, 'token expired; reconnect with the refreshed token'), Math.max(0, left));
+                expiryTimer.unref();
+              };
+              arm();
             }
             resume();
           },
