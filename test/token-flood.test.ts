@@ -4,7 +4,7 @@
 // reviews the flood cost, refusals by reason, and the real agents' login time.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -96,6 +96,7 @@ describe('a flood of bogus agent tokens', () => {
   const apiServer = new FakeTokenReview();
   const limiter = new ReviewLimiter(LIMITS);
   const agents: RunningAgent[] = [];
+  const latest = new Map<string, RunningAgent>();
   let gw: TestGateway;
   const address = () => `127.0.0.1:${gw.ports.agent}`;
   const refusals = (reason: string) => scrapeMetric(gw.ports.metrics, 'oversell_auth_refusals_total', `{api="agent-stream",reason="${reason}"}`).then((n) => (Number.isNaN(n) ? 0 : n));
@@ -109,6 +110,7 @@ describe('a flood of bogus agent tokens', () => {
       connection: gatewayConnection({ caFile: join(work, 'ca.crt'), serverName: 'localhost', tokenFile }),
     });
     agents.push(a);
+    latest.set(node, a);
     return a;
   }
   /** Starts an agent and resolves with the ms until its stream is live. */
@@ -117,6 +119,39 @@ describe('a flood of bogus agent tokens', () => {
     const a = agent(node, token);
     await waitUntil(`${node} logged in`, () => (a.gateways.stream(address())?.live ? true : undefined), timeoutMs, 10);
     return Date.now() - started;
+  }
+
+  /** Sends the batches as agent streams (each batch shuffled, 10 streams every 10 ms); resolves once every stream has ended. */
+  async function flood(batches: string[][]): Promise<{ codes: Map<string, number>; ms: number }> {
+    const started = Date.now();
+    const channel = new (oversellV1().AgentStream)(address(), grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
+    const codes = new Map<string, number>();
+    const ended: Array<Promise<void>> = [];
+    let n = 0;
+    // Steady: no quiet gap leaves the budget to the real agents.
+    for (const batch of batches) {
+      batch.sort(() => Math.random() - 0.5);
+      for (let i = 0; i < batch.length; i += 10) {
+        for (const token of batch.slice(i, i + 10)) {
+          const md = new grpc.Metadata();
+          md.set('authorization', `Bearer ${token}`);
+          const call = channel.Report(md);
+          ended.push(new Promise((resolve) => {
+            call.on('data', () => {});
+            call.on('error', (e: grpc.ServiceError) => {
+              const code = grpc.status[e.code] ?? String(e.code);
+              codes.set(code, (codes.get(code) ?? 0) + 1);
+              resolve();
+            });
+            call.write({ hello: { nodeName: `flood-${n++}`, instanceId: 'x', agentVersion: 'flood' } });
+          }));
+        }
+        await sleep(FLOOD.everyMs / 10);
+      }
+    }
+    await Promise.all(ended);
+    channel.close();
+    return { codes, ms: Date.now() - started };
   }
 
   before(async () => {
@@ -143,51 +178,21 @@ describe('a flood of bogus agent tokens', () => {
     await waitUntil('node-a logged in', () => (a.gateways.stream(address())?.live ? true : undefined), 5000);
     const reviewsBefore = apiServer.sentAt.length;
 
-    const channel = new (oversellV1().AgentStream)(address(), grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
-    const codes = new Map<string, number>();
-    const flooded: Array<Promise<void>> = [];
     const floodStarted = Date.now();
-    const send = (token: string, n: number) => {
-      const md = new grpc.Metadata();
-      md.set('authorization', `Bearer ${token}`);
-      const call = channel.Report(md);
-      flooded.push(new Promise((resolve) => {
-        call.on('data', () => {});
-        call.on('error', (e: grpc.ServiceError) => {
-          const code = grpc.status[e.code] ?? String(e.code);
-          codes.set(code, (codes.get(code) ?? 0) + 1);
-          resolve();
-        });
-        call.write({ hello: { nodeName: `flood-${n}`, instanceId: 'x', agentVersion: 'flood' } });
-      }));
-    };
-    // A steady flood: each batch of 100 goes out as 10 every 10 ms, so no quiet gap leaves the budget to the real agents.
-    const flood = (async () => {
-      let n = 0;
-      for (let b = 0; b < FLOOD.batches; b++) {
-        const batch = MIX.flatMap((kind) => Array.from({ length: kind.n }, kind.token)).sort(() => Math.random() - 0.5);
-        for (let i = 0; i < batch.length; i += 10) {
-          for (const token of batch.slice(i, i + 10)) send(token, n++);
-          await sleep(FLOOD.everyMs / 10);
-        }
-      }
-    })();
+    const flooding = flood(Array.from({ length: FLOOD.batches }, () => MIX.flatMap((kind) => Array.from({ length: kind.n }, kind.token))));
 
     // Mid-flood: agent A reconnects with its cached token, B's kubelet rotated its token, C is a new pod.
     await sleep(500);
-    await agents[0]!.stop();
+    await latest.get('node-a')!.stop();
     const [cached, rotated, fresh] = await Promise.all([
       login('node-a', tokenA, 10_000),
       (async () => {
-        await agents[1]!.stop();
+        await latest.get('node-b')!.stop();
         return login('node-b', apiServer.issue('pod-b', 'node-b'), 10_000);
       })(),
       login('node-c', apiServer.issue('pod-c', 'node-c'), 15_000).then((ms) => ({ ms, floodRunning: Date.now() < floodStarted + FLOOD.batches * FLOOD.everyMs })),
     ]);
-    await flood;
-    await Promise.all(flooded);
-    const floodMs = Date.now() - floodStarted;
-    channel.close();
+    const { codes, ms: floodMs } = await flooding;
 
     // The ingest thread hands its counts to the main thread every few ms.
     const reasons = ['unauthenticated', 'throttled', 'wrong-audience', 'token-expired', 'token-malformed', 'token-too-long'];
@@ -218,5 +223,27 @@ describe('a flood of bogus agent tokens', () => {
     for (const node of ['node-a', 'node-b', 'node-c']) assert.ok(gw.store.get(node)?.latest, `${node} reports`);
     assert.equal(gw.store.list().filter((r) => r.name.startsWith('flood-')).length, 0, 'nothing of the flood stored');
     assert.ok((await scrapeMetric(gw.ports.metrics, 'oversell_token_reviews_sent_total')) >= floodReviews);
+  });
+
+  it('the hard case, a flood naming a known agent pod: the API server still gets no more than the budget, a cached agent is untouched', { timeout: 60_000 }, async () => {
+    const reviewsBefore = apiServer.sentAt.length;
+    const started = Date.now();
+    // 1,000 well-formed tokens claiming to be pod-b's (its uid is no secret from whoever may get pods), over a second.
+    const flooding = flood(Array.from({ length: 10 }, () => Array.from({ length: 100 }, () => jwt(agentClaims('pod-b')))));
+    await sleep(300);
+    await latest.get('node-a')!.stop(); // its token is still cached
+    const [cached, rotated] = await Promise.all([
+      login('node-a', readFileSync(join(work, 'node-a.token'), 'utf8'), 10_000),
+      (async () => {
+        await latest.get('node-b')!.stop(); // the pod the flood names
+        return login('node-b', apiServer.issue('pod-b', 'node-b'), 15_000);
+      })(),
+    ]);
+    const { ms } = await flooding;
+    const reviews = apiServer.sentAt.length - reviewsBefore;
+    console.log(`known-pod flood figures: ${JSON.stringify({ floodStreams: 1000, floodMs: ms, reviewsSent: reviews, maxReviewsInFlight: apiServer.maxInFlight, loginMs: { cachedToken: cached, rotatedTokenOfTheNamedPod: rotated } })}`);
+    assert.ok(reviews <= LIMITS.burst + (LIMITS.perSecond * (Date.now() - started)) / 1000 + 1, `${reviews} reviews`);
+    assert.ok(apiServer.maxInFlight <= LIMITS.maxInFlight);
+    assert.ok(cached < 2000, `cached token login took ${cached} ms`);
   });
 });
