@@ -17,7 +17,8 @@ import { GrantProof } from '../gateway/admit/grant-proof.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
-import { formatQuantity, parseQuantity } from '../lib/quantity.js';
+import { milliValue, parseQuantity, value } from '../lib/quantity.js';
+import { apimachineryQuantities } from './helpers/apimachinery-quantity.js';
 import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const CASES = Number(process.env.FUZZ_CASES ?? 100_000);
@@ -94,22 +95,52 @@ const arbReview = fc.array(mutation, { minLength: 1, maxLength: 4 }).map((ms) =>
 
 // ---------------------------------------------------------------- checks
 
-/** A patch must apply to the object and leave only quantities the API server stores as written. */
+/** Every allocatable quantity any patch set, for Kubernetes' own parser after the run. */
+const written = { cpu: new Set<string>(), memory: new Set<string>() };
+
+/**
+ * A patch must apply to the object, stay within raw..cap x raw (invariant 2:
+ * no store here has the API server's bound pods, so the agent's requests can
+ * hold nothing above the cap; raw is the kubelet's incoming value, the fixture
+ * carrying no record of ours), and set only quantities checked later with
+ * k8s.io/apimachinery (invariant 6).
+ */
 function checkPatch(review: Record<string, unknown>, patchB64: string): void {
   const ops = JSON.parse(Buffer.from(patchB64, 'base64').toString()) as jsonpatch.Operation[];
   assert.ok(Array.isArray(ops) && ops.length > 0, 'a patch is a non-empty JSON array');
-  const object = (review.request as { object: unknown }).object;
+  const object = (review.request as { object: { status: { allocatable: Record<string, unknown> } } }).object;
   const out = jsonpatch.applyPatch(structuredClone(object), ops, true, false).newDocument as { status: { allocatable: Record<string, unknown> } };
-  for (const op of ops) {
-    if (op.path === '/status/allocatable/cpu' || op.path === '/status/allocatable/memory') {
-      const v = (op as { value: string }).value;
-      assert.equal(typeof v, 'string');
-      const q = parseQuantity(v);
-      assert.ok(q.nanos > 0n, `non-positive quantity ${v}`);
-      assert.equal(formatQuantity(q), v, `${v} is not canonical`);
-    }
+  for (const [resource, ratio, unit] of [['cpu', 2, 1n], ['memory', 1.25, 1024n]] as const) {
+    const op = ops.find((o) => o.path === `/status/allocatable/${resource}`);
+    if (!op) continue;
+    const v = (op as { value: unknown }).value;
+    assert.equal(typeof v, 'string');
+    written[resource].add(v as string);
+    const q = parseQuantity(v as string);
+    assert.ok(q.nanos > 0n, `non-positive quantity ${v}`);
+    const read = resource === 'cpu' ? milliValue : value;
+    const raw = read(parseQuantity(object.status.allocatable[resource] as string));
+    const granted = read(q);
+    const cap = ((raw * BigInt(ratio * 1e6)) / 1_000_000n / unit) * unit;
+    assert.ok(granted >= raw, `${resource} ${v} below raw ${raw}`);
+    assert.ok(granted <= (cap > raw ? cap : raw), `${resource} ${v} above the cap ${cap} of raw ${raw}`);
   }
   assert.ok(out.status.allocatable, 'allocatable survives');
+}
+
+/** Every quantity written, through Kubernetes' own parser: accepted, kept as written (through JSON too), within int64 in its unit. */
+function checkWrittenWithApimachinery(): number {
+  let n = 0;
+  for (const resource of ['cpu', 'memory'] as const) {
+    for (const a of apimachineryQuantities([...written[resource]])) {
+      assert.ok(a.ok, `${resource} ${a.in}: ${a.err}`);
+      assert.equal(a.canonical, a.in, `${resource} ${a.in} would be stored as ${a.canonical}`);
+      assert.equal(a.roundTrip, a.in, `${resource} ${a.in} changes through JSON`);
+      assert.ok(resource === 'cpu' ? a.milliFitsInt64 : a.unitFitsInt64, `${resource} ${a.in} is beyond int64`);
+      n += 1;
+    }
+  }
+  return n;
 }
 
 function deps(): NodeReviewDeps {
@@ -163,6 +194,7 @@ describe(`fuzz: ${CASES} hostile AdmissionReviews`, () => {
     gc?.();
     const grownMiB = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
     assert.ok(patched > CASES / 100, `only ${patched} cases produced a patch: the generator is not reaching the mutation path`);
+    assert.ok(checkWrittenWithApimachinery() > 0, 'some quantity was written and checked');
     assert.ok(refused > 0);
     assert.ok(grownMiB < 64, `heap grew ${grownMiB.toFixed(1)} MiB over ${CASES} cases`);
   });
@@ -211,5 +243,6 @@ describe(`fuzz over real HTTPS: ${HTTP_CASES} reviews and byte garbage`, () => {
     assert.ok((counts.get(200) ?? 0) > 0 && (counts.get(400) ?? 0) > 0, JSON.stringify([...counts]));
     const ok = await postHttps(gw, '/mutate/nodes', fixture);
     assert.equal(ok.status, 200, 'still serving');
+    checkWrittenWithApimachinery();
   });
 });
