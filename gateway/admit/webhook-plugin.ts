@@ -3,6 +3,7 @@
 // patch) or a 4xx with a message. The kubelet's heartbeat is never blocked by us.
 import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
+import { OncePer } from '../../lib/once-per.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { reviewNode, type NodeReviewDeps } from './node-review.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from './review-reader.js';
@@ -33,23 +34,19 @@ export class ChangeLog {
   }
 }
 
-/** Says a node's write was passed untouched, at most once per node per interval: a kubelet writes every 10 s. */
+/** Says a node's write was passed untouched, at most once per node and reason per interval: a kubelet writes every 10 s. */
 export class UntouchedLog {
-  readonly #last = new Map<string, number>();
+  readonly #once: OncePer;
   constructor(
     private readonly log: Logger,
-    private readonly intervalMs = 300_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+    intervalMs = 300_000,
+    now: () => number = Date.now,
+  ) {
+    this.#once = new OncePer(intervalMs, now);
+  }
 
   note(node: string, reason: string, detail: string | undefined): boolean {
-    const t = this.now();
-    const key = `${node}\u0000${reason}`;
-    const prev = this.#last.get(key);
-    if (prev !== undefined && t - prev < this.intervalMs) return false;
-    // Node names come from requests: forget old entries rather than grow with every name ever sent.
-    if (this.#last.size >= 50_000) this.#last.clear();
-    this.#last.set(key, t);
+    if (!this.#once.take(`${node}\u0000${reason}`)) return false;
     this.log.warn(
       { node, reason, detail },
       reason === 'not-kubelet'

@@ -2,6 +2,10 @@
 // can run several gateways in one process without their counters mixing.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bound } from '../decide/policy.js';
+import type { SampleRefusal } from '../ingest/sample-check.js';
+
+/** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
+export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 
 export class GatewayMetrics {
@@ -13,7 +17,7 @@ export class GatewayMetrics {
    * Counted here and added to #samples when scraped: inc() with a label builds
    * the label key on every call, once per sample (10,000 a second at scale).
    */
-  readonly #samplesSinceScrape = new Map<IngestResult | 'rate-limited', number>();
+  readonly #samplesSinceScrape = new Map<SampleResult, number>();
   readonly #statusWrites: Counter<'result'>;
   readonly #granted: Gauge<'node' | 'resource'>;
   readonly #applied: Gauge<'node' | 'resource'>;
@@ -219,7 +223,7 @@ export class GatewayMetrics {
     this.#ingestThreadHeap.set({ kind: 'limit' }, limitBytes);
   }
 
-  sampleReceived(result: IngestResult | 'rate-limited'): void {
+  sampleReceived(result: SampleResult): void {
     this.#samplesSinceScrape.set(result, (this.#samplesSinceScrape.get(result) ?? 0) + 1);
   }
 

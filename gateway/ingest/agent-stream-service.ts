@@ -12,6 +12,7 @@ import type { NodeStore } from '../store/node-store.js';
 import { TokenBucket } from '../act/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
+import { checkSample, sampleRefusals } from './sample-check.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -67,6 +68,7 @@ const nextLocalStreamId = () => ++lastStreamId;
 
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
+  const refuseSample = sampleRefusals(log, metrics);
   const nextStreamId = options.nextStreamId ?? nextLocalStreamId;
   const ackEvery = options.ackEvery ?? 5;
   const now = options.now ?? Date.now;
@@ -176,6 +178,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             metrics.sampleReceived('rate-limited');
             return;
           }
+          const refused = checkSample(msg.sample);
+          if (refused) return refuseSample(node, refused);
           const result = store.ingest(node, streamId, msg.sample, now());
           metrics.sampleReceived(result);
           if (result === 'not-current-stream') return supersede();

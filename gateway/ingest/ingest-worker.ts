@@ -8,6 +8,7 @@ import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../proto/sample-row.js';
+import { checkSample, checkSampleRow, sampleRefusals } from './sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 export interface IngestWorkerOptions {
@@ -58,8 +59,11 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     metrics.sampleReceived(result);
     if (result === 'not-current-stream') send({ type: 'superseded', streamId });
   };
+  const refuseSample = sampleRefusals(log, metrics);
   const applyOne = (op: IngestOp) => {
     if (op.op === 'sample') {
+      const refused = checkSample(op.sample);
+      if (refused) return refuseSample(op.name, refused);
       counted(store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs), op.streamId);
     } else if (op.op === 'attach') {
       nodeOf.set(op.streamId, op.name);
@@ -74,6 +78,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     const name = nodeOf.get(streamId);
     // The thread sends rows only for streams it attached; a row without one has no node to go to.
     if (name === undefined) return counted('unknown-node', streamId);
+    const refused = checkSampleRow(rows, at + ROW_SAMPLE);
+    if (refused) return refuseSample(name, refused);
     counted(store.ingestRow(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
   };
   const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
