@@ -53,6 +53,21 @@ async function review(body: unknown, path = '/mutate/pods'): Promise<{ answer: A
 
 const applied = (pod: PodObject, patch: jsonpatch.Operation[]): PodObject => jsonpatch.applyPatch(structuredClone(pod), patch, true, false).newDocument;
 
+
+/** Templates whose listing works at start (the gateway counts them) and throws on every review after: a bug of ours. */
+function throwingTemplates(): TemplateSource {
+  let calls = 0;
+  return {
+    kind: 'configmap',
+    templates: () => {
+      if (++calls > 1) throw new Error('boom');
+      return [];
+    },
+    onChange: () => {},
+    stop: async () => {},
+  };
+}
+
 describe('pod webhook over real HTTPS', () => {
   before(async () => {
     gw = await startTestGateway({ sidecars: { source: templates, excludedNamespaces: ['oversell'] } });
@@ -145,18 +160,7 @@ describe('pod webhook over real HTTPS', () => {
   }
 
   it('a bug of ours lets the pod through unchanged, answered in kind', async () => {
-    let calls = 0;
-    // Counting templates at start works; the review's call throws.
-    const throwing: TemplateSource = {
-      kind: 'configmap',
-      templates: () => {
-        if (++calls > 1) throw new Error('boom');
-        return [];
-      },
-      onChange: () => {},
-      stop: async () => {},
-    };
-    const broken = await startTestGateway({ sidecars: { source: throwing, excludedNamespaces: [] } });
+    const broken = await startTestGateway({ sidecars: { source: throwingTemplates(), excludedNamespaces: [] } });
     try {
       const r = freshReview();
       const res = await postHttps(broken, '/mutate/pods', JSON.stringify(r));
@@ -200,17 +204,7 @@ describe('pod webhook over real HTTPS', () => {
     });
 
     it('a bug of ours refuses the pod there instead of letting it run without its sidecars', async () => {
-      let calls = 0;
-      const throwing: TemplateSource = {
-        kind: 'configmap',
-        templates: () => {
-          if (++calls > 1) throw new Error('boom');
-          return [];
-        },
-        onChange: () => {},
-        stop: async () => {},
-      };
-      const broken = await startTestGateway({ sidecars: { source: throwing, excludedNamespaces: [] } });
+      const broken = await startTestGateway({ sidecars: { source: throwingTemplates(), excludedNamespaces: [] } });
       try {
         const r = freshReview();
         const res = await postHttps(broken, '/mutate/pods/required', JSON.stringify(r));
