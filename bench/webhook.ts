@@ -78,7 +78,6 @@ export function handlerRounds(nodes = 1): { review: (calls: number) => number; r
   const policies = flagsPolicySource(DEFAULT_POLICY);
   const deps = {
     usage: (n: string) => store.usage(n, now),
-    observe: (n: string, raw: { cpuMillicores: bigint; memoryBytes: bigint }, labels: Record<string, string>) => store.observe(n, raw, labels, now),
     policyFor: (labels: Record<string, string>) => policies.select(labels),
     proof: new GrantProof(randomBytes(32)),
   };

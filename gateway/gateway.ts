@@ -169,11 +169,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),
-      observe: (name, raw, labels) => store.observe(name, raw, labels, now()),
       policyFor: (labels) => policies.select(labels),
       proof,
       boundRequests,
     },
+    observe: (name, observed) => store.observe(name, observed, now()),
     metrics,
     log,
   });

@@ -103,7 +103,7 @@ describe('the oversell binary against a real gateway', () => {
     gw = await startTestGateway();
     gw.store.attach('n1', 'i', null, 1);
     gw.store.ingest('n1', 1, { ...NODES[1]!.latest!, seq: 1, timestampMs: Date.now() }, Date.now());
-    gw.store.observe('n1', { cpuMillicores: 7910n, memoryBytes: 30n * 2n ** 30n }, { pool: 'batch' }, Date.now());
+    gw.store.observe('n1', { raw: { cpuMillicores: 7910n, memoryBytes: 30n * 2n ** 30n }, labels: { pool: 'batch' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
   });
   after(() => gw.close());
 

@@ -17,7 +17,7 @@ import { GrantProof } from '../gateway/admit/grant-proof.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
-import { milliValue, parseQuantity, value } from '../lib/quantity.js';
+import { formatQuantity, milliValue, parseQuantity, value } from '../lib/quantity.js';
 import { apimachineryQuantities } from './helpers/apimachinery-quantity.js';
 import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -118,6 +118,7 @@ function checkPatch(review: Record<string, unknown>, patchB64: string): void {
     written[resource].add(v as string);
     const q = parseQuantity(v as string);
     assert.ok(q.nanos > 0n, `non-positive quantity ${v}`);
+    assert.equal(formatQuantity(q), v, `${v} is not canonical to the gateway's own formatter`);
     const read = resource === 'cpu' ? milliValue : value;
     const raw = read(parseQuantity(object.status.allocatable[resource] as string));
     const granted = read(q);
@@ -128,15 +129,23 @@ function checkPatch(review: Record<string, unknown>, patchB64: string): void {
   assert.ok(out.status.allocatable, 'allocatable survives');
 }
 
-/** Every quantity written, through Kubernetes' own parser: accepted, kept as written (through JSON too), within int64 in its unit. */
+/**
+ * Every quantity written, through Kubernetes' own parser: accepted, kept as
+ * written (through JSON too), positive and within int64 in its unit (cpu in
+ * millicores, memory in bytes), where Go's MilliValue()/Value() read it exactly.
+ */
 function checkWrittenWithApimachinery(): number {
   let n = 0;
   for (const resource of ['cpu', 'memory'] as const) {
     for (const a of apimachineryQuantities([...written[resource]])) {
       assert.ok(a.ok, `${resource} ${a.in}: ${a.err}`);
       assert.equal(a.canonical, a.in, `${resource} ${a.in} would be stored as ${a.canonical}`);
+      assert.equal(a.roundTripErr, undefined, `${resource} ${a.in} is refused through JSON`);
       assert.equal(a.roundTrip, a.in, `${resource} ${a.in} changes through JSON`);
-      assert.ok(resource === 'cpu' ? a.milliFitsInt64 : a.unitFitsInt64, `${resource} ${a.in} is beyond int64`);
+      const [exact, fits, goValue] = resource === 'cpu' ? [a.milli, a.milliFitsInt64, a.milliValue] : [a.unit, a.unitFitsInt64, a.value];
+      assert.ok(fits, `${resource} ${a.in} is beyond int64 (${exact})`);
+      assert.ok(BigInt(exact!) > 0n, `${resource} ${a.in} is not positive to the API server (${exact})`);
+      assert.equal(goValue, exact, `${resource} ${a.in}: Go reads ${goValue}, not ${exact}`);
       n += 1;
     }
   }
@@ -157,7 +166,6 @@ function deps(): NodeReviewDeps {
   const policies = flagsPolicySource(DEFAULT_POLICY);
   return {
     usage: (n) => store.usage(n, now),
-    observe: (n, raw, labels) => store.observe(n, raw, labels, now),
     policyFor: (labels) => policies.select(labels),
     proof: new GrantProof(randomBytes(32)),
   };

@@ -36,7 +36,7 @@ function report(name: string, labels: Record<string, string>) {
   stream += 1;
   gw.store.attach(name, 'i', null, stream);
   gw.store.ingest(name, stream, sample(1), Date.now());
-  gw.store.observe(name, { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, Date.now());
+  gw.store.observe(name, { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
 }
 
 function list(req: { labelSelector?: string; policy?: string }) {
@@ -100,7 +100,7 @@ describe('NodeUsage over real gRPC', () => {
       report('w-2', { pool: 'web' }); // filtered out
       await eventually(() => (events.some((e) => e.node?.name === 'b-3') ? true : undefined), 3000, 'b-3');
       // b-1 moves to the web pool: it leaves this watch.
-      gw.store.observe('b-1', { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, { pool: 'web' }, Date.now());
+      gw.store.observe('b-1', { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels: { pool: 'web' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
       gw.store.ingest('b-1', gw.store.get('b-1')?.streamId ?? 0, sample(2), Date.now());
       await eventually(() => (events.some((e) => e.type === 'REMOVED' && e.node?.name === 'b-1') ? true : undefined), 3000, 'REMOVED b-1');
       assert.ok(!events.some((e) => e.node?.name === 'w-2'), 'a node outside the selector was sent');
@@ -172,7 +172,7 @@ describe('ListNodeSummaries: the columns of oversell top', () => {
       id += 1;
       g.store.attach(name, 'i', null, id);
       for (let seq = 1; seq <= 3; seq++) ingest(name, id, { ...sample(seq), timestampMs: NOW - (4 - seq) * 1000, ...over });
-      if (observed) g.store.observe(name, { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, NOW);
+      if (observed) g.store.observe(name, { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, nodeMaxRatio: {}, lastGrant: undefined }, NOW);
     }
     g.store.attach('empty', 'i', null, 900); // attached, never sampled
     g.store.detach('b-1', 501);
@@ -239,7 +239,7 @@ describe('ListNodeSummaries keeps up with the store between calls', () => {
     id += 1;
     g.store.attach(name, 'i', null, id);
     for (let seq = 1; seq <= 3; seq++) g.store.ingest(name, id, { ...sample(seq), timestampMs: clock - (4 - seq) * 1000 }, clock);
-    g.store.observe(name, raw, labels, clock);
+    g.store.observe(name, { raw: raw, labels, nodeMaxRatio: {}, lastGrant: undefined }, clock);
   };
   const both = async (req: { labelSelector?: string; policy?: string } = {}) => {
     const c = queryClient(g.ports.grpc);
@@ -278,7 +278,7 @@ describe('ListNodeSummaries keeps up with the store between calls', () => {
       toPolicyEntry({ metadata: { name: 'batch' }, spec: { nodeSelector: { matchLabels: { pool: 'batch' } }, cpu: { maxRatio: 1.2 } } }),
       toPolicyEntry({ metadata: { name: 'web' }, spec: { nodeSelector: { matchLabels: { pool: 'web' } }, mode: 'DryRun' } }),
     ]);
-    g.store.observe('n-0000', raw, { pool: 'batch' }, clock);
+    g.store.observe('n-0000', { raw: raw, labels: { pool: 'batch' }, nodeMaxRatio: {}, lastGrant: undefined }, clock);
     const rows = await both();
     assert.equal(rows['n-0000']?.policy, 'batch');
     assert.equal(rows['n-0002']?.policy, 'web');
@@ -305,7 +305,7 @@ describe('ListNodeSummaries when a row cannot be computed', () => {
     try {
       g.store.attach('ok', 'i', null, 1);
       g.store.attach('bad', 'i', null, 2);
-      g.store.observe('bad', { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, { boom: 'yes' }, Date.now());
+      g.store.observe('bad', { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels: { boom: 'yes' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
       assert.equal(g.store.ingest('bad', 2, sample(1), Date.now()), 'stored');
       assert.equal(g.store.ingest('ok', 1, sample(1), Date.now()), 'stored');
       const c = queryClient(g.ports.grpc);

@@ -23,6 +23,7 @@ import { keepWatching, type Watching } from '../keep-watching.js';
 import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js';
 import type { GrantProof } from '../admit/grant-proof.js';
 import { trustedRaw } from '../admit/trusted-raw.js';
+import { nodeMaxRatio } from '../decide/select-policy.js';
 import type { Decision, Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
@@ -202,7 +203,7 @@ export class StatusWriter {
     if (trusted.unverified) return;
     const { raw } = trusted;
     const decision = decideForNode({
-      raw, signed: trusted.signed, annotations, usage: this.#o.store.usage(name, this.#o.now()),
+      raw, signed: trusted.signed, nodeMaxRatio: nodeMaxRatio(annotations), usage: this.#o.store.usage(name, this.#o.now()),
       entry: this.#o.policies.select(node.metadata?.labels ?? {}), boundRequests: this.#o.boundRequests?.(name),
     });
     if (decision.cpu.bound === 'no-data') return;

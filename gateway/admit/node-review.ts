@@ -8,7 +8,7 @@
 // Idempotent: on a second pass over our own output the signed record gives the
 // same raw, so a reinvocation never compounds the inflation.
 import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
-import { decide, type Allocatable, type Decision, type UsageInput } from '../decide/policy.js';
+import { decide, type Allocatable, type Decision, type NodeObservation, type PreviousGrant, type UsageInput } from '../decide/policy.js';
 import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
 import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
 import type { GrantProof } from './grant-proof.js';
@@ -19,8 +19,6 @@ export { ANNOTATION } from './trusted-raw.js';
 
 export interface NodeReviewDeps {
   usage(node: string): UsageInput | undefined;
-  /** Not called on a dry run: a dryRun review changes nothing the gateway keeps. */
-  observe(node: string, raw: Allocatable, labels: Record<string, string>): void;
   policyFor(labels: Record<string, string>): PolicyEntry | undefined;
   proof: GrantProof;
   /** Requests of the pods the API server has bound to the node (gateway's own watch); absent or undefined without it. */
@@ -45,6 +43,8 @@ export interface NodeReviewResult {
   /** With outcome unverified: which check failed. */
   unverified?: Unverified;
   dryRun?: boolean;
+  /** What the node object said that a decision needs; the caller keeps it, unless this was a dry run. */
+  observed?: NodeObservation;
 }
 
 /** Throws BadReviewError when the body is not an AdmissionReview at all. */
@@ -82,14 +82,18 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   const raw = trusted.raw;
   const dryRun = req.dryRun === true;
   const labels = stringMap(node.metadata.labels);
-  if (!dryRun) deps.observe(name, raw, labels);
-  const decision = decideForNode({ raw, signed: trusted.signed, annotations, usage: deps.usage(name), entry: deps.policyFor(labels), boundRequests: deps.boundRequests?.(name) });
+  const maxRatio = nodeMaxRatio(annotations);
+  const decision = decideForNode({ raw, signed: trusted.signed, nodeMaxRatio: maxRatio, usage: deps.usage(name), entry: deps.policyFor(labels), boundRequests: deps.boundRequests?.(name) });
+  const observed = (lastGrant: PreviousGrant | undefined): NodeObservation => ({ raw, labels, nodeMaxRatio: maxRatio, lastGrant });
   if (decision.cpu.bound === 'no-data') {
-    return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun };
+    return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun, observed: observed(trusted.signed) };
   }
 
   const patch = nodePatch(facts, raw, decision, deps.proof);
-  return { review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision, dryRun };
+  return {
+    review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision, dryRun,
+    observed: observed({ granted: { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied }, wouldGrant: wouldGrant(decision) }),
+  };
 }
 
 function stringMap(v: unknown): Record<string, string> {
@@ -107,8 +111,8 @@ export interface NodeDecisionInput {
   raw: Allocatable;
   /** Our own record on the object, when it verified: the previous grant. */
   signed?: SignedGrant | undefined;
-  /** The object's annotations: per-node caps (they only lower). */
-  annotations?: Record<string, unknown> | undefined;
+  /** Per-node caps from the object's annotations (they only lower). */
+  nodeMaxRatio?: { cpu?: number; memory?: number } | undefined;
   usage: UsageInput | undefined;
   entry: PolicyEntry | undefined;
   /** From the gateway's own watch of bound pods; undefined without it. */
@@ -116,7 +120,7 @@ export interface NodeDecisionInput {
 }
 
 export function decideForNode(input: NodeDecisionInput): Decision {
-  const { raw, signed, annotations, usage, entry, boundRequests } = input;
+  const { raw, signed, usage, entry, boundRequests } = input;
   // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
   const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
   const decision = decide({
@@ -124,7 +128,7 @@ export function decideForNode(input: NodeDecisionInput): Decision {
     usage,
     policy: entry?.policy,
     previous,
-    nodeMaxRatio: nodeMaxRatio(annotations),
+    nodeMaxRatio: input.nodeMaxRatio ?? {},
     boundRequests,
   });
   if (entry?.error && decision.cpu.bound !== 'no-data') {
@@ -157,6 +161,11 @@ export function readNodeFacts(name: string, status: Record<string, unknown>, ann
   };
 }
 
+/** Under a DryRun policy, what would have been granted. */
+function wouldGrant(decision: Decision): Allocatable | undefined {
+  return decision.dryRun ? { cpuMillicores: decision.cpu.granted, memoryBytes: decision.memory.granted } : undefined;
+}
+
 /** JSONPatch ops that make the object carry the decision, signed; empty when it already does. */
 export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: Decision, proof: GrantProof): JsonPatchOp[] {
   const { incoming, annotations } = facts;
@@ -169,10 +178,7 @@ export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: De
     [ANNOTATION.dryRunCpu]: decision.dryRun ? formatMilli(decision.cpu.granted) : undefined,
     [ANNOTATION.dryRunMemory]: decision.dryRun ? formatBytes(decision.memory.granted) : undefined,
     [ANNOTATION.reason]: decision.reason,
-    [ANNOTATION.proof]: proof.sign({
-      node: facts.name, capacity: facts.capacity, raw, granted,
-      wouldGrant: decision.dryRun ? { cpuMillicores: decision.cpu.granted, memoryBytes: decision.memory.granted } : undefined,
-    }),
+    [ANNOTATION.proof]: proof.sign({ node: facts.name, capacity: facts.capacity, raw, granted, wouldGrant: wouldGrant(decision) }),
   };
   const ops: JsonPatchOp[] = [];
   if (!annotations) {

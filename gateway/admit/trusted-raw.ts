@@ -11,7 +11,7 @@
 // verifies (grant-proof.ts). Whatever cannot be established leaves the write
 // untouched: no grant is computed from an unverified number.
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
-import { MAX_INT64, type Allocatable } from '../decide/policy.js';
+import { MAX_INT64, type Allocatable, type PreviousGrant } from '../decide/policy.js';
 import type { GrantProof, ProofCheck } from './grant-proof.js';
 
 export const ANNOTATION = {
@@ -42,10 +42,7 @@ export interface NodeObjectFacts {
 }
 
 /** Our own earlier record, when its MAC verified. */
-export interface SignedGrant {
-  granted: Allocatable;
-  wouldGrant: Allocatable | undefined;
-}
+export type SignedGrant = PreviousGrant;
 
 export type TrustedRaw =
   | { raw: Allocatable; proof: ProofCheck; signed: SignedGrant | undefined; unverified?: undefined }

@@ -6,11 +6,14 @@ import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { reviewNode, type NodeReviewDeps } from './node-review.js';
+import type { NodeObservation } from '../decide/policy.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from './review-reader.js';
 import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';
 
 export interface WebhookPluginOptions extends FastifyPluginOptions {
   deps: NodeReviewDeps;
+  /** Keeps what a real (not dry-run) kubelet write said about its node: the query API decides from it. */
+  observe(node: string, observed: NodeObservation): void;
   metrics: GatewayMetrics;
   log: Logger;
 }
@@ -58,7 +61,7 @@ export class UntouchedLog {
 }
 
 export async function webhookPlugin(app: FastifyInstance, options: WebhookPluginOptions): Promise<void> {
-  const { deps, metrics, log } = options;
+  const { deps, metrics, log, observe: keep } = options;
   const changes = new ChangeLog(log);
   const untouched = new UntouchedLog(log);
 
@@ -86,7 +89,8 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
         metrics.untouched(reason);
         if (result.node) untouched.note(result.node, reason, result.detail);
       }
-      // A dry run leaves no trace in what the gateway keeps: no gauges, no change log.
+      // A dry run leaves no trace in what the gateway keeps: no observation, no gauges, no change log.
+      if (result.observed && result.node && !result.dryRun) keep(result.node, result.observed);
       if (result.decision && result.node && result.outcome !== 'no-data' && !result.dryRun) {
         const d = result.decision;
         metrics.decision(result.node, 'cpu', d.cpu);

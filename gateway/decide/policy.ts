@@ -77,6 +77,26 @@ export interface Allocatable {
   memoryBytes: bigint;
 }
 
+/** A grant the gateway made for a node: hysteresis compares the next one with it. */
+export interface PreviousGrant {
+  granted: Allocatable;
+  /** Under a DryRun policy: what would have been granted. */
+  wouldGrant: Allocatable | undefined;
+}
+
+/**
+ * What the node object says that a decision needs, as the webhook observed it
+ * on the kubelet's last write: the query API decides from the same inputs.
+ */
+export interface NodeObservation {
+  raw: Allocatable;
+  labels: Record<string, string>;
+  /** Per-node caps from annotations (they only lower). */
+  nodeMaxRatio: { cpu?: number; memory?: number };
+  /** The grant that write carried away (or, with no patch, the verified one it came with). */
+  lastGrant: PreviousGrant | undefined;
+}
+
 export interface UsageInput {
   /** Gateway now - when the newest sample arrived. */
   ageMs: number;

@@ -31,7 +31,7 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
-    const d = decideForNode({ raw: record.raw, usage, entry, boundRequests: boundRequests?.(record.name) });
+    const d = decideForNode({ raw: record.raw, signed: record.lastGrant, nodeMaxRatio: record.nodeMaxRatio, usage, entry, boundRequests: boundRequests?.(record.name) });
     const pair = (cpu: bigint, memory: bigint) => ({ cpuMillicores: Number(cpu), memoryBytes: Number(memory) });
     status.decision = {
       allocatable: pair(d.cpu.applied, d.memory.applied),

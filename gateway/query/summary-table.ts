@@ -175,7 +175,7 @@ export class SummaryTable {
     const usage = usageOf(record, nowMs);
     this.#decidedStale[slot] = usage !== undefined && usage.ageMs > staleAfterMs ? 1 : 0;
     if (raw) {
-      const d = decideForNode({ raw, usage, entry, boundRequests: this.#boundRequests?.(record.name) });
+      const d = decideForNode({ raw, signed: record.lastGrant, nodeMaxRatio: record.nodeMaxRatio, usage, entry, boundRequests: this.#boundRequests?.(record.name) });
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
       n.allocatableMemoryBytes[slot] = Number(d.memory.applied);
       n.cpuBound[slot] = texts.of(d.cpu.bound);

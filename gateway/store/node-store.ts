@@ -7,7 +7,7 @@ import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleAt, sampleRow } from '../../proto/sample-row.js';
-import type { Allocatable, UsageInput } from '../decide/policy.js';
+import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from './usage-window.js';
 
 export class NodeRecord {
@@ -32,9 +32,11 @@ export class NodeRecord {
   readonly window = new UsageWindow();
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
-  /** Raw allocatable and labels from the kubelet's last write, as the webhook saw them. */
+  /** Raw allocatable, labels, caps and grant from the kubelet's last write, as the webhook saw them: the query API decides from these. */
   raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
   labels: Record<string, string> = {};
+  nodeMaxRatio: NodeObservation['nodeMaxRatio'] = {};
+  lastGrant: PreviousGrant | undefined = undefined;
 
   constructor(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number) {
     this.name = name;
@@ -191,13 +193,18 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return 'stored';
   }
 
-  /** The webhook saw the kubelet's raw allocatable and the node's labels. */
-  observe(name: string, raw: Allocatable, labels: Record<string, string>, nowMs: number): void {
+  /** What the kubelet's last real write said about the node (raw allocatable, labels, caps, the grant it carried away). */
+  observe(name: string, observed: NodeObservation, nowMs: number): void {
     const record = this.#nodes.get(name);
     if (!record) return;
-    const changed = record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes || !sameLabels(record.labels, labels);
+    const { raw, labels } = observed;
+    const changed = record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes || !sameLabels(record.labels, labels) ||
+      record.nodeMaxRatio.cpu !== observed.nodeMaxRatio.cpu || record.nodeMaxRatio.memory !== observed.nodeMaxRatio.memory ||
+      !sameGrant(record.lastGrant, observed.lastGrant);
     record.raw = { ...raw, seenAtMs: nowMs };
     record.labels = labels;
+    record.nodeMaxRatio = observed.nodeMaxRatio;
+    record.lastGrant = observed.lastGrant;
     // Watchers filter by labels and show raw allocatable: tell them, but not on every heartbeat.
     if (changed) this.emit('updated', record);
   }
@@ -220,6 +227,13 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     }
     return removed;
   }
+}
+
+const sameAllocatable = (a: Allocatable | undefined, b: Allocatable | undefined) =>
+  a === b || (a !== undefined && b !== undefined && a.cpuMillicores === b.cpuMillicores && a.memoryBytes === b.memoryBytes);
+
+function sameGrant(a: PreviousGrant | undefined, b: PreviousGrant | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && sameAllocatable(a.granted, b.granted) && sameAllocatable(a.wouldGrant, b.wouldGrant));
 }
 
 // On the webhook path: a plain loop, not JSON.stringify of both maps.
