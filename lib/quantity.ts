@@ -33,6 +33,7 @@ const MAX_DECIMAL_EXPONENT = 64;
 const GRAMMAR = /^([+-]?)(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE]?)$/;
 
 const NANO = 1_000_000_000n;
+const MAX_BINARY_NANOS = (2n ** 63n - 1n) * NANO;
 const pow10 = (n: number): bigint => 10n ** BigInt(n);
 
 /** Divides rounding away from zero, as inf.RoundUp does in the API server. */
@@ -76,6 +77,9 @@ export function parseQuantity(text: string): Quantity {
 
   const shift = exponent10 + 9;
   let nanos = shift >= 0 ? mantissa * pow10(shift) : divAwayFromZero(mantissa, pow10(-shift));
+  // The API server caps binary quantities at int64 units ("8Ei" is stored as
+  // "9223372036854775807"), and decimal ones not at all.
+  if (format === 'BinarySI' && nanos > MAX_BINARY_NANOS) nanos = MAX_BINARY_NANOS;
   if (sign === '-') nanos = -nanos;
   return { nanos, format };
 }

@@ -55,7 +55,10 @@ describe('parseQuantity / formatQuantity', () => {
     assert.equal(value(parseQuantity('1Gi')), 1073741824n);
     // 0.1 + 0.2 style drift would show here
     assert.equal(milliValue(parseQuantity('0.3')), 300n);
-    assert.equal(value(parseQuantity('16Ei')), 16n * 1024n ** 6n);
+    // Binary quantities are capped at int64 units by the API server's parser; decimal ones are not.
+    assert.equal(value(parseQuantity('16Ei')), 2n ** 63n - 1n);
+    assert.equal(formatQuantity(parseQuantity('8Ei')), '9223372036854775807');
+    assert.equal(value(parseQuantity('16E')), 16n * 10n ** 18n);
   });
 
   it('rounds up to whole milli and whole units like MilliValue()/Value()', () => {

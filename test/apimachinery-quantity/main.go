@@ -1,9 +1,26 @@
-// quantity-check reads Kubernetes quantities, one JSON string per line on
-// stdin, and answers one JSON object per line with what
-// k8s.io/apimachinery/pkg/api/resource makes of each: whether it parses, the
-// canonical String() the API server stores, whether a JSON round trip (what
-// happens to a patched node) keeps it as written, and whether the value fits
-// int64 in millis (CPU) and in whole units (memory).
+// quantity-check tells what Kubernetes' own parser,
+// k8s.io/apimachinery/pkg/api/resource, makes of quantities.
+//
+// Input: one JSON string per line on stdin. Output: one JSON object per input
+// line, in order, on stdout:
+//
+//	in              the string as read
+//	ok, err         whether resource.ParseQuantity accepts it, and why not
+//	canonical       q.String(): what the API server stores (a quantity is kept
+//	                as written when this equals in)
+//	roundTrip       json.Unmarshal of the JSON string into a Quantity, then
+//	                json.Marshal: what happens to a quantity in a patched node
+//	                (roundTripErr when the JSON decode refuses it)
+//	milli, unit     the exact value in millis (CPU) and in whole units (memory),
+//	                rounded away from zero, as decimal strings of any size
+//	milliFitsInt64, unitFitsInt64
+//	                whether those lie within int64
+//	milliValue, value
+//	                what q.MilliValue() and q.Value() return: what the scheduler
+//	                and kubelet compare. They overflow without a word, so they
+//	                mean something only where the *FitsInt64 field is true.
+//
+// A line that is not a JSON string gets an object with only err set.
 package main
 
 import (
@@ -12,47 +29,92 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 type answer struct {
-	In        string `json:"in"`
-	OK        bool   `json:"ok"`
-	Err       string `json:"err,omitempty"`
-	Canonical string `json:"canonical,omitempty"`
-	RoundTrip string `json:"roundTrip,omitempty"`
-	MilliFits bool   `json:"milliFitsInt64"`
-	UnitFits  bool   `json:"unitFitsInt64"`
-	Milli     string `json:"milli,omitempty"`
-	Unit      string `json:"unit,omitempty"`
+	In             string `json:"in"`
+	OK             bool   `json:"ok"`
+	Err            string `json:"err,omitempty"`
+	Canonical      string `json:"canonical,omitempty"`
+	RoundTrip      string `json:"roundTrip,omitempty"`
+	RoundTripErr   string `json:"roundTripErr,omitempty"`
+	Milli          string `json:"milli,omitempty"`
+	Unit           string `json:"unit,omitempty"`
+	MilliFitsInt64 bool   `json:"milliFitsInt64"`
+	UnitFitsInt64  bool   `json:"unitFitsInt64"`
+	MilliValue     string `json:"milliValue,omitempty"`
+	Value          string `json:"value,omitempty"`
 }
 
-var maxInt64 = new(big.Int).SetInt64(math.MaxInt64)
+var (
+	maxInt64 = big.NewInt(math.MaxInt64)
+	minInt64 = big.NewInt(math.MinInt64)
+)
 
-// ceil of the exact value times 10^scale, as the API server rounds (away from zero for positives).
+// scaled is the exact value times 10^scale, rounded away from zero. It works
+// on a copy: AsDec converts the quantity it is called on to its inf.Dec form,
+// which changes how ScaledValue rounds negative values.
 func scaled(q resource.Quantity, scale int64) *big.Int {
 	d := q.AsDec()
-	unscaled := new(big.Int).Set(d.UnscaledBig())
-	exp := int64(-d.Scale()) + scale
+	n := new(big.Int).Set(d.UnscaledBig())
+	exp := scale - int64(d.Scale())
 	if exp >= 0 {
-		return unscaled.Mul(unscaled, new(big.Int).Exp(big.NewInt(10), big.NewInt(exp), nil))
+		return n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(exp), nil))
 	}
 	div := new(big.Int).Exp(big.NewInt(10), big.NewInt(-exp), nil)
-	q2, r := new(big.Int).QuoRem(unscaled, div, new(big.Int))
-	if r.Sign() > 0 {
-		q2.Add(q2, big.NewInt(1))
-	} else if r.Sign() < 0 {
-		q2.Sub(q2, big.NewInt(1))
+	quo, rem := new(big.Int).QuoRem(n, div, new(big.Int))
+	return quo.Add(quo, big.NewInt(int64(rem.Sign())))
+}
+
+func fits(n *big.Int) bool { return n.Cmp(minInt64) >= 0 && n.Cmp(maxInt64) <= 0 }
+
+func check(s string) answer {
+	a := answer{In: s}
+	a.RoundTrip, a.RoundTripErr = throughJSON(s)
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		a.Err = err.Error()
+		return a
 	}
-	return q2
+	a.OK = true
+	// On a fresh parse, as the API server and kubelet see it.
+	a.MilliValue = strconv.FormatInt(q.MilliValue(), 10)
+	a.Value = strconv.FormatInt(q.Value(), 10)
+	a.Canonical = q.String()
+
+	milli, unit := scaled(q, 3), scaled(q, 0)
+	a.Milli, a.Unit = milli.String(), unit.String()
+	a.MilliFitsInt64, a.UnitFitsInt64 = fits(milli), fits(unit)
+	return a
+}
+
+// throughJSON decodes s as a JSON string into a Quantity and encodes it again,
+// as the API server does with a quantity in a patched object. Decoding trims
+// spaces that ParseQuantity alone refuses.
+func throughJSON(s string) (string, string) {
+	in, _ := json.Marshal(s)
+	var decoded resource.Quantity
+	if err := json.Unmarshal(in, &decoded); err != nil {
+		return "", err.Error()
+	}
+	out, err := json.Marshal(decoded)
+	if err != nil {
+		return "", err.Error()
+	}
+	var back string
+	if err := json.Unmarshal(out, &back); err != nil {
+		return "", err.Error()
+	}
+	return back, ""
 }
 
 func main() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
 	enc := json.NewEncoder(out)
 	for in.Scan() {
 		var s string
@@ -60,25 +122,14 @@ func main() {
 			_ = enc.Encode(answer{Err: "line is not a JSON string: " + err.Error()})
 			continue
 		}
-		a := answer{In: s}
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			a.Err = err.Error()
-			_ = enc.Encode(a)
-			continue
-		}
-		a.OK = true
-		a.Canonical = q.String()
-		var back resource.Quantity
-		if err := json.Unmarshal([]byte(`"`+s+`"`), &back); err == nil {
-			if b, err := json.Marshal(back); err == nil {
-				_ = json.Unmarshal(b, &a.RoundTrip)
-			}
-		}
-		milli, unit := scaled(q, 3), scaled(q, 0)
-		a.Milli, a.Unit = milli.String(), unit.String()
-		a.MilliFits = milli.Cmp(maxInt64) <= 0 && milli.Sign() >= 0
-		a.UnitFits = unit.Cmp(maxInt64) <= 0 && unit.Sign() >= 0
-		_ = enc.Encode(a)
+		_ = enc.Encode(check(s))
+	}
+	if err := in.Err(); err != nil {
+		os.Stderr.WriteString("quantity-check: reading stdin: " + err.Error() + "\n")
+		os.Exit(1)
+	}
+	if err := out.Flush(); err != nil {
+		os.Stderr.WriteString("quantity-check: writing stdout: " + err.Error() + "\n")
+		os.Exit(1)
 	}
 }
