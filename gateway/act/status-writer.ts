@@ -24,14 +24,13 @@ import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js
 import type { GrantProof } from '../admit/grant-proof.js';
 import { trustedRaw } from '../admit/trusted-raw.js';
 import { nodeMaxRatio } from '../decide/select-policy.js';
-import type { Decision, Policy } from '../decide/policy.js';
+import { pressureNow, type Decision, type Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
 import { sampleAt } from '../../proto/sample-row.js';
-import { COLUMN } from '../store/usage-window.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 
@@ -150,15 +149,9 @@ export class StatusWriter {
   }
 
   #mayBeUnderPressure(record: NodeRecord): boolean {
-    const entry = this.#o.policies.select(record.labels);
-    const p = entry?.policy;
-    const window = record.window;
-    if (!p || window.length === 0) return false;
+    const p = this.#o.policies.select(record.labels)?.policy;
     // Read in place: this runs on every stored sample while leading.
-    const last = window.length - 1;
-    const capacity = record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0;
-    return window.get(last, COLUMN.cpuPressure) >= p.cpu.pressureThreshold || window.get(last, COLUMN.memoryPressure) >= p.memory.pressureThreshold ||
-      (capacity > 0 && window.get(last, COLUMN.memoryBytes) >= p.memory.workingSetThreshold * capacity);
+    return p !== undefined && pressureNow(record.window, p, record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0);
   }
 
   /** Why writes are held back, if they are (for tests and logs). */

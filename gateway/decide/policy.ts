@@ -229,19 +229,30 @@ function decideResource(c: ResourceContext): ResourceDecision {
   return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
 }
 
-function cpuPressureSince(window: UsageWindow, sinceMs: number, threshold: number): boolean {
-  for (let i = window.length - 1; i >= 0; i--) {
-    if (window.get(i, COLUMN.timestampMs) < sinceMs) break;
-    if (window.get(i, COLUMN.cpuPressure) >= threshold) return true;
-  }
+/** The window's point i shows CPU pressure under this policy. */
+function cpuPressureAt(window: UsageWindow, i: number, p: ResourcePolicy): boolean {
+  return window.get(i, COLUMN.cpuPressure) >= p.pressureThreshold;
+}
+
+/** The window's point i shows memory pressure: PSI, or a working set near capacity. */
+function memoryPressureAt(window: UsageWindow, i: number, p: Policy['memory'], capacity: number): boolean {
+  return window.get(i, COLUMN.memoryPressure) >= p.pressureThreshold || (capacity > 0 && window.get(i, COLUMN.memoryBytes) >= p.workingSetThreshold * capacity);
+}
+
+/** The newest point of the window shows pressure of either kind: the one check the status writer makes on every sample. */
+export function pressureNow(window: UsageWindow, policy: Policy, capacityMemoryBytes: number): boolean {
+  const last = window.length - 1;
+  return last >= 0 && (cpuPressureAt(window, last, policy.cpu) || memoryPressureAt(window, last, policy.memory, capacityMemoryBytes));
+}
+
+// Two loops rather than one taking a predicate: decide() runs per review and per sample, and a closure per call is garbage.
+function cpuPressureSince(window: UsageWindow, sinceMs: number, p: ResourcePolicy): boolean {
+  for (let i = window.length - 1; i >= 0 && window.get(i, COLUMN.timestampMs) >= sinceMs; i--) if (cpuPressureAt(window, i, p)) return true;
   return false;
 }
 
-function memoryPressureSince(window: UsageWindow, sinceMs: number, threshold: number, capacity: number, workingSetThreshold: number): boolean {
-  for (let i = window.length - 1; i >= 0; i--) {
-    if (window.get(i, COLUMN.timestampMs) < sinceMs) break;
-    if (window.get(i, COLUMN.memoryPressure) >= threshold || (capacity > 0 && window.get(i, COLUMN.memoryBytes) >= workingSetThreshold * capacity)) return true;
-  }
+function memoryPressureSince(window: UsageWindow, sinceMs: number, p: Policy['memory'], capacity: number): boolean {
+  for (let i = window.length - 1; i >= 0 && window.get(i, COLUMN.timestampMs) >= sinceMs; i--) if (memoryPressureAt(window, i, p, capacity)) return true;
   return false;
 }
 
@@ -308,7 +319,7 @@ export function decide(input: DecisionInput): Decision {
     window,
     from,
     field: 'cpuMillicores',
-    underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu.pressureThreshold),
+    underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
     previous: input.previous?.cpuMillicores,
     requestsOverCap: false,
   });
@@ -326,7 +337,7 @@ export function decide(input: DecisionInput): Decision {
     window,
     from,
     field: 'memoryBytes',
-    underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem.pressureThreshold, memoryCapacity, mem.workingSetThreshold),
+    underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),
     previous: input.previous?.memoryBytes,
     requestsOverCap: false,
   });
