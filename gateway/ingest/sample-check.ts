@@ -20,7 +20,6 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { sampleRow } from '../../proto/sample-row.js';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
-import type { GatewayMetrics } from '../http/metrics.js';
 
 export type SampleRefusal =
   | 'not-finite' | 'negative' | 'capacity-implausible' | 'no-capacity'
@@ -107,7 +106,7 @@ export function checkSample(sample: Sample__Output): SampleRefusal | undefined {
  * Counts a refused sample by reason and logs it at most once per node and
  * reason every 5 minutes: a broken agent sends one a second.
  */
-export function sampleRefusals(log: Logger, metrics: Pick<GatewayMetrics, 'sampleReceived'>): (node: string, reason: SampleRefusal) => void {
+export function sampleRefusals(log: Logger, metrics: { sampleReceived(result: `refused-${SampleRefusal}`): void }): (node: string, reason: SampleRefusal) => void {
   const once = new OncePer(300_000);
   return (node, reason) => {
     metrics.sampleReceived(`refused-${reason}`);
