@@ -1,20 +1,23 @@
 // Sane agent data (issue 19, invariant 3): every sample is checked before it is
-// stored; a bad one is refused with a counted reason and the stream stays up.
+// stored; a bad one is refused with a counted reason, acknowledged, and the
+// stream stays up.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { oversellV1 } from '../proto/load.js';
+import { sampleRow } from '../proto/sample-row.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
-import { checkSample, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/ingest/sample-check.js';
-import { AGENT_STREAM_MODES, getHttp, startTestGateway } from './helpers/gateway.js';
+import { checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/ingest/sample-check.js';
+import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { eventually } from './helpers/grpc.js';
 
 const GI = 1024 ** 3;
+const NOW = 1_750_000_000_000;
 function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
-    seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI,
+    seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI,
     capacity: { cpuMillicores: 4000, memoryBytes: 8 * GI },
     pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 } },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
@@ -22,81 +25,157 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
     ...over,
   };
 }
-const psi = (avg10: number) => ({ available: true, cpuSome: { avg10, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } });
+const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } });
 const pod = (cpu: number, mem: number) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
+const requests = (cpuMillicores: number, memoryBytes: number, known = true) => ({ cpuMillicores, memoryBytes, podCount: 1, known });
+const { maxFutureMs, maxCapacityMillicores, maxCapacityBytes, requestsOverCapacity } = SAMPLE_BOUNDS;
 
 describe('sample check (pure)', () => {
-  it('a real sample passes, at the edges too (usage at its bound, requests at 16x, PSI 100, idle with no capacity)', () => {
-    assert.equal(checkSample(sample()), undefined);
-    assert.equal(checkSample(sample({ cpuUsageMillicores: 6000, memoryWorkingSetBytes: 1.1 * 8 * GI })), undefined);
-    assert.equal(checkSample(sample({ requests: { cpuMillicores: 64_000, memoryBytes: 128 * GI, podCount: 1, known: true } })), undefined);
-    assert.equal(checkSample(sample({ pressure: psi(100) })), undefined);
-    assert.equal(checkSample(sample({ cpuUsageMillicores: 0, memoryWorkingSetBytes: 0, capacity: null, requests: null })), undefined);
-    assert.equal(checkSample(sample({ podsIncluded: true, pods: [pod(500, GI), pod(0, 0)] })), undefined);
-    // Unknown requests are not checked: the gateway never uses them.
-    assert.equal(checkSample(sample({ requests: { cpuMillicores: 9e18, memoryBytes: 0, podCount: 0, known: false } })), undefined);
-  });
-
-  const bad: Array<[SampleRefusal, Partial<Sample__Output>]> = [
-    ['not-finite', { pressure: psi(NaN) }],
-    ['not-finite', { pressure: psi(Infinity) }],
-    ['negative', { cpuUsageMillicores: -1 }],
-    ['negative', { requests: { cpuMillicores: -5, memoryBytes: 0, podCount: 0, known: true } }],
-    ['capacity-implausible', { capacity: { cpuMillicores: SAMPLE_BOUNDS.maxCapacityMillicores + 1, memoryBytes: 8 * GI } }],
-    ['capacity-implausible', { capacity: { cpuMillicores: 4000, memoryBytes: 2 ** 51 } }],
-    ['no-capacity', { capacity: null }],
-    ['usage-over-capacity', { cpuUsageMillicores: 6001 }],
-    ['usage-over-capacity', { memoryWorkingSetBytes: 9 * GI + 1 }],
-    ['requests-over-capacity', { requests: { cpuMillicores: 9e18, memoryBytes: GI, podCount: 1, known: true } }],
-    ['requests-over-capacity', { requests: { cpuMillicores: 1000, memoryBytes: 128 * GI + 1, podCount: 1, known: true } }],
-    ['pressure-out-of-range', { pressure: psi(100.5) }],
-    ['pod-usage-invalid', { podsIncluded: true, pods: [pod(500, GI), pod(-1, GI)] }],
-    ['pod-usage-invalid', { podsIncluded: true, pods: [pod(7000, GI)] }],
+  const good: Array<[string, Partial<Sample__Output>]> = [
+    ['a real sample', {}],
+    ['CPU usage at 1.5 x capacity, working set at 1.1 x', { cpuUsageMillicores: 6000, memoryWorkingSetBytes: 1.1 * 8 * GI }],
+    [`requests at ${requestsOverCapacity} x capacity`, { requests: requests(requestsOverCapacity * 4000, requestsOverCapacity * 8 * GI) }],
+    ['PSI at 100', { pressure: psi(100, 100) }],
+    ['idle with no capacity and no requests', { cpuUsageMillicores: 0, memoryWorkingSetBytes: 0, capacity: null, requests: null }],
+    ['capacity at the ceiling', { capacity: { cpuMillicores: maxCapacityMillicores, memoryBytes: maxCapacityBytes } }],
+    [`a timestamp ${maxFutureMs} ms ahead of the gateway`, { timestampMs: NOW + maxFutureMs }],
+    ['an old timestamp (a replay after a long disconnect)', { timestampMs: NOW - 86_400_000 }],
+    ['pods within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI), pod(0, 0), pod(6000, 1.1 * 8 * GI)] }],
+    // Unknown requests are not used by the gateway (the proto says so): their numbers are not judged.
+    ['unknown requests past the bound', { requests: requests(9e18, 0, false) }],
   ];
-  for (const [reason, over] of bad) {
-    it(`refuses ${JSON.stringify(over).slice(0, 90)} as ${reason}`, () => {
-      assert.equal(checkSample(sample(over)), reason);
-    });
+  for (const [what, over] of good) {
+    it(`passes ${what}`, () => assert.equal(checkSample(sample(over), NOW), undefined));
   }
+
+  const bad: Array<[SampleRefusal, string, Partial<Sample__Output>]> = [
+    ['not-finite', 'PSI NaN', { pressure: psi(NaN) }],
+    ['not-finite', 'PSI Infinity', { pressure: psi(Infinity) }],
+    ['not-finite', 'usage -Infinity', { cpuUsageMillicores: -Infinity }],
+    ['not-finite', 'memory NaN', { memoryWorkingSetBytes: NaN }],
+    ['negative', 'CPU usage -1', { cpuUsageMillicores: -1 }],
+    ['negative', 'requests -5', { requests: requests(-5, 0) }],
+    ['negative', 'a negative timestamp', { timestampMs: -1 }],
+    ['timestamp-implausible', `a timestamp ${maxFutureMs + 1} ms ahead`, { timestampMs: NOW + maxFutureMs + 1 }],
+    ['timestamp-implausible', 'a timestamp in the year 287,000', { timestampMs: 9e15 }],
+    ['capacity-implausible', 'CPU capacity past 100,000 cores', { capacity: { cpuMillicores: maxCapacityMillicores + 1, memoryBytes: 8 * GI } }],
+    ['capacity-implausible', 'memory capacity past 1 PiB', { capacity: { cpuMillicores: 4000, memoryBytes: maxCapacityBytes + 1 } }],
+    ['no-capacity', 'usage without capacity', { capacity: null }],
+    ['no-capacity', 'memory usage with zero memory capacity', { capacity: { cpuMillicores: 4000, memoryBytes: 0 } }],
+    ['usage-over-capacity', 'CPU usage past 1.5 x', { cpuUsageMillicores: 6001 }],
+    ['usage-over-capacity', 'working set past 1.1 x', { memoryWorkingSetBytes: Math.ceil(1.1 * 8 * GI) + 1 }],
+    ['requests-over-capacity', 'CPU requests of 9e18 millicores', { requests: requests(9e18, GI) }],
+    ['requests-over-capacity', `memory requests past ${requestsOverCapacity} x`, { requests: requests(1000, requestsOverCapacity * 8 * GI + 1) }],
+    ['pressure-out-of-range', 'PSI avg10 100.5', { pressure: psi(100.5) }],
+    ['pressure-out-of-range', 'PSI avg60 101', { pressure: psi(1, 101) }],
+    ['pod-usage-invalid', 'a pod with negative usage', { podsIncluded: true, pods: [pod(500, GI), pod(-1, GI)] }],
+    ['pod-usage-invalid', 'a pod past the node\'s CPU bound', { podsIncluded: true, pods: [pod(6001, GI)] }],
+    ['pod-usage-invalid', 'a pod with NaN memory', { podsIncluded: true, pods: [pod(1, NaN)] }],
+  ];
+  for (const [reason, what, over] of bad) {
+    it(`refuses ${what} as ${reason}`, () => assert.equal(checkSample(sample(over), NOW), reason));
+  }
+
+  it('the row check (the ingest thread\'s) says what the object check says, at any offset of a batch', () => {
+    const layout = sampleRow();
+    const rows = new Float64Array(3 + layout.width);
+    for (const over of [...bad.map(([, , o]) => o), ...good.map(([, o]) => o)]) {
+      const s = sample(over);
+      if (s.pods.length > 0) continue; // pods cross as objects
+      rows.fill(7);
+      layout.write(s, rows, 3);
+      assert.equal(checkSampleRow(rows, 3, NOW), checkSample(s, NOW), JSON.stringify(over));
+    }
+  });
 });
 
 type RawCall = grpc.ClientDuplexStream<AgentMessage, GatewayMessage__Output>;
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check over real gRPC (${mode})`, () => {
-  it('a bad sample between good ones is refused and counted by reason; the good ones are stored and the stream stays up', async () => {
-    const gw = await startTestGateway(options);
-    const client = new (oversellV1().AgentStream)(`127.0.0.1:${port(gw)}`, grpc.credentials.createInsecure());
-    const call = client.Report() as unknown as RawCall;
-    let error: grpc.ServiceError | undefined;
-    call.on('data', () => {});
-    call.on('error', (e: grpc.ServiceError) => (error = e));
-    try {
-      call.write({ hello: { nodeName: 'node-s', instanceId: 'i' } });
-      const at = (seq: number, over: Partial<Sample__Output> = {}) => ({ sample: { ...sample(over), seq, timestampMs: Date.now() + seq } });
-      call.write(at(1));
-      call.write(at(2, { requests: { cpuMillicores: 9e18, memoryBytes: GI, podCount: 1, known: true } }));
-      call.write(at(3, { pressure: psi(NaN) }));
-      call.write(at(4, { podsIncluded: true, pods: [pod(-5, GI)] })); // crosses the ingest thread as an object
-      call.write(at(5, { cpuUsageMillicores: 1700 }));
-      await eventually(() => (gw.store.get('node-s')?.lastSeq === 5 ? true : undefined), 5000, 'seq 5 stored');
-      const stored = gw.store.get('node-s')!;
-      assert.equal(stored.window.length, 2, 'only the two good samples are in the window');
-      assert.equal(stored.latest?.cpuUsageMillicores, 1700);
-      assert.equal(stored.latest?.requests?.cpuMillicores, 6000, 'the 9e18 requests never reached the store');
-      assert.equal(error, undefined, 'the stream stays up');
-      const metrics = await eventually(async () => {
-        const body = (await getHttp(gw.ports.metrics, '/metrics')).body;
-        return /result="refused-pod-usage-invalid"\} 1/.test(body) ? body : undefined;
-      }, 5000, 'refusals counted');
-      assert.match(metrics, /oversell_samples_received_total\{result="refused-requests-over-capacity"\} 1/);
-      assert.match(metrics, /oversell_samples_received_total\{result="refused-not-finite"\} 1/);
-      assert.match(metrics, /oversell_samples_received_total\{result="stored"\} 2/);
-      // And it keeps taking samples after the refusals.
-      call.write(at(6));
-      await eventually(() => (gw.store.get('node-s')?.lastSeq === 6 ? true : undefined), 5000, 'seq 6 stored');
-    } finally {
+/** One agent stream over real gRPC, keeping what the gateway says. */
+function agent(port: number) {
+  const client = new (oversellV1().AgentStream)(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const call = client.Report() as unknown as RawCall;
+  const said: GatewayMessage__Output[] = [];
+  let error: grpc.ServiceError | undefined;
+  call.on('data', (m: GatewayMessage__Output) => said.push(m));
+  call.on('error', (e: grpc.ServiceError) => (error = e));
+  return {
+    said,
+    error: () => error,
+    write: (m: AgentMessage) => call.write(m),
+    close() {
       call.cancel();
       client.close();
+    },
+  };
+}
+
+const live = (seq: number, over: Partial<Sample__Output> = {}): AgentMessage => ({ sample: { ...sample(over), seq, timestampMs: Date.now() - 100 + seq } });
+const metricsBody = async (gw: TestGateway) => (await getHttp(gw.ports.metrics, '/metrics')).body;
+const counted = (body: string, result: string) => Number(new RegExp(`oversell_samples_received_total\\{result="${result}"\\} (\\d+)`).exec(body)?.[1] ?? 0);
+
+for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check over real gRPC (${mode})`, () => {
+  it('bad samples between good ones are refused and counted by reason; the good ones are stored and the stream stays up', async () => {
+    const gw = await startTestGateway(options);
+    const a = agent(port(gw));
+    try {
+      a.write({ hello: { nodeName: 'node-s', instanceId: 'i' } });
+      a.write(live(1));
+      a.write(live(2, { requests: requests(9e18, GI) }));
+      a.write(live(3, { pressure: psi(NaN) }));
+      a.write(live(4, { podsIncluded: true, pods: [pod(-5, GI)] })); // crosses the ingest thread as an object
+      a.write({ sample: { ...sample(), seq: 5, timestampMs: Date.now() + 2 * 86_400_000 } });
+      a.write(live(6, { cpuUsageMillicores: 1700 }));
+      await eventually(() => (gw.store.get('node-s')?.lastSeq === 6 ? true : undefined), 5000, 'seq 6 stored');
+      const stored = gw.store.get('node-s')!;
+      assert.deepEqual(stored.window.points().map((p) => p.cpuMillicores), [1500, 1700], 'only the two good samples are in the window');
+      assert.equal(stored.latest?.requests?.cpuMillicores, 6000, 'the 9e18 requests never reached the store');
+      const body = await eventually(async () => {
+        const b = await metricsBody(gw);
+        return counted(b, 'refused-timestamp-implausible') === 1 ? b : undefined;
+      }, 5000, 'refusals counted');
+      assert.equal(counted(body, 'refused-requests-over-capacity'), 1);
+      assert.equal(counted(body, 'refused-not-finite'), 1);
+      assert.equal(counted(body, 'refused-pod-usage-invalid'), 1);
+      assert.equal(counted(body, 'stored'), 2);
+      assert.equal(a.error(), undefined, 'the stream stays up');
+      // It keeps taking samples after the refusals.
+      a.write(live(7));
+      await eventually(() => (gw.store.get('node-s')?.lastSeq === 7 ? true : undefined), 5000, 'seq 7 stored');
+      assert.equal(gw.store.get('node-s')?.window.length, 3);
+    } finally {
+      a.close();
+      await gw.close();
+    }
+  });
+
+  it('refused samples are acknowledged and not asked for again: an agent whose every sample fails is not left to replay them', async () => {
+    const gw = await startTestGateway(options);
+    const first = agent(port(gw));
+    let second: ReturnType<typeof agent> | undefined;
+    try {
+      first.write({ hello: { nodeName: 'node-r', instanceId: 'i' } });
+      // Five (the gateway's ack interval) samples from a node whose clock runs an hour ahead.
+      for (let seq = 1; seq <= 5; seq++) first.write({ sample: { ...sample(), seq, timestampMs: Date.now() + 2 * 86_400_000 } });
+      const ack = await eventually(() => first.said.find((m) => m.ack)?.ack ?? undefined, 5000, 'an ack');
+      assert.equal(Number(ack.lastSeq), 5);
+      assert.equal(first.error(), undefined, 'the stream stays up');
+      const record = gw.store.get('node-r')!;
+      assert.equal(record.latestRow, undefined, 'nothing of them stored');
+      assert.equal(record.window.length, 0);
+      first.close();
+      await eventually(() => (gw.store.get('node-r')?.streamId === undefined ? true : undefined), 5000, 'the first stream detached');
+      // The agent reconnects (same process): welcomed past the refused samples, it replays none of them.
+      second = agent(port(gw));
+      second.write({ hello: { nodeName: 'node-r', instanceId: 'i' } });
+      const welcome = await eventually(() => second!.said.find((m) => m.welcome)?.welcome ?? undefined, 5000, 'welcome');
+      assert.equal(Number(welcome.lastSeq), 5);
+      second.write(live(6));
+      await eventually(() => (gw.store.get('node-r')?.lastSeq === 6 && gw.store.get('node-r')?.latestRow ? true : undefined), 5000, 'seq 6 stored');
+      assert.equal(counted(await metricsBody(gw), 'refused-timestamp-implausible'), 5);
+    } finally {
+      first.close();
+      second?.close();
       await gw.close();
     }
   });

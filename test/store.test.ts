@@ -25,6 +25,19 @@ describe('NodeStore', () => {
     assert.equal(u?.requests.cpuMillicores, 5);
   });
 
+  it('restarts the window when the agent clock steps back past it: one far-future timestamp does not shut later samples out', () => {
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000 });
+    store.attach('n', 'i', null, 1);
+    for (let i = 1; i <= 5; i++) store.ingest('n', 1, s(i, i * 1000), i);
+    store.ingest('n', 1, s(6, 3_600_000), 6); // an hour ahead: the old points are cut
+    assert.deepEqual(store.get('n')?.window.points().map((p) => p.timestampMs), [3_600_000]);
+    for (let i = 7; i <= 9; i++) store.ingest('n', 1, s(i, i * 1000), i);
+    assert.deepEqual(store.get('n')?.window.points().map((p) => p.timestampMs), [7000, 8000, 9000]);
+    // A small step back within the window is kept as it always was (in seq order, not sorted).
+    store.ingest('n', 1, s(10, 8500), 10);
+    assert.equal(store.get('n')?.window.length, 4);
+  });
+
   it('refuses duplicates and samples from a stream that is no longer current', () => {
     const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);

@@ -12,7 +12,7 @@ import type { NodeStore } from '../store/node-store.js';
 import { TokenBucket } from '../act/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
-import { checkSample, sampleRefusals } from './sample-check.js';
+import { checkSample, isRefused, refusalLog, type SampleRefused } from './sample-check.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -28,15 +28,24 @@ export interface IngestTarget {
    * because a newer stream reports for the node (a link learns it late).
    */
   attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): number | Promise<number>;
-  ingest: NodeStore['ingest'];
+  /** Stores the sample; a target that checksSamples may instead refuse it (having consumed its seq). */
+  ingest(...args: Parameters<NodeStore['ingest']>): ReturnType<NodeStore['ingest']> | SampleRefused;
+  /** Takes a refused sample's seq as received (NodeStore.consume). */
+  consume: NodeStore['consume'];
   detach: NodeStore['detach'];
+  /**
+   * ingest() checks each sample itself (sample-check.ts) and returns
+   * refused-<reason> for one that fails: the ingest thread checks the row it
+   * writes anyway rather than a second copy.
+   */
+  checksSamples?: true;
 }
 
 export interface AgentStreamServiceOptions {
   store: IngestTarget;
   metrics: Pick<GatewayMetrics, 'authRefused' | 'sampleReceived'>;
   log: Logger;
-  /** Acknowledge every Nth stored sample (and always right after a replay). */
+  /** Acknowledge every Nth stored or refused sample. */
   ackEvery?: number;
   /**
    * Per-stream sample rate limit (samples/s, with a burst for replays after a
@@ -68,7 +77,7 @@ const nextLocalStreamId = () => ++lastStreamId;
 
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
-  const refuseSample = sampleRefusals(log, metrics);
+  const logRefusal = refusalLog(log);
   const nextStreamId = options.nextStreamId ?? nextLocalStreamId;
   const ackEvery = options.ackEvery ?? 5;
   const now = options.now ?? Date.now;
@@ -178,12 +187,22 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             metrics.sampleReceived('rate-limited');
             return;
           }
-          const refused = checkSample(msg.sample);
-          if (refused) return refuseSample(node, refused);
-          const result = store.ingest(node, streamId, msg.sample, now());
+          const receivedAtMs = now();
+          const refused = store.checksSamples ? undefined : checkSample(msg.sample, receivedAtMs);
+          let result: ReturnType<IngestTarget['ingest']>;
+          if (refused) {
+            const consumed = store.consume(node, streamId, msg.sample.seq);
+            result = consumed === 'consumed' ? `refused-${refused}` : consumed;
+          } else {
+            result = store.ingest(node, streamId, msg.sample, receivedAtMs);
+          }
           metrics.sampleReceived(result);
           if (result === 'not-current-stream') return supersede();
-          if (result === 'stored' && ++sinceAck >= ackEvery) {
+          // A refused sample is acknowledged like a stored one: the agent drops
+          // it, and an agent whose every sample is refused still hears from the
+          // gateway instead of reconnecting and replaying them.
+          if (isRefused(result)) logRefusal(node, result);
+          if ((result === 'stored' || isRefused(result)) && ++sinceAck >= ackEvery) {
             sinceAck = 0;
             call.write({ ack: { lastSeq: msg.sample.seq } });
           }

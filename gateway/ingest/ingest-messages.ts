@@ -6,6 +6,7 @@ import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
+import type { SampleRefused } from './sample-check.js';
 
 export interface IngestThreadData {
   bindAddress: string;
@@ -26,19 +27,21 @@ export interface IngestThreadData {
 export type IngestOp =
   | { op: 'attach'; after: number; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
   | { op: 'sample'; after: number; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
-  | { op: 'detach'; after: number; name: string; streamId: number };
+  | { op: 'detach'; after: number; name: string; streamId: number }
+  /** A sample the thread refused (sample-check.ts): the store takes its seq as received. */
+  | { op: 'consume'; after: number; name: string; streamId: number; seq: number };
 
 /** A batch row: the stream id (the main thread knows its node from the attach), arrival time, then the sample's row. */
 export const ROW_STREAM_ID = 0;
 export const ROW_RECEIVED_AT_MS = 1;
 export const ROW_SAMPLE = 2;
 
-export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited', n: number] | [kind: 'auth', reason: string, n: number];
+export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number];
 
 export type ToMain =
   | { type: 'listening'; port: number }
   | { type: 'failed'; message: string; code: string | undefined }
-  /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), the other ops, and what the thread counted itself: samples refused there, refused tokens. */
+  /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), checked by the thread; the other ops; and what the thread counted itself: samples refused or dropped there, refused tokens. */
   | { type: 'ops'; rows: Float64Array; ops: IngestOp[]; counts: MetricCount[] }
   | { type: 'authenticate'; id: number; authorization: unknown }
   /** The thread's V8 heap, at start and every few seconds (for /metrics). */

@@ -14,9 +14,9 @@ import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../proto/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
-import type { IngestResult } from '../store/node-store.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
+import { checkPods, checkSampleRow } from './sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 
 // A sample waits at most this long on this thread before the store has it.
@@ -85,18 +85,31 @@ const store: IngestTarget = {
       return seq;
     });
   },
-  ingest(name, streamId, sample, receivedAtMs): IngestResult {
+  // Samples are checked here, on the row written into the batch: the main
+  // thread stores what this thread sends without checking it again.
+  checksSamples: true,
+  ingest(name, streamId, sample, receivedAtMs) {
     const last = lastSeq.get(streamId);
     if (last === undefined) return 'not-current-stream';
     if (sample.seq <= last) return 'duplicate';
-    lastSeq.set(streamId, sample.seq);
     const at = rowsUsed * stride;
     if (at + stride > rows.length) {
       const bigger = new Float64Array(rows.length * 2);
       bigger.set(rows);
       rows = bigger;
     }
-    if (row.write(sample, rows, at + ROW_SAMPLE)) {
+    // A row holds no pods: a sample with pods is written all the same (into
+    // the next free row, not taken) for the rule to run on its numbers, and
+    // crosses as an object.
+    const hasPods = sample.pods.length > 0;
+    row.write(hasPods ? { ...sample, pods: [] } : sample, rows, at + ROW_SAMPLE);
+    const refused = checkSampleRow(rows, at + ROW_SAMPLE, receivedAtMs) ?? (hasPods ? checkPods(sample) : undefined);
+    if (refused) {
+      store.consume(name, streamId, sample.seq);
+      return `refused-${refused}`;
+    }
+    lastSeq.set(streamId, sample.seq);
+    if (!hasPods) {
       rows[at + ROW_STREAM_ID] = streamId;
       rows[at + ROW_RECEIVED_AT_MS] = receivedAtMs;
       rowsUsed += 1;
@@ -105,6 +118,15 @@ const store: IngestTarget = {
     }
     // The store's verdict is counted on the main thread.
     return 'stored';
+  },
+  consume(name, streamId, seq) {
+    const last = lastSeq.get(streamId);
+    if (last === undefined) return 'not-current-stream';
+    if (seq <= last) return 'duplicate';
+    lastSeq.set(streamId, seq);
+    // The main thread's store takes the seq too: a reconnecting agent is welcomed past it.
+    ops.push({ op: 'consume', after: rowsUsed, name, streamId, seq });
+    return 'consumed';
   },
   detach(name, streamId) {
     lastSeq.delete(streamId);

@@ -8,7 +8,6 @@ import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../proto/sample-row.js';
-import { checkSample, checkSampleRow, sampleRefusals } from './sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 export interface IngestWorkerOptions {
@@ -59,12 +58,12 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     metrics.sampleReceived(result);
     if (result === 'not-current-stream') send({ type: 'superseded', streamId });
   };
-  const refuseSample = sampleRefusals(log, metrics);
+  // Samples were checked on the thread (sample-check.ts), which counted and logged those it refused.
   const applyOne = (op: IngestOp) => {
     if (op.op === 'sample') {
-      const refused = checkSample(op.sample);
-      if (refused) return refuseSample(op.name, refused);
       counted(store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs), op.streamId);
+    } else if (op.op === 'consume') {
+      if (store.consume(op.name, op.streamId, op.seq) === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {
       nodeOf.set(op.streamId, op.name);
       send({ type: 'attached', id: op.id, lastSeq: store.attach(op.name, op.instanceId, op.host, op.streamId) });
@@ -78,8 +77,6 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     const name = nodeOf.get(streamId);
     // The thread sends rows only for streams it attached; a row without one has no node to go to.
     if (name === undefined) return counted('unknown-node', streamId);
-    const refused = checkSampleRow(rows, at + ROW_SAMPLE);
-    if (refused) return refuseSample(name, refused);
     counted(store.ingestRow(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
   };
   const apply = (m: Extract<ToMain, { type: 'ops' }>) => {

@@ -1,19 +1,23 @@
 // What an agent may report, checked before a sample is stored. An agent is a
 // process on a node anyone with root there controls, or a bug: its numbers
-// are inputs, not facts. The checks run on the sample's row of numbers
+// are inputs, not facts. The rule runs on the sample's row of numbers
 // (proto/sample-row.ts), the form both ingest paths have without allocating:
-// the ingest thread's rows as they are, a decoded sample written into one
-// reused row. The bounds (docs/security.md, invariant 3):
+// the ingest thread checks the row it writes into its batch anyway, the main
+// thread a decoded sample written into one reused row. The bounds and why:
 //
 // - every number finite and non-negative;
+// - timestamp at most a day ahead of the gateway's clock: a node's clock may
+//   be minutes off (age is measured on the gateway's clock, the window on the
+//   agent's), but a timestamp years ahead is a bug or a forgery;
 // - capacity at most 100,000 cores and 1 PiB (past the largest machines sold
 //   by orders of magnitude, well inside int64 and exact doubles), and present
 //   whenever usage is;
 // - node usage at most 1.5 x capacity for CPU (a second's CPU time sampled a
 //   little late can pass capacity; not by half) and 1.1 x for memory (the
 //   working set cannot exceed the memory there is);
-// - bound requests, when known, at most 16 x capacity: the largest cap a
-//   policy may set is 10 x, so nothing bound legitimately goes further;
+// - bound requests, when known, at most 128 x capacity: bound requests stay
+//   within the largest cap a node ever had, and no policy the gateway accepts
+//   has a maxRatio above 100;
 // - PSI averages within 0..100 (they are percentages);
 // - per-pod usage, when sent, within the same bounds as the node's.
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
@@ -22,27 +26,36 @@ import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 
 export type SampleRefusal =
-  | 'not-finite' | 'negative' | 'capacity-implausible' | 'no-capacity'
+  | 'not-finite' | 'negative' | 'timestamp-implausible' | 'capacity-implausible' | 'no-capacity'
   | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid';
 
+/** What became of a refused sample: its seq was taken (the agent must not send it again), nothing else was stored. */
+export type SampleRefused = `refused-${SampleRefusal}`;
+
 export const SAMPLE_BOUNDS = {
+  maxFutureMs: 86_400_000,
   maxCapacityMillicores: 100_000 * 1000,
   maxCapacityBytes: 2 ** 50,
   cpuUsageOverCapacity: 1.5,
   memoryUsageOverCapacity: 1.1,
-  requestsOverCapacity: 16,
+  requestsOverCapacity: 128,
+  maxPressure: 100,
 } as const;
 
-interface Offsets {
-  cpu: number; memory: number; capCpu: number; capMemory: number;
-  reqCpu: number; reqMemory: number; reqKnown: number; psi: number[];
+interface Layout {
+  width: number;
+  timestamp: number; cpu: number; memory: number; capCpu: number; capMemory: number;
+  reqCpu: number; reqMemory: number; reqKnown: number;
+  psi: Int32Array;
 }
 
-let offsets: Offsets | undefined;
-function at(): Offsets {
-  if (!offsets) {
+let layout: Layout | undefined;
+function at(): Layout {
+  if (!layout) {
     const r = sampleRow();
-    offsets = {
+    layout = {
+      width: r.width,
+      timestamp: r.offsetOf('timestampMs'),
       cpu: r.offsetOf('cpuUsageMillicores'),
       memory: r.offsetOf('memoryWorkingSetBytes'),
       capCpu: r.offsetOf('capacity.cpuMillicores'),
@@ -50,21 +63,25 @@ function at(): Offsets {
       reqCpu: r.offsetOf('requests.cpuMillicores'),
       reqMemory: r.offsetOf('requests.memoryBytes'),
       reqKnown: r.offsetOf('requests.known'),
-      psi: ['cpuSome', 'cpuFull', 'memorySome', 'memoryFull'].flatMap((line) => ['avg10', 'avg60'].map((avg) => r.offsetOf(`pressure.${line}.${avg}`))),
+      psi: Int32Array.from(['cpuSome', 'cpuFull', 'memorySome', 'memoryFull'].flatMap((line) => ['avg10', 'avg60'].map((avg) => r.offsetOf(`pressure.${line}.${avg}`)))),
     };
   }
-  return offsets;
+  return layout;
 }
 
-/** Why the sample in row[base .. base + width) must not be stored, or undefined when it may. */
-export function checkSampleRow(row: Float64Array, base: number): SampleRefusal | undefined {
-  const width = sampleRow().width;
-  for (let i = base; i < base + width; i++) {
+/**
+ * Why the sample in row[base .. base + width) must not be stored, or
+ * undefined when it may. nowMs: the gateway's clock when it arrived.
+ */
+export function checkSampleRow(row: Float64Array, base: number, nowMs: number): SampleRefusal | undefined {
+  const o = layout ?? at();
+  const end = base + o.width;
+  for (let i = base; i < end; i++) {
     const v = row[i]!;
-    if (!Number.isFinite(v)) return 'not-finite';
-    if (v < 0) return 'negative';
+    // One comparison pair for the common case; NaN fails both.
+    if (!(v >= 0 && v < Infinity)) return v < 0 && v > -Infinity ? 'negative' : 'not-finite';
   }
-  const o = at();
+  if (row[base + o.timestamp]! > nowMs + SAMPLE_BOUNDS.maxFutureMs) return 'timestamp-implausible';
   const capCpu = row[base + o.capCpu]!;
   const capMemory = row[base + o.capMemory]!;
   if (capCpu > SAMPLE_BOUNDS.maxCapacityMillicores || capMemory > SAMPLE_BOUNDS.maxCapacityBytes) return 'capacity-implausible';
@@ -76,25 +93,19 @@ export function checkSampleRow(row: Float64Array, base: number): SampleRefusal |
     (row[base + o.reqCpu]! > SAMPLE_BOUNDS.requestsOverCapacity * capCpu || row[base + o.reqMemory]! > SAMPLE_BOUNDS.requestsOverCapacity * capMemory)) {
     return 'requests-over-capacity';
   }
-  for (const p of o.psi) if (row[base + p]! > 100) return 'pressure-out-of-range';
+  const psi = o.psi;
+  for (let i = 0; i < psi.length; i++) if (row[base + psi[i]!]! > SAMPLE_BOUNDS.maxPressure) return 'pressure-out-of-range';
   return undefined;
 }
 
-const scratch = { row: undefined as Float64Array | undefined };
-
-/** checkSampleRow() for a decoded sample, written into one reused row; its pods are checked against the node's capacity. */
-export function checkSample(sample: Sample__Output): SampleRefusal | undefined {
-  const layout = sampleRow();
-  const row = (scratch.row ??= new Float64Array(layout.width));
-  // A row holds no repeated field: the pods are checked below, on the object.
-  layout.write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, row, 0);
-  const refused = checkSampleRow(row, 0);
-  if (refused) return refused;
+/** Why a sample's pods must not be stored (checked against its node's capacity), or undefined. */
+export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
   const capCpu = sample.capacity?.cpuMillicores ?? 0;
   const capMemory = sample.capacity?.memoryBytes ?? 0;
   for (const pod of sample.pods) {
     const cpu = Number(pod.cpuUsageMillicores);
     const memory = Number(pod.memoryWorkingSetBytes);
+    // Written so NaN fails too.
     if (!(cpu >= 0 && memory >= 0 && cpu <= SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu && memory <= SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory)) {
       return 'pod-usage-invalid';
     }
@@ -102,16 +113,33 @@ export function checkSample(sample: Sample__Output): SampleRefusal | undefined {
   return undefined;
 }
 
+let scratch: Float64Array | undefined;
+
+/** checkSampleRow() for a decoded sample, written into one reused row, and checkPods(). */
+export function checkSample(sample: Sample__Output, nowMs: number): SampleRefusal | undefined {
+  const rows = sampleRow();
+  const row = (scratch ??= new Float64Array(rows.width));
+  // A row holds no repeated field: the pods are checked on the object.
+  rows.write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, row, 0);
+  return checkSampleRow(row, 0, nowMs) ?? (sample.pods.length > 0 ? checkPods(sample) : undefined);
+}
+
+export function isRefused(result: string): result is SampleRefused {
+  return result.startsWith('refused-');
+}
+
 /**
- * Counts a refused sample by reason and logs it at most once per node and
- * reason every 5 minutes: a broken agent sends one a second.
+ * Logs a refused sample at most once per node and reason every 5 minutes: a
+ * broken agent sends one a second, and 10,000 of them would flood the log.
  */
-export function sampleRefusals(log: Logger, metrics: { sampleReceived(result: `refused-${SampleRefusal}`): void }): (node: string, reason: SampleRefusal) => void {
+export function refusalLog(log: Logger): (node: string, result: SampleRefused) => void {
   const once = new OncePer(300_000);
-  return (node, reason) => {
-    metrics.sampleReceived(`refused-${reason}`);
-    if (once.take(`${node}\u0000${reason}`)) {
-      log.warn({ node, reason }, 'agent sample refused and not stored (docs/security.md, sane agent data); the stream stays up: check the agent on that node');
+  return (node, result) => {
+    if (once.take(`${node}\u0000${result}`)) {
+      log.warn(
+        { node, reason: result.slice('refused-'.length) },
+        'agent sample refused and not stored (implausible numbers; docs/security.md, sane agent data); the stream stays up and the sample is acknowledged: check the agent and the clock on that node',
+      );
     }
   };
 }

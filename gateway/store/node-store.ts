@@ -161,6 +161,17 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return this.#stored(record, nowMs);
   }
 
+  /**
+   * A sample refused before it was stored: its seq is taken as received, so
+   * the gateway acknowledges past it and an agent that reconnects does not
+   * send it again. Nothing else of the record changes (the node's data ages
+   * as if the sample never came).
+   */
+  consume(name: string, streamId: number, seq: number): 'consumed' | Exclude<IngestResult, 'stored'> {
+    const record = this.#current(name, streamId, seq);
+    return typeof record === 'string' ? record : 'consumed';
+  }
+
   /** The node's record if a sample with this seq from this stream is one to store, else why not. */
   #current(name: string, streamId: number, seq: number): NodeRecord | Exclude<IngestResult, 'stored'> {
     const record = this.#nodes.get(name);
@@ -179,9 +190,14 @@ export class NodeStore extends EventEmitter<StoreEvents> {
 
     const window = record.window;
     const timestampMs = row[at.timestampMs]!;
-    const cut = Math.max(window.newestMs() ?? timestampMs, timestampMs) - this.#options.retainMs;
+    const newestMs = window.newestMs() ?? timestampMs;
+    // Samples arrive in seq order, so one that lies behind the whole window
+    // means the agent's clock stepped back (an NTP fix, or one bad timestamp
+    // before it): the window restarts on the new timeline instead of keeping
+    // every later sample out until the clock catches up.
+    const cut = timestampMs <= newestMs - this.#options.retainMs ? Infinity : Math.max(newestMs, timestampMs) - this.#options.retainMs;
     window.dropThrough(cut);
-    if (timestampMs > cut) {
+    if (cut === Infinity || timestampMs > cut) {
       POINT.timestampMs = timestampMs;
       POINT.cpuMillicores = row[at.cpuUsageMillicores]!;
       POINT.memoryBytes = row[at.memoryWorkingSetBytes]!;
