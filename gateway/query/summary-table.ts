@@ -7,7 +7,7 @@
 // calls. The numbers are those nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import { sampleAt, type SampleField } from '../../proto/sample-row.js';
-import { decideForNode } from '../admit/node-review.js';
+import { decideForNode } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../decide/usage-stats.js';

@@ -1,12 +1,13 @@
 // Live state of every node, in memory. The store only keeps: it accepts
-// samples (dropping duplicates and replays it already has), remembers the raw
-// allocatable the webhook saw, and tells listeners what changed. Deciding is
-// somebody else's job.
+// samples (dropping duplicates and replays it already has), remembers what
+// each node object says a decision needs (observe()), and tells listeners what
+// changed. Deciding is somebody else's job.
 import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleAt, sampleRow } from '../../proto/sample-row.js';
+import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from './usage-window.js';
 
@@ -32,7 +33,7 @@ export class NodeRecord {
   readonly window = new UsageWindow();
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
-  /** Raw allocatable, labels, caps and grant from the kubelet's last write, as the webhook saw them: the query API decides from these. */
+  /** Raw allocatable, labels, caps and grant the kubelet's next write will be decided from (observe()): the query API decides from these. */
   raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
   labels: Record<string, string> = {};
   nodeMaxRatio: NodeObservation['nodeMaxRatio'] = {};
@@ -68,11 +69,19 @@ interface StoreEvents {
   removed: [string];
 }
 
+/**
+ * Observations kept for nodes no agent reports for: bounded, since in local
+ * mode anyone who reaches the webhook port can name a node.
+ */
+const MAX_OBSERVED_WITHOUT_AGENT = 100_000;
+
 /** The point being added: the window copies its numbers, so one object serves every sample. */
 const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
 
 export class NodeStore extends EventEmitter<StoreEvents> {
   readonly #nodes = new Map<string, NodeRecord>();
+  /** observe()'s latest per node, agent or not. */
+  readonly #observed = new Map<string, { observed: StoredNodeObservation; atMs: number }>();
   #options: NodeStoreOptions;
 
   constructor(options: NodeStoreOptions) {
@@ -115,6 +124,8 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     if (!record) {
       record = new NodeRecord(name, instanceId, host, streamId);
       this.#nodes.set(name, record);
+      const seen = this.#observed.get(name);
+      if (seen) this.#apply(record, seen.observed, seen.atMs);
     } else {
       if (record.instanceId !== instanceId) {
         // A restarted agent numbers from 1 again; the usage history of the node stays valid.
@@ -209,15 +220,32 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return 'stored';
   }
 
-  /** What the kubelet's last real write said about the node (raw allocatable, labels, caps, the grant it carried away). */
-  observe(name: string, observed: NodeObservation, nowMs: number): void {
+  /**
+   * What a node's next kubelet write will be decided from: raw allocatable
+   * (undefined: not established), labels, caps and the grant it carries. Kept
+   * for nodes whose agent has not connected yet too, and handed to the
+   * node's record when it does.
+   */
+  observe(name: string, observed: StoredNodeObservation, nowMs: number): void {
+    if (!this.#observed.has(name) && this.#observed.size >= MAX_OBSERVED_WITHOUT_AGENT && !this.#nodes.has(name)) return;
+    this.#observed.set(name, { observed, atMs: nowMs });
     const record = this.#nodes.get(name);
-    if (!record) return;
+    if (record) this.#apply(record, observed, nowMs);
+  }
+
+  /** The node object is gone (deleted): its observation goes with it. */
+  forgetObservation(name: string): void {
+    this.#observed.delete(name);
+    const record = this.#nodes.get(name);
+    if (record) this.#apply(record, { raw: undefined, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, 0);
+  }
+
+  #apply(record: NodeRecord, observed: StoredNodeObservation, nowMs: number): void {
     const { raw, labels } = observed;
-    const changed = record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes || !sameLabels(record.labels, labels) ||
+    const changed = record.raw?.cpuMillicores !== raw?.cpuMillicores || record.raw?.memoryBytes !== raw?.memoryBytes || !sameLabels(record.labels, labels) ||
       record.nodeMaxRatio.cpu !== observed.nodeMaxRatio.cpu || record.nodeMaxRatio.memory !== observed.nodeMaxRatio.memory ||
       !sameGrant(record.lastGrant, observed.lastGrant);
-    record.raw = { ...raw, seenAtMs: nowMs };
+    record.raw = raw && { ...raw, seenAtMs: nowMs };
     record.labels = labels;
     record.nodeMaxRatio = observed.nodeMaxRatio;
     record.lastGrant = observed.lastGrant;
