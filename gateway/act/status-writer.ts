@@ -25,7 +25,6 @@ import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
-import { sampleAt } from '../../proto/sample-row.js';
 import type { NodeCache } from '../ingest/node-watch.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
@@ -134,7 +133,7 @@ export class StatusWriter {
   #mayBeUnderPressure(record: NodeRecord): boolean {
     const p = this.#o.policies.select(record.labels)?.policy;
     // Read in place: this runs on every stored sample while leading.
-    return p !== undefined && pressureNow(record.window, p, record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0);
+    return p !== undefined && pressureNow(record.window, p, record.value('capacity.memoryBytes'));
   }
 
   /** Why writes are held back, if they are (for tests and logs). */
