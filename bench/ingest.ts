@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
-import { nodeUsageClient } from '../proto/node-summaries-codec.js';
+import { nodeUsageClient } from '../wire/node-summaries-codec.js';
 import { mainThreadPreemptions, watchProcess } from './proc-stats.js';
 import { GATEWAY_NODE_ARGS, onLines, REPO, startGateway, startGrpcFloor, startSimAgents } from './processes.js';
 import type { QueryTimings } from './query-client.js';

@@ -257,7 +257,7 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   against 2.1-2.3 ms without them), so it is not CPU taken by the
   simulator.
 - Samples cross from the ingest thread as rows of numbers
-  (proto/message-row.ts: one Float64Array per batch, every scalar of the
+  (wire/message-row.ts: one Float64Array per batch, every scalar of the
   Sample laid out from the loaded descriptor, read straight into the
   record's objects; a sample with pods still crosses as an object). Main
   thread per sample at 10,000 nodes (microbenchmark: receive a batch,

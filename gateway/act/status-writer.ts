@@ -30,7 +30,7 @@ import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
-import { sampleAt } from '../../proto/sample-row.js';
+import { sampleAt } from '../../wire/sample-row.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 

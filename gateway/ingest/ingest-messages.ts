@@ -1,6 +1,6 @@
 // What the ingest thread and the main thread say to each other. Only plain
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
-// (proto/sample-row.ts) behind its stream id and arrival time, or
+// (wire/sample-row.ts) behind its stream id and arrival time, or
 // structured-cloned when it carries pods.
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';

@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { createLogger } from '../../lib/log.js';
 import { oversellV1 } from '../../proto/load.js';
-import { sampleRow } from '../../proto/sample-row.js';
+import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';

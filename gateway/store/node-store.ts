@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
-import { sampleAt, sampleRow } from '../../proto/sample-row.js';
+import { sampleAt, sampleRow } from '../../wire/sample-row.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from './usage-window.js';
 
@@ -18,7 +18,7 @@ export class NodeRecord {
   streamId: number | undefined;
   lastSeq = 0;
   /**
-   * The newest sample's numbers, laid out by proto/sample-row.ts (read with
+   * The newest sample's numbers, laid out by wire/sample-row.ts (read with
    * sampleAt()); undefined before the first. Kept as numbers, not as the
    * decoded object: every number written into an object the record has held
    * for long was a new heap number that outlived scavenges until the next
@@ -149,7 +149,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return this.#stored(record, nowMs);
   }
 
-  /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), copied into the record's row. */
+  /** ingest() for a sample handed over as a row of numbers (wire/sample-row.ts), copied into the record's row. */
   ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
