@@ -20,7 +20,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
 import { LeaderLease } from './act/leader-lease.js';
 import { StatusWriter } from './act/status-writer.js';
-import { GatewayMetrics } from './http/metrics.js';
+import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService } from './ingest/agent-stream-service.js';
 import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
@@ -28,7 +28,7 @@ import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-servic
 import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
-import type { Watching } from './keep-watching.js';
+import type { Watching } from '../lib/keep-watching.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import type { ReviewStats } from './auth/review-limiter.js';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ListWatch, type KubernetesObject, type Watch } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { keepWatching } from '../gateway/keep-watching.js';
+import { keepWatching } from '../lib/keep-watching.js';
 import { waitUntil } from './helpers/wait.js';
 
 const RETRY_MS = 20;

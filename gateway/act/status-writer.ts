@@ -19,20 +19,20 @@ import {
 } from '@kubernetes/client-node';
 import { QuantityError } from '../../lib/quantity.js';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching, type Watching } from '../keep-watching.js';
+import { keepWatching, type Watching } from '../../lib/keep-watching.js';
 import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js';
 import type { GrantProof } from '../admit/grant-proof.js';
 import { trustedRaw } from '../admit/trusted-raw.js';
 import { nodeMaxRatio } from '../decide/select-policy.js';
 import { pressureNow, type Decision, type Policy } from '../decide/policy.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
 import { sampleAt } from '../../wire/sample-row.js';
 import type { LeaderLease } from './leader-lease.js';
-import { TokenBucket } from './token-bucket.js';
+import { TokenBucket } from '../../lib/token-bucket.js';
 
 export const DEFAULT_OPT_IN_SELECTOR = 'oversell.io/enabled=true';
 

@@ -6,7 +6,7 @@ import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
-import type { SampleRefused } from './sample-check.js';
+import type { SampleRefused } from '../store/sample-check.js';
 
 export interface IngestThreadData {
   bindAddress: string;

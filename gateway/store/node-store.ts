@@ -8,7 +8,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleAt, sampleRow } from '../../wire/sample-row.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
-import { UsageWindow, type WindowPoint } from './usage-window.js';
+import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
 
 export class NodeRecord {
   readonly name: string;
