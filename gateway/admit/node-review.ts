@@ -10,7 +10,8 @@
 import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
 import { decide, type Allocatable, type Decision, type NodeObservation, type PreviousGrant, type UsageInput } from '../decide/policy.js';
 import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
-import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
+import { isObject, pointerEscape, type JsonPatchOp } from '../../lib/json.js';
+import { allow, parseAdmissionReview, type AdmissionReviewResponse } from './admission-review.js';
 import type { GrantProof } from './grant-proof.js';
 import type { NodeRequests } from '../store/bound-requests.js';
 import { ANNOTATION, trustedRaw, type NodeObjectFacts, type SignedGrant, type Unverified } from './trusted-raw.js';
