@@ -27,7 +27,7 @@ describe('binaries', () => {
       const r = spawnSync(process.execPath, [bin(name), '--help'], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, new RegExp(`Usage: oversell-${name}`));
-      const flags = [...r.stdout.matchAll(/^  (--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
+      const flags = [...r.stdout.matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
       assert.ok(flags.length >= 5);
       const envs = [...r.stdout.matchAll(/env:\s+([A-Z_]+)/g)].map((m) => m[1]);
       assert.equal(envs.length, flags.length, `every flag has an env var:\n${r.stdout}`);
