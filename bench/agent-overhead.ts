@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, w
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
-import { freePort, waitUntil } from '../test/helpers/wait.js';
+import { freePort, waitUntil } from '../scripts/harness/wait.js';
 import { metricValue } from '../test/helpers/metrics.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 import { deployedNodeFlags, log, REPO, startChild, startGateway, type Child } from './processes.js';

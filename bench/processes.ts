@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
-export { freePort } from '../test/helpers/wait.js';
-import { freePort, waitUntil } from '../test/helpers/wait.js';
+export { freePort } from '../scripts/harness/wait.js';
+import { freePort, waitUntil } from '../scripts/harness/wait.js';
 
 /** A child process whose last output lines are kept (and echoed, when asked); an exit nobody asked for is reported. */
 export interface Child {

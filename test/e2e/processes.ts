@@ -7,7 +7,7 @@ import { REPO, STATE } from './cluster.js';
 
 export const LOG_DIR = join(STATE, 'logs', 'oversell');
 
-export { freePort } from '../helpers/wait.js';
+export { freePort } from '../../scripts/harness/wait.js';
 
 export interface Proc {
   child: ChildProcess;
