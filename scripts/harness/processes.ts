@@ -40,7 +40,7 @@ export interface Child {
 
 const SIGKILL_AFTER_MS = 5000;
 
-export function startProcess(name: string, file: string, args: string[], o: ProcessOptions = {}): Child {
+export function startProcess(name: string, file: string, args: readonly string[], o: ProcessOptions = {}): Child {
   const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(o.cwd && { cwd: o.cwd }), ...(o.env && { env: o.env }) });
   const keep = o.keepLines ?? 40;
   const kept: string[] = [];
