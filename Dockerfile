@@ -8,6 +8,7 @@ COPY patches ./patches
 RUN npm ci --ignore-scripts --no-audit --no-fund && npx patch-package --error-on-fail
 COPY tsconfig.json ./
 COPY proto ./proto
+COPY wire ./wire
 COPY lib ./lib
 COPY agent ./agent
 COPY gateway ./gateway

@@ -11,8 +11,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, w
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
-import { freePort, waitUntil } from '../test/helpers/wait.js';
+import { freePort, waitUntil } from '../scripts/harness/wait.js';
 import { metricValue } from '../test/helpers/metrics.js';
+import { rssMiB } from './proc-stats.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 import { deployedNodeFlags, log, REPO, startChild, startGateway, type Child } from './processes.js';
 
@@ -57,11 +58,6 @@ export function cpuTicks(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
-}
-
-export function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
 }
 
 export function quickFromEnv(options: { quick?: boolean }): boolean {

@@ -4,57 +4,25 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import yaml from 'js-yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { onLines, startProcess, type Child } from '../scripts/harness/processes.js';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
-export { freePort } from '../test/helpers/wait.js';
-import { freePort, waitUntil } from '../test/helpers/wait.js';
+export { freePort } from '../scripts/harness/wait.js';
+import { freePort, waitUntil } from '../scripts/harness/wait.js';
 
-/** A child process whose last output lines are kept (and echoed, when asked); an exit nobody asked for is reported. */
-export interface Child {
-  proc: ChildProcess;
-  pid: number;
-  /** Last output lines, for a failure message. */
-  output(): string;
-  /** SIGTERM, then SIGKILL after 5 s. */
-  stop(): Promise<void>;
-}
+export type { Child } from '../scripts/harness/processes.js';
 
 export const log = (msg: string) => console.log(`${new Date().toISOString().slice(11, 19)}  ${msg}`);
 
+/** A child in the repository's directory whose lines are echoed when asked; an exit nobody asked for is reported. */
 export function startChild(name: string, file: string, args: string[], options: { echo?: boolean } = {}): Child {
-  const proc = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
-  const lines: string[] = [];
-  const keep = (line: string) => {
-    lines.push(line);
-    if (lines.length > 40) lines.shift();
-    if (options.echo) console.log(`  [${name}] ${line}`);
-  };
-  onLines(proc.stdout, keep);
-  onLines(proc.stderr, keep);
-  let stopping = false;
-  proc.on('exit', (code, signal) => {
-    if (!stopping) log(`!! ${name} exited (code ${code}, signal ${signal}):\n${lines.join('\n')}`);
+  return startProcess(name, file, args, {
+    cwd: REPO,
+    ...(options.echo && { onLine: (line: string) => console.log(`  [${name}] ${line}`) }),
+    onUnexpectedExit: (code, signal, output) => log(`!! ${name} exited (code ${code}, signal ${signal}):\n${output}`),
   });
-  if (proc.pid === undefined) throw new Error(`${name} did not start`);
-  return {
-    proc,
-    pid: proc.pid,
-    output: () => lines.join('\n'),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        stopping = true;
-        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        const force = setTimeout(() => proc.kill('SIGKILL'), 5000);
-        proc.once('exit', () => {
-          clearTimeout(force);
-          resolve();
-        });
-        proc.kill('SIGTERM');
-      }),
-  };
 }
 
 export interface GatewayProcess extends Child {
@@ -136,11 +104,7 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
  */
 export async function startGrpcFloor(status: object): Promise<Child & { port: number }> {
   const child = startChild('grpc-floor', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/grpc-floor.ts'), JSON.stringify(status)]);
-  let port = 0;
-  onLines(child.proc.stdout, (line) => {
-    if (line.startsWith('listening ')) port = Number(line.slice(10));
-  });
-  await waitUntil('the grpc-js floor server listening', () => (port > 0 ? port : undefined), 30_000);
+  const port = Number((await child.waitForLine(/^listening \d+$/, 30_000)).slice(10));
   return { ...child, port };
 }
 
@@ -191,9 +155,4 @@ export function startRateCannon(url: string, rate: number, seconds: number, node
     child.once('exit', (code) => reject(new Error(`webhook load generator exited ${code} without a result`)));
   });
   return { child, started, seen: () => seen, result };
-}
-
-/** Each line a child writes to a stream. */
-export function onLines(stream: NodeJS.ReadableStream | null | undefined, fn: (line: string) => void): void {
-  if (stream) createInterface({ input: stream }).on('line', fn);
 }

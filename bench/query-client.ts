@@ -10,7 +10,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
-import { nodeUsageClient } from '../proto/node-summaries-codec.js';
+import { nodeUsageClient } from '../wire/node-summaries-codec.js';
 
 export interface QueryTimings {
   getMs: number[];

@@ -257,7 +257,7 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   against 2.1-2.3 ms without them), so it is not CPU taken by the
   simulator.
 - Samples cross from the ingest thread as rows of numbers
-  (proto/message-row.ts: one Float64Array per batch, every scalar of the
+  (wire/message-row.ts: one Float64Array per batch, every scalar of the
   Sample laid out from the loaded descriptor, read straight into the
   record's objects; a sample with pods still crosses as an object). Main
   thread per sample at 10,000 nodes (microbenchmark: receive a batch,
@@ -292,7 +292,7 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
   busy spell of the host landed on one size. A full GC before timing, and
   rounds taken in turn across the sizes: 0.98-1.08x over seven runs (1,000
   and 5,000 nodes up to 1.3x in one of them).
-- Usage windows as numbers (gateway/store/usage-window.ts): a node's minute
+- Usage windows as numbers (gateway/decide/usage-window.ts): a node's minute
   of 1 Hz points was 61 objects with boxed doubles, all in the old
   generation; now one Float64Array, five numbers a point. At 10,000 agents
   with full windows (70 s after connecting), two builds alternating in the

@@ -12,7 +12,8 @@ import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { metricValue } from '../test/helpers/metrics.js';
 import { rssMiB, watchProcess } from './proc-stats.js';
-import { GATEWAY_NODE_ARGS, onLines, startGateway, startRateCannon, startSimAgents } from './processes.js';
+import { GATEWAY_NODE_ARGS, startGateway, startRateCannon, startSimAgents } from './processes.js';
+import { onLines } from '../scripts/harness/processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 const AGENTS = 5000;

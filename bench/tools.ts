@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { onLines } from './processes.js';
+import { onLines } from '../scripts/harness/processes.js';
 
 export interface Tool {
   name: string;

@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { CoreV1Api, KubeConfig, PortForward } from '@kubernetes/client-node';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
-import { nodeUsageClient } from '../proto/node-summaries-codec.js';
+import { nodeUsageClient } from '../wire/node-summaries-codec.js';
 
 export interface Connection {
   client: NodeUsageClient;

@@ -1,6 +1,11 @@
 // Kubernetes label selector strings ("a=b,c!=d,e in (x,y),f notin (z),g,!h"),
 // parsed into the structured form matchLabels/matchExpressions use.
-import type { LabelSelector } from '../gateway/decide/select-policy.js';
+
+/** The structured form (metav1.LabelSelector): matchLabels and matchExpressions. */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }>;
+}
 
 export class SelectorError extends Error {
   override name = 'SelectorError';

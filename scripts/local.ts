@@ -2,7 +2,6 @@
 // self-signed CA under .oversell/tls) and an agent for this host as separate
 // processes, then plays the kubelet: every few seconds it sends the gateway a
 // nodes/status AdmissionReview for this node and prints what came back.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
@@ -12,6 +11,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import { oversellV1 } from '../proto/load.js';
 import { formatBytes, formatMilli, parseBytes, parseMilli } from '../lib/quantity.js';
+import { gib } from './harness/bytes.js';
+import { startProcess, type Child } from './harness/processes.js';
 
 const env = (k: string, d: string) => process.env[k] ?? d;
 const ports = { webhook: env('OVERSELL_WEBHOOK_PORT', '8443'), grpc: env('OVERSELL_GRPC_PORT', '50051'), metrics: env('OVERSELL_METRICS_PORT', '9090') };
@@ -29,14 +30,17 @@ const raw = {
   memory: formatBytes(((parseBytes(capacity.memory, 'memory') - 100n * 1024n * 1024n) / 1024n) * 1024n),
 };
 
-const children: ChildProcess[] = [];
-function run(name: string, args: string[]): ChildProcess {
-  const child = spawn(process.execPath, ['--enable-source-maps', bin(name), ...args], { stdio: ['ignore', 'inherit', 'inherit'] });
-  child.on('exit', (code, signal) => {
-    if (!stopping) {
-      console.error(`\n${name} exited (${signal ?? code}); stopping. Its log above says why.`);
-      stop(1);
-    }
+const children: Child[] = [];
+function run(name: string, args: string[]): Child {
+  const child = startProcess(name, process.execPath, ['--enable-source-maps', bin(name), ...args], {
+    // Their logs come out here as they would on their own.
+    onLine: (line, stream) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
+    onUnexpectedExit: (code, signal) => {
+      if (!stopping) {
+        console.error(`\n${name} exited (${signal ?? code}); stopping. Its log above says why.`);
+        stop(1);
+      }
+    },
   });
   children.push(child);
   return child;
@@ -45,7 +49,7 @@ function run(name: string, args: string[]): ChildProcess {
 let stopping = false;
 function stop(code = 0) {
   stopping = true;
-  for (const c of children) c.kill('SIGTERM');
+  for (const c of children) void c.kill('SIGTERM');
   setTimeout(() => process.exit(code), 500).unref();
 }
 process.on('SIGINT', () => stop(0));
@@ -116,7 +120,7 @@ const getNode = () =>
     query.GetNode({ name: nodeName }, (err, res) => (err || !res ? reject(err ?? new Error('empty answer')) : resolve(res))),
   );
 
-const mi = (b: number) => `${(b / 1024 ** 3).toFixed(2)}Gi`;
+const mi = (b: number) => gib(b, 2);
 async function report(): Promise<void> {
   let ca: string;
   try {

@@ -27,7 +27,7 @@ import { createLogger } from '../lib/log.js';
 import { AGENT_STREAM_MODES, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { scrapeMetric } from './helpers/metrics.js';
-import { waitUntil } from './helpers/wait.js';
+import { waitUntil } from '../scripts/harness/wait.js';
 
 const SA = 'oversell/oversell-agent';
 const agentIdentity = (extra: Record<string, string[]>, expiresAtMs?: number): Identity => ({

@@ -8,15 +8,15 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ensureServingCertificate } from '../gateway/tls/self-signed.js';
-import { Backoff } from '../agent/stream/backoff.js';
-import { TokenBucket } from '../gateway/act/token-bucket.js';
+import { Backoff } from '../lib/backoff.js';
+import { TokenBucket } from '../lib/token-bucket.js';
 import { ChangeLog } from '../gateway/admit/webhook-plugin.js';
 import type { Logger } from '../lib/log.js';
 import { parseDuration } from '../lib/duration.js';
 import { startTestGateway } from './helpers/gateway.js';
 import { eventually } from './helpers/grpc.js';
 
-const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url));
 const bin = (name: string) => fileURLToPath(new URL(`../dist/${name}/main.js`, import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'oversell-bin-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -27,7 +27,7 @@ describe('binaries', () => {
       const r = spawnSync(process.execPath, [bin(name), '--help'], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, new RegExp(`Usage: oversell-${name}`));
-      const flags = [...r.stdout.matchAll(/^  (--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
+      const flags = [...r.stdout.matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1]).filter((f) => f !== '--help');
       assert.ok(flags.length >= 5);
       const envs = [...r.stdout.matchAll(/env:\s+([A-Z_]+)/g)].map((m) => m[1]);
       assert.equal(envs.length, flags.length, `every flag has an env var:\n${r.stdout}`);

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { AgentMetrics } from '../agent/metrics.js';
-import { GatewayMetrics } from '../gateway/http/metrics.js';
+import { GatewayMetrics } from '../gateway/metrics/metrics.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { AGENT_SERIES, GATEWAY_SERIES } from './helpers/metric-names.js';
 

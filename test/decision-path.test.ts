@@ -11,7 +11,6 @@ import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import { rowsOfSummaries } from '../cli/render.js';
-import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { formatBytes, formatMilli, milliValue, parseQuantity, value } from '../lib/quantity.js';
 import { getNode, queryClient } from './helpers/grpc.js';

@@ -61,7 +61,7 @@ describe('faults', () => {
       for (let i = 1; i <= 3; i++) s.call.write(sample(i, Date.now() + skewMin * 60_000 + i * 1000));
       const n = await eventually(async () => {
         const got = await getNode(queryClient(gw.ports.grpc), name).catch(() => undefined);
-        return got && got.window && got.window.samples === 3 ? got : undefined;
+        return got?.window?.samples === 3 ? got : undefined;
       }, 3000, 'three samples');
       assert.ok(n.ageMs < 2000, `age ${n.ageMs} ms`);
       // The review for this node is inflated: skewed timestamps are not stale data.

@@ -3,8 +3,8 @@ import { describe, it } from 'node:test';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { Sample, Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { oversellV1, packageDefinition } from '../proto/load.js';
-import { messageRow } from '../proto/message-row.js';
-import { sampleRow } from '../proto/sample-row.js';
+import { messageRow } from '../wire/message-row.js';
+import { sampleRow } from '../wire/sample-row.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 
 /** A Sample as the ingest thread gets it: encoded and decoded by the service's own (de)serializers. */
@@ -24,7 +24,7 @@ const full: Sample = {
   pods: [],
 };
 
-describe('a message as a row of numbers (proto/message-row.ts)', () => {
+describe('a message as a row of numbers (wire/message-row.ts)', () => {
   const layout = sampleRow();
 
   it('carries every field of a decoded Sample, nested messages and booleans included', () => {

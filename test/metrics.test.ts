@@ -28,7 +28,7 @@ export function parseExposition(text: string): Map<string, string> {
 }
 
 const log = createLogger('test', 'silent');
-const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url));
 
 describe('metrics scrapes', () => {
   const work = mkdtempSync(join(tmpdir(), 'oversell-metrics-'));

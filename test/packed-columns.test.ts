@@ -1,12 +1,12 @@
-// NodeSummaries through proto/packed-columns.ts: byte for byte what protobufjs
+// NodeSummaries through wire/packed-columns.ts: byte for byte what protobufjs
 // writes, and read back as protobufjs reads it, over random columns.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { NodeSummaries, NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import { oversellV1, packageDefinition } from '../proto/load.js';
-import { nodeSummariesDeserializer, nodeSummariesSerializer } from '../proto/node-summaries-codec.js';
-import { columnsOf, packedColumnsDeserializer } from '../proto/packed-columns.js';
+import { nodeSummariesDeserializer, nodeSummariesSerializer } from '../wire/node-summaries-codec.js';
+import { columnsOf, packedColumnsDeserializer } from '../wire/packed-columns.js';
 
 const stock = oversellV1().NodeUsage.service.ListNodeSummaries;
 const serialize = nodeSummariesSerializer();

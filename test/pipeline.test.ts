@@ -19,7 +19,7 @@ import { copyFixtureHost } from './helpers/fake-host.js';
 import { AGENT_STREAM_MODES, getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
 import { startSupervisedIngest } from '../gateway/ingest/ingest-worker.js';
 import { NodeStore } from '../gateway/store/node-store.js';
-import { GatewayMetrics } from '../gateway/http/metrics.js';
+import { GatewayMetrics } from '../gateway/metrics/metrics.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const work = mkdtempSync(join(tmpdir(), 'oversell-pipeline-'));

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
 import { summarize, windowStart, windowStatistic, type Statistic } from '../gateway/decide/usage-stats.js';
-import { UsageWindow, type WindowPoint } from '../gateway/store/usage-window.js';
+import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
 
 // The obvious implementations, as oracles for the copy-free ones the policy uses.
 function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {

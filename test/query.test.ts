@@ -10,7 +10,7 @@ import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
-import { nodeUsageClient } from '../proto/node-summaries-codec.js';
+import { nodeUsageClient } from '../wire/node-summaries-codec.js';
 import { rowOfStatus, rowsOfSummaries } from '../cli/render.js';
 import { parseLabelSelector, SelectorError } from '../lib/label-selector.js';
 import { matches } from '../gateway/decide/select-policy.js';

@@ -5,11 +5,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { oversellV1 } from '../proto/load.js';
-import { sampleRow } from '../proto/sample-row.js';
+import { sampleRow } from '../wire/sample-row.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
-import { checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/ingest/sample-check.js';
+import { checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
 import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { eventually } from './helpers/grpc.js';
 

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { summarize } from '../gateway/decide/usage-stats.js';
-import { UsageWindow } from '../gateway/store/usage-window.js';
+import { UsageWindow } from '../gateway/decide/usage-window.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, capacity: null, pressure: null,

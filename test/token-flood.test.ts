@@ -22,7 +22,7 @@ import { oversellV1 } from '../proto/load.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { scrapeMetric } from './helpers/metrics.js';
-import { waitUntil } from './helpers/wait.js';
+import { waitUntil } from '../scripts/harness/wait.js';
 
 const AUD = 'oversell-gateway';
 const SA = 'oversell/oversell-agent';

@@ -12,7 +12,7 @@ import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { queryClient } from './helpers/grpc.js';
 import { scrapeMetric } from './helpers/metrics.js';
-import { waitUntil } from './helpers/wait.js';
+import { waitUntil } from '../scripts/harness/wait.js';
 
 const sample = (seq: number): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,

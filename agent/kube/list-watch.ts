@@ -4,7 +4,7 @@
 // the gateway's EndpointSlices. Only what the agent needs.
 import { request, type RequestOptions } from 'node:https';
 import type { Logger } from '../../lib/log.js';
-import { Backoff } from '../stream/backoff.js';
+import { Backoff } from '../../lib/backoff.js';
 import type { KubeAccess } from './kube-access.js';
 
 interface Item {

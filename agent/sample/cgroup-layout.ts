@@ -62,7 +62,7 @@ export function listPodCgroups(layout: CgroupLayout): PodCgroup[] {
     const scan = (dir: string, qos: QosClass) => {
       for (const name of subdirectories(join(layout.memoryRoot, dir))) {
         const m = SYSTEMD_POD.exec(name);
-        if (m && m[2] && (m[1] ?? 'guaranteed') === qos) {
+        if (m?.[2] && (m[1] ?? 'guaranteed') === qos) {
           pods.push({ uid: m[2].replaceAll('_', '-'), qos, path: join(dir, name) });
         }
       }
@@ -74,7 +74,7 @@ export function listPodCgroups(layout: CgroupLayout): PodCgroup[] {
     const scan = (dir: string, qos: QosClass) => {
       for (const name of subdirectories(join(layout.memoryRoot, dir))) {
         const m = CGROUPFS_POD.exec(name);
-        if (m && m[1]) pods.push({ uid: m[1], qos, path: join(dir, name) });
+        if (m?.[1]) pods.push({ uid: m[1], qos, path: join(dir, name) });
       }
     };
     scan('kubepods', 'guaranteed');

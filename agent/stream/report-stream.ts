@@ -11,7 +11,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { Settings__Output } from '../../proto/gen/oversell/v1/Settings.js';
 import { oversellV1 } from '../../proto/load.js';
 import type { Logger } from '../../lib/log.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../../lib/backoff.js';
 import type { GatewayConnection } from './gateway-connection.js';
 
 export interface ReportStreamOptions {

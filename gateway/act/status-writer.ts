@@ -20,14 +20,14 @@ import { nodePatch } from '../admit/node-review.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
 import { pressureNow, type Decision, type Policy } from '../decide/policy.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
 import type { NodeCache } from '../ingest/node-watch.js';
 import type { LeaderLease } from './leader-lease.js';
-import { TokenBucket } from './token-bucket.js';
+import { TokenBucket } from '../../lib/token-bucket.js';
 
 export interface StatusWriterOptions {
   kubeConfig: KubeConfig;

@@ -1,5 +1,6 @@
 // admission.k8s.io/v1 AdmissionReview: the envelope, read defensively. Anything
 // the API server sends is untrusted until checked here.
+import { isObject, type JsonPatchOp } from '../../lib/json.js';
 
 export interface AdmissionRequest {
   uid: string;
@@ -14,12 +15,6 @@ export interface AdmissionRequest {
   userInfo: { username?: string } | undefined;
   /** The API server will not persist the result: nothing may be kept because of it. */
   dryRun: boolean;
-}
-
-export interface JsonPatchOp {
-  op: 'add' | 'replace' | 'remove';
-  path: string;
-  value?: unknown;
 }
 
 export interface AdmissionReviewResponse {
@@ -38,8 +33,6 @@ export interface AdmissionReviewResponse {
 export class BadReviewError extends Error {
   override name = 'BadReviewError';
 }
-
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function parseAdmissionReview(body: unknown): AdmissionRequest {
   if (!isObject(body)) throw new BadReviewError('body must be a JSON object (an admission.k8s.io/v1 AdmissionReview)');
@@ -77,11 +70,6 @@ export function allow(uid: string, patch?: JsonPatchOp[], warnings?: string[]): 
   }
   if (warnings && warnings.length > 0) response.warnings = warnings;
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
-}
-
-/** RFC 6901: "~" and "/" inside a key. */
-export function pointerEscape(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
 /** The request uid of a body that may not be a valid AdmissionReview, so a failure can still be answered in kind. */

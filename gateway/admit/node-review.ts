@@ -11,7 +11,8 @@ import { formatBytes, formatMilli, QuantityError } from '../../lib/quantity.js';
 import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
 import type { Allocatable, Decision, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
-import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
+import { isObject, pointerEscape, type JsonPatchOp } from '../../lib/json.js';
+import { allow, parseAdmissionReview, type AdmissionReviewResponse } from './admission-review.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { ANNOTATION, type NodeObjectFacts, type Unverified } from '../decide/trusted-raw.js';
 

@@ -3,7 +3,7 @@
 // well-formed answer, and a bug of ours lets the pod through unchanged.
 import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import { BadReviewError, requestUid } from './admission-review.js';
 import { deny, reviewPod, type PodReviewDeps } from './pod-review.js';
 import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import { reviewNode, type NodeReviewDeps } from './node-review.js';
 import type { NodeObservation } from '../decide/policy.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from './review-reader.js';

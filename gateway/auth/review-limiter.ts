@@ -9,7 +9,7 @@
 // expired, is not queued behind a flood of tokens nobody has seen. The claim
 // is unverified when the review is asked for: a flood naming a known pod uid
 // competes for the reserved part too (docs/security.md).
-import { TokenBucket } from '../act/token-bucket.js';
+import { TokenBucket } from '../../lib/token-bucket.js';
 import { AuthError } from './identity.js';
 
 export interface ReviewLimiterOptions {

@@ -3,6 +3,7 @@
 // stored object), and the query API and CLI (on what the store observed)
 // read raw, the previous grant, per-node caps and labels the same way and ask
 // decide() with them, so they cannot disagree.
+import { isObject } from '../../lib/json.js';
 import { parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
 import type { GrantProof } from './grant-proof.js';
 import { decide, type Allocatable, type Decision, type DecisionInput, type NodeObservation, type UsageInput } from './policy.js';
@@ -38,8 +39,6 @@ export function decideForNode(input: NodeDecisionInput): Decision {
   }
   return decision;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * What a node object says about its allocatable: the incoming values, capacity

@@ -23,7 +23,7 @@
 // requestsOverCap reports a node whose R is above the cap. Stale data,
 // pressure, a missing policy give the floor.
 // Hysteresis holds small rises back; a fall is never delayed.
-import { COLUMN, UsageWindow } from '../store/usage-window.js';
+import { COLUMN, UsageWindow } from './usage-window.js';
 import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */

@@ -4,12 +4,8 @@
 // name. A matching policy that failed validation is never skipped in favour of
 // a lower one: the node gets no inflation until the policy is fixed, so a typo
 // cannot silently move a node pool under a different policy.
+import type { LabelSelector } from '../../lib/label-selector.js';
 import type { Policy } from './policy.js';
-
-export interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: Array<{ key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }>;
-}
 
 export interface PolicyEntry {
   name: string;

@@ -2,7 +2,7 @@
 // statistic each resource uses is the policy's choice; by default CPU takes the
 // 95th percentile (nearest rank) and memory the maximum (memory is not
 // compressible: the peak is what the node must hold).
-import { COLUMN, type UsageWindow } from '../store/usage-window.js';
+import { COLUMN, type UsageWindow } from './usage-window.js';
 
 export type Statistic = 'p50' | 'p90' | 'p95' | 'p99' | 'max' | 'avg';
 export const STATISTICS: readonly Statistic[] = ['p50', 'p90', 'p95', 'p99', 'max', 'avg'];

@@ -1,6 +1,6 @@
 // Plain-HTTP port for the kubelet's probes and Prometheus.
 import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
-import type { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 
 export interface ProbesPluginOptions extends FastifyPluginOptions {
   metrics: GatewayMetrics;

@@ -6,13 +6,13 @@ import type { AgentMessage__Output } from '../../proto/gen/oversell/v1/AgentMess
 import type { AgentStreamHandlers } from '../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Logger } from '../../lib/log.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { NodeStore } from '../store/node-store.js';
-import { TokenBucket } from '../act/token-bucket.js';
+import { TokenBucket } from '../../lib/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
-import { checkSample, isRefused, refusalLog, type SampleRefused } from './sample-check.js';
+import { checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -7,7 +7,7 @@
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { holdsResources, podRequests } from '../../lib/pod-requests.js';
-import { RETRY_AFTER_MS, type Watching } from '../keep-watching.js';
+import { RETRY_AFTER_MS, type Watching } from '../../lib/keep-watching.js';
 import type { BoundRequests } from '../store/bound-requests.js';
 
 const BOUND = 'spec.nodeName!=';

@@ -1,12 +1,12 @@
 // What the ingest thread and the main thread say to each other. Only plain
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
-// (proto/sample-row.ts) behind its stream id and arrival time, or
+// (wire/sample-row.ts) behind its stream id and arrival time, or
 // structured-cloned when it carries pods.
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
-import type { SampleRefused } from './sample-check.js';
+import type { SampleRefused } from '../store/sample-check.js';
 
 export interface IngestThreadData {
   bindAddress: string;

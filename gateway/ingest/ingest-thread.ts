@@ -11,12 +11,12 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { createLogger } from '../../lib/log.js';
 import { oversellV1 } from '../../proto/load.js';
-import { sampleRow } from '../../proto/sample-row.js';
+import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
-import { checkPods, checkSampleRow } from './sample-check.js';
+import { checkPods, checkSampleRow } from '../store/sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 
 // A sample waits at most this long on this thread before the store has it.

@@ -5,9 +5,9 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
-import type { GatewayMetrics } from '../http/metrics.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
-import { sampleRow } from '../../proto/sample-row.js';
+import { sampleRow } from '../../wire/sample-row.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 export interface IngestWorkerOptions {

@@ -8,7 +8,7 @@ import { CoreV1Api, makeInformer, type KubeConfig, type V1Node } from '@kubernet
 import type { Logger } from '../../lib/log.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { observeStoredNode } from '../decide/node-decision.js';
-import { keepWatching, type Watching } from '../keep-watching.js';
+import { keepWatching, type Watching } from '../../lib/keep-watching.js';
 import type { NodeStore } from '../store/node-store.js';
 
 /** What readers of the node cache need: the status writer lists and gets. */

@@ -19,7 +19,7 @@
 // oversell.io/sidecars annotation may add templates but not drop the
 // namespace's defaults, and a default template that cannot be added refuses
 // the pod instead of letting it run without.
-import { isObject, pointerEscape, type JsonPatchOp } from '../admit/admission-review.js';
+import { isObject, pointerEscape, type JsonPatchOp } from '../../lib/json.js';
 import { allowedIn, borrowedVolumes, containerNames, type Named, type SidecarTemplate, type TemplateEntry } from './sidecar-template.js';
 
 export const INJECT = {

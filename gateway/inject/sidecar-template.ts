@@ -8,7 +8,7 @@
 // else in a container (resources, probes, securityContext...) is passed through
 // for the API server to judge.
 import yaml from 'js-yaml';
-import { isObject } from '../admit/admission-review.js';
+import { isObject } from '../../lib/json.js';
 
 /** A container or volume as the pod spec holds it: a JSON object with a name. */
 export type Named = Record<string, unknown> & { name: string };

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching } from '../keep-watching.js';
+import { keepWatching } from '../../lib/keep-watching.js';
 import { TEMPLATE_LABEL, templateFromConfigMap, templatesFromFile, type TemplateEntry } from './sidecar-template.js';
 
 export interface TemplateSource {

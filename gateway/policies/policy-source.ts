@@ -1,9 +1,9 @@
 // Where the gateway's policies come from: the OversellPolicy objects of the
 // cluster (watched, applied without restart), or one policy from flags for
 // local runs and clusters without the CRD.
-import { CustomObjectsApi, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching } from '../keep-watching.js';
+import { keepWatching } from '../../lib/keep-watching.js';
 import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
 import { byPrecedence, selectPolicy, type PolicyEntry } from '../decide/select-policy.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION, toPolicyEntry, type OversellPolicyObject } from './policy-spec.js';

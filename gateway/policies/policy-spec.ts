@@ -5,7 +5,8 @@
 // crash or a nonsense grant.
 import { parseDuration } from '../../lib/duration.js';
 import { DEFAULT_POLICY, type Policy, type ResourcePolicy } from '../decide/policy.js';
-import type { LabelSelector, PolicyEntry } from '../decide/select-policy.js';
+import type { LabelSelector } from '../../lib/label-selector.js';
+import type { PolicyEntry } from '../decide/select-policy.js';
 import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
 
 export const POLICY_GROUP = 'oversell.io';

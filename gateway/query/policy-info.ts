@@ -1,6 +1,6 @@
 // The policies as the query API (and `oversell get policies`) shows them.
 import type { PolicyInfo } from '../../proto/gen/oversell/v1/PolicyInfo.js';
-import type { LabelSelector } from '../decide/select-policy.js';
+import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord } from '../store/node-store.js';
 

@@ -6,7 +6,7 @@
 // sample, a few µs), and a call copies rows in a name order kept between
 // calls. The numbers are those nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
-import type { SampleField } from '../../proto/sample-row.js';
+import type { SampleField } from '../../wire/sample-row.js';
 import { decideForNode } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';

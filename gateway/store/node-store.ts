@@ -6,10 +6,10 @@ import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
-import { sampleAt, sampleRow, type SampleField } from '../../proto/sample-row.js';
+import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js';
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
-import { UsageWindow, type WindowPoint } from './usage-window.js';
+import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
 
 export class NodeRecord {
   readonly name: string;
@@ -19,7 +19,7 @@ export class NodeRecord {
   streamId: number | undefined;
   lastSeq = 0;
   /**
-   * The newest sample's numbers, laid out by proto/sample-row.ts; undefined
+   * The newest sample's numbers, laid out by wire/sample-row.ts; undefined
    * before the first. Kept as numbers, not as the decoded object, so the
    * object dies young instead of being promoted with every heap number in it
    * (docs/performance-log.md). Its pods are in `pods`. Read with value().
@@ -176,7 +176,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return this.#stored(record, nowMs);
   }
 
-  /** ingest() for a sample handed over as a row of numbers (proto/sample-row.ts), copied into the record's row. */
+  /** ingest() for a sample handed over as a row of numbers (wire/sample-row.ts), copied into the record's row. */
   ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;

@@ -2,8 +2,8 @@
 # CI check for the packaging: kustomize overlays, the Helm chart, docker-compose.yml.
 #
 #   1. tools: helm (test/deploy/build-helm.sh, from the Go module proxy, cached),
-#      kubectl (OVERSELL_KUBECTL, else the one test/cluster/build.sh built, else
-#      PATH; built by test/cluster/build.sh if none), and from npm dclint, yaml,
+#      kubectl (OVERSELL_KUBECTL, else the one scripts/cluster/build.sh built, else
+#      PATH; built by scripts/cluster/build.sh if none), and from npm dclint, yaml,
 #      ajv, kubernetes-models, @kubernetes-models/cert-manager (test/deploy/tools,
 #      pinned by its lock file, installed into the cache, never into the repo)
 #   2. the chart's CRD is deploy/base/crd.yaml, byte for byte
@@ -57,12 +57,12 @@ HELM="$(bash "$HERE/build-helm.sh" --print-path)"
 
 KUBECTL="${OVERSELL_KUBECTL:-}"
 if [[ -z "$KUBECTL" ]]; then
-  built="$(bash "$REPO/test/cluster/build.sh" --print-bin-dir)/kubectl"
+  built="$(bash "$REPO/scripts/cluster/build.sh" --print-bin-dir)/kubectl"
   if [[ -x "$built" ]]; then KUBECTL="$built"
   elif command -v kubectl >/dev/null; then KUBECTL="$(command -v kubectl)"
   else
-    echo "  no kubectl: building the local control plane binaries (test/cluster/build.sh; cold: ~15 min on 2 cores)"
-    bash "$REPO/test/cluster/build.sh"
+    echo "  no kubectl: building the local control plane binaries (scripts/cluster/build.sh; cold: ~15 min on 2 cores)"
+    bash "$REPO/scripts/cluster/build.sh"
     KUBECTL="$built"
   fi
 fi

@@ -1,4 +1,4 @@
-// The local control plane (test/cluster/cluster.sh) as seen from a test: admin
+// The local control plane (scripts/cluster/cluster.sh) as seen from a test: admin
 // client, kubelet credentials, and the kubelet's own way of writing its status.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type V1Node } from '@kubernetes/client-node';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
-export const CLUSTER_SH = join(REPO, 'test/cluster/cluster.sh');
+export const CLUSTER_SH = join(REPO, 'scripts/cluster/cluster.sh');
 export const STATE = process.env.OVERSELL_CLUSTER_DIR ?? join(REPO, '.oversell/cluster');
 export const ADMIN_KUBECONFIG = join(STATE, 'admin.kubeconfig');
 

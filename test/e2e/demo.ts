@@ -10,6 +10,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { CLUSTER_SH, REPO, core, objects } from './cluster.js';
+import { gib } from '../../scripts/harness/bytes.js';
 import { GI, OPT_IN, fakeNode, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const POOL = { 'oversell-demo': 'pool' };
@@ -41,7 +42,6 @@ function table(rows: string[][]): string {
 }
 
 const cores = (m: bigint) => `${(Number(m) / 1000).toFixed(1)}`;
-const gib = (b: bigint) => `${(Number(b) / GI).toFixed(1)}Gi`;
 
 async function report(): Promise<void> {
   const rows = [['NODE', 'OVERSELL', 'RAW CPU/MEM', 'GRANTED CPU/MEM', 'REQUESTED CPU/MEM', 'USAGE CPU/MEM', 'PODS', 'WITHOUT OVERSELL']];
@@ -61,10 +61,10 @@ async function report(): Promise<void> {
     rows.push([
       n.name,
       stored.metadata?.labels?.['oversell.io/enabled'] === 'true' ? 'on' : 'off',
-      `${cores(rawCpu)} / ${gib(rawMem)}`,
-      `${cores(grantedCpu)} / ${gib(grantedMem)}`,
+      `${cores(rawCpu)} / ${gib(rawMem, 1)}`,
+      `${cores(grantedCpu)} / ${gib(grantedMem, 1)}`,
       `${(pods.length * 0.5).toFixed(1)} / ${pods.length}.0Gi`,
-      `${(n.host.usage.cpuMillicores / 1000).toFixed(1)} / ${(n.host.usage.memoryWorkingSetBytes / GI).toFixed(1)}Gi`,
+      `${(n.host.usage.cpuMillicores / 1000).toFixed(1)} / ${gib(n.host.usage.memoryWorkingSetBytes, 1)}`,
       String(pods.length),
       String(fitRaw),
     ]);

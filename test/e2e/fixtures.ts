@@ -8,7 +8,7 @@ import { ApiextensionsV1Api, CustomObjectsApi, loadYaml, type V1CustomResourceDe
 import { FakeHost, type FakeUsage } from '../helpers/fake-host.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, core, kubeletCredentials, kubeletPatchStatus, kubeletStatus, objects, type Credentials } from './cluster.js';
 import { freePort, run, type Proc } from './processes.js';
-import { waitUntil } from '../helpers/wait.js';
+import { waitUntil } from '../../scripts/harness/wait.js';
 
 export const GI = 1024 ** 3;
 export const OPT_IN = { 'oversell.io/enabled': 'true' };

@@ -1,5 +1,5 @@
 // End to end against a real kube-apiserver, controller-manager, scheduler and
-// kwok (test/cluster/cluster.sh), with oversell's real binaries as processes.
+// kwok (scripts/cluster/cluster.sh), with oversell's real binaries as processes.
 // Run through `npm run test:e2e`, which brings the cluster up and down.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

@@ -27,7 +27,7 @@ if (!existsSync(join(REPO, 'dist', 'gateway', 'main.js'))) {
   if (spawnSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' }).status !== 0) process.exit(1);
 }
 
-step('starting the local control plane (test/cluster/cluster.sh up)');
+step('starting the local control plane (scripts/cluster/cluster.sh up)');
 const up = spawnSync('bash', [CLUSTER_SH, 'up'], { stdio: 'inherit' });
 if (up.status !== 0) {
   console.error('the control plane did not come up; component logs follow');

@@ -20,7 +20,7 @@ import {
 
 const NS = 'oversell-e2e-trust';
 const WEBHOOK = 'oversell-e2e-trust';
-const BIN = execFileSync('bash', [join(REPO, 'test/cluster/build.sh'), '--print-bin-dir'], { encoding: 'utf8' }).trim();
+const BIN = execFileSync('bash', [join(REPO, 'scripts/cluster/build.sh'), '--print-bin-dir'], { encoding: 'utf8' }).trim();
 const rbac = () => adminConfig().makeApiClient(RbacAuthorizationV1Api);
 const work = mkdtempSync(join(tmpdir(), 'oversell-e2e-trust-'));
 

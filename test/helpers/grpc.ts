@@ -4,7 +4,7 @@ import type { NodeEvent__Output } from '../../proto/gen/oversell/v1/NodeEvent.js
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
-import { waitUntil } from './wait.js';
+import { waitUntil } from '../../scripts/harness/wait.js';
 
 export function queryClient(port: number): NodeUsageClient {
   return new (oversellV1().NodeUsage)(`127.0.0.1:${port}`, grpc.credentials.createInsecure());

@@ -1,7 +1,7 @@
 // What an agent may report, checked before a sample is stored. An agent is a
 // process on a node anyone with root there controls, or a bug: its numbers
 // are inputs, not facts. The rule runs on the sample's row of numbers
-// (proto/sample-row.ts), the form both ingest paths have without allocating:
+// (wire/sample-row.ts), the form both ingest paths have without allocating:
 // the ingest thread checks the row it writes into its batch anyway, the main
 // thread a decoded sample written into one reused row. The bounds and why:
 //
@@ -21,7 +21,7 @@
 // - PSI averages within 0..100 (they are percentages);
 // - per-pod usage, when sent, within the same bounds as the node's.
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
-import { sampleRow } from '../../proto/sample-row.js';
+import { sampleRow } from '../../wire/sample-row.js';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A real, local Kubernetes control plane for tests: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kwok (fake nodes and pods), all
-# plain processes on 127.0.0.1. Binaries come from test/cluster/build.sh.
+# plain processes on 127.0.0.1. Binaries come from scripts/cluster/build.sh.
 #
-# Usage: test/cluster/cluster.sh <command>
+# Usage: scripts/cluster/cluster.sh <command>
 #   up                 build if needed, generate certs, start everything, wait until healthy
 #   down               stop exactly the processes in the pid files, delete etcd data
 #   status             per component: pid, alive, health (exit 0 only if all healthy)
@@ -66,7 +66,7 @@ bin_dir() { "$HERE/build.sh" --print-bin-dir; }
 BIN="$(bin_dir)"
 STAGES="$(dirname "$BIN")/kwok-stages.yaml"
 
-need() { command -v "$1" >/dev/null || die "'$1' not found (run test/cluster/ci-install.sh)"; }
+need() { command -v "$1" >/dev/null || die "'$1' not found (run scripts/cluster/ci-install.sh)"; }
 
 # ------------------------------------------------------------------- certs
 # Key (kept if present) + CSR + openssl x509 -req signed by our CA, 10 years.

@@ -1,4 +1,4 @@
-// Shared by tests, e2e and benchmarks: polling for a condition, and a free port.
+// Shared by scripts, tests, e2e and benchmarks: polling for a condition, and a free port.
 import { createServer } from 'node:net';
 
 /** Polls check until it returns a value (not undefined); fails after timeoutMs with the last error. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the local control plane (test/cluster/cluster.sh):
+# Smoke test of the local control plane (scripts/cluster/cluster.sh):
 #   1. a kwok fake node (annotation kwok.x-k8s.io/node=fake, label type=kwok) becomes Ready
 #   2. a pod scheduled by kube-scheduler onto it becomes Running (kwok fakes the kubelet)
 #   3. PATCH nodes/<name>/status as system:node:<name>, the way a kubelet does it (client

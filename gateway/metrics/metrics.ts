@@ -2,7 +2,7 @@
 // can run several gateways in one process without their counters mixing.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bound } from '../decide/policy.js';
-import type { SampleRefusal } from '../ingest/sample-check.js';
+import type { SampleRefusal } from '../store/sample-check.js';
 
 /** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
 export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;

@@ -1,11 +1,11 @@
-// NodeSummaries on the wire through proto/packed-columns.ts, for the gateway
+// NodeSummaries on the wire through wire/packed-columns.ts, for the gateway
 // (serializer) and for clients that list at fleet scale (a NodeUsage client
 // whose ListNodeSummaries decodes with it). Other clients decode the same
 // bytes with their own protobuf library.
 import * as grpc from '@grpc/grpc-js';
-import type { NodeSummaries, NodeSummaries__Output } from './gen/oversell/v1/NodeSummaries.js';
-import type { ProtoGrpcType } from './gen/oversell.js';
-import { oversellV1, packageDefinition } from './load.js';
+import type { NodeSummaries, NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
+import type { ProtoGrpcType } from '../proto/gen/oversell.js';
+import { oversellV1, packageDefinition } from '../proto/load.js';
 import { columnsOf, packedColumnsDeserializer, packedColumnsSerializer } from './packed-columns.js';
 
 const columns = () => columnsOf(packageDefinition()['oversell.v1.NodeSummaries']);

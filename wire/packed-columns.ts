@@ -70,7 +70,10 @@ class Writer {
   /** int64 as protobuf writes it: negative numbers as 64-bit two's complement (10 bytes). */
   int64(v: number): void {
     const t = Number.isNaN(v) ? 0 : Math.trunc(v);
-    if (t >= 0 && t < Number.MAX_SAFE_INTEGER) return this.varint(t);
+    if (t >= 0 && t < Number.MAX_SAFE_INTEGER) {
+      this.varint(t);
+      return;
+    }
     // Out of range saturates, as Long.fromNumber does.
     const big = t >= 2 ** 63 ? 2n ** 63n - 1n : t <= -(2 ** 63) ? -(2n ** 63n) : BigInt(t);
     let u = BigInt.asUintN(64, big);
@@ -185,7 +188,7 @@ class Reader {
   int64(): number {
     this.varint64();
     if (this.hi >>> 31) {
-      let lo = (~this.lo + 1) >>> 0;
+      const lo = (~this.lo + 1) >>> 0;
       let hi = ~this.hi >>> 0;
       if (!lo) hi = (hi + 1) >>> 0;
       return -(lo + hi * TWO_32);

@@ -5,7 +5,7 @@
 // informer.stop() aborts the watch, which the informer reports as one more
 // error, and a retry after that would start it again.
 import type { Informer, KubernetesObject } from '@kubernetes/client-node';
-import type { Logger } from '../lib/log.js';
+import type { Logger } from './log.js';
 
 export const RETRY_AFTER_MS = 5000;
 

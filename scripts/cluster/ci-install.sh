@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make sure a clean Debian machine (root, or sudo available) has everything the
-# local control plane needs, then build/reuse the binaries (test/cluster/build.sh).
+# local control plane needs, then build/reuse the binaries (scripts/cluster/build.sh).
 #
 #   - Debian packages: openssl, curl, ca-certificates, util-linux (setsid, flock),
 #     coreutils (base64), installed with apt-get only when a command is missing.

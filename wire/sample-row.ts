@@ -1,8 +1,8 @@
 // Sample as a row of numbers (message-row.ts): how the ingest thread hands
 // decoded samples to the main thread's store, and how the store keeps each
 // node's newest sample.
-import type { Sample__Output } from './gen/oversell/v1/Sample.js';
-import { packageDefinition } from './load.js';
+import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
+import { packageDefinition } from '../proto/load.js';
 import { messageRow, type MessageRow } from './message-row.js';
 
 let row: MessageRow<Sample__Output> | undefined;
