@@ -14,7 +14,7 @@ const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.ur
 interface Row { flags: string[]; envs: string[]; line: string }
 
 /** The table rows under "### <heading>", up to the next heading. */
-export function tableRows(markdown: string, heading: string): Row[] {
+function tableRows(markdown: string, heading: string): Row[] {
   const start = markdown.indexOf(`\n### ${heading}\n`);
   assert.ok(start >= 0, `README has a "### ${heading}" section`);
   const rest = markdown.slice(start + heading.length + 6);
@@ -27,7 +27,7 @@ export function tableRows(markdown: string, heading: string): Row[] {
 }
 
 /** Where the README and the definition differ, one line each; empty when they agree. */
-export function tableDrift(program: Command, rows: Row[]): string[] {
+function tableDrift(program: Command, rows: Row[]): string[] {
   const drift: string[] = [];
   const defined = new Set<string>();
   for (const option of program.options) {
