@@ -1,79 +1,70 @@
 #!/usr/bin/env node
 // oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
-// streams it to the gateway.
+// streams it to the gateway. The flags are in flags.ts, what they mean together in config.ts.
+import { CommanderError } from 'commander';
 import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
-import { parsed, stopOnSignals } from '../lib/cli.js';
-import { defineAgentFlags } from './flags.js';
-import { parseDuration } from '../lib/duration.js';
+import { stopOnSignals } from '../lib/cli.js';
 import { gatewayConnection } from './stream/gateway-connection.js';
-import { createLogger } from '../lib/log.js';
+import { createLogger, type Logger } from '../lib/log.js';
 import { startAgent } from './agent.js';
 import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
 import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
 import { detectCgroupLayout } from './sample/cgroup-layout.js';
 import { readHostFacts } from './sample/host-facts.js';
+import { AgentConfigError, loadAgentConfig, type AgentConfig } from './config.js';
 
-const cmd = defineAgentFlags();
-cmd.parse();
-const o = cmd.opts<{
-  nodeName: string; gateway: string; gatewayDiscovery?: string; procRoot: string; cgroupRoot: string; interval: number | string;
-  podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string; metricsAddress: string;
-  gatewayCaFile?: string; gatewayServerName?: string; tokenFile?: string;
-}>();
-const log = createLogger('oversell-agent', o.logLevel);
+let config: AgentConfig;
+try {
+  config = loadAgentConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  createLogger('oversell-agent', err instanceof AgentConfigError ? err.logLevel : 'info').fatal({ err: (err as Error).message }, 'agent cannot start');
+  process.exit(2);
+}
+const log = createLogger('oversell-agent', config.logLevel);
 
-const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
-function kubeAccess(): KubeAccess | undefined {
-  if (o.kubeconfig) return kubeconfigAccess(o.kubeconfig);
-  return inCluster ? inClusterAccess() : undefined;
+function kubeAccess(kube: AgentConfig['kube']): KubeAccess | undefined {
+  if (!kube) return undefined;
+  return kube.kind === 'kubeconfig' ? kubeconfigAccess(kube.file) : inClusterAccess();
 }
 
-async function podSource(kc: KubeAccess | undefined): Promise<PodSource> {
-  if (o.podsFile) return filePodSource(o.podsFile, log);
-  if (!kc) {
+async function podSource(pods: AgentConfig['pods'], kc: KubeAccess | undefined, nodeName: string, log: Logger): Promise<PodSource> {
+  if (pods.source === 'file') return filePodSource(pods.file, log);
+  if (pods.source === 'none' || !kc) {
     log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
     return noPodSource();
   }
-  return watchPodSource(kc, o.nodeName, log);
+  return watchPodSource(kc, nodeName, log);
 }
 
 try {
-  const intervalMs = parsed(o.interval, (s) => parseDuration(s, '--interval'));
-  const layout = detectCgroupLayout(o.cgroupRoot);
+  const layout = detectCgroupLayout(config.cgroupRoot);
   const host = await readHostFacts(layout).catch((err: unknown) => {
     log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
     return undefined;
   });
-  const kc = kubeAccess();
-  const discovery = o.gatewayDiscovery?.split('/');
-  if (o.gatewayDiscovery && (discovery?.length !== 2 || !kc)) {
-    throw new Error(`--gateway-discovery needs namespace/service and a cluster (in a pod or --kubeconfig), got ${JSON.stringify(o.gatewayDiscovery)}`);
-  }
+  const kc = kubeAccess(config.kube);
+  const { gateways } = config;
   const agent = startAgent({
-    nodeName: o.nodeName,
-    gatewayAddresses: discovery ? [] : o.gateway.split(',').map((a) => a.trim()).filter(Boolean),
-    procRoot: o.procRoot,
-    cgroupRoot: o.cgroupRoot,
-    intervalMs,
-    podReportEvery: Number(o.podReportEvery),
-    pods: await podSource(kc),
+    nodeName: config.nodeName,
+    gatewayAddresses: gateways.kind === 'addresses' ? gateways.addresses : [],
+    procRoot: config.procRoot,
+    cgroupRoot: config.cgroupRoot,
+    intervalMs: config.intervalMs,
+    podReportEvery: config.podReportEvery,
+    pods: await podSource(config.pods, kc, config.nodeName, log),
     log,
     ...(host && { host }),
-    connection: gatewayConnection({
-      ...(o.gatewayCaFile && { caFile: o.gatewayCaFile }),
-      ...(o.gatewayServerName && { serverName: o.gatewayServerName }),
-      ...(o.tokenFile && { tokenFile: o.tokenFile }),
-    }),
+    connection: gatewayConnection(config.connection),
   });
-  const watch = discovery && kc
-    ? await watchGatewayEndpoints(kc, discovery[0] ?? '', discovery[1] ?? '', (addresses) => agent.gateways.set(addresses), log)
+  const watch = gateways.kind === 'discovery' && kc
+    ? await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log)
     : undefined;
   let metricsServer: import('node:http').Server | undefined;
-  if (o.metricsAddress) {
-    const at = o.metricsAddress.lastIndexOf(':');
-    const bound = await agent.metrics.listen(o.metricsAddress.slice(0, at) || '0.0.0.0', Number(o.metricsAddress.slice(at + 1)));
+  if (config.metrics) {
+    const bound = await agent.metrics.listen(config.metrics.host || '0.0.0.0', config.metrics.port);
     metricsServer = bound.server;
-    log.info({ metrics: `${o.metricsAddress.slice(0, at)}:${bound.port}` }, 'agent metrics serving');
+    log.info({ metrics: `${config.metrics.host}:${bound.port}` }, 'agent metrics serving');
   }
   stopOnSignals(async () => {
     metricsServer?.close();

@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
-import { loadAllYaml, type V1Deployment, type V1EnvVar } from '@kubernetes/client-node';
+import { loadAllYaml, type V1DaemonSet, type V1Deployment, type V1EnvVar } from '@kubernetes/client-node';
+import { AgentConfigError, loadAgentConfig } from '../agent/config.js';
 import { ConfigError, loadConfig, type GatewayConfig } from '../gateway/config/config.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 
@@ -301,4 +302,43 @@ describe('loadConfig accepts what the repository ships', () => {
     ['e2e install replicas (TLS in a Secret)', ['--bind-address', '127.0.0.1', '--webhook-port', '1', '--grpc-port', '2', '--metrics-port', '3', ...KUBECONFIG, '--policies', 'flags', '--lease-namespace', 'ns', '--identity', 'a', '--tls-secret', 'ns/tls', '--webhook-configuration', 'w', ...unauthenticated]],
   ];
   for (const [name, argv] of rows) it(name, () => assert.ok(load(argv)));
+});
+
+describe('loadAgentConfig', () => {
+  /** The agent container's literal env in deploy/base/agent.yaml (NODE_NAME comes from the downward API). */
+  function agentEnv(): Record<string, string> {
+    const ds = loadAllYaml(readFileSync(repo('deploy/base/agent.yaml'), 'utf8')).find((o: { kind?: string }) => o.kind === 'DaemonSet') as V1DaemonSet | undefined;
+    const container = ds?.spec?.template.spec?.containers[0];
+    assert.ok(container, 'deploy/base/agent.yaml has the agent container');
+    return Object.fromEntries((container.env ?? []).filter((e: V1EnvVar) => e.value !== undefined).map((e: V1EnvVar) => [e.name, String(e.value)]));
+  }
+  const loadAgent = (argv: string[], env: Record<string, string> = {}) => loadAgentConfig(argv, env, silent);
+
+  it('local: the loopback gateway, bound pods unknown, metrics on every interface', () => {
+    like(loadAgent([]), { kube: undefined, gateways: { kind: 'addresses', addresses: ['127.0.0.1:50051'] }, pods: { source: 'none' }, metrics: { host: '0.0.0.0', port: 9091 }, connection: {}, intervalMs: 1000, podReportEvery: 10 });
+  });
+
+  it('the DaemonSet of deploy/base: discovery (its --gateway is set too and not refused), the pod watch, TLS and a token', () => {
+    const env: Record<string, string> = { ...POD, NODE_NAME: 'node-1', ...agentEnv() };
+    assert.equal(env.OVERSELL_GATEWAY, 'oversell-gateway.oversell.svc:50051', 'the manifest sets --gateway next to discovery');
+    like(loadAgent([], env), {
+      nodeName: 'node-1', kube: { kind: 'in-cluster' }, procRoot: '/host/proc', cgroupRoot: '/host/sys/fs/cgroup',
+      gateways: { kind: 'discovery', namespace: 'oversell', service: 'oversell-gateway-agents' }, pods: { source: 'watch' },
+      connection: { caFile: '/var/run/oversell/ca/ca.crt', serverName: 'oversell-gateway.oversell.svc', tokenFile: '/var/run/oversell/token/token' },
+    });
+  });
+
+  it('a pods file wins over the watch; several gateways; metrics off', () => {
+    like(loadAgent(['--pods-file', 'p.yaml', '--gateway', 'a:1, b:2', '--metrics-address', '', '--interval', '500ms', ...KUBECONFIG]), {
+      kube: { kind: 'kubeconfig' }, pods: { source: 'file', file: 'p.yaml' }, gateways: { addresses: ['a:1', 'b:2'] }, metrics: undefined, intervalMs: 500,
+    });
+  });
+
+  for (const [name, argv, error] of [
+    ['a server name with no CA (plain gRPC checks no certificate)', ['--gateway-server-name', 'gw'], /^--gateway-server-name is ignored without --gateway-ca-file: .*pass --gateway-ca-file too, or drop it/],
+    ['discovery without a cluster', ['--gateway-discovery', 'oversell/gw'], /^--gateway-discovery needs namespace\/service and a cluster/],
+    ['discovery that is not namespace/service', ['--gateway-discovery', 'gw', ...KUBECONFIG], /got "gw"/],
+  ] as const) {
+    it(`refuses ${name}`, () => assert.throws(() => loadAgent([...argv]), (err: unknown) => err instanceof AgentConfigError && error.test(err.message)));
+  }
 });
