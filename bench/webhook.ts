@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { reviewNode } from '../gateway/admit/node-review.js';
-import { GrantProof } from '../gateway/admit/grant-proof.js';
+import { GrantProof } from '../gateway/decide/grant-proof.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from '../gateway/admit/review-reader.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';

@@ -13,7 +13,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
-import { GrantProof } from './admit/grant-proof.js';
+import { GrantProof } from './decide/grant-proof.js';
 import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -28,7 +28,9 @@ import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-servic
 import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
+import { NodeWatch } from './ingest/node-watch.js';
 import type { Watching } from './keep-watching.js';
+import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import type { ReviewStats } from './auth/review-limiter.js';
@@ -173,7 +175,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       proof,
       boundRequests,
     },
-    observe: (name, observed) => store.observe(name, observed, now()),
+    // One source of node inputs: with a cluster the node watch reads them from
+    // the stored objects; without one the kubelet-shaped reviews are all there is.
+    ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
     metrics,
     log,
   });
@@ -211,11 +215,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   let lease: LeaderLease | undefined;
   let writer: StatusWriter | undefined;
+  let nodes: NodeWatch | undefined;
   if (options.cluster) {
     const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = options.cluster;
     lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
+    nodes = new NodeWatch({ kubeConfig, optInSelector, store, proof, log, now });
     writer = new StatusWriter({
-      kubeConfig, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, optInSelector, now,
+      kubeConfig, nodes, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, now,
       notReady: () => notReady(),
       identity,
       boundRequests,
@@ -228,7 +234,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     clearInterval(prune);
     clearInterval(healthTimer);
     await boundPods?.stop();
-    await writer?.stop();
+    writer?.stop();
+    await nodes?.stop();
     await lease?.stop();
     await policies.stop();
     await templates.stop();
@@ -265,8 +272,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     if (options.cluster && options.cluster.watchBoundPods !== false) {
       boundPods = await watchBoundPods(options.cluster.kubeConfig, bound, log);
     }
+    await nodes?.start();
     if (writer && lease) {
-      await writer.start();
+      writer.start();
       lease.start();
     }
     ready = true;

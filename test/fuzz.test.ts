@@ -13,7 +13,7 @@ import jsonpatch from 'fast-json-patch';
 import { BadReviewError } from '../gateway/admit/admission-review.js';
 import { randomBytes } from 'node:crypto';
 import { reviewNode, type NodeReviewDeps } from '../gateway/admit/node-review.js';
-import { GrantProof } from '../gateway/admit/grant-proof.js';
+import { GrantProof } from '../gateway/decide/grant-proof.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';

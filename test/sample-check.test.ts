@@ -161,7 +161,7 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
       assert.equal(Number(ack.lastSeq), 5);
       assert.equal(first.error(), undefined, 'the stream stays up');
       const record = gw.store.get('node-r')!;
-      assert.equal(record.latestRow, undefined, 'nothing of them stored');
+      assert.equal(record.hasSample, false, 'nothing of them stored');
       assert.equal(record.window.length, 0);
       first.close();
       await eventually(() => (gw.store.get('node-r')?.streamId === undefined ? true : undefined), 5000, 'the first stream detached');
@@ -171,7 +171,7 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
       const welcome = await eventually(() => second!.said.find((m) => m.welcome)?.welcome ?? undefined, 5000, 'welcome');
       assert.equal(Number(welcome.lastSeq), 5);
       second.write(live(6));
-      await eventually(() => (gw.store.get('node-r')?.lastSeq === 6 && gw.store.get('node-r')?.latestRow ? true : undefined), 5000, 'seq 6 stored');
+      await eventually(() => (gw.store.get('node-r')?.lastSeq === 6 && gw.store.get('node-r')?.hasSample ? true : undefined), 5000, 'seq 6 stored');
       assert.equal(counted(await metricsBody(gw), 'refused-timestamp-implausible'), 5);
     } finally {
       first.close();

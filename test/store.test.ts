@@ -38,6 +38,32 @@ describe('NodeStore', () => {
     assert.equal(store.get('n')?.window.length, 4);
   });
 
+  it('keeps what a node object says before its agent connects, hands it to the record, and forgets it with the node', () => {
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 1000 });
+    const raw = { cpuMillicores: 4000n, memoryBytes: 8n * 2n ** 30n };
+    store.observe('n', { raw, labels: { pool: 'a' }, nodeMaxRatio: { cpu: 1.5 }, lastGrant: undefined }, 5);
+    assert.equal(store.get('n'), undefined);
+    store.attach('n', 'i', null, 1);
+    assert.deepEqual(store.get('n')?.raw, { ...raw, seenAtMs: 5 });
+    assert.deepEqual(store.get('n')?.labels, { pool: 'a' });
+    assert.deepEqual(store.get('n')?.nodeMaxRatio, { cpu: 1.5 });
+    // A record forgotten (agent gone) and made again gets the observation back.
+    store.detach('n', 1);
+    assert.deepEqual(store.prune(10_000), ['n']);
+    store.attach('n', 'i', null, 2);
+    assert.equal(store.get('n')?.raw?.cpuMillicores, 4000n);
+    // A node object without a verified record: raw unknown, labels still known.
+    store.observe('n', { raw: undefined, labels: { pool: 'b' }, nodeMaxRatio: {}, lastGrant: undefined }, 6);
+    assert.equal(store.get('n')?.raw, undefined);
+    assert.deepEqual(store.get('n')?.labels, { pool: 'b' });
+    store.forgetObservation('n');
+    assert.deepEqual(store.get('n')?.labels, {});
+    store.detach('n', 2);
+    store.prune(20_000);
+    store.attach('n', 'i', null, 3);
+    assert.deepEqual(store.get('n')?.labels, {});
+  });
+
   it('refuses duplicates and samples from a stream that is no longer current', () => {
     const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);

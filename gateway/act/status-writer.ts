@@ -13,39 +13,32 @@
 //
 // It also keeps each OversellPolicy's status.matchedNodes current, and raises
 // a Warning Event on a node whose agent reports bound requests above the cap.
-import {
-  CoreV1Api, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions,
-  type KubeConfig, type V1Node,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { QuantityError } from '../../lib/quantity.js';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching, type Watching } from '../keep-watching.js';
-import { decideForNode, nodePatch, readNodeFacts } from '../admit/node-review.js';
-import type { GrantProof } from '../admit/grant-proof.js';
-import { trustedRaw } from '../admit/trusted-raw.js';
-import { nodeMaxRatio } from '../decide/select-policy.js';
+import { nodePatch } from '../admit/node-review.js';
+import type { GrantProof } from '../decide/grant-proof.js';
+import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
 import { pressureNow, type Decision, type Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../http/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';
-import { sampleAt } from '../../proto/sample-row.js';
+import type { NodeCache } from '../ingest/node-watch.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from './token-bucket.js';
 
-export const DEFAULT_OPT_IN_SELECTOR = 'oversell.io/enabled=true';
-
 export interface StatusWriterOptions {
   kubeConfig: KubeConfig;
+  /** The opted-in nodes (the node watch every replica runs). */
+  nodes: NodeCache;
   store: NodeStore;
   policies: PolicySource;
   lease: LeaderLease;
   metrics: GatewayMetrics;
   log: Logger;
   writesPerSecond: number;
-  /** The nodes the webhook's objectSelector sends us (label selector string). */
-  optInSelector?: string;
   /** Re-check every node this often (staleness has no event of its own). */
   sweepEveryMs?: number;
   proof: GrantProof;
@@ -96,10 +89,8 @@ export class StatusWriter {
   readonly #o: Required<Omit<StatusWriterOptions, 'now'>> & { now: () => number };
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
-  readonly #informer;
   readonly #bucket: TokenBucket;
   readonly #inFlight = new Set<string>();
-  #watching: Watching | undefined;
   #timers: NodeJS.Timeout[] = [];
   /** What each policy's status last said, so unchanged status is not rewritten. */
   #writtenStatus = new Map<string, string>();
@@ -108,22 +99,14 @@ export class StatusWriter {
   #lastOverCapEvent = new Map<string, number>();
 
   constructor(options: StatusWriterOptions) {
-    this.#o = { sweepEveryMs: 2000, now: Date.now, optInSelector: DEFAULT_OPT_IN_SELECTOR, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, boundRequests: () => undefined, ...options };
-    const optIn = this.#o.optInSelector;
+    this.#o = { sweepEveryMs: 2000, now: Date.now, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, boundRequests: () => undefined, ...options };
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
     this.#bucket = new TokenBucket(options.writesPerSecond, Math.max(1, options.writesPerSecond * 2), this.#o.now);
-    this.#informer = makeInformer<V1Node>(
-      options.kubeConfig,
-      '/api/v1/nodes',
-      () => this.#core.listNode({ labelSelector: optIn }),
-      optIn,
-    );
   }
 
-  async start(): Promise<void> {
-    const { store, policies, log } = this.#o;
-    this.#watching = await keepWatching(this.#informer, { what: 'node', log });
+  start(): void {
+    const { store, policies } = this.#o;
     // Pressure is the urgent case: check a node as soon as its sample says so.
     store.on('updated', (record) => {
       if (this.#mayBeUnderPressure(record)) this.check(record.name);
@@ -143,15 +126,14 @@ export class StatusWriter {
     for (const t of this.#timers) t.unref();
   }
 
-  async stop(): Promise<void> {
+  stop(): void {
     for (const t of this.#timers) clearInterval(t);
-    await (this.#watching?.stop() ?? this.#informer.stop());
   }
 
   #mayBeUnderPressure(record: NodeRecord): boolean {
     const p = this.#o.policies.select(record.labels)?.policy;
     // Read in place: this runs on every stored sample while leading.
-    return p !== undefined && pressureNow(record.window, p, record.latestRow?.[sampleAt()['capacity.memoryBytes']] ?? 0);
+    return p !== undefined && pressureNow(record.window, p, record.value('capacity.memoryBytes'));
   }
 
   /** Why writes are held back, if they are (for tests and logs). */
@@ -161,7 +143,7 @@ export class StatusWriter {
 
   sweep(): void {
     if (!this.#o.lease.isLeader) return;
-    const nodes = this.#informer.list();
+    const nodes = this.#o.nodes.list();
     const paused = this.#holdBack(nodes);
     if (paused !== this.#paused) {
       if (paused) this.#o.log.warn({ why: paused }, 'not lowering allocatable ahead of the kubelet until this clears; the webhook still decides on every kubelet write');
@@ -180,24 +162,23 @@ export class StatusWriter {
   /** Lowers the node's allocatable now if the decision is below what it holds. */
   check(name: string): void {
     if (!this.#o.lease.isLeader || this.#inFlight.has(name)) return;
-    const node = this.#informer.get(name);
+    const node = this.#o.nodes.get(name);
     const status = node?.status;
     if (!node || !status?.allocatable?.cpu || !status.allocatable.memory) return;
-    const annotations = node.metadata?.annotations;
-    let facts;
+    let inputs: NodeInputs;
     try {
-      facts = readNodeFacts(name, { allocatable: status.allocatable, capacity: status.capacity }, annotations);
+      inputs = nodeInputs(name, node.metadata ?? {}, { allocatable: status.allocatable, capacity: status.capacity }, false, this.#o.proof);
     } catch (err) {
       if (err instanceof QuantityError) return;
       throw err;
     }
     // Only nodes carrying our own signed record: we lower what we raised, and never guess raw.
-    const trusted = trustedRaw(facts, false, this.#o.proof);
+    const { facts, trusted } = inputs;
     if (trusted.unverified) return;
     const { raw } = trusted;
     const decision = decideForNode({
-      raw, signed: trusted.signed, nodeMaxRatio: nodeMaxRatio(annotations), usage: this.#o.store.usage(name, this.#o.now()),
-      entry: this.#o.policies.select(node.metadata?.labels ?? {}), boundRequests: this.#o.boundRequests?.(name),
+      raw, signed: trusted.signed, nodeMaxRatio: inputs.nodeMaxRatio, usage: this.#o.store.usage(name, this.#o.now()),
+      entry: this.#o.policies.select(inputs.labels), boundRequests: this.#o.boundRequests?.(name),
     });
     if (decision.cpu.bound === 'no-data') return;
     if (decision.cpu.requestsOverCap || decision.memory.requestsOverCap) this.#reportOverCap(node, decision);
@@ -282,7 +263,7 @@ export class StatusWriter {
   async writePolicyStatus(): Promise<void> {
     if (!this.#o.lease.isLeader || this.#o.policies.kind !== 'crd') return;
     const counts = new Map<string, number>(this.#o.policies.entries().map((e) => [e.name, 0]));
-    for (const node of this.#informer.list()) {
+    for (const node of this.#o.nodes.list()) {
       const e = this.#o.policies.select(node.metadata?.labels ?? {});
       if (e) counts.set(e.name, (counts.get(e.name) ?? 0) + 1);
     }

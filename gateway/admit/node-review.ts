@@ -7,22 +7,22 @@
 // other writer passes untouched, whatever the webhook configuration sends.
 // Idempotent: on a second pass over our own output the signed record gives the
 // same raw, so a reinvocation never compounds the inflation.
-import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../../lib/quantity.js';
-import { decide, type Allocatable, type Decision, type NodeObservation, type PreviousGrant, type UsageInput } from '../decide/policy.js';
-import { nodeMaxRatio, type PolicyEntry } from '../decide/select-policy.js';
+import { formatBytes, formatMilli, QuantityError } from '../../lib/quantity.js';
+import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
+import type { Allocatable, Decision, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
+import type { PolicyEntry } from '../decide/select-policy.js';
 import { allow, isObject, parseAdmissionReview, pointerEscape, type AdmissionReviewResponse, type JsonPatchOp } from './admission-review.js';
-import type { GrantProof } from './grant-proof.js';
-import type { NodeRequests } from '../store/bound-requests.js';
-import { ANNOTATION, trustedRaw, type NodeObjectFacts, type SignedGrant, type Unverified } from './trusted-raw.js';
+import type { GrantProof } from '../decide/grant-proof.js';
+import { ANNOTATION, type NodeObjectFacts, type Unverified } from '../decide/trusted-raw.js';
 
-export { ANNOTATION } from './trusted-raw.js';
+export { ANNOTATION } from '../decide/trusted-raw.js';
 
 export interface NodeReviewDeps {
   usage(node: string): UsageInput | undefined;
   policyFor(labels: Record<string, string>): PolicyEntry | undefined;
   proof: GrantProof;
   /** Requests of the pods the API server has bound to the node (gateway's own watch); absent or undefined without it. */
-  boundRequests?(node: string): NodeRequests | undefined;
+  boundRequests?(node: string): { cpuMillicores: number; memoryBytes: number } | undefined;
 }
 
 /**
@@ -67,22 +67,19 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   if (writer !== `system:node:${name}`) {
     return { ...skip(`written by ${JSON.stringify(writer ?? '')}, not by the node's own kubelet`), outcome: 'not-kubelet', node: name };
   }
-  const annotations = isObject(node.metadata.annotations) ? node.metadata.annotations : undefined;
-  let facts: NodeObjectFacts;
+  let inputs: NodeInputs;
   try {
-    facts = readNodeFacts(name, node.status, annotations);
+    inputs = nodeInputs(name, node.metadata, node.status, true, deps.proof);
   } catch (err) {
     if (err instanceof QuantityError) return { ...skip(err.message), node: name };
     throw err;
   }
-  const trusted = trustedRaw(facts, true, deps.proof);
+  const { facts, trusted, labels, nodeMaxRatio: maxRatio } = inputs;
   if (trusted.unverified) {
     return { review: allow(req.uid), outcome: 'unverified', node: name, detail: trusted.detail, unverified: trusted.unverified };
   }
   const raw = trusted.raw;
   const dryRun = req.dryRun === true;
-  const labels = stringMap(node.metadata.labels);
-  const maxRatio = nodeMaxRatio(annotations);
   const decision = decideForNode({ raw, signed: trusted.signed, nodeMaxRatio: maxRatio, usage: deps.usage(name), entry: deps.policyFor(labels), boundRequests: deps.boundRequests?.(name) });
   const observed = (lastGrant: PreviousGrant | undefined): NodeObservation => ({ raw, labels, nodeMaxRatio: maxRatio, lastGrant });
   if (decision.cpu.bound === 'no-data') {
@@ -93,71 +90,6 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   return {
     review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision, dryRun,
     observed: observed({ granted: { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied }, wouldGrant: wouldGrant(decision) }),
-  };
-}
-
-function stringMap(v: unknown): Record<string, string> {
-  if (!isObject(v)) return {};
-  const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
-  return out;
-}
-
-/**
- * The decision for a node object: the webhook and the gateway's own status
- * writer both call this, so they can never disagree.
- */
-export interface NodeDecisionInput {
-  raw: Allocatable;
-  /** Our own record on the object, when it verified: the previous grant. */
-  signed?: SignedGrant | undefined;
-  /** Per-node caps from the object's annotations (they only lower). */
-  nodeMaxRatio?: { cpu?: number; memory?: number } | undefined;
-  usage: UsageInput | undefined;
-  entry: PolicyEntry | undefined;
-  /** From the gateway's own watch of bound pods; undefined without it. */
-  boundRequests?: NodeRequests | undefined;
-}
-
-export function decideForNode(input: NodeDecisionInput): Decision {
-  const { raw, signed, usage, entry, boundRequests } = input;
-  // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
-  const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
-  const decision = decide({
-    raw,
-    usage,
-    policy: entry?.policy,
-    previous,
-    nodeMaxRatio: input.nodeMaxRatio ?? {},
-    boundRequests,
-  });
-  if (entry?.error && decision.cpu.bound !== 'no-data') {
-    return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };
-  }
-  return decision;
-}
-
-/**
- * What a node object says about its allocatable: the incoming values, capacity
- * (absent parts undefined) and annotations. Throws QuantityError when
- * allocatable cpu or memory is missing or does not parse.
- */
-export function readNodeFacts(name: string, status: Record<string, unknown>, annotations: Record<string, unknown> | undefined): NodeObjectFacts {
-  const allocatable = isObject(status.allocatable) ? status.allocatable : {};
-  if (allocatable.cpu === undefined || allocatable.memory === undefined) throw new QuantityError('status.allocatable lacks cpu or memory');
-  const capacity = isObject(status.capacity) ? status.capacity : {};
-  const optional = (v: unknown, field: string, parse: (v: unknown, f: string) => bigint) => (v === undefined ? undefined : parse(v, field));
-  return {
-    name,
-    incoming: {
-      cpuMillicores: parseMilli(allocatable.cpu, 'status.allocatable.cpu'),
-      memoryBytes: parseBytes(allocatable.memory, 'status.allocatable.memory'),
-    },
-    capacity: {
-      ...(capacity.cpu !== undefined && { cpuMillicores: optional(capacity.cpu, 'status.capacity.cpu', parseMilli) }),
-      ...(capacity.memory !== undefined && { memoryBytes: optional(capacity.memory, 'status.capacity.memory', parseBytes) }),
-    },
-    annotations,
   };
 }
 

@@ -12,8 +12,12 @@ import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-
 
 export interface WebhookPluginOptions extends FastifyPluginOptions {
   deps: NodeReviewDeps;
-  /** Keeps what a real (not dry-run) kubelet write said about its node: the query API decides from it. */
-  observe(node: string, observed: NodeObservation): void;
+  /**
+   * Keeps what a real (not dry-run) kubelet write said about its node, for
+   * the query API to decide from. Only without a cluster: with one, the node
+   * watch reads the same inputs from the stored objects (ingest/node-watch.ts).
+   */
+  observe?(node: string, observed: NodeObservation): void;
   metrics: GatewayMetrics;
   log: Logger;
 }
@@ -90,7 +94,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
         if (result.node) untouched.note(result.node, reason, result.detail);
       }
       // A dry run leaves no trace in what the gateway keeps: no observation, no gauges, no change log.
-      if (result.observed && result.node && !result.dryRun) keep(result.node, result.observed);
+      if (keep && result.observed && result.node && !result.dryRun) keep(result.node, result.observed);
       if (result.decision && result.node && result.outcome !== 'no-data' && !result.dryRun) {
         const d = result.decision;
         metrics.decision(result.node, 'cpu', d.cpu);

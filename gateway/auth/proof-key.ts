@@ -1,4 +1,4 @@
-// The key every replica signs its grants with (admit/grant-proof.ts). In a
+// The key every replica signs its grants with (decide/grant-proof.ts). In a
 // cluster it lives in a Secret of the gateway's namespace, made by whichever
 // replica starts first; locally, in a file beside the self-managed CA.
 //

@@ -152,7 +152,7 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         const t = now();
-        for (const r of store.list()) if (r.latestRow) this.set({ node: r.name }, (t - r.receivedAtMs) / 1000);
+        for (const r of store.list()) if (r.hasSample) this.set({ node: r.name }, (t - r.receivedAtMs) / 1000);
       },
     });
   }

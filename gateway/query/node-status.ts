@@ -1,7 +1,7 @@
 // A store record as the query API shows it, with the decision the next kubelet
 // write would get (same pure policy the webhook uses).
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { decideForNode } from '../admit/node-review.js';
+import { decideForNode } from '../decide/node-decision.js';
 import { summarize, windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';

@@ -6,8 +6,8 @@
 // sample, a few µs), and a call copies rows in a name order kept between
 // calls. The numbers are those nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
-import { sampleAt, type SampleField } from '../../proto/sample-row.js';
-import { decideForNode } from '../admit/node-review.js';
+import type { SampleField } from '../../proto/sample-row.js';
+import { decideForNode } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../decide/usage-stats.js';
@@ -149,11 +149,9 @@ export class SummaryTable {
     const raw = record.raw;
     f.connected[slot] = record.streamId !== undefined ? 1 : 0;
     this.#receivedAtMs[slot] = record.receivedAtMs;
-    const row = record.latestRow;
-    const at = sampleAt();
-    f.hasSample[slot] = row ? 1 : 0;
+    f.hasSample[slot] = record.hasSample ? 1 : 0;
     // A node with no sample yet reads zeros, as the query API shows it.
-    const read = (field: SampleField) => (row ? row[at[field]]! : 0);
+    const read = (field: SampleField) => record.value(field);
     n.cpuUsageMillicores[slot] = read('cpuUsageMillicores');
     n.memoryWorkingSetBytes[slot] = read('memoryWorkingSetBytes');
     n.capacityCpuMillicores[slot] = read('capacity.cpuMillicores');

@@ -1,12 +1,13 @@
 // Live state of every node, in memory. The store only keeps: it accepts
-// samples (dropping duplicates and replays it already has), remembers the raw
-// allocatable the webhook saw, and tells listeners what changed. Deciding is
-// somebody else's job.
+// samples (dropping duplicates and replays it already has), remembers what
+// each node object says a decision needs (observe()), and tells listeners what
+// changed. Deciding is somebody else's job.
 import { EventEmitter } from 'node:events';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
-import { sampleAt, sampleRow } from '../../proto/sample-row.js';
+import { sampleAt, sampleRow, type SampleField } from '../../proto/sample-row.js';
+import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from './usage-window.js';
 
@@ -18,21 +19,19 @@ export class NodeRecord {
   streamId: number | undefined;
   lastSeq = 0;
   /**
-   * The newest sample's numbers, laid out by proto/sample-row.ts (read with
-   * sampleAt()); undefined before the first. Kept as numbers, not as the
-   * decoded object: every number written into an object the record has held
-   * for long was a new heap number that outlived scavenges until the next
-   * sample replaced it, most of what the main thread's scavenges copied at
-   * 10,000 agents (docs/benchmarks.md). Its pods are in `pods`.
+   * The newest sample's numbers, laid out by proto/sample-row.ts; undefined
+   * before the first. Kept as numbers, not as the decoded object, so the
+   * object dies young instead of being promoted with every heap number in it
+   * (docs/performance-log.md). Its pods are in `pods`. Read with value().
    */
-  latestRow: Float64Array | undefined = undefined;
+  #row: Float64Array | undefined = undefined;
   /** Gateway clock when the newest sample arrived. */
   receivedAtMs = 0;
   /** On the agent's timeline; as long as the longest policy window or calm period. */
   readonly window = new UsageWindow();
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
-  /** Raw allocatable, labels, caps and grant from the kubelet's last write, as the webhook saw them: the query API decides from these. */
+  /** Raw allocatable, labels, caps and grant the kubelet's next write will be decided from (observe()): the query API decides from these. */
   raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
   labels: Record<string, string> = {};
   nodeMaxRatio: NodeObservation['nodeMaxRatio'] = {};
@@ -47,10 +46,32 @@ export class NodeRecord {
 
   /** The newest sample as the query API shows it, made from its row on each read. */
   get latest(): Sample__Output | undefined {
-    if (!this.latestRow) return undefined;
-    const sample = sampleRow().read(this.latestRow, 0);
+    if (!this.#row) return undefined;
+    const sample = sampleRow().read(this.#row, 0);
     if (sample.podsIncluded) sample.pods = this.pods;
     return sample;
+  }
+
+  get hasSample(): boolean {
+    return this.#row !== undefined;
+  }
+
+  /** A field of the newest sample: 0 before the first, and for a nested message it lacked; bools 1 or 0. */
+  value(field: SampleField): number {
+    return this.#row ? this.#row[sampleAt()[field]]! : 0;
+  }
+
+  /** Keeps a decoded sample as the newest (its pods are the caller's to keep). */
+  setLatest(sample: Sample__Output): void {
+    this.#row ??= new Float64Array(sampleRow().width);
+    sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, this.#row, 0);
+  }
+
+  /** Keeps the sample at rows[at .. at + width) as the newest. */
+  setLatestRow(rows: Float64Array, at: number): void {
+    const width = sampleRow().width;
+    const row = (this.#row ??= new Float64Array(width));
+    for (let i = 0; i < width; i++) row[i] = rows[at + i]!;
   }
 }
 
@@ -68,11 +89,19 @@ interface StoreEvents {
   removed: [string];
 }
 
+/**
+ * Observations kept for nodes no agent reports for: bounded, since in local
+ * mode anyone who reaches the webhook port can name a node.
+ */
+const MAX_OBSERVED_WITHOUT_AGENT = 100_000;
+
 /** The point being added: the window copies its numbers, so one object serves every sample. */
 const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
 
 export class NodeStore extends EventEmitter<StoreEvents> {
   readonly #nodes = new Map<string, NodeRecord>();
+  /** observe()'s latest per node, agent or not. */
+  readonly #observed = new Map<string, { observed: StoredNodeObservation; atMs: number }>();
   #options: NodeStoreOptions;
 
   constructor(options: NodeStoreOptions) {
@@ -115,6 +144,8 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     if (!record) {
       record = new NodeRecord(name, instanceId, host, streamId);
       this.#nodes.set(name, record);
+      const seen = this.#observed.get(name);
+      if (seen) this.#apply(record, seen.observed, seen.atMs);
     } else {
       if (record.instanceId !== instanceId) {
         // A restarted agent numbers from 1 again; the usage history of the node stays valid.
@@ -139,12 +170,8 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   ingest(name: string, streamId: number, sample: Sample__Output, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, sample.seq);
     if (typeof record === 'string') return record;
-    // Copied into the record's row: the decoded message then dies young. Kept
-    // by reference, every sample outlived a scavenge and was promoted, and at
-    // 10,000 agents the old generation filled with dead samples (heap 400 MiB
-    // for 150 MiB live, long pauses).
-    record.latestRow ??= new Float64Array(sampleRow().width);
-    sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, record.latestRow, 0);
+    // Copied into the record's row: the decoded message then dies young.
+    record.setLatest(sample);
     if (sample.podsIncluded) record.pods = sample.pods;
     return this.#stored(record, nowMs);
   }
@@ -153,11 +180,9 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
-    const width = sampleRow().width;
-    const row = (record.latestRow ??= new Float64Array(width));
-    for (let i = 0; i < width; i++) row[i] = rows[at + i]!;
+    record.setLatestRow(rows, at);
     // A sample with pods crosses as an object: one here carried an empty list.
-    if (row[sampleAt().podsIncluded] === 1 && record.pods.length > 0) record.pods = [];
+    if (record.value('podsIncluded') === 1 && record.pods.length > 0) record.pods = [];
     return this.#stored(record, nowMs);
   }
 
@@ -182,14 +207,12 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return record;
   }
 
-  /** record.latestRow is the new sample: the rest of the record follows it. */
+  /** The record's newest sample is new: the rest of the record follows it. */
   #stored(record: NodeRecord, nowMs: number): 'stored' {
-    const row = record.latestRow!;
-    const at = sampleAt();
     record.receivedAtMs = nowMs;
 
     const window = record.window;
-    const timestampMs = row[at.timestampMs]!;
+    const timestampMs = record.value('timestampMs');
     const newestMs = window.newestMs() ?? timestampMs;
     // Samples arrive in seq order, so one that lies behind the whole window
     // means the agent's clock stepped back (an NTP fix, or one bad timestamp
@@ -199,25 +222,42 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     window.dropThrough(cut);
     if (cut === Infinity || timestampMs > cut) {
       POINT.timestampMs = timestampMs;
-      POINT.cpuMillicores = row[at.cpuUsageMillicores]!;
-      POINT.memoryBytes = row[at.memoryWorkingSetBytes]!;
-      POINT.cpuPressure = row[at['pressure.cpuSome.avg10']]!;
-      POINT.memoryPressure = row[at['pressure.memorySome.avg10']]!;
+      POINT.cpuMillicores = record.value('cpuUsageMillicores');
+      POINT.memoryBytes = record.value('memoryWorkingSetBytes');
+      POINT.cpuPressure = record.value('pressure.cpuSome.avg10');
+      POINT.memoryPressure = record.value('pressure.memorySome.avg10');
       window.add(POINT);
     }
     this.emit('updated', record);
     return 'stored';
   }
 
-  /** What the kubelet's last real write said about the node (raw allocatable, labels, caps, the grant it carried away). */
-  observe(name: string, observed: NodeObservation, nowMs: number): void {
+  /**
+   * What a node's next kubelet write will be decided from: raw allocatable
+   * (undefined: not established), labels, caps and the grant it carries. Kept
+   * for nodes whose agent has not connected yet too, and handed to the
+   * node's record when it does.
+   */
+  observe(name: string, observed: StoredNodeObservation, nowMs: number): void {
+    if (!this.#observed.has(name) && this.#observed.size >= MAX_OBSERVED_WITHOUT_AGENT && !this.#nodes.has(name)) return;
+    this.#observed.set(name, { observed, atMs: nowMs });
     const record = this.#nodes.get(name);
-    if (!record) return;
+    if (record) this.#apply(record, observed, nowMs);
+  }
+
+  /** The node object is gone (deleted): its observation goes with it. */
+  forgetObservation(name: string): void {
+    this.#observed.delete(name);
+    const record = this.#nodes.get(name);
+    if (record) this.#apply(record, { raw: undefined, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, 0);
+  }
+
+  #apply(record: NodeRecord, observed: StoredNodeObservation, nowMs: number): void {
     const { raw, labels } = observed;
-    const changed = record.raw?.cpuMillicores !== raw.cpuMillicores || record.raw.memoryBytes !== raw.memoryBytes || !sameLabels(record.labels, labels) ||
+    const changed = record.raw?.cpuMillicores !== raw?.cpuMillicores || record.raw?.memoryBytes !== raw?.memoryBytes || !sameLabels(record.labels, labels) ||
       record.nodeMaxRatio.cpu !== observed.nodeMaxRatio.cpu || record.nodeMaxRatio.memory !== observed.nodeMaxRatio.memory ||
       !sameGrant(record.lastGrant, observed.lastGrant);
-    record.raw = { ...raw, seenAtMs: nowMs };
+    record.raw = raw && { ...raw, seenAtMs: nowMs };
     record.labels = labels;
     record.nodeMaxRatio = observed.nodeMaxRatio;
     record.lastGrant = observed.lastGrant;
@@ -263,17 +303,15 @@ function sameLabels(a: Record<string, string>, b: Record<string, string>): boole
 }
 
 export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefined {
-  const row = record.latestRow;
-  if (!row) return undefined;
-  const at = sampleAt();
+  if (!record.hasSample) return undefined;
   return {
     ageMs: Math.max(0, nowMs - record.receivedAtMs),
     window: record.window,
-    capacityMemoryBytes: row[at['capacity.memoryBytes']]!,
+    capacityMemoryBytes: record.value('capacity.memoryBytes'),
     requests: {
-      cpuMillicores: row[at['requests.cpuMillicores']]!,
-      memoryBytes: row[at['requests.memoryBytes']]!,
-      known: row[at['requests.known']] === 1,
+      cpuMillicores: record.value('requests.cpuMillicores'),
+      memoryBytes: record.value('requests.memoryBytes'),
+      known: record.value('requests.known') === 1,
     },
   };
 }

@@ -91,13 +91,13 @@ export interface FakeNode {
 
 export async function fakeNode(
   name: string,
-  opts: { labels?: Record<string, string>; raw?: { cpu: string; memory: string }; usage?: FakeUsage; taints?: V1Taint[]; create?: boolean } = {},
+  opts: { labels?: Record<string, string>; annotations?: Record<string, string>; raw?: { cpu: string; memory: string }; usage?: FakeUsage; taints?: V1Taint[]; create?: boolean } = {},
 ): Promise<FakeNode> {
   const raw = opts.raw ?? { cpu: '4', memory: '8Gi' };
   if (opts.create !== false) {
     await core().createNode({
       body: {
-        metadata: { name, labels: { 'kubernetes.io/hostname': name, type: 'kwok', ...opts.labels }, annotations: { 'kwok.x-k8s.io/node': 'fake' } },
+        metadata: { name, labels: { 'kubernetes.io/hostname': name, type: 'kwok', ...opts.labels }, annotations: { 'kwok.x-k8s.io/node': 'fake', ...opts.annotations } },
         spec: { ...(opts.taints && { taints: opts.taints }) },
         status: kubeletStatus(raw),
       },

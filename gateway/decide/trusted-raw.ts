@@ -11,7 +11,7 @@
 // verifies (grant-proof.ts). Whatever cannot be established leaves the write
 // untouched: no grant is computed from an unverified number.
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
-import { MAX_INT64, type Allocatable, type PreviousGrant } from '../decide/policy.js';
+import { MAX_INT64, type Allocatable, type PreviousGrant } from './policy.js';
 import type { GrantProof, ProofCheck } from './grant-proof.js';
 
 export const ANNOTATION = {

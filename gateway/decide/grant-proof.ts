@@ -8,7 +8,7 @@
 // is never above the grant, so a replayed record of the same node can only
 // make raw look smaller, never larger: it cannot lift a grant past cap x raw.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { Allocatable } from '../decide/policy.js';
+import type { Allocatable } from './policy.js';
 
 export const PROOF_VERSION = 'v1';
 
