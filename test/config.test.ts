@@ -299,6 +299,7 @@ describe('loadConfig accepts what the repository ships', () => {
     ['e2e trust', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--identity', 'trust-e2e', '--stale-after', '6s', ...unauthenticated]],
     ['e2e sidecar', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--sidecars', 'configmap', '--sidecar-namespace', 't', '--lease-namespace', 't', ...unauthenticated]],
     ['e2e auth', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--grpc-tls', 'on', '--auth', 'kubernetes', '--agent-service-accounts', 'ns/oversell-agent', '--sidecars', 'none']],
+    ['e2e decision-path: policy flags with a kubeconfig', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--identity', 'path-e2e', '--max-ratio-cpu', '2', '--max-ratio-memory', '1.5', '--hysteresis', '0.1', ...unauthenticated]],
     ['e2e install replicas (TLS in a Secret)', ['--bind-address', '127.0.0.1', '--webhook-port', '1', '--grpc-port', '2', '--metrics-port', '3', ...KUBECONFIG, '--policies', 'flags', '--lease-namespace', 'ns', '--identity', 'a', '--tls-secret', 'ns/tls', '--webhook-configuration', 'w', ...unauthenticated]],
   ];
   for (const [name, argv] of rows) it(name, () => assert.ok(load(argv)));
