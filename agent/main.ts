@@ -1,94 +1,70 @@
 #!/usr/bin/env node
 // oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
-// streams it to the gateway.
-import { hostname } from 'node:os';
+// streams it to the gateway. The flags are in flags.ts, what they mean together in config.ts.
+import { CommanderError } from 'commander';
 import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
-import { durationFlag, flag, numberFlag, parsed, program, stopOnSignals } from '../lib/cli.js';
-import { parseDuration } from '../lib/duration.js';
+import { stopOnSignals } from '../lib/cli.js';
 import { gatewayConnection } from './stream/gateway-connection.js';
-import { createLogger } from '../lib/log.js';
+import { createLogger, type Logger } from '../lib/log.js';
 import { startAgent } from './agent.js';
 import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
 import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
 import { detectCgroupLayout } from './sample/cgroup-layout.js';
 import { readHostFacts } from './sample/host-facts.js';
+import { AgentConfigError, loadAgentConfig, type AgentConfig } from './config.js';
 
-const cmd = program('oversell-agent', 'Streams this node\'s real CPU, memory and pressure to the oversell gateway.')
-  .addOption(flag('--node-name <name>', 'node this agent reports for (downward API spec.nodeName)', 'NODE_NAME', hostname()))
-  .addOption(flag('--gateway <host:port,...>', 'gateway gRPC address(es); the agent streams to each', 'OVERSELL_GATEWAY', '127.0.0.1:50051'))
-  .addOption(flag('--gateway-discovery <namespace/service>', 'stream to every ready endpoint of this Service (its EndpointSlices); overrides --gateway', 'OVERSELL_GATEWAY_DISCOVERY'))
-  .addOption(flag('--proc-root <dir>', 'procfs of the host (e.g. /host/proc in a pod)', 'OVERSELL_PROC_ROOT', '/proc'))
-  .addOption(flag('--cgroup-root <dir>', 'cgroup mount of the host', 'OVERSELL_CGROUP_ROOT', '/sys/fs/cgroup'))
-  .addOption(durationFlag('--interval <duration>', 'sampling interval', 'OVERSELL_INTERVAL', '1s'))
-  .addOption(numberFlag('--pod-report-every <n>', 'send per-pod usage with every Nth sample', 'OVERSELL_POD_REPORT_EVERY', '10', 1))
-  .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))
-  .addOption(flag('--pods-file <file>', 'local mode: pods bound to this node, from a YAML/JSON file instead of a watch', 'OVERSELL_PODS_FILE'))
-  .addOption(flag('--metrics-address <host:port>', 'serve /metrics and /healthz here (empty: off)', 'OVERSELL_AGENT_METRICS_ADDRESS', '0.0.0.0:9091'))
-  .addOption(flag('--gateway-ca-file <file>', 'CA of the gateway\'s certificate (the oversell-gateway-ca ConfigMap); enables TLS', 'OVERSELL_GATEWAY_CA_FILE'))
-  .addOption(flag('--gateway-server-name <name>', 'name the gateway\'s certificate is checked against (replicas are dialled by IP)', 'OVERSELL_GATEWAY_SERVER_NAME'))
-  .addOption(flag('--token-file <file>', 'projected ServiceAccount token (audience oversell-gateway) sent on every stream; needs --gateway-ca-file', 'OVERSELL_TOKEN_FILE'))
-  .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));
+let config: AgentConfig;
+try {
+  config = loadAgentConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  createLogger('oversell-agent', err instanceof AgentConfigError ? err.logLevel : 'info').fatal({ err: (err as Error).message }, 'agent cannot start');
+  process.exit(2);
+}
+const log = createLogger('oversell-agent', config.logLevel);
 
-cmd.parse();
-const o = cmd.opts<{
-  nodeName: string; gateway: string; gatewayDiscovery?: string; procRoot: string; cgroupRoot: string; interval: number | string;
-  podReportEvery: number | string; kubeconfig?: string; podsFile?: string; logLevel: string; metricsAddress: string;
-  gatewayCaFile?: string; gatewayServerName?: string; tokenFile?: string;
-}>();
-const log = createLogger('oversell-agent', o.logLevel);
-
-const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST);
-function kubeAccess(): KubeAccess | undefined {
-  if (o.kubeconfig) return kubeconfigAccess(o.kubeconfig);
-  return inCluster ? inClusterAccess() : undefined;
+function kubeAccess(kube: AgentConfig['kube']): KubeAccess | undefined {
+  if (!kube) return undefined;
+  return kube.kind === 'kubeconfig' ? kubeconfigAccess(kube.file) : inClusterAccess();
 }
 
-async function podSource(kc: KubeAccess | undefined): Promise<PodSource> {
-  if (o.podsFile) return filePodSource(o.podsFile, log);
-  if (!kc) {
+async function podSource(pods: AgentConfig['pods'], kc: KubeAccess | undefined, nodeName: string, log: Logger): Promise<PodSource> {
+  if (pods.source === 'file') return filePodSource(pods.file, log);
+  if (pods.source === 'none' || !kc) {
     log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
     return noPodSource();
   }
-  return watchPodSource(kc, o.nodeName, log);
+  return watchPodSource(kc, nodeName, log);
 }
 
 try {
-  const intervalMs = parsed(o.interval, (s) => parseDuration(s, '--interval'));
-  const layout = detectCgroupLayout(o.cgroupRoot);
+  const layout = detectCgroupLayout(config.cgroupRoot);
   const host = await readHostFacts(layout).catch((err: unknown) => {
     log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
     return undefined;
   });
-  const kc = kubeAccess();
-  const discovery = o.gatewayDiscovery?.split('/');
-  if (o.gatewayDiscovery && (discovery?.length !== 2 || !kc)) {
-    throw new Error(`--gateway-discovery needs namespace/service and a cluster (in a pod or --kubeconfig), got ${JSON.stringify(o.gatewayDiscovery)}`);
-  }
+  const kc = kubeAccess(config.kube);
+  const { gateways } = config;
   const agent = startAgent({
-    nodeName: o.nodeName,
-    gatewayAddresses: discovery ? [] : o.gateway.split(',').map((a) => a.trim()).filter(Boolean),
-    procRoot: o.procRoot,
-    cgroupRoot: o.cgroupRoot,
-    intervalMs,
-    podReportEvery: Number(o.podReportEvery),
-    pods: await podSource(kc),
+    nodeName: config.nodeName,
+    gatewayAddresses: gateways.kind === 'addresses' ? gateways.addresses : [],
+    procRoot: config.procRoot,
+    cgroupRoot: config.cgroupRoot,
+    intervalMs: config.intervalMs,
+    podReportEvery: config.podReportEvery,
+    pods: await podSource(config.pods, kc, config.nodeName, log),
     log,
     ...(host && { host }),
-    connection: gatewayConnection({
-      ...(o.gatewayCaFile && { caFile: o.gatewayCaFile }),
-      ...(o.gatewayServerName && { serverName: o.gatewayServerName }),
-      ...(o.tokenFile && { tokenFile: o.tokenFile }),
-    }),
+    connection: gatewayConnection(config.connection),
   });
-  const watch = discovery && kc
-    ? await watchGatewayEndpoints(kc, discovery[0] ?? '', discovery[1] ?? '', (addresses) => agent.gateways.set(addresses), log)
+  const watch = gateways.kind === 'discovery' && kc
+    ? await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log)
     : undefined;
   let metricsServer: import('node:http').Server | undefined;
-  if (o.metricsAddress) {
-    const at = o.metricsAddress.lastIndexOf(':');
-    const bound = await agent.metrics.listen(o.metricsAddress.slice(0, at) || '0.0.0.0', Number(o.metricsAddress.slice(at + 1)));
+  if (config.metrics) {
+    const bound = await agent.metrics.listen(config.metrics.host || '0.0.0.0', config.metrics.port);
     metricsServer = bound.server;
-    log.info({ metrics: `${o.metricsAddress.slice(0, at)}:${bound.port}` }, 'agent metrics serving');
+    log.info({ metrics: `${config.metrics.host}:${bound.port}` }, 'agent metrics serving');
   }
   stopOnSignals(async () => {
     metricsServer?.close();

@@ -97,15 +97,6 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-export const GATEWAY_DEFAULTS = {
-  bindAddress: '0.0.0.0',
-  webhookPort: 8443,
-  grpcPort: 50051,
-  metricsPort: 9090,
-  forgetAfterMs: 600_000,
-  bodyLimitBytes: 4 * 1024 * 1024,
-};
-
 function bindGrpc(server: grpc.Server, address: string, credentials: grpc.ServerCredentials): Promise<number> {
   return new Promise((resolve, reject) => server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port))));
 }

@@ -1,6 +1,7 @@
 // Shared flag plumbing for the binaries: every flag has an environment variable
 // (for Kubernetes manifests) and appears in --help with its default.
-import { Command, InvalidArgumentError, Option } from 'commander';
+import type { EventEmitter } from 'node:events';
+import { Command, InvalidArgumentError, Option, type OutputConfiguration } from 'commander';
 import { parseDuration } from './duration.js';
 
 export function flag(spec: string, description: string, env: string, defaultValue?: string): Option {
@@ -32,8 +33,74 @@ export function parsed<T>(value: unknown, parse: (s: string) => T): T {
   return typeof value === 'string' ? parse(value) : (value as T);
 }
 
-export function program(name: string, description: string): Command {
-  return new Command(name).description(description).showHelpAfterError().allowExcessArguments(false);
+/** cmd: an existing command to define (parseArgs passes its own). */
+export function program(name: string, description: string, cmd = new Command()): Command {
+  return cmd.name(name).description(description).showHelpAfterError().allowExcessArguments(false);
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** What parseArgs read: the values, and whether the operator set each one (flag or environment) or it is the default. */
+export interface Args {
+  values: Record<string, unknown>;
+  /** True when the option was given on the command line or through its environment variable. */
+  given(key: string): boolean;
+  /** How the operator set it, for messages: "--tls-dir" or "--tls-dir (from OVERSELL_TLS_DIR)". */
+  named(key: string): string;
+}
+
+/** Commander reads process.env itself (Command._parseOptionsEnv); this reads the env it is given instead. */
+class EnvCommand extends Command {
+  env: Env = {};
+
+  _parseOptionsEnv(): void {
+    for (const option of this.options) {
+      const value = option.envVar === undefined ? undefined : this.env[option.envVar];
+      if (value === undefined) continue;
+      const key = option.attributeName();
+      // As commander: never over a value from the command line.
+      const source = this.getOptionValueSource(key);
+      if (this.getOptionValue(key) === undefined || source === 'default' || source === 'config' || source === 'env') {
+        // Commander's own listener: parses, and reports a bad value naming the variable.
+        (this as unknown as EventEmitter).emit(`optionEnv:${option.name()}`, value);
+      }
+    }
+  }
+}
+if (typeof (Command.prototype as unknown as Record<string, unknown>)._parseOptionsEnv !== 'function') {
+  throw new Error('commander no longer has Command._parseOptionsEnv: lib/cli.ts parseArgs cannot read the environment it is given; update EnvCommand');
+}
+
+/**
+ * Parses argv (without node and the script) with env standing for process.env,
+ * without exiting: a bad value or --help throws a CommanderError (exitCode says
+ * how to exit) after commander wrote its message to output (default: stdout/stderr).
+ */
+export function parseArgs(define: (cmd: Command) => Command, argv: readonly string[], env: Env, output?: OutputConfiguration): Args {
+  const cmd = new EnvCommand();
+  cmd.env = env;
+  define(cmd).exitOverride();
+  if (output) cmd.configureOutput(output);
+  cmd.parse([...argv], { from: 'user' });
+  const values = cmd.opts();
+  const options = new Map(cmd.options.map((o) => [o.attributeName(), o]));
+  const option = (key: string) => {
+    const o = options.get(key);
+    if (!o) throw new Error(`no option ${key}`);
+    return o;
+  };
+  return {
+    values,
+    given: (key) => {
+      option(key);
+      const source = cmd.getOptionValueSource(key);
+      return source === 'cli' || source === 'env';
+    },
+    named: (key) => {
+      const o = option(key);
+      return cmd.getOptionValueSource(key) === 'env' ? `${o.long} (from ${o.envVar})` : String(o.long);
+    },
+  };
 }
 
 /** Ends the process on SIGINT/SIGTERM after stop() resolves, or after 10 s regardless. */

@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { AgentMetrics } from '../agent/metrics.js';
+import { defineAgentFlags } from '../agent/flags.js';
 import { GatewayMetrics } from '../gateway/metrics/metrics.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { AGENT_SERIES, GATEWAY_SERIES } from './helpers/metric-names.js';
@@ -403,10 +404,10 @@ describe('Prometheus-operator manifests (deploy/monitoring)', async () => {
     const container = obj(arr(get(ds, 'spec.template.spec.containers'), 'containers')[0], 'agent container');
 
     // The agent's metrics port: --metrics-address / OVERSELL_AGENT_METRICS_ADDRESS in the DaemonSet, else the flag's default.
-    const main = read('agent/main.ts').split('\n').find((l) => l.includes("'--metrics-address"));
-    const fromEnv = (Array.isArray(container.env) ? container.env : []).find((e) => get(e, 'name') === 'OVERSELL_AGENT_METRICS_ADDRESS');
-    const address = fromEnv ? String(get(fromEnv, 'value')) : /'([^']*:\d+)'/.exec(main ?? '')?.[1];
-    assert.ok(address, 'the agent\'s metrics address (flag default in agent/main.ts)');
+    const option = defineAgentFlags().options.find((o) => o.long === '--metrics-address');
+    const fromEnv = (Array.isArray(container.env) ? container.env : []).find((e) => get(e, 'name') === option?.envVar);
+    const address = fromEnv ? String(get(fromEnv, 'value')) : option?.defaultValue as string | undefined;
+    assert.ok(address, 'the agent\'s metrics address (flag default in agent/flags.ts)');
     const agentPort = Number(address.slice(address.lastIndexOf(':') + 1));
     assert.equal(agentPort, 9091);
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chooseTransport } from '../gateway/local-mode.js';
+import { chooseTransport } from '../gateway/config/local-mode.js';
 
 const work = mkdtempSync(join(tmpdir(), 'oversell-local-mode-'));
 after(() => rmSync(work, { recursive: true, force: true }));

@@ -17,7 +17,7 @@ import { matches } from '../gateway/decide/select-policy.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { listPolicySource, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { GATEWAY_DEFAULTS } from '../gateway/gateway.js';
+import { GATEWAY_DEFAULTS } from '../gateway/config/defaults.js';
 
 const sample = (seq: number): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,

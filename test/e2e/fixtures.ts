@@ -25,17 +25,21 @@ export interface GatewayProc extends Proc {
  */
 export const UNAUTHENTICATED_AGENTS = ['--auth', 'none', '--grpc-tls', 'off'];
 
-/** Gateway flags: one policy from flags unless a test passes ['--policies', 'crd', '--kubeconfig', ...]. */
+/**
+ * Gateway flags: one policy from flags (stale after 6 s, a 10 s window) unless a
+ * test passes ['--policies', 'crd', '--kubeconfig', ...]; then its OversellPolicies
+ * say both, and the gateway refuses the policy flags.
+ */
 export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls'), policyArgs: string[] = ['--policies', 'flags']): Promise<GatewayProc> {
   const p = ports ?? { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const crd = policyArgs[policyArgs.indexOf('--policies') + 1] === 'crd';
   const proc = run(`gateway-${p.grpc}`, 'gateway', [
     '--bind-address', '127.0.0.1',
     '--webhook-port', String(p.webhook),
     '--grpc-port', String(p.grpc),
     '--metrics-port', String(p.metrics),
     '--tls-dir', tlsDir,
-    '--stale-after', '6s',
-    '--window', '10s',
+    ...(crd ? [] : ['--stale-after', '6s', '--window', '10s']),
     ...policyArgs,
   ]);
   await proc.waitFor(/gateway serving/);

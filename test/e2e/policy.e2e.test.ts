@@ -25,7 +25,7 @@ async function poolNode(name: string, pool: string): Promise<FakeNode> {
 describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () => {
   before(async () => {
     await installPolicyCrd();
-    gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', '--stale-after', '6s', ...UNAUTHENTICATED_AGENTS]);
+    gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/);
     await objects().create(webhookFromDeploy(gateway, WEBHOOK));
   });

@@ -1,0 +1,186 @@
+// The gateway's configuration as one typed value, read from argv and an
+// environment without starting anything (table-tested in test/config.test.ts).
+// main.ts loads it and hands it to startFromConfig (gateway/start.ts).
+//
+// Local mode is a gateway with no kubeconfig in use (not in a pod, no
+// --kubeconfig): it can only take its policy from flags, its certificate from
+// files or its own CA, and cannot authenticate anyone. The types say so.
+import type { OutputConfiguration } from 'commander';
+import { join } from 'node:path';
+import { parseArgs, parsed, type Env } from '../../lib/cli.js';
+import { parseDuration } from '../../lib/duration.js';
+import { parseLabelSelector } from '../../lib/label-selector.js';
+import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
+import { chooseTransport } from './local-mode.js';
+import { defineGatewayFlags } from './flags.js';
+import { ignoredFlags } from './ignored-flags.js';
+import type { AuthConfig, CommonConfig, GatewayConfig, KubeSource, PoliciesConfig, SidecarsConfig, TlsConfig } from './types.js';
+import { GATEWAY_DEFAULTS } from './defaults.js';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  /** The --log-level asked for, to say this at (loadConfig sets it). */
+  logLevel = 'info';
+}
+
+const str = (v: unknown): string | undefined => (v === undefined ? undefined : String(v));
+
+function fraction(v: unknown, name: string): number {
+  const n = Number(v);
+  if (!(n > 0 && n <= 1)) throw new ConfigError(`${name} must be in (0, 1], got ${v}`);
+  return n;
+}
+
+export function onOff(v: unknown, name: string, dflt: boolean): boolean {
+  if (v === undefined) return dflt;
+  if (['on', 'true', '1'].includes(String(v))) return true;
+  if (['off', 'false', '0'].includes(String(v))) return false;
+  throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(v)}`);
+}
+
+function namespacedName(v: string, name: string): { namespace: string; name: string } {
+  const [namespace, n] = v.split('/');
+  if (!namespace || !n) throw new ConfigError(`${name} must be namespace/name, got ${JSON.stringify(v)}`);
+  return { namespace, name: n };
+}
+
+const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
+
+function flagsPolicy(o: Record<string, unknown>): Policy {
+  const p = DEFAULT_POLICY;
+  return {
+    ...p,
+    cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu') },
+    memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory') },
+    staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
+    windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
+    calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),
+    hysteresis: Number(o.hysteresis),
+  };
+}
+
+function tlsConfig(o: Record<string, unknown>, clusterInUse: boolean): TlsConfig {
+  const hosts = list(String(o.tlsHosts));
+  if (o.tlsCertFile || o.tlsKeyFile) {
+    if (!o.tlsCertFile || !o.tlsKeyFile) throw new ConfigError('--tls-cert-file and --tls-key-file go together: pass both, or neither for a self-managed certificate');
+    return { source: 'files', certFile: String(o.tlsCertFile), keyFile: String(o.tlsKeyFile) };
+  }
+  if (o.tlsSecret) {
+    const at = namespacedName(String(o.tlsSecret), '--tls-secret');
+    if (!clusterInUse) throw new ConfigError('--tls-secret needs a cluster: run in a pod or pass --kubeconfig');
+    return { source: 'secret', ...at, hosts, webhookConfiguration: String(o.webhookConfiguration ?? '') };
+  }
+  return { source: 'self-managed', dir: String(o.tlsDir), hosts };
+}
+
+/**
+ * Reads the gateway's flags from argv (without node and the script) and env
+ * (standing for process.env), checks every value and combination, and returns
+ * the configuration; starts nothing and reads no file. Throws ConfigError for a
+ * refused value or combination, and commander's CommanderError for a flag
+ * commander refuses or --help (after writing its text to output).
+ */
+export function loadConfig(argv: readonly string[], env: Env, output?: OutputConfiguration): GatewayConfig {
+  const args = parseArgs(defineGatewayFlags, argv, env, output);
+  const o = args.values;
+  try {
+    const config = build(o, env);
+    const refused = ignoredFlags(config, args);
+    if (refused.length > 0) {
+      throw new ConfigError(refused.length === 1 ? String(refused[0]) : `${refused.length} flags would be ignored:\n- ${refused.join('\n- ')}`);
+    }
+    return config;
+  } catch (err) {
+    const refusal = err instanceof ConfigError ? err : new ConfigError((err as Error).message, { cause: err });
+    refusal.logLevel = String(o.logLevel);
+    throw refusal;
+  }
+}
+
+function build(o: Record<string, unknown>, env: Env): GatewayConfig {
+  parseLabelSelector(String(o.optInSelector)); // a bad selector is refused whatever the mode
+  const kubeconfig = str(o.kubeconfig);
+  const kube: KubeSource | undefined = kubeconfig ? { kind: 'kubeconfig', file: kubeconfig } : env.KUBERNETES_SERVICE_HOST ? { kind: 'in-cluster' } : undefined;
+
+  const policySource = str(o.policies) ?? (kube ? 'crd' : 'flags');
+  if (policySource !== 'crd' && policySource !== 'flags') throw new ConfigError(`--policies must be "crd" or "flags", got ${JSON.stringify(policySource)}`);
+  if (policySource === 'crd' && !kube) throw new ConfigError('--policies crd needs a cluster: run in a pod or pass --kubeconfig (or --policies flags)');
+  const policies: PoliciesConfig = policySource === 'flags' ? { source: 'flags', policy: flagsPolicy(o) } : { source: 'crd' };
+
+  const leaseNamespace = String(o.leaseNamespace);
+  const sidecarSource = str(o.sidecars) ?? (o.sidecarTemplatesFile ? 'file' : kube ? 'configmap' : 'none');
+  const sidecarNamespace = String(o.sidecarNamespace ?? leaseNamespace);
+  const excludedNamespaces = [sidecarNamespace, leaseNamespace];
+  let sidecars: SidecarsConfig;
+  if (sidecarSource === 'none') sidecars = { source: 'none', excludedNamespaces };
+  else if (sidecarSource === 'file' && o.sidecarTemplatesFile) sidecars = { source: 'file', file: String(o.sidecarTemplatesFile), excludedNamespaces };
+  else if (sidecarSource === 'configmap' && kube) sidecars = { source: 'configmap', namespace: sidecarNamespace, excludedNamespaces };
+  else throw new ConfigError(`--sidecars must be "configmap" (needs a cluster), "file" (needs --sidecar-templates-file) or "none", got ${JSON.stringify(sidecarSource)}`);
+
+  const tls = tlsConfig(o, kube !== undefined);
+  const transport = chooseTransport(kube !== undefined, {
+    auth: str(o.auth),
+    grpcTls: o.grpcTls === undefined ? undefined : onOff(o.grpcTls, '--grpc-tls', false),
+    bindAddress: str(o.bindAddress),
+  }, GATEWAY_DEFAULTS.bindAddress);
+  if (transport.auth === 'kubernetes' && !kube) {
+    throw new ConfigError('--auth kubernetes needs a cluster: run in a pod or pass --kubeconfig (or --auth none for local mode)');
+  }
+  const common: CommonConfig = {
+    logLevel: String(o.logLevel),
+    bindAddress: transport.bindAddress,
+    webhookPort: Number(o.webhookPort),
+    grpcPort: Number(o.grpcPort),
+    ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
+    metricsPort: Number(o.metricsPort),
+    grpcTls: transport.grpcTls,
+    ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),
+    warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
+    warnings: transport.warning ? [transport.warning] : [],
+  };
+  const proofKeyFile = str(o.proofKeyFile);
+
+  if (!kube) {
+    // Refused above: crd policies, a Secret for TLS, configmap sidecars, kubernetes auth.
+    if (policies.source !== 'flags' || tls.source === 'secret' || sidecars.source === 'configmap') throw new Error('bug: a cluster-only source in local mode got past the checks');
+    return {
+      ...common,
+      mode: 'local',
+      policies,
+      tls,
+      proofKey: { source: 'file', file: proofKeyFile ?? join(String(o.tlsDir), 'proof.key') },
+      auth: { mode: 'none' },
+      sidecars,
+    };
+  }
+  const auth: AuthConfig = transport.auth === 'none'
+    ? { mode: 'none' }
+    : {
+      mode: 'kubernetes',
+      audience: String(o.agentAudience),
+      serviceAccounts: list(String(o.agentServiceAccounts ?? `${leaseNamespace}/oversell-agent`)),
+      tokenReviewsPerSecond: Number(o.tokenReviewsPerSecond),
+      tokenReviewsInFlight: Number(o.tokenReviewsInFlight),
+    };
+  const caConfigMap = String(o.caConfigmap ?? '');
+  return {
+    ...common,
+    mode: 'cluster',
+    kube,
+    cluster: {
+      leaseNamespace,
+      identity: String(o.identity),
+      statusWritesPerSecond: Number(o.statusWritesPerSecond),
+      optInSelector: String(o.optInSelector),
+      watchBoundPods: onOff(o.watchBoundPods, '--watch-bound-pods', true),
+    },
+    ...(caConfigMap && { caConfigMap }),
+    policies,
+    tls,
+    proofKey: proofKeyFile
+      ? { source: 'file', file: proofKeyFile }
+      : { source: 'secret', ...namespacedName(String(o.proofKeySecret ?? `${leaseNamespace}/oversell-gateway-proof-key`), '--proof-key-secret') },
+    auth,
+    sidecars,
+  };
+}

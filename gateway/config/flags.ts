@@ -1,0 +1,53 @@
+// The gateway's flags, each with its environment variable and default: the one
+// definition --help, loadConfig and the README check (test/readme-flags.test.ts) read.
+import { hostname } from 'node:os';
+import type { Command } from 'commander';
+import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
+import { DEFAULT_POLICY } from '../decide/policy.js';
+import { GATEWAY_DEFAULTS } from './defaults.js';
+
+const d = GATEWAY_DEFAULTS;
+const p = DEFAULT_POLICY;
+export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-gateway', 'Inflates node allocatable from live usage: agent ingest, admission webhook, query API.', cmd)
+  .addOption(flag('--bind-address <ip>', `address every listener binds (default: ${d.bindAddress} with a cluster, 127.0.0.1 in local mode, i.e. no kubeconfig in use)`, 'OVERSELL_BIND_ADDRESS'))
+  .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
+  .addOption(numberFlag('--grpc-port <port>', 'gRPC port (agent streams and query API)', 'OVERSELL_GRPC_PORT', String(d.grpcPort)))
+  .addOption(numberFlag('--agent-port <port>', 'also serve agent streams on this port, decoded on a thread of their own so the webhook and query API do not wait behind them (for large clusters: docs/benchmarks.md); unset: agents use --grpc-port', 'OVERSELL_AGENT_PORT', undefined))
+  .addOption(numberFlag('--metrics-port <port>', 'HTTP port of /healthz, /readyz and /metrics', 'OVERSELL_METRICS_PORT', String(d.metricsPort)))
+  .addOption(flag('--tls-cert-file <file>', 'serving certificate (PEM); with --tls-key-file, replaces the self-managed one', 'OVERSELL_TLS_CERT_FILE'))
+  .addOption(flag('--tls-key-file <file>', 'serving key (PEM)', 'OVERSELL_TLS_KEY_FILE'))
+  .addOption(flag('--tls-secret <namespace/name>', 'in a cluster: keep the CA and serving certificate in this Secret (created if absent, renewed before expiry)', 'OVERSELL_TLS_SECRET'))
+  .addOption(flag('--webhook-configuration <name>', 'with --tls-secret: MutatingWebhookConfiguration whose caBundle gets our CA (empty: none)', 'OVERSELL_WEBHOOK_CONFIGURATION', 'oversell'))
+  .addOption(flag('--tls-dir <dir>', 'where the self-managed CA and serving certificate live', 'OVERSELL_TLS_DIR', '.oversell/tls'))
+  .addOption(flag('--tls-hosts <list>', 'comma-separated DNS names and IPs of the self-managed certificate', 'OVERSELL_TLS_HOSTS',
+    'localhost,127.0.0.1,oversell-gateway,oversell-gateway.oversell,oversell-gateway.oversell.svc,oversell-gateway.oversell.svc.cluster.local'))
+  .addOption(numberFlag('--max-ratio-cpu <ratio>', 'cap on granted/raw allocatable for cpu', 'OVERSELL_MAX_RATIO_CPU', String(p.cpu.maxRatio), 1))
+  .addOption(numberFlag('--max-ratio-memory <ratio>', 'cap on granted/raw allocatable for memory', 'OVERSELL_MAX_RATIO_MEMORY', String(p.memory.maxRatio), 1))
+  .addOption(numberFlag('--target-cpu <fraction>', 'cpu utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_CPU', String(p.cpu.targetUtilization)))
+  .addOption(numberFlag('--target-memory <fraction>', 'memory utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_MEMORY', String(p.memory.targetUtilization)))
+  .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
+  .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
+  .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))
+  .addOption(numberFlag('--hysteresis <fraction>', 'hold back rises smaller than this fraction of the previous grant', 'OVERSELL_HYSTERESIS', String(p.hysteresis)))
+  .addOption(flag('--policies <source>', '"crd": OversellPolicy objects of the cluster; "flags": the flags above for every node (default: crd in a cluster or with --kubeconfig, else flags)', 'OVERSELL_POLICIES'))
+  .addOption(flag('--kubeconfig <file>', 'kubeconfig (default: in-cluster when running in a pod)', 'KUBECONFIG'))
+  .addOption(flag('--lease-namespace <ns>', 'namespace of the leader Lease (one replica writes node and policy status)', 'POD_NAMESPACE', 'oversell'))
+  .addOption(flag('--identity <name>', 'this replica in the leader election', 'POD_NAME', `${hostname()}-${process.pid}`))
+  .addOption(numberFlag('--status-writes-per-second <n>', 'rate limit of the gateway\'s own nodes/status writes', 'OVERSELL_STATUS_WRITES_PER_SECOND', '10', 0.1))
+  .addOption(flag('--watch-bound-pods <on|off>', 'with a cluster: watch the pods bound to every node, so bound requests come from the API server (they may then hold allocatable above the cap, as a kubelet restart needs); off: from the agents only, never past the cap (about 150 bytes per pod: 22 MiB at 150,000 pods)', 'OVERSELL_WATCH_BOUND_PODS', 'on'))
+  .addOption(flag('--opt-in-selector <selector>', 'nodes the webhook objectSelector sends (label selector); the status writer watches the same', 'OVERSELL_OPT_IN_SELECTOR', 'oversell.io/enabled=true'))
+  .addOption(flag('--sidecars <source>', 'sidecar templates for pod CREATE (/mutate/pods): "configmap" (ConfigMaps labelled oversell.io/sidecar-template=true in --sidecar-namespace), "file" (--sidecar-templates-file) or "none" (default: configmap in a cluster or with --kubeconfig, file with --sidecar-templates-file, else none)', 'OVERSELL_SIDECARS'))
+  .addOption(flag('--sidecar-namespace <ns>', 'namespace of the template ConfigMaps; never injected (default: --lease-namespace, the gateway\'s own)', 'OVERSELL_SIDECAR_NAMESPACE'))
+  .addOption(flag('--sidecar-templates-file <file>', 'with --sidecars file: YAML mapping template names to templates (docs/sidecars.md)', 'OVERSELL_SIDECAR_TEMPLATES_FILE'))
+  .addOption(flag('--grpc-tls <on|off>', 'serve gRPC (agents, query API) over TLS with the serving certificate (default: on whenever a kubeconfig is in use, in a pod or with --kubeconfig; off only in local mode)', 'OVERSELL_GRPC_TLS'))
+  .addOption(flag('--auth <mode>', '"kubernetes": agents prove their node with a projected ServiceAccount token (TokenReview) and query callers need RBAC on nodeusages.oversell.io (SubjectAccessReview); "none": local mode, anyone who reaches the port (default: kubernetes whenever a kubeconfig is in use, none only in local mode)', 'OVERSELL_AUTH'))
+  .addOption(flag('--proof-key-secret <namespace/name>', 'with a cluster: the Secret holding the key every replica signs its grants with, created if absent (default: <lease namespace>/oversell-gateway-proof-key)', 'OVERSELL_PROOF_KEY_SECRET'))
+  .addOption(flag('--proof-key-file <file>', 'the grant-signing key as a file (base64, at least 32 bytes), created if absent (default without a cluster: <tls dir>/proof.key)', 'OVERSELL_PROOF_KEY_FILE'))
+  .addOption(flag('--agent-audience <aud>', 'audience of the agents\' projected tokens', 'OVERSELL_AGENT_AUDIENCE', 'oversell-gateway'))
+  .addOption(numberFlag('--token-reviews-per-second <n>', 'TokenReviews the gateway may send the API server per second, agents and query callers together (a fifth reserved for callers accepted before); over it, callers get UNAVAILABLE and retry', 'OVERSELL_TOKEN_REVIEWS_PER_SECOND', '100', 1))
+  .addOption(numberFlag('--token-reviews-in-flight <n>', 'TokenReviews waiting for the API server at once, at most', 'OVERSELL_TOKEN_REVIEWS_IN_FLIGHT', '20', 1))
+  .addOption(flag('--agent-service-accounts <list>', 'comma-separated namespace/name of the ServiceAccounts agents run as (default: <lease namespace>/oversell-agent)', 'OVERSELL_AGENT_SERVICE_ACCOUNTS'))
+  .addOption(flag('--ca-configmap <name>', 'in a cluster: publish the CA of the serving certificate (no key) in this ConfigMap of the lease namespace, for agents to trust gRPC TLS (empty: off)', 'OVERSELL_CA_CONFIGMAP', 'oversell-gateway-ca'))
+  .addOption(flag('--webhook-client-ca-file <file>', 'require a client certificate from this CA on the webhook (the API server\'s admission client certificate; docs/security.md)', 'OVERSELL_WEBHOOK_CLIENT_CA_FILE'))
+  .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
+  .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));

@@ -1,0 +1,74 @@
+// The gateway's configuration, by mode: what loadConfig (config.ts) returns.
+import type { Policy } from '../decide/policy.js';
+
+/** Where the kubeconfig comes from: the pod's ServiceAccount, or a file. */
+export type KubeSource = { kind: 'in-cluster' } | { kind: 'kubeconfig'; file: string };
+
+export type FlagsPolicies = { source: 'flags'; policy: Policy };
+export type PoliciesConfig = FlagsPolicies | { source: 'crd' };
+
+export type FileTls = { source: 'files'; certFile: string; keyFile: string };
+export type SelfManagedTls = { source: 'self-managed'; dir: string; hosts: string[] };
+/** Kept in a Secret by the replicas; webhookConfiguration '' injects the CA nowhere. */
+export type SecretTls = { source: 'secret'; namespace: string; name: string; hosts: string[]; webhookConfiguration: string };
+export type TlsConfig = FileTls | SelfManagedTls | SecretTls;
+
+export type FileProofKey = { source: 'file'; file: string };
+export type ProofKeyConfig = FileProofKey | { source: 'secret'; namespace: string; name: string };
+
+export type NoAuth = { mode: 'none' };
+export type AuthConfig =
+  | NoAuth
+  | { mode: 'kubernetes'; audience: string; serviceAccounts: string[]; tokenReviewsPerSecond: number; tokenReviewsInFlight: number };
+
+/** excludedNamespaces: never injected, whatever the webhook configuration sends. */
+export type NoSidecars = { source: 'none'; excludedNamespaces: string[] };
+export type FileSidecars = { source: 'file'; file: string; excludedNamespaces: string[] };
+export type SidecarsConfig = NoSidecars | FileSidecars | { source: 'configmap'; namespace: string; excludedNamespaces: string[] };
+
+export interface CommonConfig {
+  logLevel: string;
+  bindAddress: string;
+  webhookPort: number;
+  grpcPort: number;
+  /** Agent streams on a port (and thread) of their own; undefined: on grpcPort. */
+  agentPort?: number;
+  metricsPort: number;
+  grpcTls: boolean;
+  webhookClientCaFile?: string;
+  warmupMs: number;
+  /** Said at start, loudly: settings that are allowed but open something up. */
+  warnings: string[];
+}
+
+export interface LocalConfig extends CommonConfig {
+  mode: 'local';
+  policies: FlagsPolicies;
+  tls: FileTls | SelfManagedTls;
+  proofKey: FileProofKey;
+  auth: NoAuth;
+  sidecars: NoSidecars | FileSidecars;
+}
+
+export interface ClusterConfig extends CommonConfig {
+  mode: 'cluster';
+  kube: KubeSource;
+  cluster: {
+    leaseNamespace: string;
+    identity: string;
+    statusWritesPerSecond: number;
+    optInSelector: string;
+    watchBoundPods: boolean;
+  };
+  /** ConfigMap of the lease namespace the CA is published in; undefined: not published. */
+  caConfigMap?: string;
+  policies: PoliciesConfig;
+  tls: TlsConfig;
+  proofKey: ProofKeyConfig;
+  auth: AuthConfig;
+  sidecars: SidecarsConfig;
+}
+
+export type GatewayConfig = LocalConfig | ClusterConfig;
+
+/** A value or combination the gateway refuses; the message says what to change. */
