@@ -67,6 +67,11 @@ describe('the npm package, installed with npm install -g', { timeout: 300_000 },
     assert.equal(existsSync(join(repo, 'npm-shrinkwrap.json')), false, 'postpack removed the shrinkwrap copy');
   });
 
+  it('has no install script of its own: it works the same where scripts are blocked', () => {
+    const { scripts = {} } = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+    assert.deepEqual(Object.keys(scripts).filter((k) => ['preinstall', 'install', 'postinstall'].includes(k)), []);
+  });
+
   it('installs production dependencies only, at the lockfile\'s versions', () => {
     const deps = readdirSync(join(installed, 'node_modules'));
     for (const dev of ['typescript', 'tsx', 'fast-check', 'autocannon', 'patch-package', 'esbuild']) assert.ok(!deps.includes(dev), `${dev} (a devDependency) is not installed`);
