@@ -3,9 +3,8 @@
 FROM node:22-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-COPY patches ./patches
-# Scripts stay off for the dependencies; our one patch (patches/) is applied by hand.
-RUN npm ci --ignore-scripts --no-audit --no-fund && npx patch-package --error-on-fail
+# Scripts stay off for the dependencies (the grpc-js decoder fix is applied at run time: lib/grpc-stream-decoder.ts).
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY proto ./proto
 COPY wire ./wire

@@ -319,7 +319,8 @@ Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kern
 - grpc-js's StreamDecoder kept each stream's last message pieces (slices of
   the DATA frame) until the stream's next message, a second later: 3.7 of
   the 4.7 MB sampled live on the ingest thread at 10,000 agents. A patch
-  (patches/, applied by patch-package; patches/README.md): the thread's
+  (then patch-package on the installed file; now
+  the same fix at run time, lib/grpc-stream-decoder.ts): the thread's
   scavenge p50 3.6-7.3 -> 2.1-3.5 ms, no mark-compact of its heap in the
   GetNode runs, gateway RSS max 440-443 -> 406-422 MiB (two pairs).
 - Where GetNode's tail is not: halving the main thread's scavenge pauses,

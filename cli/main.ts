@@ -13,12 +13,12 @@ import { renderDescribe, renderPolicies, renderTop, rowOfStatus, rowsOfSummaries
 const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kubectl oversell' : 'oversell')
   .description('Live node usage, raw and granted allocatable, and why, from the oversell gateway.')
   .addOption(new Option('--address <host:port>', 'gateway gRPC address (default: port-forward to the gateway Service of the current kubeconfig)').env('OVERSELL_ADDRESS'))
-  .addOption(new Option('--kubeconfig <file>', 'kubeconfig to find the gateway through').env('KUBECONFIG'))
+  .addOption(new Option('--kubeconfig <file>', 'kubeconfig to find the gateway through (default: ~/.kube/config, or in a pod its ServiceAccount; a $KUBECONFIG list is merged)').env('KUBECONFIG'))
   .addOption(new Option('-n, --namespace <ns>', 'namespace of the gateway Service').default('oversell'))
   .addOption(new Option('--service <name>', 'gateway Service').default('oversell-gateway'))
   .addOption(new Option('--ca-file <file>', 'CA of the gateway certificate (default through a kubeconfig: the oversell-gateway-ca ConfigMap)').env('OVERSELL_CA_FILE'))
   .addOption(new Option('--server-name <name>', 'name the gateway certificate is checked against (default: <service>.<namespace>.svc)'))
-  .addOption(new Option('--token <token>', 'bearer token for the query API, sent only over TLS (default: the kubeconfig user\'s token; \'\' sends none)').env('OVERSELL_TOKEN'))
+  .addOption(new Option('--token <token>', 'bearer token for the query API, sent only over TLS (default through a kubeconfig: its user\'s token, exec plugin or OIDC credential; \'\' sends none)').env('OVERSELL_TOKEN'))
   .addOption(new Option('--no-color', 'no colours (also when NO_COLOR is set or output is not a terminal)'))
   .showHelpAfterError();
 
@@ -37,7 +37,7 @@ async function withConnection<T>(fn: (c: Connection) => Promise<T>): Promise<T> 
     return await fn(c);
   } catch (err) {
     const e = err as grpc.ServiceError;
-    const message = err instanceof ConnectError ? err.message : typeof e.code === 'number' ? explainGrpcError(e, c?.target ?? '?') : (err as Error).message;
+    const message = err instanceof ConnectError ? err.message : typeof e.code === 'number' ? explainGrpcError(e, c?.target ?? '?', c?.noToken) : (err as Error).message;
     process.stderr.write(`error: ${message}\n`);
     return process.exit(1);
   } finally {

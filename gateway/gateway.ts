@@ -12,6 +12,7 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
+import { fixStreamDecoder, streamDecoderWarning } from '../lib/grpc-stream-decoder.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
 import { GrantProof } from './decide/grant-proof.js';
 import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
@@ -122,6 +123,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   let ready = false;
   let ingestThreadDown: string | undefined;
 
+  const unfixed = streamDecoderWarning(fixStreamDecoder());
+  if (unfixed) log.warn(unfixed);
   const maxReceiveMessageBytes = 4 * 1024 * 1024;
   const grpcServer = new grpc.Server({
     'grpc.max_receive_message_length': maxReceiveMessageBytes,

@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { createLogger } from '../../lib/log.js';
+import { fixStreamDecoder, streamDecoderWarning } from '../../lib/grpc-stream-decoder.js';
 import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
@@ -149,6 +150,9 @@ const service = agentStreamService({
   }),
 });
 
+// This thread's own copy of grpc-js: the main thread's fix does not reach it.
+const unfixed = streamDecoderWarning(fixStreamDecoder());
+if (unfixed) log.warn(unfixed);
 const server = new grpc.Server({
   'grpc.max_receive_message_length': data.maxReceiveMessageBytes,
   'grpc.keepalive_permit_without_calls': 1,
