@@ -1,6 +1,8 @@
 // docs/benchmarks.md from the saved results in bench/results/*.json, without
 // measuring anything: `npm run bench` calls it after a run, and
-// `node --import tsx bench/render.ts` rewrites the page from the files alone.
+// `node --import tsx bench/render.ts` rewrites the page from the files alone
+// (--check: exit 1 if the committed page is not what they give; --print: to
+// stdout; --repo DIR: another tree's results and page).
 // The page holds the tables and what they measure; how the figures came to be
 // goes to docs/performance-log.md, which nothing here writes.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -68,5 +70,19 @@ export function writeBenchmarks(repo = REPO): string {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  console.log(`wrote ${writeBenchmarks()}`);
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--repo');
+  const repo = at >= 0 ? args[at + 1] : REPO;
+  if (!repo) throw new Error('--repo needs a directory');
+  if (args.includes('--print')) {
+    process.stdout.write(renderBenchmarks(repo));
+  } else if (args.includes('--check')) {
+    const file = join(repo, 'docs/benchmarks.md');
+    if (!existsSync(file) || readFileSync(file, 'utf8') !== renderBenchmarks(repo)) {
+      console.error(`${file} is not what bench/results/*.json give: node --import tsx bench/render.ts`);
+      process.exit(1);
+    }
+  } else {
+    console.log(`wrote ${writeBenchmarks(repo)}`);
+  }
 }
