@@ -1,7 +1,6 @@
 // What the agent process itself costs the node, read only when scraped. These
 // replace prom-client's default collectors, whose event-loop-delay monitor
-// wakes the loop every 10 ms and, with its GC observer, cost the agent about
-// 6 millicores: more than half of its 10-millicore budget.
+// wakes the loop every 10 ms: an agent must not wake for its own metrics.
 import { readdirSync } from 'node:fs';
 import { CounterFunc, Gauge, type Registry } from './prometheus-text.js';
 

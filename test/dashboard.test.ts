@@ -463,22 +463,28 @@ describe('Prometheus-operator manifests (deploy/monitoring)', async () => {
     assert.ok(names.size >= 4);
   });
 
-  it('kustomization lists the monitors and generates the dashboard ConfigMap for the Grafana sidecar', () => {
-    const k = only('deploy/monitoring/kustomization.yaml', 'Kustomization');
-    assert.equal(k.namespace, 'oversell');
+  it('a kustomize Component lists the monitors and generates the dashboard ConfigMap for the Grafana sidecar', () => {
+    const k = only('deploy/monitoring/kustomization.yaml', 'Component');
+    assert.equal(k.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
+    // A Component's transformers apply to everything it is added to: no namespace, labels or generatorOptions of its own.
+    for (const key of ['namespace', 'labels', 'commonLabels', 'generatorOptions', 'patches']) assert.equal(k[key], undefined, `the Component sets ${key}`);
     assert.deepEqual([...arr(k.resources, 'resources')].sort(), ['podmonitor.yaml', 'prometheusrule.yaml', 'servicemonitor.yaml']);
     const gen = arr(k.configMapGenerator, 'configMapGenerator').map((g) => obj(g, 'generator'));
     assert.equal(gen.length, 1);
+    assert.equal(gen[0]!.namespace, 'oversell');
     assert.deepEqual(gen[0]!.files, ['grafana-dashboard.json']);
     assert.equal(get(gen[0], 'options.labels.grafana_dashboard'), '1');
-    assert.equal(get(k, 'generatorOptions.disableNameSuffixHash'), true, 'a stable name: no second copy of the dashboard uid');
+    assert.equal(get(gen[0], 'options.disableNameSuffixHash'), true, 'a stable name: no second copy of the dashboard uid');
     // Optional for oversell itself (the CRDs may be absent): not part of deploy/.
     assert.doesNotMatch(read('deploy/kustomization.yaml'), /monitoring/);
+    const overlay = only('deploy/overlays/monitoring/kustomization.yaml', 'Kustomization');
+    assert.deepEqual(overlay.components, ['../../monitoring']);
+    assert.equal(overlay.resources, undefined, 'overlays/monitoring is the monitoring objects alone');
   });
 
-  it('kubectl kustomize renders it (skipped without kubectl)', (t) => {
+  it('kubectl kustomize renders overlays/monitoring (skipped without kubectl)', (t) => {
     const kubectl = process.env.OVERSELL_KUBECTL ?? 'kubectl';
-    const r = spawnSync(kubectl, ['kustomize', repo + 'deploy/monitoring'], { encoding: 'utf8', maxBuffer: 16 << 20 });
+    const r = spawnSync(kubectl, ['kustomize', repo + 'deploy/overlays/monitoring'], { encoding: 'utf8', maxBuffer: 16 << 20 });
     if (r.error) {
       t.skip(`no kubectl (${kubectl})`);
       return;
@@ -498,6 +504,8 @@ describe('docs/metrics.md', () => {
   it('documents every series', () => {
     const doc = read('docs/metrics.md');
     for (const name of [...GATEWAY_SERIES, ...AGENT_SERIES]) assert.ok(doc.includes(`\`${name}\``), `docs/metrics.md lacks ${name}`);
-    assert.match(doc, /kubectl apply -k deploy\/monitoring/);
+    assert.match(doc, /kubectl apply -k deploy\/overlays\/monitoring/);
+    assert.match(doc, /components:\s*(\[|- )[^\]\n]*deploy\/monitoring\b/);
+    assert.match(doc, /monitoring\.enabled=true/);
   });
 });

@@ -1,9 +1,8 @@
 // A message as a row of numbers: every scalar field, depth first, with one
 // presence slot before each nested message. The ingest thread hands decoded
-// samples to the main thread this way. Structured-cloning a sample's ten
-// objects cost the main thread 3.3 µs of its 10.9 µs per sample at 10,000
-// agents, and copying the clone into the node's record another 1.35 µs
-// (docs/benchmarks.md). A row crosses as part of one Float64Array per batch
+// samples to the main thread this way, so the main thread neither
+// structured-clones a sample's ten objects nor copies them into the node's
+// record. A row crosses as part of one Float64Array per batch
 // and the store keeps it as it is (NodeRecord.latestRow), making the message
 // only when the query API asks. The layout comes from the loaded descriptor,
 // never from a copy by hand.

@@ -1,7 +1,7 @@
 // A codec for a message made only of repeated fields: a table sent column by
 // column (NodeSummaries). protobufjs handles each element of a packed field as
 // an operation of its own when encoding and makes a Long object per 64-bit
-// element when decoding: 10,000 rows of 24 columns took ~100 ms each way.
+// element when decoding.
 // These loops write and read the same wire format between plain arrays and
 // bytes. Field numbers and types come from the loaded descriptor, never from a
 // copy by hand; bytes are identical to protobufjs' (tested).

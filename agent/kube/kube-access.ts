@@ -1,7 +1,7 @@
 // How the agent reaches the API server, without @kubernetes/client-node: that
-// library costs the agent about 70 MiB of RSS (it loads every API model),
-// more than the whole agent may use on a node. The agent needs one list and
-// one watch, so it carries just the credentials for them: the in-cluster
+// library loads every API model, more memory than the whole agent may use on
+// a node. The agent needs one list and one watch, so it carries just the
+// credentials for them: the in-cluster
 // service account (token re-read on every request: projected tokens rotate),
 // or a kubeconfig with certificate, key, token and CA (files or inline data).
 import { readFileSync } from 'node:fs';

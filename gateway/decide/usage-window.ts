@@ -1,9 +1,6 @@
 // A node's recent usage points, oldest first, as numbers in one Float64Array
-// (five a point) rather than one object per point. At 10,000 nodes the objects
-// were ~610,000 points with three boxed doubles each, all live in the old
-// generation for every mark-compact to walk, and every decide() on the ingest
-// path (the summary table) read them scattered over the heap: its time there
-// was 3x the same decide() on one hot window (docs/benchmarks.md).
+// (five a point) rather than one object per point: no long-lived objects for
+// every mark-compact to walk, and a decide() reads a window from one place.
 
 export interface WindowPoint {
   /** Agent clock; the window is cut on the agent's own timeline so replays line up. */

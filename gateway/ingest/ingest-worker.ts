@@ -119,8 +119,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     if (!started || failed) return;
     failed = true;
     // The thread runs under the process's --max-old-space-size: a worker's
-    // resourceLimits do not apply beside that flag (V8's flag wins; a worker
-    // asked for 100 MB ran with 368 MB beside --max-old-space-size=320).
+    // resourceLimits do not apply beside that flag (V8's flag wins).
     const outOfMemory = (err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
     log.error(
       { err: err.message },

@@ -1,10 +1,9 @@
 // The columns `oversell top` shows (ListNodeSummaries), kept per node as the
-// store changes rather than computed per call. Walking 10,000 scattered
-// records and deciding each took ~45 ms a call, 5 ms more to sort them by
-// name (docs/benchmarks.md); here a sample writes its node's row while the
-// record is fresh in cache, with its decision made then (one decide() per
-// sample, a few µs), and a call copies rows in a name order kept between
-// calls. The numbers are those nodeStatus() gives for the same record (tested).
+// store changes rather than computed per call, so a call neither decides nor
+// sorts every node: a sample writes its node's row while the record is fresh
+// in cache, with its decision made then (one decide() per sample), and a call
+// copies rows in a name order kept between calls. The numbers are those
+// nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import type { SampleField } from '../../wire/sample-row.js';
 import { decideForNode } from '../decide/node-decision.js';

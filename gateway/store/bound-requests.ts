@@ -1,7 +1,7 @@
 // The requests of the pods the API server has bound to each node, as the
 // gateway's own watch sees them: the one source of bound requests no agent can
-// inflate. Only three numbers per pod are kept (about 150 bytes a pod: 22 MiB
-// for 150,000 pods, measured; a cache of whole pod objects took 521 MiB).
+// inflate. Only three numbers per pod are kept, never the pod object: the
+// view must stay small at cluster scale (docs/security.md gives its cost).
 // The store only keeps: bound-pods-watch.ts feeds it.
 
 export interface NodeRequests {

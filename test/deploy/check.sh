@@ -6,10 +6,13 @@
 #      PATH; built by scripts/cluster/build.sh if none), and from npm dclint, yaml,
 #      ajv, kubernetes-models, @kubernetes-models/cert-manager (test/deploy/tools,
 #      pinned by its lock file, installed into the cache, never into the repo)
-#   2. the chart's CRD is deploy/base/crd.yaml, byte for byte
-#   3. helm lint --strict, both certificate modes; invalid values are refused
-#   4. render: kubectl kustomize deploy/, overlays/self-managed, overlays/cert-manager;
-#      helm template, both modes, in namespace oversell and in another namespace
+#   2. the chart's copies are their sources, byte for byte: the CRD is
+#      deploy/base/crd.yaml, files/monitoring/* are deploy/monitoring/*
+#   3. helm lint --strict, both certificate modes, monitoring on; invalid values are refused
+#   4. render: kubectl kustomize deploy/, overlays/self-managed, overlays/cert-manager,
+#      deploy/ with the monitoring Component, overlays/monitoring; helm template,
+#      both modes, in namespace oversell and in another namespace, and with
+#      monitoring.enabled=true
 #   5. every rendered document (and every deploy/base/*.yaml) parses and passes
 #      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
 #      renders keep their promises (test/deploy/manifests.mjs: security context,
@@ -17,12 +20,15 @@
 #      NetworkPolicy ports, the caBundle-only ValidatingAdmissionPolicy, ...),
 #      every RBAC rule is a row of the table in docs/install.md and every row
 #      is granted, and kustomize and helm render the same objects, the same
-#      RBAC rules per subject and the same policies per mode
+#      RBAC rules per subject and the same policies per mode; with monitoring
+#      on, both render the same monitoring objects (same specs, the dashboard
+#      byte for byte), and none with it off
 #   6. docker-compose.yml against the Compose Specification schema (dclint)
 #   7. only with KUBECONFIG set: server-side dry-run apply of every render. This
 #      creates the Namespace "oversell" and the OversellPolicy CRD for real
 #      (server-side apply, field manager oversell-check), like the e2e suite;
-#      cert-manager.io objects are left out when the cluster lacks cert-manager.
+#      cert-manager.io objects are left out when the cluster lacks cert-manager,
+#      the renders with monitoring when it lacks the Prometheus operator's CRDs.
 #
 # Usage: test/deploy/check.sh        Env: KUBECONFIG (optional, see 7),
 #   OVERSELL_KUBECTL, OVERSELL_CACHE, OVERSELL_CHECK_OUT (keep the renders there).
@@ -84,11 +90,21 @@ ok "node $(node --version), dclint $("$TOOLS/node_modules/.bin/dclint" --version
 manifests() { node "$HERE/manifests.mjs" --tools "$TOOLS" "$@"; }
 select_docs() { node "$HERE/select.mjs" --tools "$TOOLS" "$@"; }
 
-# ------------------------------------------------------------ 2. chart CRD
-step "chart CRD = deploy/base/crd.yaml"
+# ------------------------------------------------------- 2. chart copies
+step "chart copies = their sources"
 cmp -s deploy/base/crd.yaml "$CHART/crds/oversellpolicies.yaml" ||
   die "deploy/helm/oversell/crds/oversellpolicies.yaml differs from deploy/base/crd.yaml: cp deploy/base/crd.yaml deploy/helm/oversell/crds/oversellpolicies.yaml"
-ok "identical"
+ok "crds/oversellpolicies.yaml = deploy/base/crd.yaml"
+# Helm reads files inside the chart only: the monitoring objects live in
+# deploy/monitoring (the kustomize Component) and the chart carries copies.
+MONITORING_FILES=(servicemonitor.yaml podmonitor.yaml prometheusrule.yaml grafana-dashboard.json)
+for f in "${MONITORING_FILES[@]}"; do
+  cmp -s "deploy/monitoring/$f" "$CHART/files/monitoring/$f" ||
+    die "deploy/helm/oversell/files/monitoring/$f differs from deploy/monitoring/$f: cp deploy/monitoring/{servicemonitor,podmonitor,prometheusrule}.yaml deploy/monitoring/grafana-dashboard.json deploy/helm/oversell/files/monitoring/"
+done
+extra="$(ls "$CHART/files/monitoring" | grep -vxF -f <(printf '%s\n' "${MONITORING_FILES[@]}") || true)"
+[[ -z "$extra" ]] || die "deploy/helm/oversell/files/monitoring/ has files deploy/monitoring does not ship: $extra"
+ok "files/monitoring/{${MONITORING_FILES[*]}} = deploy/monitoring/"
 
 # ---------------------------------------------------------------- 3. lint
 step "helm lint"
@@ -102,6 +118,10 @@ run "helm lint --strict (sidecar injection off)" "$HELM" lint --strict "$CHART" 
 run "helm lint --strict (sidecars failurePolicy Fail)" "$HELM" lint --strict "$CHART" --set sidecars.failurePolicy=Fail
 run "helm lint --strict (1 replica, webhook CIDRs, no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set gateway.replicas=1 --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}'
 run "helm lint --strict (no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set networkPolicy.enabled=false
+run "helm lint --strict (monitoring, extra labels)" "$HELM" lint --strict "$CHART" --set monitoring.enabled=true --set monitoring.labels.release=kube-prometheus-stack
+labelled="$("$HELM" template oversell "$CHART" --set monitoring.enabled=true --set monitoring.labels.release=kube-prometheus-stack)"
+[[ "$(grep -c 'release: kube-prometheus-stack' <<<"$labelled")" == 3 ]] || die "monitoring.labels must reach the ServiceMonitor, PodMonitor and PrometheusRule (and nothing else)"
+ok "monitoring.labels: on the ServiceMonitor, PodMonitor and PrometheusRule"
 one="$("$HELM" template oversell "$CHART" --set gateway.replicas=1)"
 if grep -q 'minDomains:' <<<"$one" || ! grep -q 'whenUnsatisfiable: DoNotSchedule' <<<"$one"; then die "gateway.replicas=1 must drop minDomains (a rolling update would otherwise never schedule its surge pod on one node) and keep the hard spread"; fi
 ok "gateway.replicas=1: spread kept, minDomains dropped"
@@ -127,6 +147,7 @@ ok "gateway.heapMb=640: the gateway runs with --max-old-space-size=640"
 refused "gateway.heapMb=0" --set gateway.heapMb=0
 refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'
 refused "networkPolicy.webhookFromCIDRs={not-a-cidr}" --set 'networkPolicy.webhookFromCIDRs={not-a-cidr}'
+refused "monitoring.enabled=maybe" --set monitoring.enabled=maybe
 
 # -------------------------------------------------------------- 4. render
 step "render"
@@ -142,6 +163,29 @@ for mode in self-managed cert-manager; do
       "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set certificates.mode=$mode > '$OUT/helm-$mode-$ns.yaml'"
   done
 done
+# Monitoring on: a kustomization as docs/metrics.md shows it (deploy/ plus the
+# Component; kustomize takes relative paths only), and Helm's switch.
+mkdir -p "$OUT/with-monitoring"
+printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+  "resources: [$(realpath --relative-to="$OUT/with-monitoring" "$REPO/deploy")]" \
+  "components: [$(realpath --relative-to="$OUT/with-monitoring" "$REPO/deploy/monitoring")]" > "$OUT/with-monitoring/kustomization.yaml"
+run "kubectl kustomize: deploy/ with components: [deploy/monitoring]" sh -c "'$KUBECTL' kustomize '$OUT/with-monitoring' > '$OUT/kustomize-self-managed-monitoring.yaml'"
+run "kubectl kustomize deploy/overlays/monitoring" sh -c "'$KUBECTL' kustomize deploy/overlays/monitoring > '$OUT/overlay-monitoring.yaml'"
+for ns in oversell ops; do
+  run "helm template -n $ns (monitoring.enabled=true)" sh -c \
+    "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set monitoring.enabled=true > '$OUT/helm-self-managed-$ns-monitoring.yaml'"
+done
+MONITORING_KINDS=ServiceMonitor,PodMonitor,PrometheusRule,ConfigMap
+select_docs --kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed-monitoring.yaml" > "$OUT/monitoring-from-component.yaml"
+select_docs --kinds "$MONITORING_KINDS" "$OUT/overlay-monitoring.yaml" > "$OUT/monitoring-from-overlay.yaml"
+[[ -z "$(select_docs --not-kinds "$MONITORING_KINDS" "$OUT/overlay-monitoring.yaml")" ]] || die "overlays/monitoring renders more than the monitoring objects"
+[[ -s "$OUT/monitoring-from-overlay.yaml" ]] && cmp -s "$OUT/monitoring-from-component.yaml" "$OUT/monitoring-from-overlay.yaml" ||
+  die "overlays/monitoring does not render the objects the Component adds to deploy/"
+ok "overlays/monitoring renders exactly the Component's objects"
+select_docs --not-kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed-monitoring.yaml" > "$OUT/rest-with-monitoring.yaml"
+select_docs --not-kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed.yaml" > "$OUT/rest-without-monitoring.yaml"
+cmp -s "$OUT/rest-with-monitoring.yaml" "$OUT/rest-without-monitoring.yaml" || die "the monitoring Component changes objects of deploy/ (a Component's transformers apply to everything it is added to)"
+ok "the monitoring Component adds objects and changes none of deploy/"
 
 # ------------------------------------------------------------ 5. documents
 step "documents parse and pass their schemas; renders keep their promises"
@@ -151,6 +195,8 @@ manifests --mode self-managed --namespace oversell kustomize="$OUT/kustomize-sel
 manifests --mode cert-manager --namespace oversell kustomize="$OUT/kustomize-cert-manager.yaml" helm="$OUT/helm-cert-manager-oversell.yaml" || die "cert-manager renders"
 manifests --mode self-managed --namespace ops helm-ops="$OUT/helm-self-managed-ops.yaml" || die "self-managed helm render in namespace ops"
 manifests --mode cert-manager --namespace ops helm-ops="$OUT/helm-cert-manager-ops.yaml" || die "cert-manager helm render in namespace ops"
+manifests --mode self-managed --namespace oversell --monitoring on kustomize-monitoring="$OUT/kustomize-self-managed-monitoring.yaml" helm-monitoring="$OUT/helm-self-managed-oversell-monitoring.yaml" || die "renders with monitoring"
+manifests --mode self-managed --namespace ops --monitoring on helm-ops-monitoring="$OUT/helm-self-managed-ops-monitoring.yaml" || die "helm render with monitoring in namespace ops"
 
 # -------------------------------------------------------------- 6. compose
 step "docker-compose.yml against the Compose Specification schema"
@@ -180,7 +226,13 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
     run "$f (as the e2e suite reads it) passes a server-side dry run" \
       "${K[@]}" apply --server-side --dry-run=server --force-conflicts --field-manager=oversell-check -f "$f"
   done
-  for r in kustomize-self-managed kustomize-cert-manager helm-self-managed-oversell helm-cert-manager-oversell; do
+  renders=(kustomize-self-managed kustomize-cert-manager helm-self-managed-oversell helm-cert-manager-oversell)
+  if "${K[@]}" get crd servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
+    renders+=(kustomize-self-managed-monitoring helm-self-managed-oversell-monitoring)
+  else
+    echo "  (no Prometheus operator CRDs in this cluster: the renders with monitoring are left out of the dry run)"
+  fi
+  for r in "${renders[@]}"; do
     select_docs --not-kinds Namespace,CustomResourceDefinition --not-groups "$not_groups" "$OUT/$r.yaml" > "$OUT/$r.rest.yaml"
     n="$(grep -c '^kind:' "$OUT/$r.rest.yaml")"
     run "$r: $n objects pass kubectl apply --server-side --dry-run=server" \

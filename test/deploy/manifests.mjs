@@ -10,10 +10,15 @@
 // rules to the same subjects, and ship the same NetworkPolicy and
 // ValidatingAdmissionPolicy. Every RBAC rule must be a row of the table in
 // docs/install.md ("What oversell may do in the cluster"), and every row of
-// that table for this mode must be rendered.
+// that table for this mode must be rendered. With --monitoring on, every
+// render has the monitoring objects (ServiceMonitor, PodMonitor,
+// PrometheusRule, the Grafana dashboard ConfigMap: kustomize's
+// deploy/monitoring Component, Helm's monitoring.enabled), pointing at the
+// gateway and agents of that render, and the renders agree on their specs
+// and the dashboard; with --monitoring off (the default) no render has any.
 //
 // Usage: node test/deploy/manifests.mjs --mode self-managed|cert-manager
-//          --namespace NS [--tools DIR] LABEL=FILE [LABEL=FILE...]
+//          --namespace NS [--monitoring on|off] [--tools DIR] LABEL=FILE [LABEL=FILE...]
 //        node test/deploy/manifests.mjs --parse-only [--tools DIR] FILE...
 //   DIR: where test/deploy/tools is installed (its node_modules has `yaml`).
 //   --parse-only: only that every document parses, is a well-formed object and
@@ -33,9 +38,10 @@ const opt = (name) => {
 const parseOnly = args.includes('--parse-only') && args.splice(args.indexOf('--parse-only'), 1).length > 0;
 const mode = opt('mode');
 const ns = opt('namespace');
+const monitoring = opt('monitoring') ?? 'off';
 const tools = opt('tools') ?? join(import.meta.dirname, 'tools');
-if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns)) {
-  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--tools DIR] LABEL=FILE...');
+if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns || !['on', 'off'].includes(monitoring))) {
+  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--monitoring on|off] [--tools DIR] LABEL=FILE...');
   console.error('       manifests.mjs --parse-only [--tools DIR] FILE...');
   process.exit(2);
 }
@@ -107,7 +113,10 @@ async function oversellPolicyValidator() {
   }
   return crdValidate;
 }
-const MODELS = { 'cert-manager.io': '@kubernetes-models/cert-manager/cert-manager.io' };
+const MODELS = {
+  'cert-manager.io': '@kubernetes-models/cert-manager/cert-manager.io',
+  'monitoring.coreos.com': '@kubernetes-models/prometheus-operator/monitoring.coreos.com',
+};
 async function schemaErrors(o) {
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
   if (group === 'oversell.io') {
@@ -235,6 +244,50 @@ function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
       check(where, r.from?.length > 0 && r.from.every((f) => f.namespaceSelector?.matchLabels?.['oversell.io/metrics'] === 'allowed' && !f.podSelector), `port ${ports.metrics} (metrics) only from namespaces labelled oversell.io/metrics=allowed`);
     }
     check(where, r.from?.length > 0 || p.join() === String(ports.webhook), 'only the webhook port is open to anywhere');
+  }
+}
+
+// ------------------------------------------------------------- monitoring
+const DASHBOARD_FILE = 'deploy/monitoring/grafana-dashboard.json';
+const isMonitoring = (o) => o.apiVersion.startsWith('monitoring.coreos.com/') || (o.kind === 'ConfigMap' && o.metadata.labels?.grafana_dashboard !== undefined);
+
+function verifyMonitoring(label, objects) {
+  const where = (o) => `${label} ${id(o)}`;
+  const found = objects.filter(isMonitoring);
+  if (monitoring === 'off') {
+    for (const o of found) fail(where(o), 'a monitoring object with monitoring off (it needs the Prometheus operator\'s CRDs)');
+    return;
+  }
+  const want = [`ServiceMonitor/${ns}/oversell-gateway`, `PodMonitor/${ns}/oversell-agent`, `PrometheusRule/${ns}/oversell`, `ConfigMap/${ns}/oversell-grafana-dashboard`];
+  check(label, found.map(id).sort().join() === want.slice().sort().join(), `monitoring objects ${found.map(id)} (want ${want})`);
+  const get = (kind) => found.find((o) => o.kind === kind);
+
+  const svc = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'oversell-gateway');
+  const sm = get('ServiceMonitor');
+  if (sm && svc) {
+    check(where(sm), matches(sm.spec.selector?.matchLabels, svc.metadata.labels), 'selects the Service oversell-gateway');
+    check(where(sm), sm.spec.namespaceSelector?.matchNames?.join() === ns, `namespaceSelector ${JSON.stringify(sm.spec.namespaceSelector)} (want ${ns})`);
+    check(where(sm), sm.spec.endpoints?.length === 1 && svc.spec.ports.some((p) => p.name === sm.spec.endpoints[0].port && p.name === 'metrics'), 'scrapes the Service port metrics');
+    // The headless Service for agents must yield no targets: it has no port of that name.
+    const headless = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'oversell-gateway-agents');
+    check(where(sm), !headless || !matches(sm.spec.selector?.matchLabels, headless.metadata.labels) || !headless.spec.ports.some((p) => p.name === 'metrics'), 'the agents\' headless Service yields no metrics targets');
+  }
+  const ds = objects.find((o) => o.kind === 'DaemonSet' && o.metadata.name === 'oversell-agent');
+  const pm = get('PodMonitor');
+  if (pm && ds) {
+    check(where(pm), matches(pm.spec.selector?.matchLabels, ds.spec.template.metadata.labels), 'selects the agent pods');
+    check(where(pm), pm.spec.namespaceSelector?.matchNames?.join() === ns, `namespaceSelector ${JSON.stringify(pm.spec.namespaceSelector)} (want ${ns})`);
+  }
+  const rule = get('PrometheusRule');
+  if (rule) {
+    const exprs = (rule.spec.groups ?? []).flatMap((g) => g.rules ?? []).map((r) => r.expr);
+    check(where(rule), exprs.length > 0, 'no rules');
+    for (const m of exprs.join('\n').matchAll(/namespace="([^"]*)"/g)) check(where(rule), m[1] === ns, `an alert matches namespace="${m[1]}" (want ${ns})`);
+  }
+  const cm = get('ConfigMap');
+  if (cm) {
+    check(where(cm), cm.metadata.labels?.grafana_dashboard === '1', 'label grafana_dashboard: "1" (Grafana\'s sidecar)');
+    check(where(cm), Object.keys(cm.data ?? {}).join() === 'grafana-dashboard.json' && cm.data['grafana-dashboard.json'] === readFileSync(join(REPO, DASHBOARD_FILE), 'utf8'), `data is ${DASHBOARD_FILE}, byte for byte`);
   }
 }
 
@@ -412,6 +465,7 @@ function verify(label, objects) {
     check(label, clusterWide.every((r) => r.apiGroups.join() === '' && r.resources.join() === 'pods' && r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))), 'agent: cluster-wide only pods get/list/watch');
   }
   verifyRbacTable(label, objects);
+  verifyMonitoring(label, objects);
   return objects;
 }
 
@@ -433,13 +487,13 @@ for (const a of args) {
   const [label, file] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, a];
   const before = failures;
   const objects = verify(label, await load(label, file));
-  console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects (${mode}, namespace ${ns})`);
+  console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects (${mode}, namespace ${ns}, monitoring ${monitoring})`);
   renders.push({
     label,
     ids: new Set(objects.filter((o) => o.kind !== 'Namespace').map(id)),
     rules: grantedRules(objects, ns),
     // Specs that must not drift between kustomize and Helm (labels differ, specs must not).
-    specs: new Map(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind)).map((o) => [id(o), canonical(o.spec)])),
+    specs: new Map(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind) || isMonitoring(o)).map((o) => [id(o), canonical(o.spec ?? o.data)])),
   });
 }
 // Same objects in every render of this mode (helm does not own the Namespace).
@@ -451,7 +505,7 @@ for (const r of renders.slice(1)) {
   // The same subject gets the same rules from either install path.
   for (const t of first.rules) if (!r.rules.has(t)) fail(`${r.label} vs ${first.label}`, `RBAC rule only in ${first.label}: ${t}`);
   for (const t of r.rules) if (!first.rules.has(t)) fail(`${r.label} vs ${first.label}`, `RBAC rule only in ${r.label}: ${t}`);
-  for (const [k, spec] of first.specs) if (r.specs.has(k) && r.specs.get(k) !== spec) fail(`${r.label} vs ${first.label}`, `${k}: spec differs`);
+  for (const [k, spec] of first.specs) if (r.specs.has(k) && r.specs.get(k) !== spec) fail(`${r.label} vs ${first.label}`, `${k}: spec (data, for a ConfigMap) differs`);
 }
 if (failures) {
   console.error(`manifests: ${failures} problem(s)`);

@@ -1,0 +1,59 @@
+// docs/benchmarks.md is generated: the committed page must be what the
+// benchmark writes from the committed results, and it only links to the
+// performance log, which the benchmark never writes. bench/render.ts runs as
+// a process (tests do not import bench/).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const repo = fileURLToPath(new URL('../', import.meta.url));
+const read = (path: string) => readFileSync(join(repo, path), 'utf8');
+const work = mkdtempSync(join(tmpdir(), 'oversell-benchdoc-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+const render = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'bench/render.ts'), ...args], { cwd: repo, encoding: 'utf8' });
+
+describe('docs/benchmarks.md', () => {
+  it('is exactly what bench/render.ts writes from bench/results/*.json (regenerate: node --import tsx bench/render.ts)', () => {
+    const r = render('--print');
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(read('docs/benchmarks.md'), r.stdout);
+    assert.equal(render('--check').status, 0);
+  });
+
+  it('follows the saved results: a changed figure changes the page, a missed target says missed', () => {
+    cpSync(join(repo, 'bench/results'), join(work, 'bench/results'), { recursive: true });
+    mkdirSync(join(work, 'docs'));
+    writeFileSync(join(work, 'docs/benchmarks.md'), read('docs/benchmarks.md'));
+    assert.equal(render('--check', '--repo', work).status, 0, 'a copy of the committed tree checks out');
+    const file = join(work, 'bench/results/webhook.json');
+    const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number>; targets: { met: boolean }[] };
+    r.figures.handler_cpu_us = 123456;
+    r.targets[0]!.met = false;
+    writeFileSync(file, JSON.stringify(r));
+    const stale = render('--check', '--repo', work);
+    assert.equal(stale.status, 1);
+    assert.match(stale.stderr, /is not what bench\/results\/\*\.json give/);
+    assert.equal(render('--repo', work).status, 0);
+    const page = readFileSync(join(work, 'docs/benchmarks.md'), 'utf8');
+    assert.match(page, /\| handler_cpu_us \| 123456 \|/);
+    assert.match(page, /\| \*\*missed\*\* \|/);
+    assert.equal(render('--check', '--repo', work).status, 0);
+  });
+
+  it('links to the performance log and carries none of its history', () => {
+    const page = read('docs/benchmarks.md');
+    const log = read('docs/performance-log.md');
+    assert.match(page, /\]\(performance-log\.md\)/);
+    // Every dated entry of the log is under a date heading, and none of it is on the page.
+    const dates = [...log.matchAll(/^## (\d{4}-\d{2}-\d{2})$/gm)].map((m) => m[1]);
+    assert.ok(dates.length >= 3, `date headings in the log: ${dates.join(', ')}`);
+    assert.deepEqual(dates, [...dates].sort(), 'log dates oldest first');
+    const entries = log.split('\n').filter((l) => l.startsWith('- ')).map((l) => l.slice(2, 60));
+    assert.ok(entries.length > 30);
+    for (const e of entries) assert.ok(!page.includes(e), `log entry on the generated page: ${e}`);
+  });
+});
