@@ -2,8 +2,9 @@
 // presence slot before each nested message. The ingest thread hands decoded
 // samples to the main thread this way, so the main thread neither
 // structured-clones a sample's ten objects nor copies them into the node's
-// record. A row crosses as part of one Float64Array per batch
-// and the store keeps it as it is (NodeRecord.latestRow), making the message
+// record (a third of the main thread's cost per sample: bench/message-row.ts,
+// docs/performance-log.md). A row crosses as part of one Float64Array per batch
+// and the store keeps it as it is (NodeRecord's newest sample), making the message
 // only when the query API asks. The layout comes from the loaded descriptor,
 // never from a copy by hand.
 import { fieldsOf } from './packed-columns.js';
