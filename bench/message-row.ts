@@ -36,7 +36,8 @@ if (isMainThread) {
   const results: Record<string, number[]> = { rows: [], objects: [], rowsThread: [], objectsThread: [] };
   let seqBase = 0;
   for (let p = 0; p < pairs; p++) {
-    for (const mode of (p % 2 === 0 ? ['rows', 'objects'] : ['objects', 'rows']) as const) {
+    const order: Array<'rows' | 'objects'> = p % 2 === 0 ? ['rows', 'objects'] : ['objects', 'rows'];
+    for (const mode of order) {
       // A worker does not inherit tsx's hooks on Node 20: it registers them itself.
       const worker = new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`, { eval: true, workerData: { mode, seqBase } });
       let applied = 0;

@@ -43,6 +43,8 @@ const allocatable = (n: V1Node) => ({
 describe('one decision path in a cluster: the query API shows what the webhook writes', { timeout: 8 * 60_000 }, () => {
   before(async () => {
     await core().createNamespace({ body: { metadata: { name: NS } } }).catch(() => {});
+    // Pods are refused until the controller-manager has made the namespace's default ServiceAccount.
+    await eventually(`${NS}/default ServiceAccount`, () => core().readNamespacedServiceAccount({ namespace: NS, name: 'default' }).catch(() => undefined));
     gateway = await startGatewayProcess(undefined, join(work, 'tls'), [
       '--policies', 'flags', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, '--identity', 'path-e2e',
       '--max-ratio-cpu', '2', '--max-ratio-memory', '1.5', '--hysteresis', '0.1', ...UNAUTHENTICATED_AGENTS,
