@@ -14,11 +14,8 @@ import { CoordinationV1Api, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { postHttps } from '../helpers/gateway.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
-import { ADMIN_KUBECONFIG, CLUSTER_SH, adminConfig, cluster, core, kubeletPatchStatus, kubeletStatus, objects } from './cluster.js';
-import {
-  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, pod, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
-  type FakeNode, type GatewayProc,
-} from './fixtures.js';
+import { ADMIN_KUBECONFIG, CLUSTER_SH, adminConfig, cluster, core, kubeletPatchStatus, kubeletStatus } from './cluster.js';
+import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const WEBHOOK = 'oversell-restart-e2e';
 const IDENTITY = 'e2e-restart-gateway';
@@ -117,7 +114,7 @@ describe('the API server restarted while oversell runs', { timeout: 10 * 60_000 
     ]);
     // A lease left by a gateway killed in another file expires within 15 s.
     await gateway.waitFor(/^leading/, 30_000);
-    await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+    await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     node = await fakeNode(NODE, { labels: { ...OPT_IN, ...POOL }, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
     // 3 cpu of 4 bound: the policy's 1.5x cap is what limits the grant (6), 2x later (8).
     for (let i = 0; i < 3; i++) await core().createNamespacedPod({ namespace: 'default', body: pod(`${NODE}-${i}`, '1', '1Gi', { nodeName: NODE }) });
@@ -131,7 +128,7 @@ describe('the API server restarted while oversell runs', { timeout: 10 * 60_000 
     cluster('start-component', 'apiserver'); // says "already running" when it is
     await node?.stop();
     await gateway?.kill(); // SIGTERM: the lease is handed back at once for the next file's gateway
-    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
+    await removeWebhook(WEBHOOK).catch(() => {});
     await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name: POLICY }).catch(() => {});
     for (let i = 0; i < 4; i++) await core().deleteNamespacedPod({ name: `${NODE}-${i}`, namespace: 'default', gracePeriodSeconds: 0 }).catch(() => {});
     await core().deleteNode({ name: NODE }).catch(() => {});

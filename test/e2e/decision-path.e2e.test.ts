@@ -14,12 +14,11 @@ import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSumm
 import { rowsOfSummaries } from '../../cli/render.js';
 import { milliValue, parseQuantity, value } from '../../lib/quantity.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
-import { ADMIN_KUBECONFIG, core, objects } from './cluster.js';
-import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, pod, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { ADMIN_KUBECONFIG, core } from './cluster.js';
+import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const NS = 'oversell-e2e-decision-path';
 const WEBHOOK = 'oversell-e2e-decision-path';
-const WEBHOOK_REF = { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } };
 const work = mkdtempSync(join(tmpdir(), 'oversell-e2e-path-'));
 let gateway: GatewayProc;
 const nodes: FakeNode[] = [];
@@ -50,10 +49,10 @@ describe('one decision path in a cluster: the query API shows what the webhook w
       '--max-ratio-cpu', '2', '--max-ratio-memory', '1.5', '--hysteresis', '0.1', ...UNAUTHENTICATED_AGENTS,
     ]);
     await gateway.waitFor(/^leading/, 30_000);
-    await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+    await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
   });
   after(async () => {
-    await objects().delete(WEBHOOK_REF).catch(() => {});
+    await removeWebhook(WEBHOOK).catch(() => {});
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     await core().deleteCollectionNamespacedPod({ namespace: NS, gracePeriodSeconds: 0 }).catch(() => {});

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import type { V1Node } from '@kubernetes/client-node';
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
-import { CLUSTER_SH, REPO, core, objects } from './cluster.js';
+import { CLUSTER_SH, REPO, core } from './cluster.js';
 import { gib } from '../../scripts/harness/bytes.js';
-import { GI, OPT_IN, fakeNode, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { GI, OPT_IN, fakeNode, installWebhook, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const POOL = { 'oversell-demo': 'pool' };
 const ROUNDS = Number(process.env.OVERSELL_DEMO_ROUNDS ?? '0'); // 0: until Ctrl-C
@@ -85,7 +85,7 @@ try {
   if (spawnSync('bash', [CLUSTER_SH, 'up'], { stdio: 'inherit' }).status !== 0) await stop(1);
 
   gateway = await startGatewayProcess();
-  await objects().create(webhookFromDeploy(gateway));
+  await installWebhook(webhookFromDeploy(gateway));
   console.log(`gateway on 127.0.0.1 (webhook ${gateway.ports.webhook}, gRPC ${gateway.ports.grpc}, metrics ${gateway.ports.metrics}); webhook registered from deploy/base/webhook.yaml`);
 
   const specs = [

@@ -54,6 +54,27 @@ export function webhookFromDeploy(gateway: GatewayProc, name?: string): V1Mutati
   return config;
 }
 
+const WEBHOOK_KIND = { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration' } as const;
+
+/**
+ * Creates the webhook configuration, first removing one of the same name that
+ * a run killed before its after hook left behind: a leftover must not fail
+ * this file with 409 AlreadyExists (nor keep acting on nodes meanwhile).
+ */
+export async function installWebhook(config: V1MutatingWebhookConfiguration): Promise<V1MutatingWebhookConfiguration> {
+  await removeWebhook(config.metadata?.name ?? '');
+  return (await objects().create({ ...WEBHOOK_KIND, ...config })) as V1MutatingWebhookConfiguration;
+}
+
+/** Deletes the webhook configuration if it exists, and waits until it is gone. */
+export async function removeWebhook(name: string): Promise<void> {
+  const ref = { ...WEBHOOK_KIND, metadata: { name } };
+  await objects().delete(ref).catch((err: { code?: number }) => {
+    if (err.code !== 404) throw err;
+  });
+  await eventually(`webhook configuration ${name} gone`, () => objects().read(ref).then(() => undefined, () => true), 30_000);
+}
+
 /**
  * Every webhook of the configuration to a local gateway port by URL, each keeping
  * its own path (/mutate/nodes, /mutate/pods): there is no kube-proxy to reach a Service.

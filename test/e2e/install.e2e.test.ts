@@ -4,12 +4,12 @@
 // replica through EndpointSlices, so losing one loses nothing.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { AdmissionregistrationV1Api, DiscoveryV1Api, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, AppsV1Api, DiscoveryV1Api, type CoreV1Event, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
-import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, pod, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, removeWebhook, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
 const NS = 'oversell';
@@ -83,12 +83,16 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     await spread?.stop();
     await a?.kill();
     await b?.kill();
-    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
+    await removeWebhook(WEBHOOK).catch(() => {});
     // A failed install test must not leave the installed webhooks (the required-pods entry fails closed) to the next test file.
     if (appliedDeploy) {
       try {
         cluster('kubectl', 'delete', '-k', join(REPO, 'deploy'), '--wait=false', '--ignore-not-found');
-      } catch { /* already gone */ }
+      } catch { /* some kinds already gone (the CRD before its policy): the rest is deleted below */ }
+      // Whatever kubectl left (it stops at the first kind it cannot map), by name: the next file creates its own webhooks.
+      await removeWebhook('oversell').catch(() => {});
+      await core().deleteNamespace({ name: NS }).catch(() => {});
+      await eventually('the install namespace to be gone', () => core().readNamespace({ name: NS }).then(() => undefined, () => true), 120_000, 500).catch(() => {});
     }
   });
 
@@ -96,7 +100,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     // The webhook as installed: no caBundle yet.
     const config = webhookFromDeploy({ ports: { webhook: 1, grpc: 0, metrics: 0 }, ca: '' } as never, WEBHOOK);
     for (const h of config.webhooks ?? []) delete h.clientConfig.caBundle;
-    await objects().create(config);
+    await installWebhook(config);
     a = await replica('replica-a');
     const secret = await core().readNamespacedSecret({ namespace: NS, name: SECRET });
     const ca = Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString();
@@ -163,7 +167,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
   it('kubectl apply -k deploy/ installs (one agent pod per node, caBundle injected); kubectl delete -k removes it and the next kubelet write is raw', async () => {
     const kubectl = (...args: string[]) => cluster('kubectl', ...args);
     // Our test webhook goes first: from now on only the installed one acts.
-    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } });
+    await removeWebhook(WEBHOOK);
     try {
       kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
     } catch {
@@ -173,11 +177,17 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     }
     appliedDeploy = true;
     const nodeNames = (await core().listNode()).items.map((n) => n.metadata?.name ?? '').sort();
+    // 25 s for the whole test on a warm machine; a cold controller-manager has been seen to take longer.
     const agents = await eventually('one agent pod per node', async () => {
       const pods = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-agent' })).items;
       const on = pods.map((p) => p.spec?.nodeName ?? '').filter(Boolean).sort();
       return on.length === nodeNames.length ? on : undefined;
-    }, 60_000);
+    }, 120_000).catch(async (err: Error) => {
+      // Say what the DaemonSet controller did, so a failure here can be read from the CI log.
+      const ds = await adminConfig().makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NS, name: 'oversell-agent' }).catch((e: Error) => e.message);
+      const events = (await core().listNamespacedEvent({ namespace: NS }).catch(() => ({ items: [] as CoreV1Event[] }))).items.map((e) => `${e.involvedObject.kind}/${e.involvedObject.name}: ${e.reason} ${e.message}`);
+      throw new Error(`${err.message}; nodes ${nodeNames.join(', ')}; DaemonSet status ${JSON.stringify(typeof ds === 'string' ? ds : ds.status)}; events:\n${events.join('\n')}`);
+    });
     assert.deepEqual(agents, nodeNames);
     // The gateway's replicas run on different nodes or not at all (DoNotSchedule,
     // minDomains 2): with a second untainted node here, both are scheduled, each on its own.

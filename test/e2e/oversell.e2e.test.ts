@@ -9,9 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { loadAllYaml, PatchStrategy, type KubernetesObject, type V1DaemonSet, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { REPO, core, kubeletCredentials, kubeletRegister, kubeletStatus, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, hookNamed, pod, podsOn, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { GI, OPT_IN, eventually, fakeNode, hookNamed, installWebhook, pod, podsOn, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 let gateway: GatewayProc;
+const WEBHOOK = 'oversell-e2e';
 const nodes: FakeNode[] = [];
 
 async function node(name: string, opts: Parameters<typeof fakeNode>[1] = {}): Promise<FakeNode> {
@@ -35,11 +36,11 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
   after(async () => {
     for (const n of nodes) await n.stop();
     await gateway?.kill();
-    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }).catch(() => {});
+    await removeWebhook(WEBHOOK).catch(() => {});
   });
 
   it('1. registers the webhook from deploy/: Ignore, short timeout, opt-in by label, status UPDATE + node CREATE', async () => {
-    const created = await objects().create(webhookFromDeploy(gateway));
+    const created = await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     const stored = (await objects().read({
       apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: created.metadata?.name ?? '' },
     })) as V1MutatingWebhookConfiguration;

@@ -3,11 +3,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
-import { ADMIN_KUBECONFIG, core, objects } from './cluster.js';
-import {
-  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, pod, policyObject, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy,
-  type FakeNode, type GatewayProc,
-} from './fixtures.js';
+import { ADMIN_KUBECONFIG, core } from './cluster.js';
+import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, policyObject, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const WEBHOOK = 'oversell-policy-e2e';
 
@@ -27,13 +24,13 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     await installPolicyCrd();
     gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/);
-    await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+    await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
   });
 
   after(async () => {
     for (const n of nodes) await n.stop();
     await gateway?.kill();
-    await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }).catch(() => {});
+    await removeWebhook(WEBHOOK).catch(() => {});
     for (const name of ['pool-a', 'pool-p']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
   });
 

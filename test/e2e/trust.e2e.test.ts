@@ -13,10 +13,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { sumRequests } from '../../lib/pod-requests.js';
 import { formatMilli } from '../../lib/quantity.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, core, kubeletPatchStatus, kubeletStatus, objects } from './cluster.js';
-import {
-  OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, pod, podsOn, startGatewayProcess, webhookFromDeploy,
-  type FakeNode, type GatewayProc,
-} from './fixtures.js';
+import { OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, podsOn, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const NS = 'oversell-e2e-trust';
 const WEBHOOK = 'oversell-e2e-trust';
@@ -90,8 +87,8 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
       '--stale-after', '6s', ...UNAUTHENTICATED_AGENTS,
     ]);
     await gateway.waitFor(/^leading/, 30_000);
-    await objects().create(webhookFromDeploy(gateway, WEBHOOK));
-    cleanups.push(() => objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } }));
+    await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
+    cleanups.push(() => removeWebhook(WEBHOOK));
   });
   after(async () => {
     for (const n of nodes) await n.stop();
@@ -142,7 +139,7 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
       });
     } finally {
       await objects().delete({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: WEBHOOK } });
-      await objects().create(webhookFromDeploy(gateway, WEBHOOK));
+      await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     }
     await eventually('the kubelet\'s own write inflated again (the API server reloads the configuration)', async () => (cpuOf(await n.heartbeat()) === '8' ? true : undefined));
   });
