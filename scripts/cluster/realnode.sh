@@ -91,7 +91,7 @@ build_nodeutil() {
   say "built nodeutil + pause/probe images in $(( $(date +%s) - t0 ))s ($d)"
 }
 
-ctr_() { ctr --address "$CTR_SOCK" --namespace k8s.io "$@"; }
+ctr_() { ctr --address "$CTR_SOCK" --connect-timeout 3s --namespace k8s.io "$@"; }
 
 # --------------------------------------------------------------- host state
 sysctl_path() { echo "/proc/sys/${1//.//}"; }
@@ -328,7 +328,7 @@ start_node_component() { # component
 node_healthy() { # component
   local out
   case "$1" in
-    containerd) ctr --address "$CTR_SOCK" version >/dev/null 2>&1 ;;
+    containerd) [[ -S "$CTR_SOCK" ]] && ctr --address "$CTR_SOCK" --connect-timeout 3s version >/dev/null 2>&1 ;;
     kubelet) out="$(curl -sS --max-time 5 "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" 2>/dev/null)" && [[ "$out" == ok ]] ;;
     kube-proxy) curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$KUBE_PROXY_HEALTHZ_PORT/healthz" 2>/dev/null | grep -q 200 ;;
     apiserver-forward) curl -sS --max-time 5 --cacert "$PKI/ca.crt" --resolve "kubernetes:$APISERVER_PORT:$NODE_IP" \
@@ -451,7 +451,7 @@ EOF
 # runc's state dir is ours, so `runc --root` finds what is left.
 kill_containers() {
   local id n=0
-  if node_healthy containerd; then
+  if is_ours containerd "$(pid_of containerd)" && node_healthy containerd; then
     for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; n=$((n + 1)); done
     for ((i = 0; i < 50; i++)); do
       [[ -z "$(ctr_ tasks ls 2>/dev/null | awk 'NR > 1 && $3 != "STOPPED"')" ]] && break; sleep 0.1
@@ -459,12 +459,25 @@ kill_containers() {
     for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$id" >/dev/null 2>&1 || true; done
     for id in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$id" >/dev/null 2>&1 || true; done
   fi
-  if [[ -d "$NODE_DIR/runc" ]]; then
-    for id in $(runc --root "$NODE_DIR/runc" list -q 2>/dev/null); do
-      runc --root "$NODE_DIR/runc" kill "$id" KILL >/dev/null 2>&1 || true
-      runc --root "$NODE_DIR/runc" delete --force "$id" >/dev/null 2>&1 || true
+  # The runc shim keeps its state in <Root>/<containerd namespace>.
+  local root
+  for root in "$NODE_DIR"/runc/*/; do
+    [[ -d "$root" ]] || continue
+    for id in $(runc --root "$root" list -q 2>/dev/null); do
+      runc --root "$root" kill "$id" KILL >/dev/null 2>&1 || true
+      runc --root "$root" delete --force "$id" >/dev/null 2>&1 || true
       n=$((n + 1))
     done
+  done
+  # Last resort: every process in a kubepods cgroup the node created.
+  if [[ -f "$HOST_BEFORE/cgroups" ]] && ! grep -q . "$HOST_BEFORE/cgroups"; then
+    local pids; pids="$( { find /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null || true; } | sort -u)"
+    if [[ -n "$pids" ]]; then
+      # shellcheck disable=SC2086
+      kill -KILL $pids 2>/dev/null || true
+      say "killed $(wc -w <<<"$pids") leftover processes in kubepods cgroups"
+      sleep 0.5
+    fi
   fi
   (( n > 0 )) && say "killed $n containers/tasks"
   # Shims of our containerd (their -address is our socket) outlive it.
@@ -526,7 +539,12 @@ node_down() {
       rm -rf --one-file-system "$c" && say "removed $c (created by the node)"
     done
   fi
-  # libcni's result cache of our network (containerd keeps it in /var/lib/cni).
+  # libcni's result cache of our sandboxes (containerd keeps it in /var/lib/cni):
+  # networks "oversell" and "cni-loopback", named <network>-<sandbox id>-<if>.
+  local sb
+  for sb in "$NODE_DIR"/containerd/{root,state}/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [[ -e "$sb" ]] && rm -f /var/lib/cni/results/*-"$(basename "$sb")"-* 2>/dev/null
+  done
   rm -f /var/lib/cni/results/oversell-* 2>/dev/null || true
   if ! grep -qxF /var/lib/cni "$HOST_BEFORE/paths" 2>/dev/null; then
     rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null && say "removed /var/lib/cni (created by the node)"
@@ -535,9 +553,21 @@ node_down() {
   if [[ -d "$HOST_BEFORE" ]]; then
     host_snapshot "$STATE/host-after-down"
     rm -rf "$STATE/host-before-up"; cp -r "$HOST_BEFORE" "$STATE/host-before-up"
-    local diffs; diffs="$(diff -r "$STATE/host-before-up" "$STATE/host-after-down" 2>&1 || true)"
-    if [[ -n "$diffs" ]]; then say "host differs from before 'up':"; printf '%s\n' "$diffs" | sed 's/^/    /' | head -40
-    else say "host state (sysctls, iptables, mounts, links, addresses, routes, paths, cgroups) is as before 'up'"; fi
+    # What is there now and was not before `up` (a changed sysctl shows as its
+    # new value). Things that went away meanwhile are other programs' business.
+    local f left=""
+    for f in "$STATE/host-after-down"/*; do
+      local extra; extra="$(comm -13 <(sort "$STATE/host-before-up/$(basename "$f")" 2>/dev/null) <(sort "$f"))"
+      [[ -n "$extra" ]] && left+="$(basename "$f"):"$'\n'"$(sed 's/^/  + /' <<<"$extra")"$'\n'
+    done
+    if [[ -n "$left" ]]; then
+      say "host has more than before 'up' (see $STATE/host-{before-up,after-down}/); run 'down' again once it is gone:"
+      printf '%s' "$left" | sed 's/^/    /' | head -40
+      # Keep what the next `down` needs to finish the job.
+      find "$NODE_DIR" -mindepth 1 -maxdepth 1 ! -name host-before ! -name node.env -exec rm -rf --one-file-system {} + 2>/dev/null || true
+      return 0
+    fi
+    say "host as before 'up': nothing added to sysctls, iptables, nf_tables, mounts, links, addresses, routes, paths, kubepods cgroups"
   fi
   rm -rf --one-file-system "$NODE_DIR"
   if [[ -f "$HOST_MARKER" && "$(cat "$HOST_MARKER")" == "$STATE" ]]; then rm -f "$HOST_MARKER"; fi
