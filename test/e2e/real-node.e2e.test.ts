@@ -15,11 +15,12 @@ const LABEL = 'oversell.io/real-node';
 const NS = 'default';
 const PROBE_IMAGE = 'oversell.local/probe:1'; // built and imported by cluster.sh up
 const created: string[] = [];
+const SERVICE = 'real-node-web';
 let node: V1Node | undefined;
 
-function realNodePod(name: string, args: string[], resources?: V1ResourceRequirements): V1Pod {
+function realNodePod(name: string, args: string[], resources?: V1ResourceRequirements, app = 'real-node-e2e'): V1Pod {
   return {
-    metadata: { name, namespace: NS, labels: { app: 'real-node-e2e' } },
+    metadata: { name, namespace: NS, labels: { app } },
     spec: {
       restartPolicy: 'Never',
       nodeSelector: { [LABEL]: 'true' },
@@ -50,6 +51,7 @@ describe('the real node', { timeout: 5 * 60_000 }, () => {
 
   after(async () => {
     for (const name of created) await core().deleteNamespacedPod({ namespace: NS, name, gracePeriodSeconds: 0 }).catch(() => {});
+    await core().deleteNamespacedService({ namespace: NS, name: SERVICE }).catch(() => {});
   });
 
   it('is Ready, runs kubelet v1.36.3 on containerd, is tainted for opt-in tests and not opted in to oversell', async (t) => {
@@ -103,5 +105,34 @@ describe('the real node', { timeout: 5 * 60_000 }, () => {
     }
     await core().deleteNamespacedPod({ namespace: NS, name: p.metadata!.name!, gracePeriodSeconds: 0 });
     await eventually('the pod cgroup removed after the pod is deleted', async () => (existsSync(dir) ? undefined : true), 60_000, 500);
+  });
+
+  it('a Service routes to a pod on the real node, from another pod there and from the host (the path the API server takes to a webhook)', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    await create(realNodePod('real-node-web', ['serve', ':8080'], undefined, SERVICE));
+    const svc = await core().createNamespacedService({
+      namespace: NS,
+      body: { metadata: { name: SERVICE }, spec: { selector: { app: SERVICE }, ports: [{ port: 80, targetPort: 8080 }] } },
+    });
+    await eventually('the web pod Running', async () => {
+      const q = await core().readNamespacedPod({ namespace: NS, name: 'real-node-web' });
+      return q.status?.phase === 'Running' ? q : undefined;
+    }, 120_000, 500);
+    const url = `http://${svc.spec!.clusterIP}/`;
+    // Pod -> ClusterIP -> pod on the same bridge (br_netfilter, hairpin).
+    const client = await create(realNodePod('real-node-web-client', ['httpget', '-timeout', '60s', url]));
+    const done = await eventually('the client pod to finish', async () => {
+      const p = await core().readNamespacedPod({ namespace: NS, name: client.metadata!.name! });
+      return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
+    }, 120_000, 500);
+    const log = await core().readNamespacedPodLog({ namespace: NS, name: client.metadata!.name! });
+    assert.equal(done.status?.phase, 'Succeeded', log);
+    assert.match(log, /-> 200 .*\nok real-node-web/);
+    // Host -> ClusterIP (kube-proxy's OUTPUT rules) -> pod.
+    const body = await eventually('the Service answering the host', async () => {
+      const r = await fetch(url, { signal: AbortSignal.timeout(3_000) }).catch(() => undefined);
+      return r?.ok ? r.text() : undefined;
+    }, 30_000, 500);
+    assert.equal(body, 'ok real-node-web\n');
   });
 });

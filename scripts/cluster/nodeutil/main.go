@@ -8,6 +8,9 @@
 //	                               account token and CA), print the answer and the pod's
 //	                               cgroups, exit 0 on HTTP 200 (image oversell.local/probe)
 //	nodeutil sleep <seconds>       sleep (a container that just stays up)
+//	nodeutil serve <addr>          HTTP server answering "ok <hostname>" (a Service backend)
+//	nodeutil httpget [-timeout 60s] <url>
+//	                               GET until HTTP 200 (e.g. a Service's ClusterIP), print the body
 //	nodeutil forward <listen> <target>
 //	                               on the host: TCP forwarder (pods reach the API server,
 //	                               which listens on 127.0.0.1 only, at the bridge address)
@@ -30,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nodeutil pause|apicheck|sleep|forward ...")
+		fmt.Fprintln(os.Stderr, "usage: nodeutil pause|apicheck|sleep|serve|httpget|forward ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -45,6 +48,10 @@ func main() {
 			os.Exit(2)
 		}
 		time.Sleep(time.Duration(s * float64(time.Second)))
+	case "serve":
+		serve(argOr(os.Args, 2, ":8080"))
+	case "httpget":
+		os.Exit(httpget(os.Args[2:]))
 	case "forward":
 		if len(os.Args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: nodeutil forward <listen host:port> <target host:port>")
@@ -174,5 +181,52 @@ func forward(listen, target string) {
 			<-done
 			<-done
 		}(c)
+	}
+}
+
+func serve(addr string) {
+	host, _ := os.Hostname()
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "ok %s\n", host)
+	})
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		<-sig
+		os.Exit(0)
+	}()
+	fmt.Printf("serving on %s\n", addr)
+	if err := http.ListenAndServe(addr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func httpget(args []string) int {
+	fs := flag.NewFlagSet("httpget", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 60*time.Second, "keep trying this long")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: nodeutil httpget [-timeout 60s] <url>")
+		return 2
+	}
+	url := fs.Arg(0)
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(*timeout)
+	for attempt := 1; ; attempt++ {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			fmt.Printf("GET %s -> %d (attempt %d)\n%s", url, resp.StatusCode, attempt, body)
+			if resp.StatusCode == http.StatusOK {
+				return 0
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "GET %s: %v (attempt %d)\n", url, err, attempt)
+		}
+		if time.Now().After(deadline) {
+			return 1
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
