@@ -378,7 +378,7 @@ cmd_up() {
   # iptables, sysctls) is undone before starting again.
   if [[ -d "$NODE_DIR" ]]; then say "cleaning up after a previous real node"; node_down; fi
   rm -f "$PIDS"/*.pid 2>/dev/null || true
-  real_node_enabled && node_preflight
+  if real_node_enabled; then node_defaults; load_node_env; node_preflight; fi
 
   "$HERE/build.sh"
   [[ -f "$STAGES" ]] || die "kwok stages file $STAGES missing (build.sh should write it)"

@@ -21,13 +21,16 @@ HOST_MARKER=/run/oversell-real-node     # host-global: which state dir owns the 
 NODE_COMPONENTS=(containerd kubelet apiserver-forward kube-proxy)
 
 REAL_NODE="${OVERSELL_REAL_NODE:-1}"
-NODE_NAME="${OVERSELL_REAL_NODE_NAME:-oversell-real-node}"
-NODE_BRIDGE="${OVERSELL_NODE_BRIDGE:-oversell0}"
-POD_CIDR="${OVERSELL_POD_CIDR:-198.18.0.0/24}"   # a /24: the bridge takes .1
-KUBELET_PORT="${OVERSELL_KUBELET_PORT:-10250}"
-KUBELET_HEALTHZ_PORT="${OVERSELL_KUBELET_HEALTHZ_PORT:-10248}"
-KUBE_PROXY_HEALTHZ_PORT="${OVERSELL_KUBE_PROXY_HEALTHZ_PORT:-10256}"
-KUBE_PROXY_METRICS_PORT="${OVERSELL_KUBE_PROXY_METRICS_PORT:-10249}"
+node_defaults() { # from the environment; a running node's node.env overrides them (load_node_env)
+  NODE_NAME="${OVERSELL_REAL_NODE_NAME:-oversell-real-node}"
+  NODE_BRIDGE="${OVERSELL_NODE_BRIDGE:-oversell0}"
+  POD_CIDR="${OVERSELL_POD_CIDR:-198.18.0.0/24}"   # a /24: the bridge takes .1
+  KUBELET_PORT="${OVERSELL_KUBELET_PORT:-10250}"
+  KUBELET_HEALTHZ_PORT="${OVERSELL_KUBELET_HEALTHZ_PORT:-10248}"
+  KUBE_PROXY_HEALTHZ_PORT="${OVERSELL_KUBE_PROXY_HEALTHZ_PORT:-10256}"
+  KUBE_PROXY_METRICS_PORT="${OVERSELL_KUBE_PROXY_METRICS_PORT:-10249}"
+  NODEUTIL="$(nodeutil_dir)/nodeutil"
+}
 NODE_LABEL="oversell.io/real-node"       # =true, and a NoSchedule taint with the same key
 CNI_BIN_DIR="${OVERSELL_CNI_BIN_DIR:-/usr/lib/cni}"
 PAUSE_IMAGE="oversell.local/pause:1"
@@ -40,7 +43,6 @@ load_node_env() {
   CTR_SOCK="$NODE_DIR/containerd.sock"
   return 0
 }
-load_node_env
 
 # Sysctls the kubelet (setupKernelTunables), the bridge plugin (ip_forward) and
 # kube-proxy (route_localnet, conntrack) may set; saved at `up`, restored at `down`.
@@ -75,7 +77,10 @@ nodeutil_dir() {
   local h; h="$(cat "$NODEUTIL_SRC/go.mod" "$NODEUTIL_SRC/main.go" "$HERE/mkimage.sh" | sha256sum | cut -c1-16)"
   echo "${OVERSELL_CACHE:-$HOME/.cache/oversell}/nodeutil/$h"
 }
-NODEUTIL="$(nodeutil_dir)/nodeutil"
+node_defaults
+# A running node's recorded values (NODEUTIL included: the forwarder's binary)
+# win over the defaults, so down/status/stop-component act on what `up` started.
+load_node_env
 
 build_nodeutil() {
   local d; d="$(dirname "$NODEUTIL")"
@@ -397,6 +402,7 @@ node_preflight() {
 node_up() {
   real_node_enabled || { rm -f "$NODE_ENV"; return 0; }
   local T0 t; T0=$(date +%s)
+  node_defaults; load_node_env   # a previous node's node.env is gone (cmd_up ran node_down)
   node_preflight
   mkdir -p "$NODE_DIR"
   echo "$STATE" > "$HOST_MARKER"
