@@ -360,7 +360,8 @@ cmd_up() {
   (
     load_ports
     running=0 ok=1 all=("${COMPONENTS[@]}")
-    if real_node_enabled || [[ -f "$NODE_ENV" ]]; then all+=("${NODE_COMPONENTS[@]}"); fi
+    # The running cluster decides: with a real node (node.env) all of it must be healthy.
+    if [[ -f "$NODE_ENV" ]]; then all+=("${NODE_COMPONENTS[@]}"); fi
     for c in "${all[@]}"; do
       if is_ours "$c" "$(pid_of "$c")"; then running=$((running + 1)); healthy "$c" || ok=0; fi
     done
