@@ -47,7 +47,7 @@ K8S_MINOR="${K8S_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
 K8S_PATCH="${K8S_VERSION##*.}"
 STAGING_VERSION="v0.${K8S_MINOR}.${K8S_PATCH}"
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 ALL=("${K8S_CMDS[@]}" etcd kwok)
 
 stamp_of() { # component -> expected stamp content

@@ -4,6 +4,9 @@
 #
 #   - Debian packages: openssl, curl, ca-certificates, util-linux (setsid, flock),
 #     coreutils (base64), installed with apt-get only when a command is missing.
+#   - For the real node (unless OVERSELL_REAL_NODE=0): containerd, runc,
+#     containernetworking-plugins (/usr/lib/cni), iptables, nftables (nft: `down`
+#     drops the nf_tables tables the node created), same rule.
 #   - Go >= 1.26 must already be on PATH (Debian's golang package is older and no
 #     toolchain can be downloaded here); this script checks and says so.
 #
@@ -25,6 +28,16 @@ for cmd in openssl curl setsid flock base64; do
   command -v "$cmd" >/dev/null || missing+=("${PKG_FOR[$cmd]}")
 done
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
+if [[ "${OVERSELL_REAL_NODE:-1}" != 0 ]]; then
+  declare -A NODE_PKG_FOR=([containerd]=containerd [ctr]=containerd [containerd-shim-runc-v2]=containerd [runc]=runc
+    [iptables]=iptables [ip6tables]=iptables [nft]=nftables)
+  for cmd in containerd ctr containerd-shim-runc-v2 runc iptables ip6tables nft; do
+    command -v "$cmd" >/dev/null || missing+=("${NODE_PKG_FOR[$cmd]}")
+  done
+  for p in bridge host-local loopback; do
+    [[ -x "/usr/lib/cni/$p" ]] || missing+=(containernetworking-plugins)
+  done
+fi
 
 if (( ${#missing[@]} > 0 )); then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
@@ -34,7 +47,7 @@ if (( ${#missing[@]} > 0 )); then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  say "system packages present (openssl, curl, util-linux, coreutils, ca-certificates)"
+  say "system packages present (openssl, curl, util-linux, coreutils, ca-certificates; real node: containerd, runc, CNI plugins, iptables, nftables)"
 fi
 
 command -v go >/dev/null || { say "Go not found on PATH: need Go >= 1.26 (e.g. /usr/local/go/bin)"; exit 1; }

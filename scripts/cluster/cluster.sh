@@ -18,8 +18,22 @@
 #                      e.g. for a webhook: .oversell/cluster/serving/<name>.crt/.key; caBundle = pki/ca.crt
 #   env                print shell exports (KUBECONFIG, OVERSELL_KUBECTL, ...)
 #   kubectl [args...]  run the built kubectl against the cluster as admin
+#   import-image <tar>...
+#                      import an OCI or docker-save archive into the real node's containerd
+#                      (namespace k8s.io); pods use it with imagePullPolicy: Never
 #   clean              down, then delete the whole state dir (certs included)
 #
+# The real node (scripts/cluster/realnode.sh; root, Debian containerd/runc/CNI
+# plugins/iptables from ci-install.sh): containerd with its own socket and dirs
+# under <state>/node, a kubelet (node oversell-real-node, label and NoSchedule
+# taint oversell.io/real-node=true), kube-proxy (iptables), the CNI bridge
+# oversell0 (pods 198.18.0.0/24, Services 198.19.0.0/16), the pause image built
+# here. `down` puts back what it changed on the host (docs/local-cluster.md).
+#   OVERSELL_REAL_NODE (1; 0 = control plane and kwok only)  OVERSELL_REAL_NODE_NAME
+#   OVERSELL_NODE_BRIDGE (oversell0)  OVERSELL_POD_CIDR (198.18.0.0/24)
+#   OVERSELL_KUBELET_PORT (10250)  OVERSELL_KUBELET_HEALTHZ_PORT (10248)
+#   OVERSELL_KUBE_PROXY_HEALTHZ_PORT (10256)  OVERSELL_KUBE_PROXY_METRICS_PORT (10249)
+#   OVERSELL_{KUBELET,KUBE_PROXY}_EXTRA_ARGS
 # Env (defaults):  OVERSELL_CLUSTER_DIR (<repo>/.oversell/cluster)
 #   OVERSELL_ETCD_PORT (12379)  OVERSELL_ETCD_PEER_PORT (12380)
 #   OVERSELL_APISERVER_PORT (16443)  OVERSELL_KCM_PORT (16257)
@@ -54,8 +68,9 @@ load_ports() { # also restores RUN_BIN: the bin dir the running cluster was star
 
 TIMEOUT="${OVERSELL_CLUSTER_TIMEOUT:-180}"
 VERBOSITY="${OVERSELL_CLUSTER_V:-1}"
-SERVICE_CIDR="10.96.0.0/16"
-SERVICE_IP="10.96.0.1"
+# Service and pod ranges from 198.18.0.0/15 (benchmarking, RFC 2544): never a real network.
+SERVICE_CIDR="198.19.0.0/16"
+SERVICE_IP="198.19.0.1"
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
@@ -65,6 +80,9 @@ die() { printf '[cluster] ERROR: %s\n' "$*" >&2; exit 1; }
 bin_dir() { "$HERE/build.sh" --print-bin-dir; }
 BIN="$(bin_dir)"
 STAGES="$(dirname "$BIN")/kwok-stages.yaml"
+# The real node (containerd, kubelet, kube-proxy, ...): scripts/cluster/realnode.sh.
+# shellcheck source=scripts/cluster/realnode.sh
+source "$HERE/realnode.sh"
 
 need() { command -v "$1" >/dev/null || die "'$1' not found (run scripts/cluster/ci-install.sh)"; }
 
@@ -96,13 +114,17 @@ ensure_ca() {
       -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
       -out "$PKI/ca.crt" 2>/dev/null
     # A new CA invalidates every leaf signed by an old one.
-    rm -f "$PKI"/{apiserver,admin,kube-controller-manager,kube-scheduler,kwok}.crt
+    rm -f "$PKI"/{apiserver,admin,kube-controller-manager,kube-scheduler,kwok,kube-proxy,apiserver-kubelet-client}.crt
     rm -rf "$NODES" "$SERVING"
   fi
 }
 
 ensure_pki() {
   ensure_ca
+  # A cert made before the Service range moved to 198.19.0.0/16 lacks the new ClusterIP.
+  if [[ -f "$PKI/apiserver.crt" ]] && ! openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$SERVICE_IP\b"; then
+    rm -f "$PKI/apiserver.crt"
+  fi
   [[ -f "$PKI/apiserver.crt" ]] || sign "$PKI" apiserver "/CN=kube-apiserver" "$(serving_ext \
     "IP:127.0.0.1,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local")"
   [[ -f "$PKI/admin.crt" ]] || sign "$PKI" admin "/O=system:masters/CN=oversell-admin" "$CLIENT_EXT"
@@ -110,6 +132,8 @@ ensure_pki() {
   [[ -f "$PKI/kube-scheduler.crt" ]] || sign "$PKI" kube-scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
   # kwok fakes kubelets for many nodes and also writes pod status: give it admin rights.
   [[ -f "$PKI/kwok.crt" ]] || sign "$PKI" kwok "/O=system:masters/CN=kwok-controller" "$CLIENT_EXT"
+  # The API server's client cert towards kubelets (logs, exec, port-forward).
+  [[ -f "$PKI/apiserver-kubelet-client.crt" ]] || sign "$PKI" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$CLIENT_EXT"
   # Front-proxy (request-header) CA: lets KCM/scheduler/aggregated servers
   # load a complete extension-apiserver-authentication configmap.
   if [[ ! -f "$PKI/front-proxy-ca.crt" ]]; then
@@ -167,10 +191,11 @@ EOF
 pid_of() { [[ -f "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
 # Alive AND really our binary (guards against pid reuse after a reboot/crash).
 is_ours() { # component pid
-  local exe
+  local exe want
   [[ -n "$2" && -d "/proc/$2" ]] || return 1
   exe="$(readlink "/proc/$2/exe" 2>/dev/null || true)"
-  [[ "$exe" == "$BIN/$1" || "$exe" == "$BIN/$1 (deleted)" ]]
+  want="$(exe_of "$1")"
+  [[ "$exe" == "$want" || "$exe" == "$want (deleted)" ]]
 }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -178,13 +203,14 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start() { # component args...
   local c="$1"; shift
   mkdir -p "$PIDS" "$LOGS"
+  local exe; exe="$(exe_of "$c")"
   {
     echo "==== $(date -u +%FT%TZ) starting $c"
-    printf '%q ' "$BIN/$c" "$@"; echo
+    printf '%q ' "$exe" "$@"; echo
   } >> "$LOGS/$c.log"
   # setsid: own session, so a Ctrl-C in the caller's terminal does not kill it;
   # `down` stops it by pid.
-  setsid "$BIN/$c" "$@" >> "$LOGS/$c.log" 2>&1 < /dev/null &
+  setsid "$exe" "$@" >> "$LOGS/$c.log" 2>&1 < /dev/null &
   local pid=$! i
   echo "$pid" > "$PIDS/$c.pid"
   # Until setsid has exec'ed, /proc/<pid>/exe is still bash/setsid.
@@ -236,6 +262,8 @@ start_component() { # component
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
         --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+        --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+        --kubelet-preferred-address-types=InternalIP \
         --endpoint-reconciler-type=none --profiling=false --v="$VERBOSITY" ${OVERSELL_APISERVER_EXTRA_ARGS:-} ;;
     kube-controller-manager)
       # shellcheck disable=SC2086
@@ -260,8 +288,9 @@ start_component() { # component
       # shellcheck disable=SC2086
       start kwok --kubeconfig="$CONF/kwok.kubeconfig" --config="$STAGES" \
         --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-        --node-lease-duration-seconds=40 --cidr=10.0.0.0/16 --node-ip=127.0.0.1 \
+        --node-lease-duration-seconds=40 --cidr=198.18.128.0/17 --node-ip=127.0.0.1 \
         --server-address="127.0.0.1:$KWOK_PORT" ${OVERSELL_KWOK_EXTRA_ARGS:-} ;;
+    containerd|kubelet|kube-proxy|apiserver-forward) start_node_component "$1" ;;
     *) die "unknown component '$1' (one of: ${COMPONENTS[*]})" ;;
   esac
 }
@@ -275,6 +304,7 @@ health_url() {
     kube-controller-manager) echo "https://127.0.0.1:$KCM_PORT/healthz" ;;
     kube-scheduler) echo "https://127.0.0.1:$SCHEDULER_PORT/healthz" ;;
     kwok) echo "http://127.0.0.1:$KWOK_PORT/healthz" ;;
+    *) node_health_url "$1" ;;
   esac
 }
 healthy() { # component -> 0 if its health endpoint says ok
@@ -285,12 +315,13 @@ healthy() { # component -> 0 if its health endpoint says ok
     # Self-signed serving certs (in memory); /healthz is always allowed.
     kube-controller-manager|kube-scheduler) out="$(curl -ksS --max-time 5 "$url" 2>/dev/null)" || return 1; [[ "$out" == ok ]] ;;
     kwok) out="$(curl -sS --max-time 5 "$url" 2>/dev/null)" || return 1; [[ "$out" == ok* ]] ;;
+    *) node_healthy "$1" ;;
   esac
 }
 
 dump_logs() {
   local c
-  for c in "${COMPONENTS[@]}"; do
+  for c in "${COMPONENTS[@]}" "${NODE_COMPONENTS[@]}"; do
     [[ -f "$LOGS/$c.log" ]] || continue
     echo "----- tail of $LOGS/$c.log" >&2
     tail -n 25 "$LOGS/$c.log" >&2
@@ -328,13 +359,15 @@ cmd_up() {
   local c st=0
   (
     load_ports
-    running=0 ok=1
-    for c in "${COMPONENTS[@]}"; do
+    running=0 ok=1 all=("${COMPONENTS[@]}")
+    # The running cluster decides: with a real node (node.env) all of it must be healthy.
+    if [[ -f "$NODE_ENV" ]]; then all+=("${NODE_COMPONENTS[@]}"); fi
+    for c in "${all[@]}"; do
       if is_ours "$c" "$(pid_of "$c")"; then running=$((running + 1)); healthy "$c" || ok=0; fi
     done
     (( running == 0 )) && exit 10
-    (( ok == 1 && running == ${#COMPONENTS[@]} )) && exit 0
-    say "partly running or unhealthy ($running/${#COMPONENTS[@]} components up); run '$0 down' first" >&2
+    (( ok == 1 && running == ${#all[@]} )) && exit 0
+    say "partly running or unhealthy ($running/${#all[@]} components up); run '$0 down' first" >&2
     exit 11
   ) || st=$?
   case $st in
@@ -342,7 +375,11 @@ cmd_up() {
     10) ;;
     *) exit 1 ;;
   esac
+  # Nothing runs: what a crashed `up` left of the real node (mounts, bridge,
+  # iptables, sysctls) is undone before starting again.
+  if [[ -d "$NODE_DIR" ]]; then say "cleaning up after a previous real node"; node_down; fi
   rm -f "$PIDS"/*.pid 2>/dev/null || true
+  if real_node_enabled; then node_defaults; load_node_env; node_preflight; fi
 
   "$HERE/build.sh"
   [[ -f "$STAGES" ]] || die "kwok stages file $STAGES missing (build.sh should write it)"
@@ -393,6 +430,7 @@ EOF
     (( $(date +%s) - start_sa < TIMEOUT )) || fail_up "serviceaccount default/default not created after ${TIMEOUT}s"
     sleep 0.5
   done
+  node_up
 
   say "up in $(( $(date +%s) - T0 ))s: https://127.0.0.1:$APISERVER_PORT"
   say "export KUBECONFIG=$STATE/admin.kubeconfig   # kubectl: $BIN/kubectl"
@@ -400,6 +438,7 @@ EOF
 
 cmd_down() {
   local c i
+  node_down
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[$i]}"; done
   rm -rf "$STATE/etcd"
   say "down"
@@ -419,6 +458,7 @@ cmd_status() {
     fi
     printf '%-24s %-8s %-6s %s\n' "$c" "${pid:--}" "$alive" "$health"
   done
+  node_status || all=1
   [[ -f "$STATE/admin.kubeconfig" ]] && echo "kubeconfig: $STATE/admin.kubeconfig"
   return $all
 }
@@ -451,8 +491,8 @@ component_name() { # short or full name -> the name in COMPONENTS
     apiserver|kube-apiserver) echo kube-apiserver ;;
     controller-manager|kcm|kube-controller-manager) echo kube-controller-manager ;;
     scheduler|kube-scheduler) echo kube-scheduler ;;
-    etcd|kwok) echo "$1" ;;
-    *) die "usage: $0 stop-component|start-component <etcd|apiserver|controller-manager|scheduler|kwok>" ;;
+    etcd|kwok|containerd|kubelet|kube-proxy|apiserver-forward) echo "$1" ;;
+    *) die "usage: $0 stop-component|start-component <etcd|apiserver|controller-manager|scheduler|kwok|containerd|kubelet|kube-proxy|apiserver-forward>" ;;
   esac
 }
 
@@ -502,6 +542,7 @@ case "${1:-}" in
   serving-cert) shift; cmd_serving_cert "$@" ;;
   env) cmd_env ;;
   kubectl) shift; load_ports; kubectl_admin "$@" ;;
+  import-image) shift; cmd_import_image "$@" ;;
   clean) load_ports; cmd_clean ;;
-  *) sed -n '2,31p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,46p' "$0" >&2; exit 2 ;;
 esac

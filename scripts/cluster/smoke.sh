@@ -6,6 +6,9 @@
 #      cert CN=system:node:<name>, O=system:nodes; Node authorizer + NodeRestriction) is
 #      allowed and the new allocatable is stored
 #   4. the same identity may NOT patch another node's status
+#   5. (when the cluster has the real node) it is Ready, and a pod on it (image
+#      oversell.local/probe:1, imagePullPolicy Never) reaches the API server through the
+#      `kubernetes` Service ClusterIP and exits 0, from its cgroup under /kubepods
 # Starts the cluster if it is not up; with --down stops it at the end.
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail
@@ -30,7 +33,8 @@ wait_for() { # seconds description command...
   done
   ok "$d ($(( $(date +%s) - s ))s)"
 }
-cleanup() { K delete pod "$POD" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1; K delete node "$N" "$OTHER" --ignore-not-found >/dev/null 2>&1; }
+REAL_POD=smoke-real-node
+cleanup() { K delete pod "$REAL_POD" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1; K delete pod "$POD" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1; K delete node "$N" "$OTHER" --ignore-not-found >/dev/null 2>&1; }
 cleanup
 
 for n in "$N" "$OTHER"; do
@@ -99,6 +103,33 @@ got="$(K get node "$OTHER" -o jsonpath='{.status.allocatable.cpu}')"
 
 sleep 2
 node_ready && ok "node still Ready after the status patch" || ko "node not Ready after the status patch"
+
+REAL="$(K get nodes -l oversell.io/real-node=true -o jsonpath='{.items[0].metadata.name}' 2>/dev/null)"
+if [[ -n "$REAL" ]]; then
+  real_ready() { [[ "$(K get node "$REAL" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+  wait_for 60 "real node $REAL Ready" real_ready && echo "      ($(K get node "$REAL" -o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}'))"
+  K apply -f - <<EOF >/dev/null || ko "create pod $REAL_POD"
+apiVersion: v1
+kind: Pod
+metadata: { name: $REAL_POD, namespace: default }
+spec:
+  restartPolicy: Never
+  nodeSelector: { oversell.io/real-node: "true" }
+  tolerations: [{ key: oversell.io/real-node, operator: Exists, effect: NoSchedule }]
+  containers:
+    - { name: probe, image: oversell.local/probe:1, imagePullPolicy: Never, args: [apicheck, -timeout, 60s] }
+EOF
+  real_done() { [[ "$(K get pod "$REAL_POD" -o jsonpath='{.status.phase}')" =~ ^(Succeeded|Failed)$ ]]; }
+  if wait_for 120 "pod $REAL_POD finished" real_done; then
+    phase="$(K get pod "$REAL_POD" -o jsonpath='{.status.phase}')"
+    uid="$(K get pod "$REAL_POD" -o jsonpath='{.metadata.uid}')"
+    log="$(K logs "$REAL_POD" 2>&1)"
+    [[ "$phase" == Succeeded && "$log" == *"/version -> 200"* ]] && ok "pod on $REAL reached the API server via the kubernetes Service ($(grep -m1 -o 'GET [^ ]* -> 200' <<<"$log"))" || ko "pod on $REAL: $phase: $log"
+    [[ "$log" == *":/kubepods/besteffort/pod$uid/"* ]] && ok "it ran in its cgroup /kubepods/besteffort/pod$uid" || ko "pod cgroup not under /kubepods: $log"
+  fi
+else
+  echo "(no real node in this cluster: OVERSELL_REAL_NODE=0)"
+fi
 
 cleanup
 [[ $DOWN == 1 ]] && "$CLUSTER" down

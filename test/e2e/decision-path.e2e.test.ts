@@ -42,7 +42,11 @@ const allocatable = (n: V1Node) => ({
 describe('one decision path in a cluster: the query API shows what the webhook writes', { timeout: 8 * 60_000 }, () => {
   before(async () => {
     await core().createNamespace({ body: { metadata: { name: NS } } }).catch(() => {});
-    // Pods are refused until the controller-manager has made the namespace's default ServiceAccount.
+    // Pods are refused until the namespace has its default ServiceAccount. The
+    // controller-manager makes it, but right after apiserver-restart.e2e its
+    // informers may still be in their retry backoff (once it took over 30 s, and
+    // this hook timed out): make it ourselves; the controller accepts one that exists.
+    await core().createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'default' } } }).catch(() => {});
     await eventually(`${NS}/default ServiceAccount`, () => core().readNamespacedServiceAccount({ namespace: NS, name: 'default' }).catch(() => undefined));
     gateway = await startGatewayProcess(undefined, join(work, 'tls'), [
       '--policies', 'flags', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, '--identity', 'path-e2e',

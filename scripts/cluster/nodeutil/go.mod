@@ -1,0 +1,3 @@
+module oversell.local/nodeutil
+
+go 1.26.0
