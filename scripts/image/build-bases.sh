@@ -45,7 +45,7 @@ runtime_ref="localhost/oversell-runtime-base:node$NODE_VERSION-$DEBIAN_SUITE-$ru
 WORK=""
 CTR=""
 cleanup() {
-  [[ -n "$CTR" ]] && { $SUDO buildah umount "$CTR" >/dev/null 2>&1 || true; $SUDO buildah rm "$CTR" >/dev/null 2>&1 || true; }
+  [[ -n "$CTR" ]] && { bh umount "$CTR" >/dev/null 2>&1 || true; bh rm "$CTR" >/dev/null 2>&1 || true; }
   [[ -n "$WORK" ]] && $SUDO rm -rf "$WORK"
   return 0
 }
@@ -72,10 +72,10 @@ install_node() {
 }
 
 build_base() {
-  say "build base $build_ref: debootstrap --variant=minbase $DEBIAN_SUITE from $DEBIAN_MIRROR (a few minutes)"
-  CTR="$($SUDO buildah from --pull-never scratch)"
+  say "build base $build_ref: debootstrap --variant=minbase $DEBIAN_SUITE from $DEBIAN_MIRROR (~30 s)"
+  CTR="$(bh from --pull-never scratch)"
   local mnt
-  mnt="$($SUDO buildah mount "$CTR")"
+  mnt="$(bh mount "$CTR")"
   WORK="$(mktemp -d "${TMPDIR:-/tmp}/oversell-debootstrap.XXXXXX")"
   if ! $SUDO debootstrap --variant=minbase "$DEBIAN_SUITE" "$mnt" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1; then
     tail -n 30 "$WORK/debootstrap.log" >&2
@@ -91,14 +91,14 @@ build_base() {
   fi
   $SUDO rm -rf "$mnt"/var/cache/apt/archives/*.deb "$mnt"/var/lib/apt/lists/* "$mnt"/var/log/* "$mnt"/tmp/*
   "$mnt/usr/local/bin/node" --version >/dev/null || die "node does not run from the build base"
-  $SUDO buildah umount "$CTR" >/dev/null
-  $SUDO buildah config \
+  bh umount "$CTR" >/dev/null
+  bh config \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env NODE_VERSION="$NODE_VERSION" "${ca_env[@]}" \
     --cmd node \
     --label org.opencontainers.image.description="oversell local build base: Debian $DEBIAN_SUITE minbase, Node $NODE_VERSION, npm $NPM_VERSION (scripts/image/build-bases.sh)" \
     "$CTR"
-  $SUDO buildah commit --quiet --rm "$CTR" "$build_ref" >/dev/null
+  bh commit --quiet --rm "$CTR" "$build_ref" >/dev/null
   CTR=""
   $SUDO rm -rf "$WORK"; WORK=""
 }
@@ -112,9 +112,9 @@ runtime_base() {
   local n
   n="$(find "$WORK/debs" -name '*.deb' | wc -l)"
   ((n == ${#RUNTIME_PKGS[@]})) || die "apt-get download fetched $n of ${#RUNTIME_PKGS[@]} packages (apt-get update?)"
-  CTR="$($SUDO buildah from --pull-never scratch)"
+  CTR="$(bh from --pull-never scratch)"
   local mnt deb
-  mnt="$($SUDO buildah mount "$CTR")"
+  mnt="$(bh mount "$CTR")"
   for deb in "$WORK"/debs/*.deb; do $SUDO dpkg-deb -x "$deb" "$mnt"; done
   # What the packages' maintainer scripts would have made, distroless-style.
   $SUDO sh -c "cat '$mnt'/usr/share/ca-certificates/mozilla/*.crt > '$mnt/etc/ssl/certs/ca-certificates.crt'"
@@ -131,15 +131,15 @@ runtime_base() {
   install_node "$mnt" /nodejs
   $SUDO chroot --userspec=65532:65532 "$mnt" /nodejs/bin/node -e 'require("tls").rootCertificates.length' \
     || die "node does not run in the runtime base"
-  $SUDO buildah umount "$CTR" >/dev/null
-  $SUDO buildah config \
+  bh umount "$CTR" >/dev/null
+  bh config \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     --user 65532 --workingdir /home/nonroot \
     --entrypoint '["/nodejs/bin/node"]' \
     --label org.opencontainers.image.description="oversell local runtime base, distroless layout: $(echo "$pkg_versions" | tr '\n' ' ')node=$NODE_VERSION (scripts/image/build-bases.sh)" \
     "$CTR"
-  $SUDO buildah commit --quiet --rm "$CTR" "$runtime_ref" >/dev/null
+  bh commit --quiet --rm "$CTR" "$runtime_ref" >/dev/null
   CTR=""
   $SUDO rm -rf "$WORK"; WORK=""
 }

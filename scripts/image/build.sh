@@ -11,6 +11,7 @@
 #                           the name deploy/ and the Helm chart use
 #   OVERSELL_IMAGE_ARCHIVE  default .oversell/images/oversell.tar (docker-archive format)
 #   STORAGE_DRIVER          buildah's storage driver (default: buildah's, overlay here; vfs works anywhere)
+#   OVERSELL_BUILDAH_ROOT   a storage of its own (<dir>/root, <dir>/run) instead of /var/lib/containers/storage
 #
 # Cached: the archive is rebuilt only when the Dockerfile, the build context's
 # files or a base image changed (a sha256 over them, kept next to the
@@ -51,7 +52,7 @@ inputs_hash() {
     if [[ $bases == local ]]; then
       for a in "${build_args[@]}"; do
         [[ $a == --build-arg ]] && continue
-        $SUDO buildah inspect --type image --format '{{.FromImageID}}' "${a#*=}"
+        bh inspect --type image --format '{{.FromImageID}}' "${a#*=}"
       done
     fi
     find Dockerfile .dockerignore package.json package-lock.json tsconfig.json proto wire lib agent gateway cli scripts examples \
@@ -65,14 +66,14 @@ if [[ -f "$ARCHIVE" && -f "$ARCHIVE.inputs" && "$(cat "$ARCHIVE.inputs")" == "$w
 fi
 
 say "buildah build -f Dockerfile ($bases bases) -t $IMAGE"
-$SUDO buildah build --isolation chroot --layers "${pull[@]}" "${build_args[@]}" \
+bh build --isolation chroot --layers "${pull[@]}" "${build_args[@]}" \
   -f "$REPO/Dockerfile" -t "$IMAGE" "$REPO" >&2
 
 say "exporting docker-archive $ARCHIVE"
 rm -f "$ARCHIVE.tmp" "$ARCHIVE.inputs"
-$SUDO buildah push --quiet "$IMAGE" "docker-archive:$ARCHIVE.tmp:$IMAGE" >/dev/null
+bh push --quiet "$IMAGE" "docker-archive:$ARCHIVE.tmp:$IMAGE" >/dev/null
 mv -f "$ARCHIVE.tmp" "$ARCHIVE"
-image_id="$($SUDO buildah inspect --type image --format '{{.FromImageID}}' "$IMAGE")"
+image_id="$(bh inspect --type image --format '{{.FromImageID}}' "$IMAGE")"
 printf 'IMAGE=%s\nIMAGE_ID=sha256:%s\nARCHIVE=%s\n' "$IMAGE" "$image_id" "$ARCHIVE" >"$ARCHIVE.env"
 echo "$want" >"$ARCHIVE.inputs"
 say "done: $ARCHIVE ($(du -m "$ARCHIVE" | cut -f1) MiB, image $IMAGE, id ${image_id:0:12})"

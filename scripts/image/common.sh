@@ -50,5 +50,15 @@ npm_fetch() {
   printf '%s\n' "$file"
 }
 
+# bh args...: buildah, as root, in OVERSELL_BUILDAH_ROOT's storage when set
+# (default: buildah's own, /var/lib/containers/storage).
+bh() {
+  if [[ -n "${OVERSELL_BUILDAH_ROOT:-}" ]]; then
+    $SUDO buildah --root "$OVERSELL_BUILDAH_ROOT/root" --runroot "$OVERSELL_BUILDAH_ROOT/run" "$@"
+  else
+    $SUDO buildah "$@"
+  fi
+}
+
 # image_exists ref: the image is in buildah's local storage.
-image_exists() { $SUDO buildah inspect --type image "$1" >/dev/null 2>&1; }
+image_exists() { bh inspect --type image "$1" >/dev/null 2>&1; }
