@@ -8,8 +8,9 @@
 #   2. the agent's command from deploy/base/agent.yaml with --help
 #      (OVERSELL_AGENT_COMMAND='["/nodejs/bin/node", ...]' tries another);
 #   3. the entry-point wrappers in /usr/local/bin (shebang /nodejs/bin/node);
-#   4. the pipeline, live, in a network and mount namespace of its own: the
-#      gateway (local mode: no kubeconfig, --policies flags), the agent
+#   4. the pipeline, live, in a network and mount namespace of its own, on a
+#      read-only root filesystem: the gateway (local mode: no kubeconfig,
+#      --policies flags, certificates on a tmpfs /tmp), the agent
 #      reading this host's /proc and cgroups through /host/proc and
 #      /host/sys/fs/cgroup (read-only binds, as the DaemonSet mounts them)
 #      and streaming to it, then the image's CLI `oversell top` showing the
@@ -95,6 +96,11 @@ printf '%s\0' "${image_env[@]}" >"$WORK/env"
 printf '%s\0' "${agent_argv[@]}" >"$WORK/agent_argv"
 $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --propagation private bash -euo pipefail -c '
   ip link set lo up
+  # Read-only root filesystem, as both workloads run (readOnlyRootFilesystem);
+  # a tmpfs on /tmp for the local-mode gateway'"'"'s certificates.
+  mount --bind "$ROOT" "$ROOT"
+  mount -o remount,bind,ro "$ROOT"
+  mount -t tmpfs -o mode=1777 tmpfs "$ROOT/tmp"
   mount --rbind /proc "$ROOT/proc"
   mount --rbind -o ro /proc "$ROOT/host/proc"
   mount --rbind -o ro /sys/fs/cgroup "$ROOT/host/sys/fs/cgroup"
@@ -111,6 +117,7 @@ $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --pro
   trap "kill $gw $ag 2>/dev/null || true; wait 2>/dev/null || true" EXIT
   ok=""
   for _ in $(seq 1 60); do
+    kill -0 "$gw" 2>/dev/null && kill -0 "$ag" 2>/dev/null || { out="(gateway or agent exited)"; break; }
     if out="$(run /usr/local/bin/oversell --address 127.0.0.1:50051 top -o wide 2>&1)" && grep -q "^image-check" <<<"$out"; then ok=1; break; fi
     sleep 0.5
   done
