@@ -87,14 +87,15 @@ expect_help "wrapper" '^Usage: oversell ' /usr/local/bin/oversell
 id_out="$(in_image /nodejs/bin/node -p 'process.getuid() + ":" + process.getgid() + " " + process.version + " certs " + require("tls").rootCertificates.length')"
 say "ok: runs as $id_out"
 
-# The live run. unshare: a network namespace (loopback only) and a mount
-# namespace (the binds vanish with it).
+# The live run. unshare: a network namespace (loopback only), a mount
+# namespace (the binds vanish with it) and a PID namespace (whatever is left
+# in it is killed when it ends).
 say "live: gateway + agent in a private network namespace, agent reading this host's /proc and cgroups"
 mkdir -p "$ROOT/proc" "$ROOT/host/proc" "$ROOT/host/sys/fs/cgroup"
 export ROOT WORK
 printf '%s\0' "${image_env[@]}" >"$WORK/env"
 printf '%s\0' "${agent_argv[@]}" >"$WORK/agent_argv"
-$SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --propagation private bash -euo pipefail -c '
+$SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --propagation private --pid --fork --kill-child bash -euo pipefail -c '
   ip link set lo up
   # Read-only root filesystem, as both workloads run (readOnlyRootFilesystem);
   # a tmpfs on /tmp for the local-mode gateway'"'"'s certificates.
@@ -107,10 +108,11 @@ $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --pro
   mapfile -d "" -t env <"$WORK/env"
   mapfile -d "" -t agent <"$WORK/agent_argv"
   run() { env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" "$@"; }
-  run /nodejs/bin/node /app/dist/gateway/main.js --bind-address 127.0.0.1 --tls-dir /tmp/tls \
+  # Backgrounded directly (no function, no subshell): $! is the node process itself.
+  env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" /nodejs/bin/node /app/dist/gateway/main.js --bind-address 127.0.0.1 --tls-dir /tmp/tls \
     --policies flags --log-level warn >"$WORK/gateway.log" 2>&1 &
   gw=$!
-  run "${agent[@]}" --node-name image-check --gateway 127.0.0.1:50051 --pods-file /app/examples/local-pods.yaml \
+  env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" "${agent[@]}" --node-name image-check --gateway 127.0.0.1:50051 --pods-file /app/examples/local-pods.yaml \
     --proc-root /host/proc --cgroup-root /host/sys/fs/cgroup --metrics-address 127.0.0.1:9091 \
     --log-level warn >"$WORK/agent.log" 2>&1 &
   ag=$!
