@@ -126,10 +126,9 @@ $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --pro
   if [[ -z "$ok" ]]; then
     echo "--- oversell top: $out"; echo "--- gateway log"; tail -20 "$WORK/gateway.log"; echo "--- agent log"; tail -20 "$WORK/agent.log"
     if grep -q "WebAssembly is not defined" "$WORK/agent.log"; then
-      echo "--- known: Node 22 with --jitless (or --no-expose-wasm) crashes on any ESM import of node:http (its"
-      echo "    ESM facade reads the lazy http.WebSocket, which loads undici, which compiles llhttp as WebAssembly);"
-      echo "    Node 20 does not. The agent command (deploy/base/agent.yaml, the Helm chart) cannot keep those flags"
-      echo "    on a Node 22 image."
+      echo "--- Node 22 without WebAssembly (--jitless, --no-expose-wasm) dies on an ESM import of node:http (its"
+      echo "    ESM facade reads the lazy http.WebSocket, which loads undici, which compiles llhttp as WebAssembly)."
+      echo "    agent/main.ts defuses that before the agent loads: did something import node:http ahead of it?"
     fi
     exit 1
   fi
