@@ -21,7 +21,7 @@
 # The images go to buildah's local storage, tagged with a hash of their inputs
 # (these scripts, the pinned versions, the Debian package versions of the
 # runtime base), so a second run finds them and takes about a second.
-# OVERSELL_IMAGE_REBUILD=1 makes them again. Installs buildah and debootstrap
+# OVERSELL_IMAGE_REBUILD=1 makes them again. Installs buildah, runc and debootstrap
 # with apt-get when missing.
 #
 # Output (stdout): two lines, BUILD_IMAGE=<ref> and RUNTIME_IMAGE=<ref>.
@@ -29,7 +29,10 @@ set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-ensure_packages buildah=buildah debootstrap=debootstrap openssl=openssl
+# runc: buildah recommends an OCI runtime (installed here --no-install-recommends);
+# the keyring: debootstrap checks the mirror's Release signature with it.
+ensure_packages buildah=buildah runc=runc debootstrap=debootstrap \
+  /usr/share/keyrings/debian-archive-keyring.gpg=debian-archive-keyring openssl=openssl
 
 RUNTIME_PKGS=(base-files netbase tzdata ca-certificates libc6 libgcc-s1 libstdc++6)
 script_hash="$(cat "$REPO/scripts/image/common.sh" "$REPO/scripts/image/build-bases.sh" | sha256sum | cut -c1-12)"

@@ -39,7 +39,7 @@ if [[ $bases == local ]]; then
   while IFS='=' read -r k v; do build_args+=(--build-arg "$k=$v"); done < <("$REPO/scripts/image/build-bases.sh")
   pull=(--pull-never)
 else
-  ensure_packages buildah=buildah
+  ensure_packages buildah=buildah runc=runc
   pull=()
 fi
 

@@ -23,11 +23,14 @@ if [[ $(id -u) != 0 ]]; then
   SUDO="sudo"
 fi
 
-# ensure_packages cmd=package ...: apt-get install the packages whose command is missing.
+# ensure_packages what=package ...: apt-get install the packages whose command
+# (or, for a what starting with /, file) is missing.
 ensure_packages() {
-  local want=() pair
+  local want=() pair what
   for pair in "$@"; do
-    command -v "${pair%%=*}" >/dev/null || want+=("${pair#*=}")
+    what="${pair%%=*}"
+    if [[ "$what" == /* ]]; then [[ -e "$what" ]] || want+=("${pair#*=}")
+    else command -v "$what" >/dev/null || want+=("${pair#*=}"); fi
   done
   ((${#want[@]} == 0)) && return 0
   command -v apt-get >/dev/null || die "missing ${want[*]} and no apt-get: install them by hand"
