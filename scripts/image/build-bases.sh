@@ -26,7 +26,7 @@
 #
 # Output (stdout): two lines, BUILD_IMAGE=<ref> and RUNTIME_IMAGE=<ref>.
 set -euo pipefail
-# shellcheck source=common.sh
+# shellcheck source=scripts/image/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # runc: buildah recommends an OCI runtime (installed here --no-install-recommends);
@@ -157,6 +157,13 @@ if [[ "${OVERSELL_IMAGE_REBUILD:-}" != 1 ]] && image_exists "$runtime_ref"; then
 else
   runtime_base
 fi
+
+# Older bases of ours (other input hashes) go: nothing refers to them by name.
+while read -r ref; do
+  [[ "$ref" == "$build_ref" || "$ref" == "$runtime_ref" ]] && continue
+  say "removing the outdated base $ref"
+  bh rmi "$ref" >/dev/null 2>&1 || true
+done < <(bh images --format '{{.Name}}:{{.Tag}}' | grep -E '^localhost/oversell-(build|runtime)-base:' || true)
 
 echo "BUILD_IMAGE=$build_ref"
 echo "RUNTIME_IMAGE=$runtime_ref"

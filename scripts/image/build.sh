@@ -19,7 +19,7 @@
 # changed. Writes <archive>.env with IMAGE=, IMAGE_ID=, ARCHIVE= for the
 # scripts that import it.
 set -euo pipefail
-# shellcheck source=common.sh
+# shellcheck source=scripts/image/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 bases=local
@@ -59,9 +59,9 @@ inputs_hash() {
       -path proto/gen -prune -o -type f -print0 | sort -z | xargs -0 sha256sum
   ) | sha256sum | cut -c1-64
 }
-want="$(inputs_hash)"
-if [[ -f "$ARCHIVE" && -f "$ARCHIVE.inputs" && "$(cat "$ARCHIVE.inputs")" == "$want" ]] && image_exists "$IMAGE"; then
-  say "$ARCHIVE: up to date ($IMAGE, inputs ${want:0:12})"
+inputs="$(inputs_hash)"
+if [[ -f "$ARCHIVE" && -f "$ARCHIVE.inputs" && "$(cat "$ARCHIVE.inputs")" == "$inputs" ]] && image_exists "$IMAGE"; then
+  say "$ARCHIVE: up to date ($IMAGE, inputs ${inputs:0:12})"
   exit 0
 fi
 
@@ -75,5 +75,5 @@ bh push --quiet "$IMAGE" "docker-archive:$ARCHIVE.tmp:$IMAGE" >/dev/null
 mv -f "$ARCHIVE.tmp" "$ARCHIVE"
 image_id="$(bh inspect --type image --format '{{.FromImageID}}' "$IMAGE")"
 printf 'IMAGE=%s\nIMAGE_ID=sha256:%s\nARCHIVE=%s\n' "$IMAGE" "$image_id" "$ARCHIVE" >"$ARCHIVE.env"
-echo "$want" >"$ARCHIVE.inputs"
+echo "$inputs" >"$ARCHIVE.inputs"
 say "done: $ARCHIVE ($(du -m "$ARCHIVE" | cut -f1) MiB, image $IMAGE, id ${image_id:0:12})"

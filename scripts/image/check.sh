@@ -18,7 +18,7 @@
 #
 #   scripts/image/check.sh [archive]    default .oversell/images/oversell.tar
 set -euo pipefail
-# shellcheck source=common.sh
+# shellcheck source=scripts/image/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ARCHIVE="${1:-${OVERSELL_IMAGE_ARCHIVE:-$IMAGES_DIR/oversell.tar}}"
@@ -95,10 +95,11 @@ mkdir -p "$ROOT/proc" "$ROOT/host/proc" "$ROOT/host/sys/fs/cgroup"
 export ROOT WORK
 printf '%s\0' "${image_env[@]}" >"$WORK/env"
 printf '%s\0' "${agent_argv[@]}" >"$WORK/agent_argv"
+# shellcheck disable=SC2016 # expanded by the inner bash
 $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --propagation private --pid --fork --kill-child bash -euo pipefail -c '
   ip link set lo up
   # Read-only root filesystem, as both workloads run (readOnlyRootFilesystem);
-  # a tmpfs on /tmp for the local-mode gateway'"'"'s certificates.
+  # a tmpfs on /tmp for the certificates of the local-mode gateway.
   mount --bind "$ROOT" "$ROOT"
   mount -o remount,bind,ro "$ROOT"
   mount -t tmpfs -o mode=1777 tmpfs "$ROOT/tmp"

