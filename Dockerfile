@@ -1,6 +1,14 @@
-# syntax=docker/dockerfile:1
+# The two base images are build arguments; the defaults are the public images,
+# so `docker build .` builds as it always did. A build without a container
+# registry passes local bases made from Debian packages instead
+# (scripts/image/build.sh; docs/install.md, "Building the image"). Any
+# BUILD_IMAGE needs node >= 20 and npm on PATH; any RUNTIME_IMAGE needs
+# /nodejs/bin/node and the user 65532, as distroless has them.
+ARG BUILD_IMAGE=node:22-bookworm-slim
+ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs22-debian12:nonroot
+
 # Build: compile TypeScript and generate proto types.
-FROM node:22-bookworm-slim AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # Scripts stay off for the dependencies (the grpc-js decoder fix is applied at run time: lib/grpc-stream-decoder.ts).
@@ -15,8 +23,8 @@ COPY cli ./cli
 COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
-# Run: distroless Node, non-root, nothing but the app.
-FROM gcr.io/distroless/nodejs22-debian12:nonroot
+# Run: distroless Node (by default), non-root, nothing but the app.
+FROM ${RUNTIME_IMAGE}
 WORKDIR /app
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
@@ -24,20 +32,7 @@ COPY --from=build /src/dist ./dist
 COPY examples ./examples
 USER 65532:65532
 ENV NODE_ENV=production
-# Entry points: oversell-gateway, oversell-agent, oversell (the CLI); see the wrappers below.
-COPY --chmod=0755 <<'SH' /usr/local/bin/oversell-gateway
-#!/nodejs/bin/node
-import('/app/dist/gateway/main.js');
-SH
-COPY --chmod=0755 <<'SH' /usr/local/bin/oversell-agent
-#!/nodejs/bin/node
-// By hand only: the DaemonSet runs /nodejs/bin/node --jitless --no-expose-wasm
-// on main.js (17 MiB less RSS); a shebang line carries one argument, not two.
-import('/app/dist/agent/main.js');
-SH
-COPY --chmod=0755 <<'SH' /usr/local/bin/oversell
-#!/nodejs/bin/node
-import('/app/dist/cli/main.js');
-SH
+# Entry points: oversell-gateway, oversell-agent, oversell (the CLI): scripts/image/bin/.
+COPY --chmod=0755 scripts/image/bin/ /usr/local/bin/
 ENTRYPOINT ["/nodejs/bin/node"]
 CMD ["/app/dist/gateway/main.js"]

@@ -1,77 +1,21 @@
 #!/usr/bin/env node
-// oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
-// streams it to the gateway. The flags are in flags.ts, what they mean together in config.ts.
-import { CommanderError } from 'commander';
-import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
-import { stopOnSignals } from '../lib/cli.js';
-import { gatewayConnection } from './stream/gateway-connection.js';
-import { createLogger, type Logger } from '../lib/log.js';
-import { startAgent } from './agent.js';
-import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
-import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
-import { detectCgroupLayout } from './sample/cgroup-layout.js';
-import { readHostFacts } from './sample/host-facts.js';
-import { AgentConfigError, loadAgentConfig, type AgentConfig } from './config.js';
+// oversell-agent's entry point; the agent is run.ts.
+//
+// The DaemonSet runs Node with --jitless (and --no-expose-wasm): no WebAssembly. On Node 22
+// any ESM import of node:http (the Kubernetes client has one) builds http's ESM facade, which
+// reads the lazy getters http.WebSocket, CloseEvent and MessageEvent; they load undici, which
+// compiles its HTTP parser as WebAssembly at load, and the process dies ("ReferenceError:
+// WebAssembly is not defined"). Node 20 has no such getters. The agent uses none of the three,
+// so without WebAssembly they become plain undefined here, through require (which builds no
+// facade), before anything imports node:http. scripts/image/check.sh runs the image's agent
+// with the DaemonSet's flags.
+import { createRequire } from 'node:module';
 
-let config: AgentConfig;
-try {
-  config = loadAgentConfig(process.argv.slice(2), process.env);
-} catch (err) {
-  if (err instanceof CommanderError) process.exit(err.exitCode);
-  createLogger('oversell-agent', err instanceof AgentConfigError ? err.logLevel : 'info').fatal({ err: (err as Error).message }, 'agent cannot start');
-  process.exit(2);
-}
-const log = createLogger('oversell-agent', config.logLevel);
-
-function kubeAccess(kube: AgentConfig['kube']): KubeAccess | undefined {
-  if (!kube) return undefined;
-  return kube.kind === 'kubeconfig' ? kubeconfigAccess(kube.file) : inClusterAccess();
-}
-
-async function podSource(pods: AgentConfig['pods'], kc: KubeAccess | undefined, nodeName: string, log: Logger): Promise<PodSource> {
-  if (pods.source === 'file') return filePodSource(pods.file, log);
-  if (pods.source === 'none' || !kc) {
-    log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
-    return noPodSource();
+if (!('WebAssembly' in globalThis)) {
+  const http = createRequire(import.meta.url)('node:http') as Record<string, unknown>;
+  for (const name of ['WebSocket', 'CloseEvent', 'MessageEvent']) {
+    const d = Object.getOwnPropertyDescriptor(http, name);
+    if (d?.get && d.configurable) Object.defineProperty(http, name, { value: undefined, writable: true, configurable: true, enumerable: d.enumerable ?? false });
   }
-  return watchPodSource(kc, nodeName, log);
 }
-
-try {
-  const layout = detectCgroupLayout(config.cgroupRoot);
-  const host = await readHostFacts(layout).catch((err: unknown) => {
-    log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
-    return undefined;
-  });
-  const kc = kubeAccess(config.kube);
-  const { gateways } = config;
-  const agent = startAgent({
-    nodeName: config.nodeName,
-    gatewayAddresses: gateways.kind === 'addresses' ? gateways.addresses : [],
-    procRoot: config.procRoot,
-    cgroupRoot: config.cgroupRoot,
-    intervalMs: config.intervalMs,
-    podReportEvery: config.podReportEvery,
-    pods: await podSource(config.pods, kc, config.nodeName, log),
-    log,
-    ...(host && { host }),
-    connection: gatewayConnection(config.connection),
-  });
-  const watch = gateways.kind === 'discovery' && kc
-    ? await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log)
-    : undefined;
-  let metricsServer: import('node:http').Server | undefined;
-  if (config.metrics) {
-    const bound = await agent.metrics.listen(config.metrics.host || '0.0.0.0', config.metrics.port);
-    metricsServer = bound.server;
-    log.info({ metrics: `${config.metrics.host}:${bound.port}` }, 'agent metrics serving');
-  }
-  stopOnSignals(async () => {
-    metricsServer?.close();
-    await watch?.stop();
-    await agent.stop();
-  }, log);
-} catch (err) {
-  log.fatal({ err: (err as Error).message }, 'agent cannot start');
-  process.exit(2);
-}
+await import('./run.js');

@@ -1,0 +1,77 @@
+// oversell-agent: one per node. Reads real usage from /proc and the pod cgroups and
+// streams it to the gateway. The flags are in flags.ts, what they mean together in config.ts.
+// The entry point is main.ts, which loads this module (see there why).
+import { CommanderError } from 'commander';
+import { inClusterAccess, kubeconfigAccess, type KubeAccess } from './kube/kube-access.js';
+import { stopOnSignals } from '../lib/cli.js';
+import { gatewayConnection } from './stream/gateway-connection.js';
+import { createLogger, type Logger } from '../lib/log.js';
+import { startAgent } from './agent.js';
+import { watchGatewayEndpoints } from './stream/endpoint-discovery.js';
+import { filePodSource, noPodSource, watchPodSource, type PodSource } from './requests/pod-source.js';
+import { detectCgroupLayout } from './sample/cgroup-layout.js';
+import { readHostFacts } from './sample/host-facts.js';
+import { AgentConfigError, loadAgentConfig, type AgentConfig } from './config.js';
+
+let config: AgentConfig;
+try {
+  config = loadAgentConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  createLogger('oversell-agent', err instanceof AgentConfigError ? err.logLevel : 'info').fatal({ err: (err as Error).message }, 'agent cannot start');
+  process.exit(2);
+}
+const log = createLogger('oversell-agent', config.logLevel);
+
+function kubeAccess(kube: AgentConfig['kube']): KubeAccess | undefined {
+  if (!kube) return undefined;
+  return kube.kind === 'kubeconfig' ? kubeconfigAccess(kube.file) : inClusterAccess();
+}
+
+async function podSource(pods: AgentConfig['pods'], kc: KubeAccess | undefined, nodeName: string, log: Logger): Promise<PodSource> {
+  if (pods.source === 'file') return filePodSource(pods.file, log);
+  if (pods.source === 'none' || !kc) {
+    log.info('no cluster (no --kubeconfig, not in a pod): requests of bound pods are reported as unknown');
+    return noPodSource();
+  }
+  return watchPodSource(kc, nodeName, log);
+}
+
+try {
+  const layout = detectCgroupLayout(config.cgroupRoot);
+  const host = await readHostFacts(layout).catch((err: unknown) => {
+    log.warn({ err: String(err) }, 'could not read host facts; continuing without them');
+    return undefined;
+  });
+  const kc = kubeAccess(config.kube);
+  const { gateways } = config;
+  const agent = startAgent({
+    nodeName: config.nodeName,
+    gatewayAddresses: gateways.kind === 'addresses' ? gateways.addresses : [],
+    procRoot: config.procRoot,
+    cgroupRoot: config.cgroupRoot,
+    intervalMs: config.intervalMs,
+    podReportEvery: config.podReportEvery,
+    pods: await podSource(config.pods, kc, config.nodeName, log),
+    log,
+    ...(host && { host }),
+    connection: gatewayConnection(config.connection),
+  });
+  const watch = gateways.kind === 'discovery' && kc
+    ? await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log)
+    : undefined;
+  let metricsServer: import('node:http').Server | undefined;
+  if (config.metrics) {
+    const bound = await agent.metrics.listen(config.metrics.host || '0.0.0.0', config.metrics.port);
+    metricsServer = bound.server;
+    log.info({ metrics: `${config.metrics.host}:${bound.port}` }, 'agent metrics serving');
+  }
+  stopOnSignals(async () => {
+    metricsServer?.close();
+    await watch?.stop();
+    await agent.stop();
+  }, log);
+} catch (err) {
+  log.fatal({ err: (err as Error).message }, 'agent cannot start');
+  process.exit(2);
+}
