@@ -1,4 +1,5 @@
 // The package bins as an operator runs them: flags, env, --help, exit codes.
+// Runs dist/: `npm run build` first (npm test does).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
@@ -7,17 +8,11 @@ import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ensureServingCertificate } from '../gateway/tls/self-signed.js';
-import { Backoff } from '../lib/backoff.js';
-import { TokenBucket } from '../lib/token-bucket.js';
-import { ChangeLog } from '../gateway/admit/webhook-plugin.js';
-import type { Logger } from '../lib/log.js';
-import { parseDuration } from '../lib/duration.js';
-import { startTestGateway } from './helpers/gateway.js';
-import { eventually } from './helpers/grpc.js';
+import { startTestGateway } from '../helpers/gateway.js';
+import { eventually } from '../helpers/grpc.js';
 
-const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url));
-const bin = (name: string) => fileURLToPath(new URL(`../dist/${name}/main.js`, import.meta.url));
+const fixtures = fileURLToPath(new URL('../fixtures', import.meta.url));
+const bin = (name: string) => fileURLToPath(new URL(`../../dist/${name}/main.js`, import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'oversell-bin-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -107,71 +102,5 @@ describe('binaries', () => {
       child.kill('SIGKILL');
       await gw.close();
     }
-  });
-});
-
-describe('self-managed certificates', () => {
-  it('creates once, reuses while valid, re-issues when the hosts change', async () => {
-    const dir = join(work, 'certs');
-    const a = await ensureServingCertificate(dir, ['localhost', '127.0.0.1', 'oversell-gateway.oversell.svc']);
-    assert.equal(a.created, true);
-    const leaf = new X509Certificate(a.cert);
-    assert.match(leaf.subjectAltName ?? '', /DNS:oversell-gateway\.oversell\.svc/);
-    assert.match(leaf.subjectAltName ?? '', /IP Address:127\.0\.0\.1/);
-    const b = await ensureServingCertificate(dir, ['localhost', '127.0.0.1', 'oversell-gateway.oversell.svc']);
-    assert.equal(b.created, false);
-    assert.equal(b.cert, a.cert);
-    const c = await ensureServingCertificate(dir, ['localhost', 'other.example']);
-    assert.equal(c.created, true);
-    assert.notEqual(c.cert, a.cert);
-  });
-});
-
-describe('small pieces', () => {
-  it('backoff grows exponentially to the cap with full jitter, and resets', () => {
-    const b = new Backoff({ initialMs: 100, maxMs: 1000 }, () => 1);
-    assert.deepEqual([b.next(), b.next(), b.next(), b.next(), b.next()], [100, 200, 400, 800, 1000]);
-    b.reset();
-    assert.equal(b.next(), 100);
-    const jittered = new Backoff({ initialMs: 100, maxMs: 1000 }, () => 0.5);
-    assert.equal(jittered.next(), 50);
-  });
-
-  it('token bucket: burst, then the steady rate', () => {
-    let t = 0;
-    const b = new TokenBucket(2, 3, () => t);
-    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
-    t = 499;
-    assert.equal(b.take(), false);
-    t = 500;
-    assert.equal(b.take(), true);
-    t = 10_000;
-    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
-  });
-
-  it('durations', () => {
-    assert.equal(parseDuration('40s'), 40_000);
-    assert.equal(parseDuration('1m30s'), 90_000);
-    assert.equal(parseDuration('500ms'), 500);
-    assert.equal(parseDuration('250'), 250);
-    assert.throws(() => parseDuration('40 s'), /not a duration/);
-    assert.throws(() => parseDuration('s'), /not a duration/);
-  });
-});
-
-describe('change log', () => {
-  it('says a grant changed once, then stays quiet for the interval even if it changes again', () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const log = { info: (o: Record<string, unknown>) => lines.push(o) } as unknown as Logger;
-    let t = 0;
-    const c = new ChangeLog(log, 30_000, () => t);
-    assert.equal(c.note('n1', '8000/10', {}), true);
-    assert.equal(c.note('n1', '8000/10', {}), false, 'same value');
-    t = 1000;
-    assert.equal(c.note('n1', '4000/10', {}), false, 'changed, but within the interval');
-    assert.equal(c.note('n2', '4000/10', {}), true, 'other nodes are independent');
-    t = 31_000;
-    assert.equal(c.note('n1', '4000/10', {}), true);
-    assert.deepEqual(lines.map((l) => l.node), ['n1', 'n2', 'n1']);
   });
 });

@@ -10,7 +10,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-const repo = fileURLToPath(new URL('..', import.meta.url));
+const repo = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'oversell-package-'));
 const prefix = join(work, 'prefix');
 const bin = join(prefix, 'bin');

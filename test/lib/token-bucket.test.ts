@@ -1,0 +1,18 @@
+// lib/token-bucket.ts: a burst, then the steady rate.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { TokenBucket } from '../../lib/token-bucket.js';
+
+describe('TokenBucket', () => {
+  it('token bucket: burst, then the steady rate', () => {
+    let t = 0;
+    const b = new TokenBucket(2, 3, () => t);
+    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
+    t = 499;
+    assert.equal(b.take(), false);
+    t = 500;
+    assert.equal(b.take(), true);
+    t = 10_000;
+    assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
+  });
+});
