@@ -137,7 +137,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
     { what: 'allocatable without memory', outcome: 'skipped', write: (r) => { delete r.request.object.status.allocatable.memory; } },
     { what: 'a malformed cpu quantity', outcome: 'skipped', write: (r) => { r.request.object.status.allocatable.cpu = '7.9 cores'; } },
     { what: 'a numeric cpu quantity', outcome: 'skipped', write: (r) => { (r.request.object.status.allocatable as Record<string, unknown>).cpu = 8; } },
-    { what: 'a negative memory quantity', outcome: 'skipped', write: (r) => { r.request.object.status.allocatable.memory = '-1Gi'; } },
+    { what: 'a negative memory quantity', outcome: 'unverified', write: (r) => { r.request.object.status.allocatable.memory = '-1Gi'; } },
     { what: 'an object that is a string', outcome: 'skipped', write: (r) => { (r.request as { object: unknown }).object = 'node'; } },
   ];
   for (const row of rows) {
@@ -377,7 +377,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
     {
       what: 'an allocatable beyond int64 (99999999999999999999E; binary ones the API server caps at int64) passes untouched',
       write: () => write('huge', { cpu: '4', memory: '99999999999999999999E' }, { cpu: '4', memory: '99999999999999999999E' }),
-      outcome: 'skipped',
+      outcome: 'unverified',
       keptRawCpu: undefined,
     },
     byOther('a ServiceAccount', 'system:serviceaccount:kube-system:x'),
