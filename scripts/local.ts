@@ -13,6 +13,8 @@ import { oversellV1 } from '../proto/load.js';
 import { formatBytes, formatMilli, parseBytes, parseMilli } from '../lib/quantity.js';
 import { gib } from './harness/bytes.js';
 import { startProcess, type Child } from './harness/processes.js';
+import { waitUntil } from './harness/wait.js';
+import { connect } from 'node:net';
 
 const env = (k: string, d: string) => process.env[k] ?? d;
 const ports = { webhook: env('OVERSELL_WEBHOOK_PORT', '8443'), grpc: env('OVERSELL_GRPC_PORT', '50051'), metrics: env('OVERSELL_METRICS_PORT', '9090') };
@@ -57,6 +59,14 @@ process.on('SIGTERM', () => stop(0));
 
 const logLevel = env('OVERSELL_LOG_LEVEL', 'warn');
 run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', logLevel]);
+// The agent starts once the gateway takes connections, so its first words are not "gateway stream lost".
+const accepting = () => new Promise<true | undefined>((resolve) => {
+  const socket = connect(Number(ports.grpc), '127.0.0.1', () => { socket.destroy(); resolve(true); });
+  socket.on('error', () => resolve(undefined));
+});
+await waitUntil(`the gateway to listen on 127.0.0.1:${ports.grpc}`, accepting, 30_000, 100).catch(() => {
+  // Its own log says why; the agent retries with backoff anyway.
+});
 run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.grpc}`, '--pods-file', podsFile, '--metrics-address', `127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}`, '--log-level', logLevel]);
 
 console.log(`oversell local pipeline for node "${nodeName}"
