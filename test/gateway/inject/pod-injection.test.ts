@@ -8,17 +8,10 @@ import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { INJECT, nameList, planInjection, type InjectionInput } from '../../../gateway/inject/pod-injection.js';
 import { parseTemplate, type TemplateEntry } from '../../../gateway/inject/sidecar-template.js';
+import { logs, proxy } from '../../helpers/sidecar-templates.js';
 
 type Pod = { metadata?: Record<string, unknown>; spec?: Record<string, unknown> } & Record<string, unknown>;
 
-const proxy = parseTemplate('proxy', {
-  default: true,
-  containers: [{ name: 'proxy', image: 'envoy:1.30', volumeMounts: [{ name: 'proxy-config', mountPath: '/etc/envoy' }] }],
-  initContainers: [{ name: 'proxy-init', image: 'envoy-init:1.30' }],
-  volumes: [{ name: 'proxy-config', emptyDir: {} }],
-  downwardEnv: { POD_NAME: 'metadata.name', POD_NAMESPACE: 'metadata.namespace', NODE_NAME: 'spec.nodeName' },
-});
-const logs = parseTemplate('logs', { containers: [{ name: 'log-shipper', image: 'fluent-bit:3', volumeMounts: [{ name: 'app-logs', mountPath: '/logs' }] }] });
 const TEMPLATES: TemplateEntry[] = [proxy, logs];
 
 const EXCLUDED = new Set(['kube-system', 'oversell']);

@@ -3,15 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseTemplate, templateFromConfigMap, templatesFromFile } from '../../../gateway/inject/sidecar-template.js';
+import { logs, proxy } from '../../helpers/sidecar-templates.js';
 
-const proxy = parseTemplate('proxy', {
-  default: true,
-  containers: [{ name: 'proxy', image: 'envoy:1.30', volumeMounts: [{ name: 'proxy-config', mountPath: '/etc/envoy' }] }],
-  initContainers: [{ name: 'proxy-init', image: 'envoy-init:1.30' }],
-  volumes: [{ name: 'proxy-config', emptyDir: {} }],
-  downwardEnv: { POD_NAME: 'metadata.name', POD_NAMESPACE: 'metadata.namespace', NODE_NAME: 'spec.nodeName' },
-});
-const logs = parseTemplate('logs', { containers: [{ name: 'log-shipper', image: 'fluent-bit:3', volumeMounts: [{ name: 'app-logs', mountPath: '/logs' }] }] });
 
 const names = (v: unknown) => (Array.isArray(v) ? v.map((x: { name: string }) => x.name) : []);
 
