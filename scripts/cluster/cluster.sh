@@ -338,14 +338,21 @@ fail_up() {
   exit 1
 }
 
-wait_healthy() { # component
-  local c="$1" start; start=$(date +%s)
-  while ! healthy "$c"; do
+# Polls `check...` until it succeeds; `up` fails if component c exits or
+# TIMEOUT passes first. Sets WAITED (seconds).
+wait_for() { # component "what did not happen" check...
+  local c="$1" what="$2" start; shift 2; start=$(date +%s)
+  while ! "$@"; do
     is_ours "$c" "$(pid_of "$c")" || fail_up "$c exited (see log)"
-    (( $(date +%s) - start < TIMEOUT )) || fail_up "$c not healthy after ${TIMEOUT}s ($(health_url "$c"))"
+    (( $(date +%s) - start < TIMEOUT )) || fail_up "$what after ${TIMEOUT}s"
     sleep 0.5
   done
-  say "$c healthy after $(( $(date +%s) - start ))s"
+  WAITED=$(( $(date +%s) - start ))
+}
+
+wait_healthy() { # component
+  wait_for "$1" "$1 not healthy ($(health_url "$1"))" healthy "$1"
+  say "$1 healthy after ${WAITED}s"
 }
 
 kubectl_admin() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }

@@ -445,11 +445,7 @@ EOF
   start_component kube-proxy
   wait_healthy kubelet
   wait_healthy kube-proxy
-  while ! node_ready; do
-    is_ours kubelet "$(pid_of kubelet)" || fail_up "kubelet exited (see log)"
-    (( $(date +%s) - t < TIMEOUT )) || fail_up "node $NODE_NAME not Ready after ${TIMEOUT}s"
-    sleep 0.5
-  done
+  wait_for kubelet "node $NODE_NAME not Ready" node_ready
   say "node $NODE_NAME Ready $(( $(date +%s) - t ))s after the kubelet started (real node up in $(( $(date +%s) - T0 ))s)"
 }
 

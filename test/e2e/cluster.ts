@@ -1,6 +1,7 @@
 // The local control plane (scripts/cluster/cluster.sh) as seen from a test: admin
 // client, kubelet credentials, and the kubelet's own way of writing its status.
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
@@ -14,6 +15,11 @@ export const ADMIN_KUBECONFIG = join(STATE, 'admin.kubeconfig');
 
 export function cluster(...args: string[]): string {
   return execFileSync('bash', [CLUSTER_SH, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+/** cluster() without blocking the event loop: watches and timers keep running meanwhile. */
+export async function clusterAsync(...args: string[]): Promise<string> {
+  return (await promisify(execFile)('bash', [CLUSTER_SH, ...args], { encoding: 'utf8' })).stdout;
 }
 
 export function adminConfig(): KubeConfig {

@@ -175,7 +175,7 @@ export async function podsOn(nodeName: string): Promise<V1Pod[]> {
   return list.items;
 }
 
-export function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
+export function eventually<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000, everyMs = 250): Promise<T> {
   return waitUntil(what, check, timeoutMs, everyMs);
 }
 

@@ -7,29 +7,15 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { V1Node, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { core } from './cluster.js';
 import { eventually } from './fixtures.js';
+import { REAL_NODE_LABEL as LABEL, findRealNode, podInPhase, realNodePod } from './real-node.js';
 
-const LABEL = 'oversell.io/real-node';
 const NS = 'default';
-const PROBE_IMAGE = 'oversell.local/probe:1'; // built and imported by cluster.sh up
 const created: string[] = [];
 const SERVICE = 'real-node-web';
 let node: V1Node | undefined;
-
-function realNodePod(name: string, args: string[], resources?: V1ResourceRequirements, app = 'real-node-e2e'): V1Pod {
-  return {
-    metadata: { name, namespace: NS, labels: { app } },
-    spec: {
-      restartPolicy: 'Never',
-      nodeSelector: { [LABEL]: 'true' },
-      tolerations: [{ key: LABEL, operator: 'Exists', effect: 'NoSchedule' }],
-      terminationGracePeriodSeconds: 1,
-      containers: [{ name: 'probe', image: PROBE_IMAGE, imagePullPolicy: 'Never', args, resources }],
-    },
-  };
-}
 
 async function create(pod: V1Pod): Promise<V1Pod> {
   created.push(pod.metadata!.name!);
@@ -46,7 +32,7 @@ function cpuCgroupRoot(): string {
 
 describe('the real node', { timeout: 5 * 60_000 }, () => {
   before(async () => {
-    node = (await core().listNode({ labelSelector: `${LABEL}=true` })).items[0];
+    node = await findRealNode();
   });
 
   after(async () => {
@@ -73,10 +59,7 @@ describe('the real node', { timeout: 5 * 60_000 }, () => {
     const svc = await core().readNamespacedService({ namespace: 'default', name: 'kubernetes' });
     assert.match(svc.spec?.clusterIP ?? '', /^198\.19\./);
     const pod = await create(realNodePod('real-node-apicheck', ['apicheck', '-timeout', '60s']));
-    const done = await eventually('the apicheck pod to finish', async () => {
-      const p = await core().readNamespacedPod({ namespace: NS, name: pod.metadata!.name! });
-      return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
-    }, 120_000, 500);
+    const done = await podInPhase(NS, pod.metadata!.name!, ['Succeeded', 'Failed']);
     // Logs come from the kubelet through the API server (its kubelet client cert).
     const log = await core().readNamespacedPodLog({ namespace: NS, name: pod.metadata!.name! });
     assert.equal(done.status?.phase, 'Succeeded', log);
@@ -90,11 +73,8 @@ describe('the real node', { timeout: 5 * 60_000 }, () => {
 
   it("a running pod's cgroup is under the kubelet's cgroup root, with its CPU limit applied", async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    const p = await create(realNodePod('real-node-sleep', ['sleep', '600'], { requests: { cpu: '100m', memory: '32Mi' }, limits: { cpu: '200m', memory: '64Mi' } }));
-    const running = await eventually('the sleep pod Running', async () => {
-      const q = await core().readNamespacedPod({ namespace: NS, name: p.metadata!.name! });
-      return q.status?.phase === 'Running' ? q : undefined;
-    }, 120_000, 500);
+    const p = await create(realNodePod('real-node-sleep', ['sleep', '600'], { resources: { requests: { cpu: '100m', memory: '32Mi' }, limits: { cpu: '200m', memory: '64Mi' } } }));
+    const running = await podInPhase(NS, p.metadata!.name!, ['Running']);
     const dir = join(cpuCgroupRoot(), 'kubepods', 'burstable', `pod${running.metadata!.uid}`);
     assert.ok(existsSync(dir), `${dir} exists`);
     if (existsSync(join(dir, 'cpu.cfs_quota_us'))) {
@@ -109,22 +89,16 @@ describe('the real node', { timeout: 5 * 60_000 }, () => {
 
   it('a Service routes to a pod on the real node, from another pod there and from the host (the path the API server takes to a webhook)', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    await create(realNodePod('real-node-web', ['serve', ':8080'], undefined, SERVICE));
+    await create(realNodePod('real-node-web', ['serve', ':8080'], { app: SERVICE }));
     const svc = await core().createNamespacedService({
       namespace: NS,
       body: { metadata: { name: SERVICE }, spec: { selector: { app: SERVICE }, ports: [{ port: 80, targetPort: 8080 }] } },
     });
-    await eventually('the web pod Running', async () => {
-      const q = await core().readNamespacedPod({ namespace: NS, name: 'real-node-web' });
-      return q.status?.phase === 'Running' ? q : undefined;
-    }, 120_000, 500);
+    await podInPhase(NS, 'real-node-web', ['Running']);
     const url = `http://${svc.spec!.clusterIP}/`;
     // Pod -> ClusterIP -> pod on the same bridge (br_netfilter, hairpin).
     const client = await create(realNodePod('real-node-web-client', ['httpget', '-timeout', '60s', url]));
-    const done = await eventually('the client pod to finish', async () => {
-      const p = await core().readNamespacedPod({ namespace: NS, name: client.metadata!.name! });
-      return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
-    }, 120_000, 500);
+    const done = await podInPhase(NS, client.metadata!.name!, ['Succeeded', 'Failed']);
     const log = await core().readNamespacedPodLog({ namespace: NS, name: client.metadata!.name! });
     assert.equal(done.status?.phase, 'Succeeded', log);
     assert.match(log, /-> 200 .*\nok real-node-web/);

@@ -14,6 +14,11 @@
 //	nodeutil forward <listen> <target>
 //	                               on the host: TCP forwarder (pods reach the API server,
 //	                               which listens on 127.0.0.1 only, at the bridge address)
+//	nodeutil burn [-threads 1]     spin that many threads forever: with a CPU limit the
+//	                               pod uses exactly its limit (the CFS quota throttles it)
+//	nodeutil hold -mib N [-step-mib 64]
+//	                               allocate N MiB, touching every page, report progress,
+//	                               then hold it until killed (a known working set)
 package main
 
 import (
@@ -26,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -33,7 +39,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nodeutil pause|apicheck|sleep|serve|httpget|forward ...")
+		fmt.Fprintln(os.Stderr, "usage: nodeutil pause|apicheck|sleep|serve|httpget|forward|burn|hold ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -58,6 +64,10 @@ func main() {
 			os.Exit(2)
 		}
 		forward(os.Args[2], os.Args[3])
+	case "burn":
+		os.Exit(burn(os.Args[2:]))
+	case "hold":
+		os.Exit(hold(os.Args[2:]))
 	default:
 		fmt.Fprintf(os.Stderr, "nodeutil: unknown command %q\n", os.Args[1])
 		os.Exit(2)
@@ -122,26 +132,37 @@ func apicheck(args []string) int {
 	// Verified TLS: the API server's certificate must name the Service's ClusterIP.
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := "https://" + net.JoinHostPort(host, port) + *path
-	deadline := time.Now().Add(*timeout)
+	if !getUntilOK(client, url, "Bearer "+string(token), *timeout) {
+		return 1
+	}
+	if cg, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		fmt.Printf("cgroup:\n%s", cg)
+	}
+	return 0
+}
+
+// getUntilOK GETs url every 500 ms until HTTP 200 or the timeout, printing
+// every answer (status and body) and every error.
+func getUntilOK(client *http.Client, url, authorization string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
 	for attempt := 1; ; attempt++ {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.Header.Set("Authorization", "Bearer "+string(token))
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
 		resp, err := client.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			fmt.Printf("GET %s -> %d (attempt %d)\n%s\n", url, resp.StatusCode, attempt, body)
 			if resp.StatusCode == http.StatusOK {
-				if cg, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-					fmt.Printf("cgroup:\n%s", cg)
-				}
-				return 0
+				return true
 			}
 		} else {
 			fmt.Fprintf(os.Stderr, "GET %s: %v (attempt %d)\n", url, err, attempt)
 		}
 		if time.Now().After(deadline) {
-			return 1
+			return false
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -154,12 +175,7 @@ func forward(listen, target string) {
 		os.Exit(1)
 	}
 	fmt.Printf("forwarding %s -> %s\n", listen, target)
-	go func() {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-		<-sig
-		os.Exit(0)
-	}()
+	go func() { waitForSignal(); os.Exit(0) }()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -189,12 +205,7 @@ func serve(addr string) {
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ok %s\n", host)
 	})
-	go func() {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-		<-sig
-		os.Exit(0)
-	}()
+	go func() { waitForSignal(); os.Exit(0) }()
 	fmt.Printf("serving on %s\n", addr)
 	if err := http.ListenAndServe(addr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -209,24 +220,67 @@ func httpget(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: nodeutil httpget [-timeout 60s] <url>")
 		return 2
 	}
-	url := fs.Arg(0)
-	client := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(*timeout)
-	for attempt := 1; ; attempt++ {
-		resp, err := client.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			fmt.Printf("GET %s -> %d (attempt %d)\n%s", url, resp.StatusCode, attempt, body)
-			if resp.StatusCode == http.StatusOK {
-				return 0
-			}
-		} else {
-			fmt.Fprintf(os.Stderr, "GET %s: %v (attempt %d)\n", url, err, attempt)
-		}
-		if time.Now().After(deadline) {
-			return 1
-		}
-		time.Sleep(500 * time.Millisecond)
+	if !getUntilOK(&http.Client{Timeout: 5 * time.Second}, fs.Arg(0), "", *timeout) {
+		return 1
 	}
+	return 0
+}
+
+// nowMs is the wall clock in Unix milliseconds: pods and the host share it,
+// so a test can compare a pod's report with what it observed.
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func burn(args []string) int {
+	fs := flag.NewFlagSet("burn", flag.ContinueOnError)
+	threads := fs.Int("threads", 1, "busy threads")
+	if err := fs.Parse(args); err != nil || *threads < 1 {
+		return 2
+	}
+	runtime.GOMAXPROCS(*threads + 1)
+	for i := 0; i < *threads; i++ {
+		go func() {
+			x := uint64(1)
+			for {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}()
+	}
+	fmt.Printf("burning %d threads since %d\n", *threads, nowMs())
+	waitForSignal()
+	return 0
+}
+
+// hold keeps N MiB resident: every page written (the kernel counts a page in
+// the working set only once it is touched), in chunks so progress shows.
+func hold(args []string) int {
+	fs := flag.NewFlagSet("hold", flag.ContinueOnError)
+	mib := fs.Int("mib", 0, "MiB to hold")
+	step := fs.Int("step-mib", 64, "MiB per progress line")
+	if err := fs.Parse(args); err != nil || *mib <= 0 || *step <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: nodeutil hold -mib N [-step-mib 64]")
+		return 2
+	}
+	const page = 4096
+	start := nowMs()
+	chunks := make([][]byte, 0, *mib / *step + 1)
+	for held := 0; held < *mib; {
+		n := min(*step, *mib-held)
+		c := make([]byte, n<<20)
+		for i := 0; i < len(c); i += page {
+			c[i] = 1
+		}
+		chunks = append(chunks, c)
+		held += n
+		fmt.Printf("held %d MiB at %d\n", held, nowMs())
+	}
+	fmt.Printf("holding %d MiB since %d (started %d)\n", *mib, nowMs(), start)
+	waitForSignal()
+	runtime.KeepAlive(chunks)
+	return 0
+}
+
+func waitForSignal() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
 }

@@ -1,0 +1,444 @@
+// oversell as users install it, on the local cluster's real node: the image
+// built from our Dockerfile, `kubectl apply -k` and `helm install`, the agent
+// DaemonSet pod reading the real node's /proc and cgroups, the gateway pod
+// behind its Service (the API server calls the webhook through it; kube-proxy
+// routes), the real kubelet writing its status and admitting real pods.
+//
+// Memory is the resource these tests oversell: its default cap (1.25x) and
+// target (80%) leave room on this host whatever it runs meanwhile, where CPU
+// (2 cores, busy with the control plane) may have none.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { AppsV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { connect, type Connection } from '../../cli/connect.js';
+import { ANNOTATION } from '../../gateway/admit/node-review.js';
+import { parseBytes } from '../../lib/quantity.js';
+import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
+import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
+import { OPT_IN, eventually, removeWebhook } from './fixtures.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_LABEL, changedStatus, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
+
+const NS = 'oversell';
+const PODS = 'oversell-real-e2e';
+const OVERLAY = join(REPO, 'test/e2e/real-node-install');
+const CRD = { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'oversellpolicies.oversell.io' } };
+const MI = 1024 ** 2;
+/** How long the kubelet's status writes are counted: 3 writes at its 10 s nodeStatusUpdateFrequency. */
+const WRITES_WINDOW_MS = 31_000;
+
+let node: V1Node | undefined;
+let nodeName = '';
+let rawMemory = 0n;
+let rawMemoryText = '';
+/** Kubelet status writes counted without oversell, to compare with the count with it. */
+let writesWithout = 0;
+
+const kubectl = (...args: string[]) => clusterAsync('kubectl', ...args);
+const run = async (file: string, args: string[]) => (await promisify(execFile)(file, args, { encoding: 'utf8' })).stdout;
+const memoryOf = (n: V1Node) => parseBytes(n.status?.allocatable?.memory ?? '0', 'allocatable memory');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mib = (b: bigint | number) => `${(Number(b) / MI).toFixed(0)}Mi`;
+
+/**
+ * The pods the tests run: a CPU burner at its 300m limit, a memory holder of
+ * 512 MiB, and idle pods of raw/6.5 each. Without oversell the kubelet admits
+ * the first six idle pods and refuses the seventh; with it, all seven run.
+ */
+function idlePod(i: number): V1Pod {
+  const each = rawMemory * 2n / 13n / BigInt(MI);
+  return realNodePod(`idle-${i}`, ['sleep', '3600'], { namespace: PODS, nodeName, resources: { requests: { cpu: '10m', memory: `${each}Mi` } } });
+}
+const burner = () => realNodePod('burner', ['burn', '-threads', '1'], { namespace: PODS, nodeName, resources: { requests: { cpu: '300m', memory: '32Mi' }, limits: { cpu: '300m', memory: '64Mi' } } });
+const HOLD_MIB = 512;
+const holder = () => realNodePod('holder', ['hold', '-mib', String(HOLD_MIB)], { namespace: PODS, nodeName, resources: { requests: { cpu: '10m', memory: '1Gi' }, limits: { memory: '1Gi' } } });
+
+async function createPod(pod: V1Pod): Promise<void> {
+  await core().createNamespacedPod({ namespace: PODS, body: pod });
+}
+
+async function deletePods(names: string[]): Promise<void> {
+  for (const name of names) await core().deleteNamespacedPod({ namespace: PODS, name, gracePeriodSeconds: 0 }).catch(() => {});
+  await eventually(`pods ${names.join(', ')} gone`, async () => {
+    const left = (await core().listNamespacedPod({ namespace: PODS })).items.filter((p) => names.includes(p.metadata?.name ?? ''));
+    return left.length === 0 ? true : undefined;
+  }, 60_000, 250);
+}
+
+/** Memory requested by the pods bound to the node, as the scheduler and the kubelet add them up. */
+async function boundMemory(): Promise<bigint> {
+  const pods = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items;
+  let sum = 0n;
+  for (const p of pods) {
+    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
+    for (const c of p.spec?.containers ?? []) sum += parseBytes(c.resources?.requests?.memory ?? '0', 'request');
+  }
+  return sum;
+}
+
+/** Waits for `count` kubelet status writes after `from` in the record; returns them. */
+async function kubeletWritesAfter(record: NodeRecord, from: number, count: number, timeoutMs: number): Promise<NodeWrite[]> {
+  return eventually(`${count} kubelet status write(s)`, () => {
+    const w = record.kubeletWrites().filter((x) => x.at > from);
+    return w.length >= count ? w : undefined;
+  }, timeoutMs, 100);
+}
+
+/**
+ * After an uninstall began at `since`: the node is back to raw (whoever wrote it:
+ * the gateway lowers to the floor when its policy is deleted, else the kubelet's
+ * next write, 10 s apart while what it reads back differs), and a kubelet write
+ * then stays raw (a restart makes one at once: unchanged, it writes every 5 min).
+ */
+async function assertRawAfterUninstall(record: NodeRecord, since: number, how: string): Promise<void> {
+  const fail = (err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`);
+  const raw = await eventually('raw allocatable', () => record.writes.find((w) => w.at > since && w.node.status?.allocatable?.memory === rawMemoryText), 30_000, 100).catch(fail);
+  const previous = record.writes[record.writes.indexOf(raw) - 1];
+  const by = previous && heartbeatOf(previous.node) === heartbeatOf(raw.node) ? 'the gateway' : 'the kubelet';
+  console.log(`# ${how}: raw allocatable back ${raw.at - since} ms after it began, written by ${by}`);
+  await eventually('the webhook configuration gone', () => objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }).then(() => undefined, () => true), 60_000, 250);
+  await sleep(1000); // the API server's view of webhook configurations follows within a second
+  const restartedAt = Date.now();
+  await restartKubelet();
+  const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000).catch(fail);
+  assert.equal(next!.node.status?.allocatable?.memory, rawMemoryText, 'the kubelet\'s write after the uninstall is raw');
+}
+
+async function waitInstalled(): Promise<void> {
+  await eventually('the agent pod Running on the real node, the gateway pod Ready', async () => {
+    const pods = (await core().listNamespacedPod({ namespace: NS })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const agent = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-agent' && p.spec?.nodeName === nodeName);
+    const gateway = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-gateway');
+    const ready = (p?: V1Pod) => p?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    return agent?.status?.phase === 'Running' && ready(gateway) && gateway?.spec?.nodeName === nodeName ? true : undefined;
+  }, 180_000, 500);
+  // Ready is not reachable: kube-proxy programs the Service's new endpoint a moment
+  // later, and a kubelet write meanwhile passes raw (failurePolicy Ignore) and is
+  // then not repeated for 5 min. A dry-run write as the kubelet shows the API
+  // server's own path to the webhook, and changes nothing (sideEffects NoneOnDryRun).
+  const creds = kubeletCredentials(nodeName);
+  await eventually('a dry-run kubelet write inflated through the Service', async () => {
+    const res = await kubeletPatchStatus(creds, nodeName, { allocatable: node!.status!.allocatable }, { dryRun: true });
+    return res.status === 200 && memoryOf(res.body) > rawMemory ? true : undefined;
+  }, 60_000, 250);
+}
+
+/** A query API client as an operator's: TLS with the gateway's published CA, a viewer's token, through the Service's ClusterIP. */
+async function queryAsViewer(): Promise<Connection> {
+  const viewer = 'real-e2e-viewer';
+  await core().createNamespacedServiceAccount({ namespace: PODS, body: { metadata: { name: viewer } } }).catch(() => {});
+  await adminConfig().makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+    body: { metadata: { name: viewer }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'oversell-viewer' }, subjects: [{ kind: 'ServiceAccount', name: viewer, namespace: PODS }] },
+  }).catch(() => {});
+  const token = (await core().createNamespacedServiceAccountToken({ namespace: PODS, name: viewer, body: { spec: { audiences: [], expirationSeconds: 600 } } })).status?.token ?? '';
+  const ca = (await core().readNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' })).data?.['ca.crt'] ?? '';
+  const caFile = join(mkdtempSync(join(tmpdir(), 'oversell-real-e2e-')), 'ca.crt');
+  writeFileSync(caFile, ca);
+  const svc = await core().readNamespacedService({ namespace: NS, name: 'oversell-gateway' });
+  return connect({ address: `${svc.spec?.clusterIP}:50051`, caFile, token, namespace: NS, service: 'oversell-gateway' });
+}
+
+function getNode(conn: Connection, name: string): Promise<NodeStatus__Output> {
+  return new Promise((resolve, reject) => conn.client.GetNode({ name }, conn.metadata(), (err, res) => (err ? reject(err) : res ? resolve(res) : reject(new Error('empty answer')))));
+}
+
+/** The host's memory working set as the kubelet and the agent compute it: MemTotal - MemFree - Inactive(file). */
+function hostWorkingSet(): number {
+  const text = readFileSync('/proc/meminfo', 'utf8');
+  const kib = (k: string) => Number(new RegExp(`^${k.replace(/[()]/g, '\\$&')}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return (kib('MemTotal') - kib('MemFree') - kib('Inactive(file)')) * 1024;
+}
+
+async function cleanNode(): Promise<void> {
+  if (!node) return;
+  const strip = Object.fromEntries(Object.values(ANNOTATION).map((k) => [k, null]));
+  await patchNodeMetadata(nodeName, { labels: { 'oversell.io/enabled': null }, annotations: strip }).catch(() => {});
+}
+
+async function removeNamespace(name: string): Promise<void> {
+  await core().deleteNamespace({ name }).catch(() => {});
+  await eventually(`namespace ${name} gone`, () => core().readNamespace({ name }).then(() => undefined, () => true), 120_000, 500).catch(() => {});
+}
+
+before(async () => {
+  node = await findRealNode();
+  if (!node) return;
+  nodeName = node.metadata!.name!;
+  rawMemoryText = node.status?.allocatable?.memory ?? '';
+  rawMemory = parseBytes(rawMemoryText, 'raw memory');
+  if (!existsSync(OVERSELL_IMAGE_TAR)) throw new Error(`${OVERSELL_IMAGE_TAR} missing: build the image first (bash scripts/image/build.sh)`);
+  await importImage(OVERSELL_IMAGE_TAR);
+  await core().createNamespace({ body: { metadata: { name: PODS } } }).catch((e: { code?: number }) => {
+    if (e.code !== 409) throw e;
+  });
+});
+
+after(async () => {
+  if (!node) return;
+  // Whatever a failed test left: the install (both ways), the test pods, the node's opt-in.
+  try {
+    await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
+  } catch { /* some kinds already gone: the rest by name below */ }
+  await removeWebhook('oversell').catch(() => {});
+  await objects().delete(CRD).catch(() => {});
+  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: 'real-e2e-viewer' }).catch(() => {});
+  await removeNamespace(PODS);
+  await removeNamespace(NS);
+  await cleanNode();
+});
+
+describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
+  const set = () => [burner(), holder(), ...[1, 2, 3, 4, 5, 6, 7].map(idlePod)];
+
+  it('without oversell the kubelet refuses the seventh idle pod (OutOfmemory), and writes its status only when it changes', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    const record = await recordNode(nodeName);
+    const started = Date.now();
+    try {
+      for (const p of set()) await createPod(p);
+      const settled = await Promise.all(set().map((p) => podInPhase(PODS, p.metadata!.name!, ['Running', 'Failed'])));
+      const failed = settled.filter((p) => p.status?.phase === 'Failed');
+      assert.deepEqual(failed.map((p) => p.metadata?.name), ['idle-7'], `requests ${mib(await boundMemory())} against raw ${rawMemoryText}`);
+      assert.equal(failed[0]?.status?.reason, 'OutOfmemory', failed[0]?.status?.message);
+      await sleep(Math.max(0, started + WRITES_WINDOW_MS - Date.now()));
+      // The kubelet writes when its status changes or every nodeStatusReportFrequency (5 min).
+      writesWithout = record.kubeletWrites().length;
+      const why = record.writes.slice(1).map((w, i) => changedStatus(record.writes[i]!.node, w.node).join('+') || 'heartbeat only');
+      console.log(`# kubelet nodes/status writes without oversell: ${writesWithout} in ${((Date.now() - started) / 1000).toFixed(0)} s (changed: ${why.join('; ') || 'nothing'})`);
+    } finally {
+      record.stop();
+    }
+    await deletePods(['idle-7']);
+  });
+
+  it('installs: the agent pod runs on the real node, the gateway behind its Service; the kubelet\'s writes come back inflated, every 10 s, the same each time', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    try {
+      await kubectl('apply', '--server-side', '-k', OVERLAY);
+    } catch {
+      // The first apply may send the policy before its CRD is established (docs/install.md: run it again).
+      await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/oversellpolicies.oversell.io');
+      await kubectl('apply', '--server-side', '-k', OVERLAY);
+    }
+    await patchNodeMetadata(nodeName, { labels: OPT_IN });
+    await waitInstalled();
+    const webhook = await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };
+    assert.ok(webhook.webhooks?.every((w) => w.clientConfig.service?.name === 'oversell-gateway' && !w.clientConfig.url), 'the webhook calls the Service, no URL');
+
+    // The kubelet writes an unchanged status only every 5 min; a restart writes at once.
+    const record = await recordNode(nodeName);
+    try {
+      const restartedAt = Date.now();
+      await restartKubelet();
+      const [first] = await kubeletWritesAfter(record, restartedAt, 1, 60_000);
+      const bound = await boundMemory();
+      const inflated = await eventually('a kubelet write inflated', () => {
+        const w = record.kubeletWrites().find((x) => x.at >= first!.at && memoryOf(x.node) > rawMemory);
+        return w;
+      }, 60_000, 100);
+      const ann = inflated.node.metadata?.annotations ?? {};
+      assert.equal(ann[ANNOTATION.rawMemory], rawMemoryText, 'the raw allocatable is kept');
+      assert.match(ann[ANNOTATION.reason] ?? '', /policy default; .*memory \S+->\S+/);
+      assert.ok(memoryOf(inflated.node) <= rawMemory * 125n / 100n, `${inflated.node.status?.allocatable?.memory} over the 1.25x cap`);
+      assert.ok(memoryOf(inflated.node) >= bound, 'never below what is bound');
+      const windowStart = inflated.at;
+      await sleep(WRITES_WINDOW_MS);
+      const writes = record.kubeletWrites().filter((x) => x.at > windowStart);
+      console.log(`# kubelet nodes/status writes with oversell: ${writes.length} in ${(WRITES_WINDOW_MS / 1000).toFixed(0)} s; allocatable memory ${writes.map((w) => w.node.status?.allocatable?.memory).join(', ')}`);
+      // What it reads back (inflated) differs from what it computes (raw): it writes every nodeStatusUpdateFrequency (10 s).
+      assert.ok(writes.length >= 2 && writes.length > writesWithout, `${writes.length} kubelet writes in ${WRITES_WINDOW_MS} ms (${writesWithout} without oversell)`);
+      for (const w of writes) {
+        assert.equal(w.node.status?.allocatable?.memory, inflated.node.status?.allocatable?.memory, 'inflated memory stays the same across heartbeats');
+        assert.equal(w.node.metadata?.annotations?.[ANNOTATION.rawMemory], rawMemoryText);
+      }
+    } finally {
+      record.stop();
+    }
+  });
+
+  it('the agent, in the shipped container, reports the node\'s real usage and the burner\'s and holder\'s, through the query API', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    const agentPod = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-agent', fieldSelector: `spec.nodeName=${nodeName}` })).items[0];
+    const c = agentPod?.spec?.containers[0];
+    assert.equal(c?.securityContext?.readOnlyRootFilesystem, true);
+    assert.equal(c?.securityContext?.runAsNonRoot, true);
+    assert.deepEqual(c?.volumeMounts?.filter((m) => m.mountPath.startsWith('/host')).map((m) => [m.mountPath, m.readOnly]), [['/host/proc', true], ['/host/sys/fs/cgroup', true]]);
+    const uids = new Map<string, string>();
+    for (const name of ['burner', 'holder']) uids.set((await core().readNamespacedPod({ namespace: PODS, name })).metadata!.uid!, name);
+    const conn = await queryAsViewer();
+    try {
+      // Per-pod usage rides on every 10th sample (--pod-report-every).
+      const status = await eventually('a sample with both pods', async () => {
+        const s = await getNode(conn, nodeName);
+        const seen = (s.latest?.pods ?? []).filter((p) => uids.has(p.uid));
+        return seen.length === 2 ? s : undefined;
+      }, 60_000, 500);
+      const host = hostWorkingSet();
+      const pods = new Map((status.latest?.pods ?? []).filter((p) => uids.has(p.uid)).map((p) => [uids.get(p.uid)!, p]));
+      const burn = pods.get('burner')!;
+      const hold = pods.get('holder')!;
+      console.log(`# real usage: burner ${burn.cpuUsageMillicores}m CPU (limit 300m); holder ${mib(hold.memoryWorkingSetBytes)} (holds ${HOLD_MIB}Mi); node ${status.latest?.cpuUsageMillicores}m, ${mib(status.latest?.memoryWorkingSetBytes ?? 0)} (host /proc/meminfo now ${mib(host)})`);
+      // The CFS quota holds the burner at its limit; a sample spans ~1 s of 100 ms periods.
+      assert.ok(burn.cpuUsageMillicores >= 240 && burn.cpuUsageMillicores <= 330, `burner ${burn.cpuUsageMillicores}m, want 300m -20%/+10%`);
+      // The held pages, plus the Go runtime, the binary and the pause container: under 32 MiB.
+      assert.ok(hold.memoryWorkingSetBytes >= HOLD_MIB * MI && hold.memoryWorkingSetBytes <= (HOLD_MIB + 32) * MI, `holder ${mib(hold.memoryWorkingSetBytes)}`);
+      assert.ok((status.latest?.cpuUsageMillicores ?? 0) >= 240, 'the node uses at least what the burner does');
+      // The same formula on the same host a moment apart: within 256 MiB.
+      assert.ok(Math.abs((status.latest?.memoryWorkingSetBytes ?? 0) - host) <= 256 * MI, `node ${mib(status.latest?.memoryWorkingSetBytes ?? 0)} vs host ${mib(host)}`);
+    } finally {
+      conn.close();
+    }
+  });
+
+  it('the kubelet admits and runs the seventh idle pod, whose requests take the node past its raw allocatable', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    await createPod(idlePod(7));
+    const running = await podInPhase(PODS, 'idle-7', ['Running', 'Failed']);
+    assert.equal(running.status?.phase, 'Running', `${running.status?.reason}: ${running.status?.message}`);
+    const bound = await boundMemory();
+    assert.ok(bound > rawMemory, `bound requests ${mib(bound)} exceed raw ${rawMemoryText}`);
+    const stored = await core().readNode({ name: nodeName });
+    assert.ok(memoryOf(stored) >= bound, `allocatable ${stored.status?.allocatable?.memory} holds what is bound (${mib(bound)})`);
+  });
+
+  it('a kubelet restart with the node oversold loses no pod: every write keeps allocatable at or above what is bound', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    const before = new Map((await core().listNamespacedPod({ namespace: PODS })).items.map((p) => [p.metadata!.name!, p.status?.containerStatuses?.[0]?.containerID]));
+    assert.equal(before.size, 9);
+    const bound = await boundMemory();
+    assert.ok(bound > rawMemory);
+    const record = await recordNode(nodeName);
+    try {
+      const restartedAt = Date.now();
+      await restartKubelet();
+      // Its first write (at start) and the next two heartbeats: the kubelet re-admits its pods meanwhile.
+      const writes = await kubeletWritesAfter(record, restartedAt, 3, 60_000);
+      for (const w of writes) assert.ok(memoryOf(w.node) >= bound, `a write after the restart has allocatable ${w.node.status?.allocatable?.memory} < bound ${mib(bound)}`);
+    } finally {
+      record.stop();
+    }
+    const after = (await core().listNamespacedPod({ namespace: PODS })).items;
+    for (const p of after) {
+      const s = p.status?.containerStatuses?.[0];
+      assert.equal(p.status?.phase, 'Running', `${p.metadata?.name}: ${p.status?.reason} ${p.status?.message}`);
+      assert.equal(s?.containerID, before.get(p.metadata!.name!), `${p.metadata?.name} kept its container`);
+      assert.equal(s?.restartCount, 0);
+    }
+  });
+
+  it('a real load (a pod filling memory) lowers allocatable within 2 s, written by the gateway before the kubelet\'s next write', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    // With fewer pods bound, a smaller load moves the grant: with R bound, A raw, T the
+    // target (80%) and the cap 1.25 A, the grant falls below the cap once usage
+    // passes A*T*R/cap (policy.ts).
+    await deletePods([3, 4, 5, 6, 7].map((i) => `idle-${i}`));
+    const bound = await boundMemory();
+    const conn = await queryAsViewer();
+    let usage: number;
+    try {
+      usage = Number((await getNode(conn, nodeName)).window?.memoryMaxBytes ?? 0);
+    } finally {
+      conn.close();
+    }
+    const cap = (rawMemory * 125n) / 100n;
+    const threshold = (Number(rawMemory) * 0.8 * Number(bound)) / Number(cap);
+    const loadMib = Math.ceil((threshold - usage) / MI) + 1024;
+    const available = Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
+    assert.ok(loadMib * MI < available - 2 * 1024 * MI, `the load needs ${loadMib} MiB; the host has ${mib(available)} available`);
+    const stored = await eventually('allocatable at the cap', async () => {
+      const n = await core().readNode({ name: nodeName });
+      return memoryOf(n) === cap || memoryOf(n) > cap - 2n * BigInt(MI) ? n : undefined;
+    }, 30_000, 250);
+    const record = await recordNode(nodeName);
+    try {
+      await createPod(realNodePod('load', ['hold', '-mib', String(loadMib), '-step-mib', '256'], { namespace: PODS, nodeName, resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: `${loadMib + 128}Mi` } } }));
+      const drop = await eventually('allocatable memory to drop', () => record.writes.find((w) => memoryOf(w.node) < memoryOf(stored)), 60_000, 50);
+      const log = await eventually('the load held', async () => {
+        const text = await core().readNamespacedPodLog({ namespace: PODS, name: 'load' });
+        return /holding \d+ MiB since/.test(text) ? text : undefined;
+      }, 60_000, 250);
+      // When the load took usage past the threshold: its first progress line at or beyond it.
+      const steps = [...log.matchAll(/held (\d+) MiB at (\d+)/g)].map((m) => ({ mib: Number(m[1]), at: Number(m[2]) }));
+      const crossed = steps.find((x) => usage + x.mib * MI >= threshold) ?? steps.at(-1)!;
+      const index = record.writes.indexOf(drop);
+      const previous = record.writes[index - 1]?.node ?? stored;
+      console.log(`# load of ${loadMib} MiB (usage ${mib(usage)}, threshold ${mib(threshold)}) over ${steps.at(-1)!.at - steps[0]!.at} ms: allocatable memory ${stored.status?.allocatable?.memory} -> ${drop.node.status?.allocatable?.memory} ${drop.at - crossed.at} ms after usage crossed the threshold`);
+      assert.ok(drop.at - crossed.at <= 2000, `dropped ${drop.at - crossed.at} ms after usage crossed the threshold`);
+      assert.equal(heartbeatOf(drop.node), heartbeatOf(previous), 'the drop was the gateway\'s write, not a kubelet heartbeat');
+      assert.ok(memoryOf(drop.node) >= bound, 'not below what is bound');
+    } finally {
+      record.stop();
+      await deletePods(['load']);
+    }
+  });
+
+  it('kubectl delete -k uninstalls: allocatable is raw again, and the kubelet\'s writes stay raw', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    const record = await recordNode(nodeName);
+    try {
+      const gone = Date.now();
+      await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
+      await assertRawAfterUninstall(record, gone, 'kubectl delete -k');
+    } finally {
+      record.stop();
+    }
+    await eventually('the namespace, the CRD and the webhook gone', async () => {
+      const ns = await core().readNamespace({ name: NS }).then(() => true, () => false);
+      const crd = await objects().read(CRD).then(() => true, () => false);
+      return !ns && !crd ? true : undefined;
+    }, 120_000, 500);
+    // The oversold pods keep running: the kubelet does not evict on allocatable alone.
+    const pods = (await core().listNamespacedPod({ namespace: PODS })).items;
+    assert.ok(pods.every((p) => p.status?.phase === 'Running'));
+    await deletePods(pods.map((p) => p.metadata!.name!));
+    await cleanNode();
+  });
+});
+
+describe('helm install on the real node', { timeout: 6 * 60_000 }, () => {
+  const helm = async (...args: string[]) => {
+    const build = join(REPO, 'test/deploy/build-helm.sh');
+    await run('bash', [build]); // cached after test/deploy/check.sh: well under a second
+    const bin = (await run('bash', [build, '--print-path'])).trim();
+    return run(bin, ['--kubeconfig', ADMIN_KUBECONFIG, ...args]);
+  };
+  // Names of their own: what the kubectl tests left (if they failed) cannot collide.
+  const pods = [1, 2, 3].map((i) => ({ ...idlePod(i), metadata: { ...idlePod(i).metadata, name: `helm-idle-${i}` } }));
+
+  after(async () => {
+    if (!node) return;
+    await helm('uninstall', 'oversell', '-n', NS, '--ignore-not-found').catch(() => {});
+    await deletePods(pods.map((p) => p.metadata.name!)).catch(() => {});
+  });
+
+  it('helm install: the kubelet\'s write comes back inflated through the Service; helm uninstall: raw again, and the kubelet\'s writes stay raw', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    for (const p of pods) await createPod(p);
+    await Promise.all(pods.map((p) => podInPhase(PODS, p.metadata.name!, ['Running'])));
+    await helm('install', 'oversell', join(REPO, 'deploy/helm/oversell'), '-n', NS, '--create-namespace',
+      '--set', 'gateway.replicas=1',
+      '--set-json', `gateway.nodeSelector={"${REAL_NODE_LABEL}":"true"}`,
+      '--set-json', `gateway.tolerations=[{"key":"${REAL_NODE_LABEL}","operator":"Exists","effect":"NoSchedule"}]`);
+    await patchNodeMetadata(nodeName, { labels: OPT_IN });
+    await waitInstalled();
+    const ds = await adminConfig().makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NS, name: 'oversell-agent' });
+    assert.equal(ds.metadata?.labels?.['app.kubernetes.io/managed-by'], 'Helm');
+    const record = await recordNode(nodeName);
+    try {
+      const restartedAt = Date.now();
+      await restartKubelet();
+      const inflated = await eventually('a kubelet write inflated', () => record.kubeletWrites().find((w) => w.at > restartedAt && memoryOf(w.node) > rawMemory), 60_000, 100)
+        .catch((err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`));
+      assert.equal(inflated.node.metadata?.annotations?.[ANNOTATION.rawMemory], rawMemoryText);
+      const gone = Date.now();
+      await helm('uninstall', 'oversell', '-n', NS, '--wait');
+      await assertRawAfterUninstall(record, gone, 'helm uninstall');
+    } finally {
+      record.stop();
+    }
+  });
+});

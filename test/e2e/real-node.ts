@@ -1,0 +1,105 @@
+// The local cluster's real node (scripts/cluster/realnode.sh) as seen from a
+// test: pods placed on it, the node's writes as they happen, its kubelet
+// restarted, images imported into its containerd.
+import { join } from 'node:path';
+import { PatchStrategy, Watch, type V1Node, type V1Pod, type V1ResourceRequirements } from '@kubernetes/client-node';
+import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import { eventually } from './fixtures.js';
+
+export const REAL_NODE_LABEL = 'oversell.io/real-node';
+export const PROBE_IMAGE = 'oversell.local/probe:1'; // built and imported by cluster.sh up
+/** What scripts/image/build.sh exports (the Dockerfile's output), tagged as deploy/ names it. */
+export const OVERSELL_IMAGE_TAR = join(REPO, '.oversell/images/oversell.tar');
+
+/** The real node, or undefined when the cluster runs without it (OVERSELL_REAL_NODE=0). */
+export async function findRealNode(): Promise<V1Node | undefined> {
+  return (await core().listNode({ labelSelector: `${REAL_NODE_LABEL}=true` })).items[0];
+}
+
+/** A pod of the probe image (scripts/cluster/nodeutil) on the real node: args are nodeutil's. */
+export function realNodePod(
+  name: string,
+  args: string[],
+  o: { namespace?: string; resources?: V1ResourceRequirements; app?: string; nodeName?: string } = {},
+): V1Pod {
+  return {
+    metadata: { name, namespace: o.namespace ?? 'default', labels: { app: o.app ?? 'real-node-e2e' } },
+    spec: {
+      restartPolicy: 'Never',
+      // nodeName skips the scheduler: the kubelet's own admission decides.
+      ...(o.nodeName ? { nodeName: o.nodeName } : { nodeSelector: { [REAL_NODE_LABEL]: 'true' } }),
+      tolerations: [{ key: REAL_NODE_LABEL, operator: 'Exists', effect: 'NoSchedule' }],
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: 'probe', image: PROBE_IMAGE, imagePullPolicy: 'Never', args, ...(o.resources && { resources: o.resources }) }],
+    },
+  };
+}
+
+/** Waits until the pod's phase is one of `phases`; returns the pod. */
+export function podInPhase(namespace: string, name: string, phases: string[], timeoutMs = 120_000): Promise<V1Pod> {
+  return eventually(`pod ${namespace}/${name} ${phases.join(' or ')}`, async () => {
+    const p = await core().readNamespacedPod({ namespace, name });
+    return phases.includes(p.status?.phase ?? '') ? p : undefined;
+  }, timeoutMs, 250);
+}
+
+export interface NodeWrite {
+  /** When the watch delivered it (ms since the epoch, this host's clock, which pods share). */
+  at: number;
+  node: V1Node;
+}
+
+/** When the kubelet last reported Ready: it changes on every kubelet status write and on no other writer's. */
+export const heartbeatOf = (n: V1Node): string => String(n.status?.conditions?.find((c) => c.type === 'Ready')?.lastHeartbeatTime ?? '');
+
+/** The status fields a write changed, the Ready heartbeat aside: why the kubelet wrote. */
+export function changedStatus(before: V1Node, after: V1Node): string[] {
+  const strip = (n: V1Node) => ({ ...n.status, conditions: n.status?.conditions?.map((c) => ({ ...c, lastHeartbeatTime: undefined })) });
+  const a = strip(before) as Record<string, unknown>;
+  const b = strip(after) as Record<string, unknown>;
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).sort();
+}
+
+export interface NodeRecord {
+  writes: NodeWrite[];
+  /** The writes that changed the Ready heartbeat: the kubelet's. */
+  kubeletWrites(): NodeWrite[];
+  /** The record in lines (time, heartbeat, allocatable), for a failure message. */
+  summary(): string;
+  stop(): void;
+}
+
+/** Every change of the node object from now on, as the API server stores it. */
+export async function recordNode(name: string): Promise<NodeRecord> {
+  const writes: NodeWrite[] = [];
+  const req = await new Watch(adminConfig()).watch(
+    '/api/v1/nodes',
+    { fieldSelector: `metadata.name=${name}` },
+    (type: string, node: V1Node) => {
+      if (type === 'ADDED' || type === 'MODIFIED') writes.push({ at: Date.now(), node });
+    },
+    () => {},
+  );
+  return {
+    writes,
+    kubeletWrites: () => writes.filter((w, i) => i > 0 && heartbeatOf(w.node) !== heartbeatOf(writes[i - 1]!.node)),
+    summary: () => writes.map((w, i) => `${new Date(w.at).toISOString()} heartbeat ${heartbeatOf(w.node)} cpu ${w.node.status?.allocatable?.cpu} memory ${w.node.status?.allocatable?.memory}${i > 0 ? ` changed [${changedStatus(writes[i - 1]!.node, w.node).join(', ')}]` : ''}`).join('\n'),
+    stop: () => req.abort(),
+  };
+}
+
+/** Stops and starts the real node's kubelet (its containers keep running, as on a kubelet upgrade). */
+export async function restartKubelet(): Promise<void> {
+  await clusterAsync('stop-component', 'kubelet');
+  await clusterAsync('start-component', 'kubelet');
+}
+
+/** Imports an image archive into the real node's containerd (no registry is reachable). */
+export async function importImage(tar: string): Promise<void> {
+  await clusterAsync('import-image', tar);
+}
+
+/** A JSON merge patch of the node's labels and annotations (null removes a key). */
+export async function patchNodeMetadata(name: string, metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> }): Promise<void> {
+  await objects().patch({ apiVersion: 'v1', kind: 'Node', metadata: { name, ...metadata } } as never, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
+}
