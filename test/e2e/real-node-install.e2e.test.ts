@@ -21,7 +21,7 @@ import { parseBytes } from '../../lib/quantity.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, eventually, removeWebhook } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_LABEL, changedStatus, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, changedStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -49,10 +49,9 @@ const mib = (b: bigint | number) => `${(Number(b) / MI).toFixed(0)}Mi`;
  * 512 MiB, and idle pods of raw/6.5 each. Without oversell the kubelet admits
  * the first six idle pods and refuses the seventh; with it, all seven run.
  */
-function idlePod(i: number): V1Pod {
-  const each = rawMemory * 2n / 13n / BigInt(MI);
-  return realNodePod(`idle-${i}`, ['sleep', '3600'], { namespace: PODS, nodeName, resources: { requests: { cpu: '10m', memory: `${each}Mi` } } });
-}
+const idlePod = (i: number) => idlePodFor(rawMemory, `idle-${i}`, { namespace: PODS, nodeName });
+/** The idle pod raw allocatable has no room for. */
+const LAST = `idle-${REAL_NODE_IDLE_PODS}`;
 const burner = () => realNodePod('burner', ['burn', '-threads', '1'], { namespace: PODS, nodeName, resources: { requests: { cpu: '300m', memory: '32Mi' }, limits: { cpu: '300m', memory: '64Mi' } } });
 const HOLD_MIB = 512;
 const holder = () => realNodePod('holder', ['hold', '-mib', String(HOLD_MIB)], { namespace: PODS, nodeName, resources: { requests: { cpu: '10m', memory: '1Gi' }, limits: { memory: '1Gi' } } });
@@ -121,10 +120,15 @@ async function waitInstalled(): Promise<void> {
   // then not repeated for 5 min. A dry-run write as the kubelet shows the API
   // server's own path to the webhook, and changes nothing (sideEffects NoneOnDryRun).
   const creds = kubeletCredentials(nodeName);
+  let last = 'no answer';
   await eventually('a dry-run kubelet write inflated through the Service', async () => {
     const res = await kubeletPatchStatus(creds, nodeName, { allocatable: node!.status!.allocatable }, { dryRun: true });
+    last = `${res.status} allocatable memory ${res.body.status?.allocatable?.memory}, reason ${res.body.metadata?.annotations?.[ANNOTATION.reason] ?? '(none: the webhook did not answer)'}`;
     return res.status === 200 && memoryOf(res.body) > rawMemory ? true : undefined;
-  }, 60_000, 250);
+  }, 60_000, 250).catch(async (err: Error) => {
+    const logs = await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=30').catch((e: Error) => e.message);
+    assert.fail(`${err.message}; last answer: ${last}; the gateway's log:\n${logs}`);
+  });
 }
 
 /** A query API client as an operator's: TLS with the gateway's published CA, a viewer's token, through the Service's ClusterIP. */
@@ -192,9 +196,9 @@ after(async () => {
 });
 
 describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
-  const set = () => [burner(), holder(), ...[1, 2, 3, 4, 5, 6, 7].map(idlePod)];
+  const set = () => [burner(), holder(), ...Array.from({ length: REAL_NODE_IDLE_PODS }, (_, i) => idlePod(i + 1))];
 
-  it('without oversell the kubelet refuses the seventh idle pod (OutOfmemory), and writes its status only when it changes', async (t) => {
+  it('without oversell the kubelet refuses the last idle pod (OutOfmemory), and writes its status only when it changes', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     const record = await recordNode(nodeName);
     const started = Date.now();
@@ -202,7 +206,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       for (const p of set()) await createPod(p);
       const settled = await Promise.all(set().map((p) => podInPhase(PODS, p.metadata!.name!, ['Running', 'Failed'])));
       const failed = settled.filter((p) => p.status?.phase === 'Failed');
-      assert.deepEqual(failed.map((p) => p.metadata?.name), ['idle-7'], `requests ${mib(await boundMemory())} against raw ${rawMemoryText}`);
+      assert.deepEqual(failed.map((p) => p.metadata?.name), [LAST], `requests ${mib(await boundMemory())} against raw ${rawMemoryText}`);
       assert.equal(failed[0]?.status?.reason, 'OutOfmemory', failed[0]?.status?.message);
       await sleep(Math.max(0, started + WRITES_WINDOW_MS - Date.now()));
       // The kubelet writes when its status changes or every nodeStatusReportFrequency (5 min).
@@ -212,7 +216,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     } finally {
       record.stop();
     }
-    await deletePods(['idle-7']);
+    await deletePods([LAST]);
   });
 
   it('installs: the agent pod runs on the real node, the gateway behind its Service; the kubelet\'s writes come back inflated, every 10 s, the same each time', async (t) => {
@@ -294,10 +298,10 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     }
   });
 
-  it('the kubelet admits and runs the seventh idle pod, whose requests take the node past its raw allocatable', async (t) => {
+  it('the kubelet admits and runs the last idle pod, whose requests take the node past its raw allocatable', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    await createPod(idlePod(7));
-    const running = await podInPhase(PODS, 'idle-7', ['Running', 'Failed']);
+    await createPod(idlePod(REAL_NODE_IDLE_PODS));
+    const running = await podInPhase(PODS, LAST, ['Running', 'Failed']);
     assert.equal(running.status?.phase, 'Running', `${running.status?.reason}: ${running.status?.message}`);
     const bound = await boundMemory();
     assert.ok(bound > rawMemory, `bound requests ${mib(bound)} exceed raw ${rawMemoryText}`);
@@ -335,7 +339,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     // With fewer pods bound, a smaller load moves the grant: with R bound, A raw, T the
     // target (80%) and the cap 1.25 A, the grant falls below the cap once usage
     // passes A*T*R/cap (policy.ts).
-    await deletePods([3, 4, 5, 6, 7].map((i) => `idle-${i}`));
+    await deletePods(Array.from({ length: REAL_NODE_IDLE_PODS - 2 }, (_, i) => `idle-${i + 3}`));
     const bound = await boundMemory();
     const conn = await queryAsViewer();
     let usage: number;
@@ -407,18 +411,19 @@ describe('helm install on the real node', { timeout: 6 * 60_000 }, () => {
     return run(bin, ['--kubeconfig', ADMIN_KUBECONFIG, ...args]);
   };
   // Names of their own: what the kubectl tests left (if they failed) cannot collide.
-  const pods = [1, 2, 3].map((i) => ({ ...idlePod(i), metadata: { ...idlePod(i).metadata, name: `helm-idle-${i}` } }));
+  // A function: rawMemory is known only once the file's before hook ran.
+  const pods = () => [1, 2, 3].map((i) => idlePodFor(rawMemory, `helm-idle-${i}`, { namespace: PODS, nodeName }));
 
   after(async () => {
     if (!node) return;
     await helm('uninstall', 'oversell', '-n', NS, '--ignore-not-found').catch(() => {});
-    await deletePods(pods.map((p) => p.metadata.name!)).catch(() => {});
+    await deletePods(pods().map((p) => p.metadata!.name!)).catch(() => {});
   });
 
   it('helm install: the kubelet\'s write comes back inflated through the Service; helm uninstall: raw again, and the kubelet\'s writes stay raw', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    for (const p of pods) await createPod(p);
-    await Promise.all(pods.map((p) => podInPhase(PODS, p.metadata.name!, ['Running'])));
+    for (const p of pods()) await createPod(p);
+    await Promise.all(pods().map((p) => podInPhase(PODS, p.metadata!.name!, ['Running'])));
     await helm('install', 'oversell', join(REPO, 'deploy/helm/oversell'), '-n', NS, '--create-namespace',
       '--set', 'gateway.replicas=1',
       '--set-json', `gateway.nodeSelector={"${REAL_NODE_LABEL}":"true"}`,

@@ -35,6 +35,19 @@ export function realNodePod(
   };
 }
 
+/**
+ * How many idle pods make the real node oversold: each requests raw/6.5 of
+ * memory, so raw allocatable fits one fewer (with room for small pods beside
+ * them), and the default memory cap (1.25x raw) fits them all.
+ */
+export const REAL_NODE_IDLE_PODS = 7;
+
+/** An idle pod (sleeps) requesting raw/6.5 of memory and 10m CPU. */
+export function idlePodFor(rawMemory: bigint, name: string, o: { namespace?: string; nodeName?: string }): V1Pod {
+  const each = (rawMemory * 2n) / 13n / 1024n ** 2n;
+  return realNodePod(name, ['sleep', '3600'], { ...o, resources: { requests: { cpu: '10m', memory: `${each}Mi` } } });
+}
+
 /** Waits until the pod's phase is one of `phases`; returns the pod. */
 export function podInPhase(namespace: string, name: string, phases: string[], timeoutMs = 120_000): Promise<V1Pod> {
   return eventually(`pod ${namespace}/${name} ${phases.join(' or ')}`, async () => {
