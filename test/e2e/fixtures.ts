@@ -75,6 +75,25 @@ export async function removeWebhook(name: string): Promise<void> {
   await eventually(`webhook configuration ${name} gone`, () => objects().read(ref).then(() => undefined, () => true), 30_000);
 }
 
+export const POLICY_CRD = { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'oversellpolicies.oversell.io' } };
+
+/**
+ * What an install of deploy/ or the chart leaves if a test stops halfway: the
+ * webhook configuration `oversell`, the namespace `oversell`, the CRD. Deleted
+ * and waited for, so the next file's install starts clean (a leftover object
+ * owned by another field manager makes a server-side apply conflict).
+ */
+export async function removeInstallLeftovers(): Promise<void> {
+  await removeWebhook('oversell').catch(() => {});
+  await core().deleteNamespace({ name: 'oversell' }).catch(() => {});
+  await objects().delete(POLICY_CRD).catch(() => {});
+  await eventually('namespace oversell and the OversellPolicy CRD gone', async () => {
+    const ns = await core().readNamespace({ name: 'oversell' }).then(() => true, () => false);
+    const crd = await objects().read(POLICY_CRD).then(() => true, () => false);
+    return !ns && !crd ? true : undefined;
+  }, 120_000, 500);
+}
+
 /**
  * Every webhook of the configuration to a local gateway port by URL, each keeping
  * its own path (/mutate/nodes, /mutate/pods): there is no kube-proxy to reach a Service.

@@ -9,7 +9,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
-import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, removeWebhook, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, removeInstallLeftovers, removeWebhook, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
 const NS = 'oversell';
@@ -90,9 +90,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
         cluster('kubectl', 'delete', '-k', join(REPO, 'deploy'), '--wait=false', '--ignore-not-found');
       } catch { /* some kinds already gone (the CRD before its policy): the rest is deleted below */ }
       // Whatever kubectl left (it stops at the first kind it cannot map), by name: the next file creates its own webhooks.
-      await removeWebhook('oversell').catch(() => {});
-      await core().deleteNamespace({ name: NS }).catch(() => {});
-      await eventually('the install namespace to be gone', () => core().readNamespace({ name: NS }).then(() => undefined, () => true), 120_000, 500).catch(() => {});
+      await removeInstallLeftovers().catch(() => {});
     }
   });
 

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadAllYaml, PatchStrategy, type KubernetesObject, type V1DaemonSet, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { REPO, core, kubeletCredentials, kubeletRegister, kubeletStatus, objects } from './cluster.js';
-import { GI, OPT_IN, eventually, fakeNode, hookNamed, installWebhook, pod, podsOn, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { GI, OPT_IN, eventually, fakeNode, hookNamed, installWebhook, pod, podsOn, removeInstallLeftovers, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 let gateway: GatewayProc;
 const WEBHOOK = 'oversell-e2e';
@@ -37,6 +37,8 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     await removeWebhook(WEBHOOK).catch(() => {});
+    // Test 8 applies the namespace, the CRD and the agent DaemonSet for real.
+    await removeInstallLeftovers().catch((err: Error) => console.log(`# cleanup: ${err.message}`));
   });
 
   it('1. registers the webhook from deploy/: Ignore, short timeout, opt-in by label, status UPDATE + node CREATE', async () => {

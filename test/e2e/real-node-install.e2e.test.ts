@@ -20,13 +20,12 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
-import { OPT_IN, eventually, removeWebhook } from './fixtures.js';
+import { OPT_IN, POLICY_CRD, eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, changedStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
 const OVERLAY = join(REPO, 'test/e2e/real-node-install');
-const CRD = { apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'oversellpolicies.oversell.io' } };
 const MI = 1024 ** 2;
 /** How long the kubelet's status writes are counted: 3 writes at its 10 s nodeStatusUpdateFrequency. */
 const WRITES_WINDOW_MS = 31_000;
@@ -35,6 +34,8 @@ let node: V1Node | undefined;
 let nodeName = '';
 let rawMemory = 0n;
 let rawMemoryText = '';
+/** Set once the kubectl install is up: the tests after it build on it, and skip (not fail again) without it. */
+let installed = false;
 /** Kubelet status writes counted without oversell, to compare with the count with it. */
 let writesWithout = 0;
 
@@ -176,6 +177,7 @@ before(async () => {
   rawMemory = parseBytes(rawMemoryText, 'raw memory');
   if (!existsSync(OVERSELL_IMAGE_TAR)) throw new Error(`${OVERSELL_IMAGE_TAR} missing: build the image first (bash scripts/image/build.sh)`);
   await importImage(OVERSELL_IMAGE_TAR);
+  await removeInstallLeftovers();
   await core().createNamespace({ body: { metadata: { name: PODS } } }).catch((e: { code?: number }) => {
     if (e.code !== 409) throw e;
   });
@@ -187,11 +189,9 @@ after(async () => {
   try {
     await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
   } catch { /* some kinds already gone: the rest by name below */ }
-  await removeWebhook('oversell').catch(() => {});
-  await objects().delete(CRD).catch(() => {});
+  await removeInstallLeftovers().catch(() => {});
   await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: 'real-e2e-viewer' }).catch(() => {});
   await removeNamespace(PODS);
-  await removeNamespace(NS);
   await cleanNode();
 });
 
@@ -232,6 +232,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     await waitInstalled();
     const webhook = await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };
     assert.ok(webhook.webhooks?.every((w) => w.clientConfig.service?.name === 'oversell-gateway' && !w.clientConfig.url), 'the webhook calls the Service, no URL');
+    installed = true;
 
     // The kubelet writes an unchanged status only every 5 min; a restart writes at once.
     const record = await recordNode(nodeName);
@@ -266,6 +267,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 
   it('the agent, in the shipped container, reports the node\'s real usage and the burner\'s and holder\'s, through the query API', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    if (!installed) return t.skip('the install test above failed');
     const agentPod = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-agent', fieldSelector: `spec.nodeName=${nodeName}` })).items[0];
     const c = agentPod?.spec?.containers[0];
     assert.equal(c?.securityContext?.readOnlyRootFilesystem, true);
@@ -300,6 +302,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 
   it('the kubelet admits and runs the last idle pod, whose requests take the node past its raw allocatable', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    if (!installed) return t.skip('the install test above failed');
     await createPod(idlePod(REAL_NODE_IDLE_PODS));
     const running = await podInPhase(PODS, LAST, ['Running', 'Failed']);
     assert.equal(running.status?.phase, 'Running', `${running.status?.reason}: ${running.status?.message}`);
@@ -311,6 +314,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 
   it('a kubelet restart with the node oversold loses no pod: every write keeps allocatable at or above what is bound', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    if (!installed) return t.skip('the install test above failed');
     const before = new Map((await core().listNamespacedPod({ namespace: PODS })).items.map((p) => [p.metadata!.name!, p.status?.containerStatuses?.[0]?.containerID]));
     assert.equal(before.size, 9);
     const bound = await boundMemory();
@@ -336,6 +340,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 
   it('a real load (a pod filling memory) lowers allocatable within 2 s, written by the gateway before the kubelet\'s next write', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    if (!installed) return t.skip('the install test above failed');
     // With fewer pods bound, a smaller load moves the grant: with R bound, A raw, T the
     // target (80%) and the cap 1.25 A, the grant falls below the cap once usage
     // passes A*T*R/cap (policy.ts).
@@ -392,7 +397,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     }
     await eventually('the namespace, the CRD and the webhook gone', async () => {
       const ns = await core().readNamespace({ name: NS }).then(() => true, () => false);
-      const crd = await objects().read(CRD).then(() => true, () => false);
+      const crd = await objects().read(POLICY_CRD).then(() => true, () => false);
       return !ns && !crd ? true : undefined;
     }, 120_000, 500);
     // The oversold pods keep running: the kubelet does not evict on allocatable alone.
