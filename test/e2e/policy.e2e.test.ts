@@ -100,4 +100,25 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     assert.equal((await n.heartbeat()).status?.allocatable?.cpu, '4');
     console.log(`# pressure -> allocatable lowered in ${ms} ms`);
   });
+
+  it('a usage rise without pressure lowers allocatable at its first sample, not at the next 2 s sweep', async () => {
+    const ms: number[] = [];
+    // Three nodes: a sweep that happened to run right after the sample would pass once by luck (sweep only: ~10% for all three).
+    for (const name of ['e2e-policy-rise-a', 'e2e-policy-rise-b', 'e2e-policy-rise-c']) {
+      const n = await poolNode(name, 'p');
+      await untilWrite(n, 'memory inflated', (s) => s.status?.allocatable?.memory === '10Gi');
+      // 1 -> 4 GiB of 16: no pressure (90%), but 3 Gi bound using 4 Gi leaves headroom under raw: the floor, 8Gi.
+      const started = Date.now();
+      n.host.set({ ...n.host.usage, memoryWorkingSetBytes: 4 * GI });
+      const lowered = await eventually('memory lowered by the gateway', async () => {
+        const stored = await core().readNode({ name });
+        return stored.status?.allocatable?.memory === '8Gi' ? stored : undefined;
+      }, 5000, 25);
+      ms.push(Date.now() - started);
+      assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /memory 8GiB->8GiB \(floor/);
+    }
+    console.log(`# usage rise -> allocatable lowered in ${ms.join(', ')} ms (agent interval 500 ms)`);
+    // The agent's interval (500 ms) plus the write, with margin: a sweep-only writer waits up to 2 s more.
+    for (const t of ms) assert.ok(t <= 1200, `lowered after ${ms.join(', ')} ms`);
+  });
 });
