@@ -1,0 +1,172 @@
+// The policies compared: what each sets a node's allocatable to after a usage
+// sample. oversell's is the gateway's own decision (decideForNode, with the
+// window, previous grant and bound requests the webhook would pass), not a
+// copy of it; Katalyst's realtime formula is the same headroom() the decision
+// uses, without its window statistic, floor, cap, hysteresis or pressure.
+import { decideForNode } from '../gateway/decide/node-decision.js';
+import { DEFAULT_POLICY, headroom, type Allocatable, type Policy, type PreviousGrant } from '../gateway/decide/policy.js';
+import type { PolicyEntry } from '../gateway/decide/select-policy.js';
+import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
+import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
+import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
+
+/** What a node's agent would report, and what the API server knows is bound to it. */
+export interface NodeSample {
+  tMs: number;
+  cpu: number;
+  memory: number;
+  boundCpu: number;
+  boundMemory: number;
+  /** PSI some avg10, percent. */
+  cpuPressure: number;
+  memoryPressure: number;
+}
+
+/** Requests and modelled peaks already on a node, and a pod's own: what the oracle's fit check reads. */
+export interface FitQuery {
+  boundCpu: number;
+  boundMemory: number;
+  peakCpu: number;
+  peakMemory: number;
+  requestCpu: number;
+  requestMemory: number;
+  podPeakCpu: number;
+  podPeakMemory: number;
+}
+
+export type PolicyKind = 'none' | 'static' | 'seaiii' | 'katalyst' | 'oracle' | 'oversell';
+
+export interface Allocator {
+  readonly name: string;
+  readonly kind: PolicyKind;
+  /** The node's allocatable after this sample, into out. */
+  allocate(node: number, s: NodeSample, out: Quantities): void;
+  /** Replaces the scheduler's requests-against-allocatable check (the oracle only). */
+  fits?(q: FitQuery): boolean;
+}
+
+export interface NodeShape {
+  raw: Quantities;
+  capacity: Quantities;
+  systemUsage: Quantities;
+}
+
+function setTo(out: Quantities, cpu: number, memory: number): void {
+  out.cpu = cpu;
+  out.memory = memory;
+}
+
+export function noneAllocator(shape: NodeShape): Allocator {
+  return { name: 'none', kind: 'none', allocate: (_n, _s, out) => setTo(out, shape.raw.cpu, shape.raw.memory) };
+}
+
+/** allocatable x ratio, whatever the node does. */
+export function staticAllocator(shape: NodeShape, ratio: { cpu: number; memory: number }): Allocator {
+  const cpu = Math.floor(shape.raw.cpu * ratio.cpu);
+  const memory = Math.floor(shape.raw.memory * ratio.memory);
+  return { name: 'static', kind: 'static', allocate: (_n, _s, out) => setTo(out, cpu, memory) };
+}
+
+/** Seaiii/MutatingWebhook: max(allocatable, capacity - usage), CPU in whole cores, memory in whole MiB. */
+export function seaiiiAllocator(shape: NodeShape): Allocator {
+  const MiB = 1024 * 1024;
+  return {
+    name: 'seaiii',
+    kind: 'seaiii',
+    allocate(_n, s, out) {
+      const cpu = Math.floor((shape.capacity.cpu - s.cpu) / 1000) * 1000;
+      const memory = Math.floor((shape.capacity.memory - s.memory) / MiB) * MiB;
+      out.cpu = Math.max(shape.raw.cpu, cpu);
+      out.memory = Math.max(shape.raw.memory, memory);
+    },
+  };
+}
+
+/** Katalyst's realtime overcommit: R + (A*T - U)/L on the latest sample, nothing holding it up or down but zero. */
+export function katalystAllocator(shape: NodeShape, k: Scenario['policies']['katalyst']): Allocator {
+  const cpuPolicy = { targetUtilization: k.cpuTarget, minLoadFactor: k.minLoadFactor };
+  const memoryPolicy = { targetUtilization: k.memoryTarget, minLoadFactor: k.minLoadFactor };
+  return {
+    name: 'katalyst',
+    kind: 'katalyst',
+    allocate(_n, s, out) {
+      out.cpu = Math.max(0, Math.floor(headroom(shape.raw.cpu, s.boundCpu, s.cpu, cpuPolicy)));
+      out.memory = Math.max(0, Math.floor(headroom(shape.raw.memory, s.boundMemory, s.memory, memoryPolicy)));
+    },
+  };
+}
+
+/**
+ * The clairvoyant reference: a pod fits where its requests fit in raw allocatable, or
+ * within the policy's caps while the modelled peaks of every pod there stay under the
+ * policy's targets. Its allocatable is what it has placed (never below requests).
+ */
+export function oracleAllocator(shape: NodeShape, policy: Policy): Allocator {
+  const cap = { cpu: shape.raw.cpu * policy.cpu.maxRatio, memory: shape.raw.memory * policy.memory.maxRatio };
+  const limit = { cpu: shape.raw.cpu * policy.cpu.targetUtilization - shape.systemUsage.cpu, memory: shape.raw.memory * policy.memory.targetUtilization - shape.systemUsage.memory };
+  const fitsOne = (bound: number, request: number, raw: number, capR: number, peaks: number, podPeak: number, lim: number) =>
+    bound + request <= raw || (bound + request <= capR && peaks + podPeak <= lim);
+  return {
+    name: 'oracle',
+    kind: 'oracle',
+    allocate(_n, s, out) {
+      out.cpu = Math.max(shape.raw.cpu, s.boundCpu);
+      out.memory = Math.max(shape.raw.memory, s.boundMemory);
+    },
+    fits: (q) =>
+      fitsOne(q.boundCpu, q.requestCpu, shape.raw.cpu, cap.cpu, q.peakCpu, q.podPeakCpu, limit.cpu) &&
+      fitsOne(q.boundMemory, q.requestMemory, shape.raw.memory, cap.memory, q.peakMemory, q.podPeakMemory, limit.memory),
+  };
+}
+
+/** The default policy as `oversell` runs it (the gateway's flags default, renamed). */
+export const DEFAULT_OVERSELL: OversellPolicyInput = { name: 'oversell', spec: {} };
+
+/** A scenario's OversellPolicy, through the gateway's own parser; the simulation puts every node under it. */
+export function policyEntry(input: OversellPolicyInput): PolicyEntry {
+  const spec = { nodeSelector: { matchLabels: { 'oversell.io/simulated': 'true' } }, ...input.spec };
+  const entry = toPolicyEntry({ apiVersion: 'oversell.io/v1alpha1', kind: 'OversellPolicy', metadata: { name: input.name }, spec });
+  if (!entry.policy) throw new ScenarioError(`OversellPolicy ${input.name}: ${entry.error}`);
+  return entry;
+}
+
+/**
+ * One OversellPolicy, decided as the webhook decides on every kubelet status
+ * write: the node's usage window (kept as long as the gateway keeps it), the
+ * signed previous grant (hysteresis), bound requests from the API server.
+ */
+export function oversellAllocator(shape: NodeShape, entry: PolicyEntry, nodes: number): Allocator {
+  const policy = entry.policy ?? DEFAULT_POLICY;
+  // As gateway/policies/policy-source.ts keeps it: the longest window or calm period, at most 10 minutes.
+  const retainMs = Math.min(600_000, Math.max(policy.windowMs, policy.calmPeriodMs));
+  const raw: Allocatable = { cpuMillicores: BigInt(shape.raw.cpu), memoryBytes: BigInt(shape.raw.memory) };
+  const windows = Array.from({ length: nodes }, () => new UsageWindow());
+  const previous: (PreviousGrant | undefined)[] = new Array(nodes).fill(undefined);
+  const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
+  return {
+    name: entry.name,
+    kind: 'oversell',
+    allocate(node, s, out) {
+      const window = windows[node]!;
+      window.dropThrough(s.tMs - retainMs);
+      point.timestampMs = s.tMs;
+      point.cpuMillicores = s.cpu;
+      point.memoryBytes = s.memory;
+      point.cpuPressure = s.cpuPressure;
+      point.memoryPressure = s.memoryPressure;
+      window.add(point);
+      const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory };
+      const d = decideForNode({
+        raw,
+        signed: previous[node],
+        usage: { ageMs: 0, window, capacityMemoryBytes: shape.capacity.memory, requests: { ...bound, known: true } },
+        entry,
+        boundRequests: bound,
+      });
+      const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };
+      previous[node] = { granted, wouldGrant: d.dryRun ? { cpuMillicores: d.cpu.granted, memoryBytes: d.memory.granted } : undefined };
+      out.cpu = Number(granted.cpuMillicores);
+      out.memory = Number(granted.memoryBytes);
+    },
+  };
+}

@@ -1,0 +1,305 @@
+// One policy's run over the workload: Deployments scale and jobs arrive, the
+// scheduler places pending pods where requests fit in allocatable, every
+// node's usage is its pods' usage plus the system's, the kubelet evicts when
+// memory runs out, and after each sample the policy sets allocatable.
+import type { Allocator, NodeSample } from './allocators.js';
+import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
+import type { Quantities, Scenario } from './scenario.js';
+
+export const UTILISATION_BUCKETS = 12; // 0-10 %, ..., 100-110 %, 110 % and over
+
+export interface RunMetrics {
+  name: string;
+  kind: Allocator['kind'];
+  /** Mean over the run of running pods. */
+  podsPlaced: number;
+  podsPending: number;
+  /** 1 - usage / requests of running pods, over the run. */
+  cpuSlack: number;
+  memorySlack: number;
+  podsHitByMemoryOverload: number;
+  memoryOverloadNodeSeconds: number;
+  cpuOverCapacityNodeSeconds: number;
+  overTargetNodeSeconds: number;
+  belowRequestsNodeSeconds: number;
+  allocatableChangesPerNodeHour: number;
+  /** Running and pending pods, every `seriesEverySteps`. */
+  series: { placed: number[]; pending: number[] };
+  /** Node-steps by usage / capacity, in 10 % buckets. */
+  utilisation: { cpu: number[]; memory: number[] };
+}
+
+export interface RunOptions {
+  scenario: Scenario;
+  workload: Workload;
+  allocator: Allocator;
+  shape: { raw: Quantities; capacity: Quantities; systemUsage: Quantities };
+  /** Usage above these shares of raw allocatable counts as over target. */
+  targets: Quantities;
+  seriesEverySteps: number;
+  onProgress?: ((doneSteps: number) => void) | undefined;
+}
+
+const PENDING = 0;
+const RUNNING = 1;
+const GONE = 2;
+
+class Pod {
+  node = -1;
+  start = -1;
+  state = PENDING;
+  /** Index in its node's list, for removal in O(1). */
+  slot = -1;
+  usageCpu = 0;
+  usageMemory = 0;
+  constructor(readonly profile: PodProfile) {}
+}
+
+export function runPolicy(o: RunOptions): RunMetrics {
+  const { scenario: s, workload: w, allocator, shape } = o;
+  const n = s.nodes;
+  const stepSeconds = s.tickSeconds;
+  const bursts = s.usage.bursts;
+  const growthSwing = s.usage.memoryGrowth.swing;
+  const memoryLimit = shape.capacity.memory - s.node.evictionHardMemory;
+
+  const allocCpu = new Float64Array(n);
+  const allocMemory = new Float64Array(n);
+  const boundCpu = new Float64Array(n);
+  const boundMemory = new Float64Array(n);
+  const peakCpu = new Float64Array(n);
+  const peakMemory = new Float64Array(n);
+  const podsOn: Pod[][] = Array.from({ length: n }, () => []);
+  // Before the first sample every node has what the kubelet computed.
+  allocCpu.fill(shape.raw.cpu);
+  allocMemory.fill(shape.raw.memory);
+
+  const classes = s.classes;
+  const alive: Pod[][] = classes.map(() => []);
+  const ordinal = new Int32Array(classes.length);
+  let pending: Pod[] = [];
+  let running = 0;
+
+  const m = {
+    placedSum: 0, pendingSum: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
+    hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, changes: 0,
+  };
+  const series = { placed: [] as number[], pending: [] as number[] };
+  const utilisation = { cpu: new Array<number>(UTILISATION_BUCKETS).fill(0), memory: new Array<number>(UTILISATION_BUCKETS).fill(0) };
+  const bucket = (share: number) => Math.min(UTILISATION_BUCKETS - 1, Math.max(0, Math.floor(share * 10)));
+
+  const create = (classIndex: number, runSteps: number) => {
+    const k = ordinal[classIndex]!;
+    ordinal[classIndex] = k + 1;
+    const pod = new Pod(w.profile(classIndex, k, runSteps));
+    pending.push(pod);
+    if (classes[classIndex]!.kind === 'deployment') alive[classIndex]!.push(pod);
+  };
+
+  const bind = (pod: Pod, node: number, t: number) => {
+    const p = pod.profile;
+    pod.node = node;
+    pod.start = t;
+    pod.state = RUNNING;
+    pod.slot = podsOn[node]!.length;
+    podsOn[node]!.push(pod);
+    boundCpu[node]! += p.requestCpu;
+    boundMemory[node]! += p.requestMemory;
+    peakCpu[node]! += p.peakCpu;
+    peakMemory[node]! += p.peakMemory;
+    running += 1;
+  };
+
+  const remove = (pod: Pod) => {
+    if (pod.state === RUNNING) {
+      const list = podsOn[pod.node]!;
+      const last = list.pop()!;
+      if (last !== pod) {
+        list[pod.slot] = last;
+        last.slot = pod.slot;
+      }
+      const p = pod.profile;
+      boundCpu[pod.node]! -= p.requestCpu;
+      boundMemory[pod.node]! -= p.requestMemory;
+      peakCpu[pod.node]! -= p.peakCpu;
+      peakMemory[pod.node]! -= p.peakMemory;
+      running -= 1;
+    }
+    pod.state = GONE;
+  };
+
+  /** A ReplicaSet scaling down deletes unscheduled pods first, then the newest. */
+  const scaleDown = (list: Pod[], count: number) => {
+    for (const state of [PENDING, RUNNING]) {
+      for (let i = list.length - 1; i >= 0 && count > 0; i--) {
+        if (list[i]!.state !== state) continue;
+        remove(list[i]!);
+        count -= 1;
+      }
+    }
+  };
+
+  const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0 };
+  const out: Quantities = { cpu: 0, memory: 0 };
+  const fitQuery = { boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
+  const failed = new Int32Array(classes.length).fill(-1);
+  let nextJob = 0;
+
+  for (let t = 0; t < w.steps; t++) {
+    // Deployments follow the daily curve; gone pods leave their class's list here.
+    for (let c = 0; c < classes.length; c++) {
+      const want = w.replicas[c];
+      if (!want) continue;
+      const list = alive[c]!.filter((p) => p.state !== GONE);
+      alive[c] = list;
+      const diff = want[t]! - list.length;
+      if (diff > 0) for (let k = 0; k < diff; k++) create(c, 0);
+      else if (diff < 0) scaleDown(list, -diff);
+    }
+    while (nextJob < w.jobs.length && w.jobs[nextJob]!.step <= t) {
+      const j = w.jobs[nextJob++]!;
+      create(j.classIndex, j.runSteps);
+    }
+
+    for (let i = 0; i < n; i++) {
+      const list = podsOn[i]!;
+      let cpu = shape.systemUsage.cpu;
+      let memory = shape.systemUsage.memory;
+      let reqCpu = 0;
+      let reqMemory = 0;
+      for (let k = list.length - 1; k >= 0; k--) {
+        const pod = list[k]!;
+        const p = pod.profile;
+        const age = t - pod.start;
+        if (p.runSteps > 0 && age >= p.runSteps) {
+          remove(pod); // the job is done
+          continue;
+        }
+        pod.usageCpu = podCpu(w, p, t, bursts.factor, bursts.share);
+        pod.usageMemory = podMemory(w, p, t, age, growthSwing);
+        cpu += pod.usageCpu;
+        memory += pod.usageMemory;
+        reqCpu += p.requestCpu;
+        reqMemory += p.requestMemory;
+      }
+      m.usageCpu += cpu - shape.systemUsage.cpu;
+      m.usageMemory += memory - shape.systemUsage.memory;
+      m.requestCpu += reqCpu;
+      m.requestMemory += reqMemory;
+      utilisation.cpu[bucket(cpu / shape.capacity.cpu)]! += 1;
+      utilisation.memory[bucket(memory / shape.capacity.memory)]! += 1;
+      if (cpu > shape.capacity.cpu) m.cpuOver += stepSeconds;
+      if (cpu > o.targets.cpu * shape.raw.cpu || memory > o.targets.memory * shape.raw.memory) m.overTarget += stepSeconds;
+
+      // What the agent reports: usage and PSI as they were before the kubelet acts.
+      sample.tMs = t * w.stepMs;
+      sample.cpu = cpu;
+      sample.memory = memory;
+      sample.cpuPressure = cpu > shape.capacity.cpu ? (100 * (cpu - shape.capacity.cpu)) / cpu : 0;
+      sample.memoryPressure = memory > memoryLimit ? 50 : 0;
+
+      if (memory > memoryLimit) {
+        m.memoryOverload += stepSeconds;
+        memory = evict(list, memory, memoryLimit, (pod) => {
+          m.hits += 1;
+          remove(pod);
+          // A Deployment's replacement comes with the next scaling pass; a job starts over.
+          if (pod.profile.runSteps > 0) {
+            const again = new Pod(pod.profile);
+            pending.push(again);
+          }
+        });
+      }
+
+      sample.boundCpu = boundCpu[i]!;
+      sample.boundMemory = boundMemory[i]!;
+      allocator.allocate(i, sample, out);
+      if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
+      allocCpu[i] = out.cpu;
+      allocMemory[i] = out.memory;
+      if (out.cpu < boundCpu[i]! || out.memory < boundMemory[i]!) m.below += stepSeconds;
+    }
+
+    // The scheduler: FIFO, each pod to the least allocated node it fits; once a class
+    // does not fit anywhere this step, its other pods (same requests) are not tried.
+    const still: Pod[] = [];
+    for (const pod of pending) {
+      if (pod.state === GONE) continue;
+      const p = pod.profile;
+      if (failed[p.classIndex] === t) {
+        still.push(pod);
+        continue;
+      }
+      let best = -1;
+      let bestScore = -Infinity;
+      for (let i = 0; i < n; i++) {
+        const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
+        const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
+        if (allocator.fits) {
+          fitQuery.boundCpu = boundCpu[i]!;
+          fitQuery.boundMemory = boundMemory[i]!;
+          fitQuery.peakCpu = peakCpu[i]!;
+          fitQuery.peakMemory = peakMemory[i]!;
+          fitQuery.requestCpu = p.requestCpu;
+          fitQuery.requestMemory = p.requestMemory;
+          fitQuery.podPeakCpu = p.peakCpu;
+          fitQuery.podPeakMemory = p.peakMemory;
+          if (!allocator.fits(fitQuery)) continue;
+        } else if (freeCpu < 0 || freeMemory < 0) continue;
+        // LeastAllocated, as the default scheduler scores.
+        const score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
+        if (score > bestScore) {
+          bestScore = score;
+          best = i;
+        }
+      }
+      if (best < 0) {
+        failed[p.classIndex] = t;
+        still.push(pod);
+      } else {
+        bind(pod, best, t);
+      }
+    }
+    pending = still;
+
+    m.placedSum += running;
+    m.pendingSum += pending.length;
+    if (t % o.seriesEverySteps === 0) {
+      series.placed.push(running);
+      series.pending.push(pending.length);
+    }
+    if (o.onProgress && t % 360 === 0) o.onProgress(t);
+  }
+
+  const steps = w.steps;
+  return {
+    name: allocator.name,
+    kind: allocator.kind,
+    podsPlaced: m.placedSum / steps,
+    podsPending: m.pendingSum / steps,
+    cpuSlack: m.requestCpu > 0 ? 1 - m.usageCpu / m.requestCpu : 0,
+    memorySlack: m.requestMemory > 0 ? 1 - m.usageMemory / m.requestMemory : 0,
+    podsHitByMemoryOverload: m.hits,
+    memoryOverloadNodeSeconds: m.memoryOverload,
+    cpuOverCapacityNodeSeconds: m.cpuOver,
+    overTargetNodeSeconds: m.overTarget,
+    belowRequestsNodeSeconds: m.below,
+    allocatableChangesPerNodeHour: m.changes / n / ((steps * stepSeconds) / 3600),
+    series,
+    utilisation,
+  };
+}
+
+/**
+ * The kubelet's memory eviction: pods using most above their requests go first,
+ * until the node is back under the threshold. Returns the node's memory after.
+ */
+function evict(list: Pod[], memory: number, limit: number, evicted: (pod: Pod) => void): number {
+  const ranked = [...list].sort((a, b) => b.usageMemory - b.profile.requestMemory - (a.usageMemory - a.profile.requestMemory));
+  for (const pod of ranked) {
+    if (memory <= limit) break;
+    memory -= pod.usageMemory;
+    evicted(pod);
+  }
+  return memory;
+}
