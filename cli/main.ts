@@ -8,6 +8,7 @@ import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import { connect, ConnectError, explainGrpcError, type ConnectOptions, type Connection } from './connect.js';
+import { simulateCommand } from './simulate.js';
 import { renderDescribe, renderPolicies, renderTop, rowOfStatus, rowsOfSummaries, sortNodes, type SortKey, type Style, type TopRow } from './render.js';
 
 const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kubectl oversell' : 'oversell')
@@ -151,5 +152,7 @@ program
       print(res, o.output, () => renderPolicies(res.policies, style()));
     });
   });
+
+program.addCommand(simulateCommand());
 
 await program.parseAsync();
