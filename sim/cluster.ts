@@ -152,6 +152,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const out: Quantities = { cpu: 0, memory: 0 };
   const fitQuery = { boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
   const failed = new Int32Array(classes.length).fill(-1);
+  const toFind = feasibleNodesToFind(n);
+  let nextStart = 0;
   let nextJob = 0;
 
   for (let t = 0; t < w.steps; t++) {
@@ -244,7 +246,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
       }
       let best = -1;
       let bestScore = -Infinity;
-      for (let i = 0; i < n; i++) {
+      let found = 0;
+      let scanned = 0;
+      for (; scanned < n && found < toFind; scanned++) {
+        const i = (nextStart + scanned) % n;
         const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
         const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
         if (allocator.fits) {
@@ -258,6 +263,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
           fitQuery.podPeakMemory = p.peakMemory;
           if (!allocator.fits(fitQuery)) continue;
         } else if (freeCpu < 0 || freeMemory < 0) continue;
+        found += 1;
         // LeastAllocated, as the default scheduler scores.
         const score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
         if (score > bestScore) {
@@ -265,6 +271,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
           best = i;
         }
       }
+      nextStart = (nextStart + scanned) % n;
       if (best < 0) {
         failed[p.classIndex] = t;
         still.push(pod);
@@ -301,6 +308,19 @@ export function runPolicy(o: RunOptions): RunMetrics {
     series,
     utilisation,
   };
+}
+
+/**
+ * How many feasible nodes the scheduler scores before it picks one
+ * (kube-scheduler's numFeasibleNodesToFind with the adaptive
+ * percentageOfNodesToScore): every node up to 100, then 50 % less 1 % per
+ * 125 nodes, at least 5 % and 100 nodes. The search resumes where the last one
+ * stopped. Without it, placing a pod cost a scan of the whole cluster.
+ */
+export function feasibleNodesToFind(nodes: number): number {
+  if (nodes < 100) return nodes;
+  const percent = Math.max(5, 50 - Math.floor(nodes / 125));
+  return Math.max(100, Math.floor((nodes * percent) / 100));
 }
 
 /**
