@@ -3,6 +3,7 @@
 // node's usage is its pods' usage plus the system's, the kubelet evicts when
 // memory runs out, and after each sample the policy sets allocatable.
 import type { Allocator, NodeSample } from './allocators.js';
+import { NodeSlots } from './node-slots.js';
 import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
@@ -48,12 +49,9 @@ const GONE = 2;
 
 class Pod {
   node = -1;
-  start = -1;
   state = PENDING;
-  /** Index in its node's list, for removal in O(1). */
+  /** Its slot in NodeSlots while running. */
   slot = -1;
-  usageCpu = 0;
-  usageMemory = 0;
   constructor(readonly profile: PodProfile) {}
 }
 
@@ -71,7 +69,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const boundMemory = new Float64Array(n);
   const peakCpu = new Float64Array(n);
   const peakMemory = new Float64Array(n);
-  const podsOn: Pod[][] = Array.from({ length: n }, () => []);
+  const slots = new NodeSlots<Pod>(n, s.node.maxPods);
   // Before the first sample every node has what the kubelet computed.
   allocCpu.fill(shape.raw.cpu);
   allocMemory.fill(shape.raw.memory);
@@ -106,10 +104,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const bind = (pod: Pod, node: number, t: number) => {
     const p = pod.profile;
     pod.node = node;
-    pod.start = t;
     pod.state = RUNNING;
-    pod.slot = podsOn[node]!.length;
-    podsOn[node]!.push(pod);
+    pod.slot = slots.add(node, pod, p, t);
     boundCpu[node]! += p.requestCpu;
     boundMemory[node]! += p.requestMemory;
     peakCpu[node]! += p.peakCpu;
@@ -121,12 +117,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
     const c = pod.profile.classIndex;
     if (pod.state !== GONE && pod.profile.runSteps === 0) aliveCount[c] = aliveCount[c]! - 1;
     if (pod.state === RUNNING) {
-      const list = podsOn[pod.node]!;
-      const last = list.pop()!;
-      if (last !== pod) {
-        list[pod.slot] = last;
-        last.slot = pod.slot;
-      }
+      const moved = slots.remove(pod.node, pod.slot);
+      if (moved) moved.slot = pod.slot;
       const p = pod.profile;
       boundCpu[pod.node]! -= p.requestCpu;
       boundMemory[pod.node]! -= p.requestMemory;
@@ -174,25 +166,26 @@ export function runPolicy(o: RunOptions): RunMetrics {
     }
 
     for (let i = 0; i < n; i++) {
-      const list = podsOn[i]!;
       let cpu = shape.systemUsage.cpu;
       let memory = shape.systemUsage.memory;
       let reqCpu = 0;
       let reqMemory = 0;
-      for (let k = list.length - 1; k >= 0; k--) {
-        const pod = list[k]!;
-        const p = pod.profile;
-        const age = t - pod.start;
-        if (p.runSteps > 0 && age >= p.runSteps) {
-          remove(pod); // the job is done
+      const first = i * slots.maxPods;
+      // Backwards: a finished job's slot takes the last pod, which was already counted.
+      for (let j = first + slots.count[i]! - 1; j >= first; j--) {
+        const age = t - slots.start[j]!;
+        const runSteps = slots.runSteps[j]!;
+        if (runSteps > 0 && age >= runSteps) {
+          remove(slots.owner[j]!); // the job is done
           continue;
         }
-        pod.usageCpu = podCpu(w, p, t, bursts.factor, bursts.share);
-        pod.usageMemory = podMemory(w, p, t, age, growthSwing);
-        cpu += pod.usageCpu;
-        memory += pod.usageMemory;
-        reqCpu += p.requestCpu;
-        reqMemory += p.requestMemory;
+        const phase = slots.memoryPhase[j]!;
+        const usedMemory = podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
+        slots.usageMemory[j] = usedMemory;
+        cpu += podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        memory += usedMemory;
+        reqCpu += slots.requestCpu[j]!;
+        reqMemory += slots.requestMemory[j]!;
       }
       m.usageCpu += cpu - shape.systemUsage.cpu;
       m.usageMemory += memory - shape.systemUsage.memory;
@@ -212,7 +205,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
 
       if (memory > memoryLimit) {
         m.memoryOverload += stepSeconds;
-        memory = evict(list, memory, memoryLimit, (pod) => {
+        memory = evict(slots, i, memory, memoryLimit, (pod) => {
           m.hits += 1;
           remove(pod);
           // A Deployment's replacement comes with the next scaling pass; a job starts over.
@@ -263,6 +256,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
           fitQuery.podPeakMemory = p.peakMemory;
           if (!allocator.fits(fitQuery)) continue;
         } else if (freeCpu < 0 || freeMemory < 0) continue;
+        if (slots.full(i)) continue; // the kubelet's maxPods
         found += 1;
         // LeastAllocated, as the default scheduler scores.
         const score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
@@ -327,12 +321,16 @@ export function feasibleNodesToFind(nodes: number): number {
  * The kubelet's memory eviction: pods using most above their requests go first,
  * until the node is back under the threshold. Returns the node's memory after.
  */
-function evict(list: Pod[], memory: number, limit: number, evicted: (pod: Pod) => void): number {
-  const ranked = [...list].sort((a, b) => b.usageMemory - b.profile.requestMemory - (a.usageMemory - a.profile.requestMemory));
-  for (const pod of ranked) {
+function evict<T>(slots: NodeSlots<T>, node: number, memory: number, limit: number, evicted: (pod: T) => void): number {
+  const first = node * slots.maxPods;
+  const ranked = Array.from({ length: slots.count[node]! }, (_, k) => first + k).sort(
+    (a, b) => slots.usageMemory[b]! - slots.requestMemory[b]! - (slots.usageMemory[a]! - slots.requestMemory[a]!) || a - b,
+  );
+  const victims: { pod: T; usage: number }[] = ranked.map((j) => ({ pod: slots.owner[j]!, usage: slots.usageMemory[j]! }));
+  for (const v of victims) {
     if (memory <= limit) break;
-    memory -= pod.usageMemory;
-    evicted(pod);
+    memory -= v.usage;
+    evicted(v.pod);
   }
   return memory;
 }

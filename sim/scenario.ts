@@ -51,6 +51,8 @@ export interface Scenario {
     evictionHardMemory: number;
     /** What the system (kubelet, runtime, OS) uses; part of the node's usage. */
     systemUsage: Quantities;
+    /** The kubelet's maxPods: a node takes no more pods, whatever its allocatable. */
+    maxPods: number;
   };
   usage: {
     /** Mean (request - usage) / request over pods and the day: 0.46 is Autopilot's figure for manually sized jobs. */
@@ -93,6 +95,7 @@ export const DEFAULT_SCENARIO: Scenario = {
     reserved: { cpu: 500, memory: 2 * GiB },
     evictionHardMemory: 100 * MiB,
     systemUsage: { cpu: 300, memory: 1.5 * GiB },
+    maxPods: 110,
   },
   usage: {
     cpuSlack: 0.46,
@@ -222,7 +225,7 @@ function oversellPolicy(v: unknown, path: string): OversellPolicyInput {
 /** The scenario a file describes (undefined: the defaults). Throws ScenarioError naming the field. */
 export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO): Scenario {
   const r = Reader.of(file, '').only(['seed', 'nodes', 'hours', 'tickSeconds', 'node', 'usage', 'classes', 'policies']);
-  const node = r.child('node').only(['capacity', 'reserved', 'evictionHardMemory', 'systemUsage']);
+  const node = r.child('node').only(['capacity', 'reserved', 'evictionHardMemory', 'systemUsage', 'maxPods']);
   const usage = r.child('usage').only(['cpuSlack', 'memorySlack', 'concentration', 'scale', 'step', 'diurnal', 'bursts', 'memoryGrowth']);
   const diurnal = usage.child('diurnal').only(['peakHour', 'cpuSwing', 'memorySwing']);
   const bursts = usage.child('bursts').only(['share', 'factor', 'seconds']);
@@ -261,6 +264,7 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
       reserved: node.quantities('reserved', b.node.reserved),
       evictionHardMemory: node.quantity('evictionHardMemory', b.node.evictionHardMemory, 'memory'),
       systemUsage: node.quantities('systemUsage', b.node.systemUsage),
+      maxPods: node.number('maxPods', b.node.maxPods, 1, 10_000, true),
     },
     usage: {
       cpuSlack: usage.number('cpuSlack', b.usage.cpuSlack, 0.01, 0.99),

@@ -6,8 +6,17 @@
 import { noise, Rng } from './random.js';
 import type { Scenario } from './scenario.js';
 
+/** What a pod's usage at a step is computed from. */
+export interface UsageSubject {
+  /** requests x mean share of them used, before the daily curve, bursts and memory growth. */
+  cpuBase: number;
+  memoryBase: number;
+  key: number;
+  memoryPhase: number;
+}
+
 /** What a pod asks for and how it uses it; fixed when the pod is created. */
-export interface PodProfile {
+export interface PodProfile extends UsageSubject {
   classIndex: number;
   requestCpu: number;
   requestMemory: number;
@@ -104,6 +113,7 @@ export function buildWorkload(s: Scenario): Workload {
     const memoryShare = rng.beta(1 - u.memorySlack, u.concentration);
     return {
       classIndex, requestCpu: c.requests.cpu, requestMemory: c.requests.memory, cpuShare, memoryShare, key,
+      cpuBase: c.requests.cpu * cpuShare, memoryBase: c.requests.memory * memoryShare,
       memoryPhase: Math.floor(rng.next() * memoryPeriodSteps), runSteps,
       peakCpu: c.requests.cpu * cpuShare * cpuPeak, peakMemory: c.requests.memory * memoryShare * memoryPeak,
     };
@@ -111,14 +121,14 @@ export function buildWorkload(s: Scenario): Workload {
   return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps };
 }
 
-/** A pod's CPU use (millicores) at step t. */
-export function podCpu(w: Workload, p: PodProfile, t: number, burstFactor: number, burstShare: number): number {
-  const bursting = burstShare > 0 && noise(p.key, Math.floor((t + p.memoryPhase) / w.burstSteps)) < burstShare;
-  return p.requestCpu * p.cpuShare * w.cpuFactor[t]! * (bursting ? burstFactor : 1);
+/** A pod's CPU use (millicores) at step t (arguments from its profile: UsageSubject). */
+export function podCpu(w: Workload, cpuBase: number, key: number, phase: number, t: number, burstFactor: number, burstShare: number): number {
+  const bursting = burstShare > 0 && noise(key, Math.floor((t + phase) / w.burstSteps)) < burstShare;
+  return cpuBase * w.cpuFactor[t]! * (bursting ? burstFactor : 1);
 }
 
 /** A pod's memory use (bytes) at step t, `age` steps after it started: it climbs over a period, then is freed. */
-export function podMemory(w: Workload, p: PodProfile, t: number, age: number, growthSwing: number): number {
-  const phase = ((age + p.memoryPhase) % w.memoryPeriodSteps) / w.memoryPeriodSteps;
-  return p.requestMemory * p.memoryShare * w.memoryFactor[t]! * (1 + growthSwing * (2 * phase - 1));
+export function podMemory(w: Workload, memoryBase: number, phase: number, t: number, age: number, growthSwing: number): number {
+  const at = ((age + phase) % w.memoryPeriodSteps) / w.memoryPeriodSteps;
+  return memoryBase * w.memoryFactor[t]! * (1 + growthSwing * (2 * at - 1));
 }
