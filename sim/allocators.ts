@@ -43,6 +43,8 @@ export interface Allocator {
   allocate(node: number, s: NodeSample, out: Quantities): void;
   /** Replaces the scheduler's requests-against-allocatable check (the oracle only). */
   fits?(q: FitQuery): boolean;
+  /** Why allocatable changed, by resource, the decision's bound and direction ("cpu headroom down"): oversell only. */
+  readonly changes?: Map<string, number>;
 }
 
 export interface NodeShape {
@@ -143,9 +145,16 @@ export function oversellAllocator(shape: NodeShape, entry: PolicyEntry, nodes: n
   const windows = Array.from({ length: nodes }, () => new UsageWindow());
   const previous: (PreviousGrant | undefined)[] = new Array(nodes).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
+  const changes = new Map<string, number>();
+  const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
+    if (before === after) return;
+    const key = `${resource} ${bound} ${after > before ? 'up' : 'down'}`;
+    changes.set(key, (changes.get(key) ?? 0) + 1);
+  };
   return {
     name: entry.name,
     kind: 'oversell',
+    changes,
     allocate(node, s, out) {
       const window = windows[node]!;
       window.dropThrough(s.tMs - retainMs);
@@ -164,6 +173,11 @@ export function oversellAllocator(shape: NodeShape, entry: PolicyEntry, nodes: n
         boundRequests: bound,
       });
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };
+      const before = previous[node]?.granted;
+      if (before) {
+        count('cpu', before.cpuMillicores, granted.cpuMillicores, d.cpu.bound);
+        count('memory', before.memoryBytes, granted.memoryBytes, d.memory.bound);
+      }
       previous[node] = { granted, wouldGrant: d.dryRun ? { cpuMillicores: d.cpu.granted, memoryBytes: d.memory.granted } : undefined };
       out.cpu = Number(granted.cpuMillicores);
       out.memory = Number(granted.memoryBytes);

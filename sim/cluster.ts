@@ -26,6 +26,8 @@ export interface RunMetrics {
   /** Node-seconds with any of: CPU over capacity, memory overloaded, allocatable below bound requests. */
   riskNodeSeconds: number;
   allocatableChangesPerNodeHour: number;
+  /** Per resource, bound and direction, allocatable changes per node-hour (OversellPolicies only: the decision says its bound). */
+  changesByBound?: Record<string, number>;
   /** Running and pending pods, every `seriesEverySteps`. */
   series: { placed: number[]; pending: number[] };
   /** Node-steps by usage / capacity, in 10 % buckets. */
@@ -299,6 +301,11 @@ export function runPolicy(o: RunOptions): RunMetrics {
     belowRequestsNodeSeconds: m.below,
     riskNodeSeconds: m.risk,
     allocatableChangesPerNodeHour: m.changes / n / ((steps * stepSeconds) / 3600),
+    ...(allocator.changes && {
+      changesByBound: Object.fromEntries(
+        [...allocator.changes.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([k, v]) => [k, Math.round((1000 * v) / n / ((steps * stepSeconds) / 3600)) / 1000]),
+      ),
+    }),
     series,
     utilisation,
   };

@@ -130,6 +130,17 @@ function table(policies: PolicyResult[]): string[] {
   return rows;
 }
 
+/** The commonest reasons an OversellPolicy changed allocatable, from its decisions' bounds. */
+function causes(p: PolicyResult): string {
+  const top = Object.entries(p.changesByBound ?? {}).slice(0, 3);
+  if (top.length === 0) return '';
+  const said = top.map(([k, v]) => {
+    const [resource, bound, direction] = k.split(' ');
+    return `${resource === 'cpu' ? 'CPU' : 'memory'} ${direction} at ${bound} ${v.toFixed(1)}`;
+  });
+  return ` (per node-hour, most often ${said.join(', ')}: hysteresis holds back small rises, never a fall)`;
+}
+
 /** What bounds the gain: where usage reaches the target, and the cap. */
 function bounds(r: SimulationResult): string[] {
   const s = r.scenario;
@@ -143,7 +154,16 @@ function bounds(r: SimulationResult): string[] {
     const binds = cap <= mean ? `the ${cap}x cap binds first` : `the ${pct(target)} target binds first`;
     return `- **${label}**: pods use ${pct(u)} of their requests on average (${pct(u * (1 + swing))} at the daily peak), so requests can reach ${mean.toFixed(2)}x raw allocatable before usage reaches the ${pct(target)} target (${peak.toFixed(2)}x at the peak); the cap is ${cap}x: ${binds}.`;
   };
-  return [line('cpu', 'CPU'), line('memory', 'Memory')];
+  const limit = (name: 'cpu' | 'memory', swing: number) => Math.min(r.caps[name], r.targets[name] / ((1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack)) * (1 + swing)));
+  const mean = Math.min(limit('cpu', 0), limit('memory', 0));
+  const peak = Math.min(limit('cpu', s.usage.diurnal.cpuSwing), limit('memory', s.usage.diurnal.memorySwing));
+  return [
+    line('cpu', 'CPU'),
+    line('memory', 'Memory'),
+    '',
+    `A pod needs both, so requests can grow to about ${mean.toFixed(2)}x raw allocatable on average and ${peak.toFixed(2)}x at the daily peak, when pods wait; ` +
+      'pods placed before the peak stay (the floor never drops below bound requests), so the gain over a day sits between the two.',
+  ];
 }
 
 export function markdown(r: Report, withCharts: boolean, command: string): string {
@@ -164,7 +184,7 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
     `- Without oversell, ${none.podsPlaced.toFixed(0)} pods run on average and ${none.podsPending.toFixed(0)} wait. ` +
       `**${o.name}** runs ${o.podsPlaced.toFixed(0)} (${gain(o.densityVsNone)}), ${pct(o.densityVsOracle)} of what the clairvoyant oracle places, ` +
       `with ${o.podsHitByMemoryOverload} pods hit by memory overload, ${nodeHours(o.belowRequestsNodeSeconds)} node-hours with allocatable below bound requests ` +
-      `and ${nodeHours(o.cpuOverCapacityNodeSeconds)} node-hours of CPU demand over capacity.`,
+      `and ${nodeHours(o.cpuOverCapacityNodeSeconds)} node-hours of CPU demand over capacity; its allocatable changes ${o.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour${causes(o)}.`,
   ];
   for (const p of m.policies) {
     if (p === o || p.kind === 'none') continue;

@@ -18,6 +18,8 @@ describe('one policy over the workload', () => {
     assert.deepEqual([none.series.placed.at(-1), none.series.pending.at(-1)], [3, 2]);
     const doubled = run(s, (shape) => staticAllocator(shape, { cpu: 2, memory: 1 }));
     assert.deepEqual([doubled.series.placed.at(-1), doubled.series.pending.at(-1)], [5, 0]);
+    const fewPods = run(parseScenario({ node: { maxPods: 4 } }, s), (shape) => staticAllocator(shape, { cpu: 2, memory: 1 }));
+    assert.deepEqual([fewPods.series.placed.at(-1), fewPods.series.pending.at(-1)], [4, 1], 'maxPods caps a node whatever its allocatable');
   });
 
   it('memory past the eviction threshold evicts pods, counted as hit, and the Deployment replaces them', () => {

@@ -61,6 +61,16 @@ describe('oversell simulate', () => {
     assert.equal(byName(r.policies, 'oversell').belowRequestsNodeSeconds, 0);
   });
 
+  it('says why oversell changed allocatable, from its decisions\' bounds', () => {
+    const o = byName(base.policies, 'oversell');
+    const causes = Object.values(o.changesByBound ?? {});
+    assert.ok(causes.length > 0);
+    const sum = causes.reduce((a, b) => a + b, 0);
+    // A change of both resources at one step is one change of allocatable and two causes.
+    assert.ok(sum >= o.allocatableChangesPerNodeHour - 0.01 && sum <= 2 * o.allocatableChangesPerNodeHour + 0.01, `${sum} against ${o.allocatableChangesPerNodeHour}`);
+    assert.equal(byName(base.policies, 'katalyst').changesByBound, undefined);
+  });
+
   it('refuses two policies of one name', () => {
     assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'static', spec: {} }] } })), /two policies are named "static"/);
   });
