@@ -283,7 +283,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
       series.placed.push(running);
       series.pending.push(pending.length);
     }
-    if (o.onProgress && t % 360 === 0) o.onProgress(t);
+    o.onProgress?.(t);
   }
 
   const steps = w.steps;
