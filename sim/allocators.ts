@@ -24,6 +24,7 @@ export interface NodeSample {
 
 /** Requests and modelled peaks already on a node, and a pod's own: what the oracle's fit check reads. */
 export interface FitQuery {
+  node: number;
   boundCpu: number;
   boundMemory: number;
   peakCpu: number;
@@ -58,24 +59,25 @@ function setTo(out: Quantities, cpu: number, memory: number): void {
   out.memory = memory;
 }
 
-export function noneAllocator(shape: NodeShape): Allocator {
-  return { name: 'none', kind: 'none', allocate: (_n, _s, out) => setTo(out, shape.raw.cpu, shape.raw.memory) };
+export function noneAllocator(shapes: readonly NodeShape[]): Allocator {
+  return { name: 'none', kind: 'none', allocate: (node, _s, out) => setTo(out, shapes[node]!.raw.cpu, shapes[node]!.raw.memory) };
 }
 
 /** allocatable x ratio, whatever the node does. */
-export function staticAllocator(shape: NodeShape, ratio: { cpu: number; memory: number }): Allocator {
-  const cpu = Math.floor(shape.raw.cpu * ratio.cpu);
-  const memory = Math.floor(shape.raw.memory * ratio.memory);
-  return { name: 'static', kind: 'static', allocate: (_n, _s, out) => setTo(out, cpu, memory) };
+export function staticAllocator(shapes: readonly NodeShape[], ratio: { cpu: number; memory: number }): Allocator {
+  const cpu = shapes.map((sh) => Math.floor(sh.raw.cpu * ratio.cpu));
+  const memory = shapes.map((sh) => Math.floor(sh.raw.memory * ratio.memory));
+  return { name: 'static', kind: 'static', allocate: (node, _s, out) => setTo(out, cpu[node]!, memory[node]!) };
 }
 
 /** Seaiii/MutatingWebhook: max(allocatable, capacity - usage), CPU in whole cores, memory in whole MiB. */
-export function seaiiiAllocator(shape: NodeShape): Allocator {
+export function seaiiiAllocator(shapes: readonly NodeShape[]): Allocator {
   const MiB = 1024 * 1024;
   return {
     name: 'seaiii',
     kind: 'seaiii',
-    allocate(_n, s, out) {
+    allocate(node, s, out) {
+      const shape = shapes[node]!;
       const cpu = Math.floor((shape.capacity.cpu - s.cpu) / 1000) * 1000;
       const memory = Math.floor((shape.capacity.memory - s.memory) / MiB) * MiB;
       out.cpu = Math.max(shape.raw.cpu, cpu);
@@ -85,15 +87,16 @@ export function seaiiiAllocator(shape: NodeShape): Allocator {
 }
 
 /** Katalyst's realtime overcommit: R + (A*T - U)/L on the latest sample, nothing holding it up or down but zero. */
-export function katalystAllocator(shape: NodeShape, k: Scenario['policies']['katalyst']): Allocator {
+export function katalystAllocator(shapes: readonly NodeShape[], k: Scenario['policies']['katalyst']): Allocator {
   const cpuPolicy = { targetUtilization: k.cpuTarget, minLoadFactor: k.minLoadFactor };
   const memoryPolicy = { targetUtilization: k.memoryTarget, minLoadFactor: k.minLoadFactor };
   return {
     name: 'katalyst',
     kind: 'katalyst',
-    allocate(_n, s, out) {
-      out.cpu = Math.max(0, Math.floor(headroom(shape.raw.cpu, s.boundCpu, s.cpu, cpuPolicy)));
-      out.memory = Math.max(0, Math.floor(headroom(shape.raw.memory, s.boundMemory, s.memory, memoryPolicy)));
+    allocate(node, s, out) {
+      const raw = shapes[node]!.raw;
+      out.cpu = Math.max(0, Math.floor(headroom(raw.cpu, s.boundCpu, s.cpu, cpuPolicy)));
+      out.memory = Math.max(0, Math.floor(headroom(raw.memory, s.boundMemory, s.memory, memoryPolicy)));
     },
   };
 }
@@ -103,21 +106,23 @@ export function katalystAllocator(shape: NodeShape, k: Scenario['policies']['kat
  * within the policy's caps while the modelled peaks of every pod there stay under the
  * policy's targets. Its allocatable is what it has placed (never below requests).
  */
-export function oracleAllocator(shape: NodeShape, policy: Policy): Allocator {
-  const cap = { cpu: shape.raw.cpu * policy.cpu.maxRatio, memory: shape.raw.memory * policy.memory.maxRatio };
-  const limit = { cpu: shape.raw.cpu * policy.cpu.targetUtilization - shape.systemUsage.cpu, memory: shape.raw.memory * policy.memory.targetUtilization - shape.systemUsage.memory };
-  const fitsOne = (bound: number, request: number, raw: number, capR: number, peaks: number, podPeak: number, lim: number) =>
-    bound + request <= raw || (bound + request <= capR && peaks + podPeak <= lim);
+export function oracleAllocator(shapes: readonly NodeShape[], policy: Policy): Allocator {
+  const fitsOne = (bound: number, request: number, raw: number, ratio: number, peaks: number, podPeak: number, target: number, system: number) =>
+    bound + request <= raw || (bound + request <= raw * ratio && peaks + podPeak <= raw * target - system);
   return {
     name: 'oracle',
     kind: 'oracle',
-    allocate(_n, s, out) {
-      out.cpu = Math.max(shape.raw.cpu, s.boundCpu);
-      out.memory = Math.max(shape.raw.memory, s.boundMemory);
+    allocate(node, s, out) {
+      out.cpu = Math.max(shapes[node]!.raw.cpu, s.boundCpu);
+      out.memory = Math.max(shapes[node]!.raw.memory, s.boundMemory);
     },
-    fits: (q) =>
-      fitsOne(q.boundCpu, q.requestCpu, shape.raw.cpu, cap.cpu, q.peakCpu, q.podPeakCpu, limit.cpu) &&
-      fitsOne(q.boundMemory, q.requestMemory, shape.raw.memory, cap.memory, q.peakMemory, q.podPeakMemory, limit.memory),
+    fits: (q) => {
+      const { raw, systemUsage } = shapes[q.node]!;
+      return (
+        fitsOne(q.boundCpu, q.requestCpu, raw.cpu, policy.cpu.maxRatio, q.peakCpu, q.podPeakCpu, policy.cpu.targetUtilization, systemUsage.cpu) &&
+        fitsOne(q.boundMemory, q.requestMemory, raw.memory, policy.memory.maxRatio, q.peakMemory, q.podPeakMemory, policy.memory.targetUtilization, systemUsage.memory)
+      );
+    },
   };
 }
 
@@ -137,13 +142,13 @@ export function policyEntry(input: OversellPolicyInput): PolicyEntry {
  * write: the node's usage window (kept as long as the gateway keeps it), the
  * signed previous grant (hysteresis), bound requests from the API server.
  */
-export function oversellAllocator(shape: NodeShape, entry: PolicyEntry, nodes: number): Allocator {
+export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEntry): Allocator {
   const policy = entry.policy ?? DEFAULT_POLICY;
   // As gateway/policies/policy-source.ts keeps it: the longest window or calm period, at most 10 minutes.
   const retainMs = Math.min(600_000, Math.max(policy.windowMs, policy.calmPeriodMs));
-  const raw: Allocatable = { cpuMillicores: BigInt(shape.raw.cpu), memoryBytes: BigInt(shape.raw.memory) };
-  const windows = Array.from({ length: nodes }, () => new UsageWindow());
-  const previous: (PreviousGrant | undefined)[] = new Array(nodes).fill(undefined);
+  const raws: Allocatable[] = shapes.map((sh) => ({ cpuMillicores: BigInt(sh.raw.cpu), memoryBytes: BigInt(sh.raw.memory) }));
+  const windows = shapes.map(() => new UsageWindow());
+  const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
   const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
@@ -166,9 +171,9 @@ export function oversellAllocator(shape: NodeShape, entry: PolicyEntry, nodes: n
       window.add(point);
       const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory };
       const d = decideForNode({
-        raw,
+        raw: raws[node]!,
         signed: previous[node],
-        usage: { ageMs: 0, window, capacityMemoryBytes: shape.capacity.memory, requests: { ...bound, known: true } },
+        usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true } },
         entry,
         boundRequests: bound,
       });

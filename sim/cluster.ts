@@ -2,7 +2,7 @@
 // scheduler places pending pods where requests fit in allocatable, every
 // node's usage is its pods' usage plus the system's, the kubelet evicts when
 // memory runs out, and after each sample the policy sets allocatable.
-import type { Allocator, NodeSample } from './allocators.js';
+import type { Allocator, NodeSample, NodeShape } from './allocators.js';
 import { NodeSlots } from './node-slots.js';
 import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
@@ -38,7 +38,8 @@ export interface RunOptions {
   scenario: Scenario;
   workload: Workload;
   allocator: Allocator;
-  shape: { raw: Quantities; capacity: Quantities; systemUsage: Quantities };
+  /** Each node's raw allocatable, capacity and system usage. */
+  shapes: readonly NodeShape[];
   /** Usage above these shares of raw allocatable counts as over target. */
   targets: Quantities;
   seriesEverySteps: number;
@@ -58,12 +59,11 @@ class Pod {
 }
 
 export function runPolicy(o: RunOptions): RunMetrics {
-  const { scenario: s, workload: w, allocator, shape } = o;
+  const { scenario: s, workload: w, allocator, shapes } = o;
   const n = s.nodes;
   const stepSeconds = s.tickSeconds;
   const bursts = s.usage.bursts;
   const growthSwing = s.usage.memoryGrowth.swing;
-  const memoryLimit = shape.capacity.memory - s.node.evictionHardMemory;
 
   const allocCpu = new Float64Array(n);
   const allocMemory = new Float64Array(n);
@@ -73,8 +73,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const peakMemory = new Float64Array(n);
   const slots = new NodeSlots<Pod>(n, s.node.maxPods);
   // Before the first sample every node has what the kubelet computed.
-  allocCpu.fill(shape.raw.cpu);
-  allocMemory.fill(shape.raw.memory);
+  shapes.forEach((sh, i) => {
+    allocCpu[i] = sh.raw.cpu;
+    allocMemory[i] = sh.raw.memory;
+  });
 
   const classes = s.classes;
   const alive: Pod[][] = classes.map(() => []);
@@ -144,7 +146,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
 
   const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0 };
   const out: Quantities = { cpu: 0, memory: 0 };
-  const fitQuery = { boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
+  const fitQuery = { node: 0, boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
   const failed = new Int32Array(classes.length).fill(-1);
   const toFind = feasibleNodesToFind(n);
   let nextStart = 0;
@@ -168,6 +170,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
     }
 
     for (let i = 0; i < n; i++) {
+      const shape = shapes[i]!;
+      const memoryLimit = shape.capacity.memory - s.node.evictionHardMemory;
       let cpu = shape.systemUsage.cpu;
       let memory = shape.systemUsage.memory;
       let reqCpu = 0;
@@ -248,6 +252,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
         const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
         const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
         if (allocator.fits) {
+          fitQuery.node = i;
           fitQuery.boundCpu = boundCpu[i]!;
           fitQuery.boundMemory = boundMemory[i]!;
           fitQuery.peakCpu = peakCpu[i]!;

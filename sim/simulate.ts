@@ -37,15 +37,16 @@ const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 *
 export function simulate(s: Scenario, onProgress?: (p: Progress) => void): SimulationResult {
   const workload = buildWorkload(s);
   const shape: NodeShape = { raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage };
+  const shapes: NodeShape[] = new Array(s.nodes).fill(shape);
   const entries = (s.policies.oversell.length > 0 ? s.policies.oversell : [DEFAULT_OVERSELL]).map(policyEntry);
   const first: Policy = entries[0]?.policy ?? DEFAULT_POLICY;
   const allocators: Allocator[] = [
-    noneAllocator(shape),
-    staticAllocator(shape, s.policies.static),
-    seaiiiAllocator(shape),
-    katalystAllocator(shape, s.policies.katalyst),
-    oracleAllocator(shape, first),
-    ...entries.map((e) => oversellAllocator(shape, e, s.nodes)),
+    noneAllocator(shapes),
+    staticAllocator(shapes, s.policies.static),
+    seaiiiAllocator(shapes),
+    katalystAllocator(shapes, s.policies.katalyst),
+    oracleAllocator(shapes, first),
+    ...entries.map((e) => oversellAllocator(shapes, e)),
   ];
   const names = allocators.map((a) => a.name);
   const clash = names.find((x, i) => names.indexOf(x) !== i);
@@ -55,7 +56,7 @@ export function simulate(s: Scenario, onProgress?: (p: Progress) => void): Simul
   const targets = { cpu: first.cpu.targetUtilization, memory: first.memory.targetUtilization };
   const runs = allocators.map((allocator, k) =>
     runPolicy({
-      scenario: s, workload, allocator, shape, targets, seriesEverySteps,
+      scenario: s, workload, allocator, shapes, targets, seriesEverySteps,
       onProgress: onProgress && ((t) => onProgress({ policy: allocator.name, done: (k + t / workload.steps) / allocators.length })),
     }),
   );

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { noneAllocator, staticAllocator } from '../../sim/allocators.js';
+import { noneAllocator, staticAllocator, type Allocator, type NodeShape } from '../../sim/allocators.js';
 import { feasibleNodesToFind, runPolicy } from '../../sim/cluster.js';
 import { parseScenario, rawAllocatable, type Scenario } from '../../sim/scenario.js';
 import { buildWorkload } from '../../sim/workload.js';
 
-const run = (s: Scenario, allocator: (shape: { raw: { cpu: number; memory: number }; capacity: { cpu: number; memory: number }; systemUsage: { cpu: number; memory: number } }) => Parameters<typeof runPolicy>[0]['allocator']) => {
-  const shape = { raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage };
-  return runPolicy({ scenario: s, workload: buildWorkload(s), allocator: allocator(shape), shape, targets: { cpu: 0.6, memory: 0.8 }, seriesEverySteps: 1 });
+const run = (s: Scenario, allocator: (shapes: NodeShape[]) => Allocator) => {
+  const shapes = new Array<NodeShape>(s.nodes).fill({ raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage });
+  return runPolicy({ scenario: s, workload: buildWorkload(s), allocator: allocator(shapes), shapes, targets: { cpu: 0.6, memory: 0.8 }, seriesEverySteps: 1 });
 };
 
 describe('one policy over the workload', () => {
@@ -16,9 +16,9 @@ describe('one policy over the workload', () => {
     const s = parseScenario({ nodes: 1, hours: 0.1, classes: [{ name: 'big', requests: { cpu: '4', memory: '1Gi' }, replicasPerNode: { min: 5, max: 5 } }] });
     const none = run(s, noneAllocator);
     assert.deepEqual([none.series.placed.at(-1), none.series.pending.at(-1)], [3, 2]);
-    const doubled = run(s, (shape) => staticAllocator(shape, { cpu: 2, memory: 1 }));
+    const doubled = run(s, (shapes) => staticAllocator(shapes, { cpu: 2, memory: 1 }));
     assert.deepEqual([doubled.series.placed.at(-1), doubled.series.pending.at(-1)], [5, 0]);
-    const fewPods = run(parseScenario({ node: { maxPods: 4 } }, s), (shape) => staticAllocator(shape, { cpu: 2, memory: 1 }));
+    const fewPods = run(parseScenario({ node: { maxPods: 4 } }, s), (shapes) => staticAllocator(shapes, { cpu: 2, memory: 1 }));
     assert.deepEqual([fewPods.series.placed.at(-1), fewPods.series.pending.at(-1)], [4, 1], 'maxPods caps a node whatever its allocatable');
   });
 
@@ -28,7 +28,7 @@ describe('one policy over the workload', () => {
       nodes: 1, hours: 0.5, usage: { scale: 3, memoryGrowth: { swing: 0 } },
       classes: [{ name: 'hog', requests: { cpu: '100m', memory: '4Gi' }, replicasPerNode: { min: 20, max: 20 } }],
     });
-    const r = run(s, (shape) => staticAllocator(shape, { cpu: 1, memory: 1.5 }));
+    const r = run(s, (shapes) => staticAllocator(shapes, { cpu: 1, memory: 1.5 }));
     assert.ok(r.podsHitByMemoryOverload > 0);
     assert.ok(r.memoryOverloadNodeSeconds > 0);
     assert.ok(r.riskNodeSeconds >= r.memoryOverloadNodeSeconds);
