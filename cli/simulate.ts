@@ -7,10 +7,12 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import yaml from 'js-yaml';
 import { applyOverrides, DEFAULT_SCENARIO, parseScenario, ScenarioError, type OversellPolicyInput, type Scenario } from '../sim/scenario.js';
 import { simulate, type Progress } from '../sim/simulate.js';
+import { parseTrace, traceSeconds, type Trace } from '../sim/trace.js';
 import { buildReport, busierScenario, markdown, reportFiles, reportJson } from '../sim/report.js';
 
 interface SimulateOptions {
   scenario?: string;
+  trace?: string;
   policy?: string[];
   nodes?: number;
   hours?: number;
@@ -65,6 +67,7 @@ export function scenarioOf(o: SimulateOptions): Scenario {
 function commandLine(o: SimulateOptions): string {
   const parts = ['oversell simulate'];
   if (o.scenario) parts.push(`--scenario ${o.scenario}`);
+  if (o.trace) parts.push(`--trace ${o.trace}`);
   for (const p of o.policy ?? []) parts.push(`--policy ${p}`);
   if (o.nodes !== undefined) parts.push(`--nodes ${o.nodes}`);
   if (o.hours !== undefined) parts.push(`--hours ${o.hours}`);
@@ -86,10 +89,29 @@ function progressLine(): (p: Progress) => void {
   };
 }
 
+function traceOf(file: string): Trace {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ScenarioError(`${file}: ${(err as Error).message}`);
+  }
+  try {
+    return parseTrace(text);
+  } catch (err) {
+    if (err instanceof ScenarioError) throw new ScenarioError(`${file}: ${err.message}`);
+    throw err;
+  }
+}
+
 export function runSimulate(o: SimulateOptions): void {
   let scenario: Scenario;
+  let trace: Trace | undefined;
   try {
-    scenario = scenarioOf(o);
+    if (o.trace && o.nodes !== undefined) throw new ScenarioError('--nodes and --trace: the recorded nodes are the cluster');
+    trace = o.trace ? traceOf(o.trace) : undefined;
+    // A replay lasts as long as the recording unless --hours says otherwise.
+    scenario = scenarioOf({ ...o, ...(trace && o.hours === undefined && { hours: traceSeconds(trace) / 3600 }) });
   } catch (err) {
     if (!(err instanceof ScenarioError)) throw err;
     process.stderr.write(`error: ${err.message}\n`);
@@ -99,8 +121,8 @@ export function runSimulate(o: SimulateOptions): void {
   const long = o.progress ?? scenario.nodes >= 1000;
   const withBusier = o.busier !== false && scenario.usage.step === undefined;
   const onProgress = long ? progressLine() : undefined;
-  const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })));
-  const busier = withBusier ? simulate(busierScenario(scenario, o.busier as number), onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 }))) : undefined;
+  const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })), trace);
+  const busier = withBusier ? simulate(busierScenario(scenario, o.busier as number), onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 })), trace) : undefined;
   const report = buildReport(main, busier);
   if (o.out) {
     for (const [path, text] of Object.entries(reportFiles(report, commandLine(o)))) {
@@ -118,6 +140,7 @@ export function simulateCommand(): Command {
   return new Command('simulate')
     .description('simulate a cluster under each policy, side by side: pods placed, and what it risks (no cluster needed)')
     .option('--scenario <file>', 'scenario YAML (fields not given keep their defaults: examples/simulate.yaml)')
+    .option('--trace <file>', 'replay a cluster recorded by `oversell record`: its nodes and their load, the scenario\'s pods on top')
     .option('--policy <file...>', 'OversellPolicy YAML to run as well (several, or several documents in one file)')
     .addOption(new Option('--nodes <n>', 'nodes in the cluster (default 100)').argParser(number(1, true)))
     .addOption(new Option('--hours <h>', 'simulated hours (default 24)').argParser(number(0.01)))

@@ -4,6 +4,7 @@
 // memory runs out, and after each sample the policy sets allocatable.
 import type { Allocator, NodeSample, NodeShape } from './allocators.js';
 import { NodeSlots } from './node-slots.js';
+import type { Baseline } from './trace.js';
 import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
@@ -43,6 +44,8 @@ export interface RunOptions {
   /** Usage above these shares of raw allocatable counts as over target. */
   targets: Quantities;
   seriesEverySteps: number;
+  /** Recorded load that stays on its node (a replayed trace): usage and bound requests on top of the simulated pods'. */
+  baseline?: Baseline | undefined;
   onProgress?: ((doneSteps: number) => void) | undefined;
 }
 
@@ -152,7 +155,22 @@ export function runPolicy(o: RunOptions): RunMetrics {
   let nextStart = 0;
   let nextJob = 0;
 
+  const base = o.baseline;
+  if (base) {
+    for (let i = 0; i < n; i++) {
+      peakCpu[i] = base.peakCpu[i]!;
+      peakMemory[i] = base.peakMemory[i]!;
+    }
+  }
+
   for (let t = 0; t < w.steps; t++) {
+    // Recorded pods come and go as the trace says: bound requests follow it.
+    if (base) {
+      for (let i = 0, j = t * n; i < n; i++, j++) {
+        boundCpu[i] = boundCpu[i]! + base.requestCpu[j]! - (t > 0 ? base.requestCpu[j - n]! : 0);
+        boundMemory[i] = boundMemory[i]! + base.requestMemory[j]! - (t > 0 ? base.requestMemory[j - n]! : 0);
+      }
+    }
     // Deployments follow the daily curve; gone pods leave their class's list here.
     for (let c = 0; c < classes.length; c++) {
       const want = w.replicas[c];
@@ -176,6 +194,13 @@ export function runPolicy(o: RunOptions): RunMetrics {
       let memory = shape.systemUsage.memory;
       let reqCpu = 0;
       let reqMemory = 0;
+      if (base) {
+        const j = t * n + i;
+        cpu += base.cpu[j]!;
+        memory += base.memory[j]!;
+        reqCpu += base.requestCpu[j]!;
+        reqMemory += base.requestMemory[j]!;
+      }
       const first = i * slots.maxPods;
       // Backwards: a finished job's slot takes the last pod, which was already counted.
       for (let j = first + slots.count[i]! - 1; j >= first; j--) {

@@ -8,6 +8,7 @@ import {
 } from './allocators.js';
 import { runPolicy, type RunMetrics } from './cluster.js';
 import { rawAllocatable, type Scenario } from './scenario.js';
+import { replay, traceSeconds, type Trace } from './trace.js';
 import { buildWorkload } from './workload.js';
 
 export interface PolicyResult extends RunMetrics {
@@ -17,6 +18,8 @@ export interface PolicyResult extends RunMetrics {
 
 export interface SimulationResult {
   scenario: Scenario;
+  /** The replayed recording, if any: its nodes replace the scenario's. */
+  trace?: { nodes: string[]; polls: number; seconds: number };
   steps: number;
   /** Points of each series are this many simulated seconds apart. */
   seriesEverySeconds: number;
@@ -34,10 +37,16 @@ export interface Progress {
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
-export function simulate(s: Scenario, onProgress?: (p: Progress) => void): SimulationResult {
+/**
+ * trace: replay a recorded cluster (`oversell record`): its nodes, each with its own
+ * shape, and its recorded load, under which the scenario's pods are placed.
+ */
+export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void, trace?: Trace): SimulationResult {
+  const s = trace ? { ...scenario, nodes: trace.polls[0]!.nodes.length } : scenario;
   const workload = buildWorkload(s);
+  const recorded = trace && replay(trace, workload.steps, s.tickSeconds);
   const shape: NodeShape = { raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage };
-  const shapes: NodeShape[] = new Array(s.nodes).fill(shape);
+  const shapes: NodeShape[] = recorded?.shapes ?? new Array(s.nodes).fill(shape);
   const entries = (s.policies.oversell.length > 0 ? s.policies.oversell : [DEFAULT_OVERSELL]).map(policyEntry);
   const first: Policy = entries[0]?.policy ?? DEFAULT_POLICY;
   const allocators: Allocator[] = [
@@ -56,7 +65,7 @@ export function simulate(s: Scenario, onProgress?: (p: Progress) => void): Simul
   const targets = { cpu: first.cpu.targetUtilization, memory: first.memory.targetUtilization };
   const runs = allocators.map((allocator, k) =>
     runPolicy({
-      scenario: s, workload, allocator, shapes, targets, seriesEverySteps,
+      scenario: s, workload, allocator, shapes, targets, seriesEverySteps, baseline: recorded?.baseline,
       onProgress: onProgress && ((t) => onProgress({ policy: allocator.name, done: (k + t / workload.steps) / allocators.length })),
     }),
   );
@@ -74,6 +83,7 @@ export function simulate(s: Scenario, onProgress?: (p: Progress) => void): Simul
   }));
   return {
     scenario: s,
+    ...(trace && recorded && { trace: { nodes: recorded.names, polls: trace.polls.length, seconds: traceSeconds(trace) } }),
     steps: workload.steps,
     seriesEverySeconds: seriesEverySteps * s.tickSeconds,
     targets,
