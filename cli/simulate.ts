@@ -111,14 +111,14 @@ export function runSimulate(o: SimulateOptions): void {
     if (o.trace && o.nodes !== undefined) throw new ScenarioError('--nodes and --trace: the recorded nodes are the cluster');
     trace = o.trace ? traceOf(o.trace) : undefined;
     // A replay lasts as long as the recording unless --hours says otherwise.
-    scenario = scenarioOf({ ...o, ...(trace && o.hours === undefined && { hours: traceSeconds(trace) / 3600 }) });
+    scenario = scenarioOf({ ...o, ...(trace && o.hours === undefined && { hours: Math.max(0.01, traceSeconds(trace) / 3600) }) });
   } catch (err) {
     if (!(err instanceof ScenarioError)) throw err;
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(2);
   }
   // Long runs say how far they are; a day of 100 nodes takes seconds and stays quiet.
-  const long = o.progress ?? scenario.nodes >= 1000;
+  const long = o.progress ?? (trace?.polls[0]?.nodes.length ?? scenario.nodes) >= 1000;
   const withBusier = o.busier !== false && scenario.usage.step === undefined;
   const onProgress = long ? progressLine() : undefined;
   const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })), trace);
