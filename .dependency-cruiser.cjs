@@ -5,6 +5,9 @@
 //   proto/                    the contract (.proto, load.ts, generated gen/)
 //   wire/                     hand-written codecs for the contract's messages
 //   agent/ gateway/ cli/      the three binaries; none imports another
+//   sim/                      the simulator (`oversell simulate`): the gateway's pure
+//                             decision (gateway/decide/, the OversellPolicy parser) and
+//                             lib/ only; cli/ runs it, nothing below imports it
 //   scripts/                  developer tools (built into dist/: npm start)
 //   bench/ test/              may import anything below
 //
@@ -51,7 +54,21 @@ module.exports = {
       comment: 'lib/ is the bottom layer: generic helpers every layer may use. It imports only lib/ and packages.',
       severity: 'error',
       from: { path: '^lib/' },
-      to: { path: '^(agent|gateway|cli|proto|wire|scripts|bench|test)/' },
+      to: { path: '^(agent|gateway|cli|sim|proto|wire|scripts|bench|test)/' },
+    },
+    {
+      name: 'sim-uses-only-the-pure-decision',
+      comment: 'sim/ runs the decision the webhook runs, imported, never copied: gateway/decide/ and the OversellPolicy parser, lib/ and packages; no I/O of any binary.',
+      severity: 'error',
+      from: { path: '^sim/' },
+      to: { path: '^(agent|gateway|cli|proto|wire|scripts|bench|test)/', pathNot: '^(gateway/decide/|gateway/policies/policy-spec\\.ts$)' },
+    },
+    {
+      name: 'only-the-cli-runs-the-simulator',
+      comment: 'The simulator is a tool on top of the product: no binary but cli/ depends on it.',
+      severity: 'error',
+      from: { path: '^(agent|gateway|lib|proto|wire|scripts)/' },
+      to: { path: '^sim/' },
     },
     {
       name: 'proto-is-only-the-contract',
@@ -104,7 +121,7 @@ module.exports = {
     },
   ],
   options: {
-    includeOnly: '^(agent|gateway|cli|lib|proto|wire|scripts|bench|test)/',
+    includeOnly: '^(agent|gateway|cli|sim|lib|proto|wire|scripts|bench|test)/',
     exclude: { path: '^test/deploy/tools/' },
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,

@@ -3,11 +3,14 @@
 // Also a kubectl plugin: installed as kubectl-oversell, `kubectl oversell top`.
 import * as grpc from '@grpc/grpc-js';
 import { dumpYaml } from '@kubernetes/client-node';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import { connect, ConnectError, explainGrpcError, type ConnectOptions, type Connection } from './connect.js';
+import { simulateCommand } from './simulate.js';
+import { record } from './record.js';
+import { parseDuration } from '../lib/duration.js';
 import { renderDescribe, renderPolicies, renderTop, rowOfStatus, rowsOfSummaries, sortNodes, type SortKey, type Style, type TopRow } from './render.js';
 
 const program = new Command(process.argv[1]?.endsWith('kubectl-oversell') ? 'kubectl oversell' : 'oversell')
@@ -151,5 +154,36 @@ program
       print(res, o.output, () => renderPolicies(res.policies, style()));
     });
   });
+
+const duration = (flag: string) => (v: string) => {
+  let ms: number;
+  try {
+    ms = parseDuration(v, flag);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+  if (!(ms > 0)) throw new InvalidArgumentError(`${flag} must be above zero`);
+  return ms;
+};
+
+program
+  .command('record')
+  .description('record each node\'s usage and bound requests from the gateway into a trace for `oversell simulate --trace`')
+  .requiredOption('--out <file>', 'the trace file to write (one JSON object a line)')
+  .addOption(new Option('--interval <duration>', 'time between polls').default(10_000, '10s').argParser(duration('--interval')))
+  .addOption(new Option('--duration <duration>', 'how long to record').default(3_600_000, '1h').argParser(duration('--duration')))
+  .option('-l, --selector <selector>', 'label selector, e.g. pool=batch')
+  .action(async (o: { out: string; interval: number; duration: number; selector?: string }) => {
+    let stopped = false;
+    process.once('SIGINT', () => (stopped = true));
+    await withConnection(async (c) => {
+      const req = { labelSelector: o.selector ?? '', policy: '' };
+      const list = () => unary<typeof req, { nodes: NodeStatus__Output[] }>(c, c.client.ListNodes.bind(c.client), req).then((r) => r.nodes);
+      const polls = await record(list, { intervalMs: o.interval, durationMs: o.duration, out: o.out }, (line) => process.stderr.write(`${line}\n`), () => stopped);
+      process.stderr.write(`wrote ${o.out}: ${polls} polls; replay it with oversell simulate --trace ${o.out}\n`);
+    });
+  });
+
+program.addCommand(simulateCommand());
 
 await program.parseAsync();

@@ -75,4 +75,11 @@ describe('the oversell binary against a real gateway', () => {
     assert.equal(noCluster.status, 1);
     assert.match(noCluster.stderr, /--address/);
   });
+
+  it('simulate runs from the build (the simulator and the decision it imports are in dist/)', async () => {
+    const r = await run(['simulate', '--nodes', '3', '--hours', '0.2', '--no-busier', '--output', 'json']);
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { policies: { name: string }[] };
+    assert.deepEqual(out.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'oracle', 'oversell']);
+  });
 });

@@ -1,0 +1,373 @@
+// One policy's run over the workload: Deployments scale and jobs arrive, the
+// scheduler places pending pods where requests fit in allocatable, every
+// node's usage is its pods' usage plus the system's, the kubelet evicts when
+// memory runs out, and after each sample the policy sets allocatable.
+import type { Allocator, NodeSample, NodeShape } from './allocators.js';
+import { NodeSlots } from './node-slots.js';
+import type { Baseline } from './trace.js';
+import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
+import type { Quantities, Scenario } from './scenario.js';
+
+export const UTILISATION_BUCKETS = 12; // 0-10 %, ..., 100-110 %, 110 % and over
+
+export interface RunMetrics {
+  name: string;
+  kind: Allocator['kind'];
+  /** Mean over the run of running pods. */
+  podsPlaced: number;
+  podsPending: number;
+  /** 1 - usage / requests of running pods, over the run. */
+  cpuSlack: number;
+  memorySlack: number;
+  podsHitByMemoryOverload: number;
+  memoryOverloadNodeSeconds: number;
+  cpuOverCapacityNodeSeconds: number;
+  overTargetNodeSeconds: number;
+  belowRequestsNodeSeconds: number;
+  /** Node-seconds with any of: CPU over capacity, memory overloaded, allocatable below bound requests. */
+  riskNodeSeconds: number;
+  allocatableChangesPerNodeHour: number;
+  /** Per resource, bound and direction, allocatable changes per node-hour (OversellPolicies only: the decision says its bound). */
+  changesByBound?: Record<string, number>;
+  /** Running and pending pods, every `seriesEverySteps`. */
+  series: { placed: number[]; pending: number[] };
+  /** Node-steps by usage / capacity, in 10 % buckets. */
+  utilisation: { cpu: number[]; memory: number[] };
+}
+
+export interface RunOptions {
+  scenario: Scenario;
+  workload: Workload;
+  allocator: Allocator;
+  /** Each node's raw allocatable, capacity and system usage. */
+  shapes: readonly NodeShape[];
+  /** Usage above these shares of raw allocatable counts as over target. */
+  targets: Quantities;
+  seriesEverySteps: number;
+  /** Recorded load that stays on its node (a replayed trace): usage and bound requests on top of the simulated pods'. */
+  baseline?: Baseline | undefined;
+  onProgress?: ((doneSteps: number) => void) | undefined;
+}
+
+const PENDING = 0;
+const RUNNING = 1;
+const GONE = 2;
+
+class Pod {
+  node = -1;
+  state = PENDING;
+  /** Its slot in NodeSlots while running. */
+  slot = -1;
+  constructor(readonly profile: PodProfile) {}
+}
+
+export function runPolicy(o: RunOptions): RunMetrics {
+  const { scenario: s, workload: w, allocator, shapes } = o;
+  const n = s.nodes;
+  const stepSeconds = s.tickSeconds;
+  const bursts = s.usage.bursts;
+  const growthSwing = s.usage.memoryGrowth.swing;
+
+  const allocCpu = new Float64Array(n);
+  const allocMemory = new Float64Array(n);
+  const boundCpu = new Float64Array(n);
+  const boundMemory = new Float64Array(n);
+  const peakCpu = new Float64Array(n);
+  const peakMemory = new Float64Array(n);
+  const slots = new NodeSlots<Pod>(n, s.node.maxPods);
+  // Before the first sample every node has what the kubelet computed.
+  shapes.forEach((sh, i) => {
+    allocCpu[i] = sh.raw.cpu;
+    allocMemory[i] = sh.raw.memory;
+  });
+
+  const classes = s.classes;
+  const alive: Pod[][] = classes.map(() => []);
+  const ordinal = new Int32Array(classes.length);
+  /** Pods of each Deployment not gone: what the ReplicaSet counts. */
+  const aliveCount = new Int32Array(classes.length);
+  let pending: Pod[] = [];
+  let running = 0;
+
+  const m = {
+    placedSum: 0, pendingSum: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
+    hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0,
+  };
+  const series = { placed: [] as number[], pending: [] as number[] };
+  const utilisation = { cpu: new Array<number>(UTILISATION_BUCKETS).fill(0), memory: new Array<number>(UTILISATION_BUCKETS).fill(0) };
+  const bucket = (share: number) => Math.min(UTILISATION_BUCKETS - 1, Math.max(0, Math.floor(share * 10)));
+
+  const create = (classIndex: number, runSteps: number) => {
+    const k = ordinal[classIndex]!;
+    ordinal[classIndex] = k + 1;
+    const pod = new Pod(w.profile(classIndex, k, runSteps));
+    pending.push(pod);
+    if (classes[classIndex]!.kind === 'deployment') {
+      alive[classIndex]!.push(pod);
+      aliveCount[classIndex] = aliveCount[classIndex]! + 1;
+    }
+  };
+
+  const bind = (pod: Pod, node: number, t: number) => {
+    const p = pod.profile;
+    pod.node = node;
+    pod.state = RUNNING;
+    pod.slot = slots.add(node, pod, p, t);
+    boundCpu[node]! += p.requestCpu;
+    boundMemory[node]! += p.requestMemory;
+    peakCpu[node]! += p.peakCpu;
+    peakMemory[node]! += p.peakMemory;
+    running += 1;
+  };
+
+  const remove = (pod: Pod) => {
+    const c = pod.profile.classIndex;
+    if (pod.state !== GONE && pod.profile.runSteps === 0) aliveCount[c] = aliveCount[c]! - 1;
+    if (pod.state === RUNNING) {
+      const moved = slots.remove(pod.node, pod.slot);
+      if (moved) moved.slot = pod.slot;
+      const p = pod.profile;
+      boundCpu[pod.node]! -= p.requestCpu;
+      boundMemory[pod.node]! -= p.requestMemory;
+      peakCpu[pod.node]! -= p.peakCpu;
+      peakMemory[pod.node]! -= p.peakMemory;
+      running -= 1;
+    }
+    pod.state = GONE;
+  };
+
+  /** A ReplicaSet scaling down deletes unscheduled pods first, then the newest. */
+  const scaleDown = (list: Pod[], count: number) => {
+    for (const state of [PENDING, RUNNING]) {
+      for (let i = list.length - 1; i >= 0 && count > 0; i--) {
+        if (list[i]!.state !== state) continue;
+        remove(list[i]!);
+        count -= 1;
+      }
+    }
+  };
+
+  const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0 };
+  const out: Quantities = { cpu: 0, memory: 0 };
+  const fitQuery = { node: 0, boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
+  const failed = new Int32Array(classes.length).fill(-1);
+  const toFind = feasibleNodesToFind(n);
+  let nextStart = 0;
+  let nextJob = 0;
+
+  const base = o.baseline;
+  if (base) {
+    for (let i = 0; i < n; i++) {
+      peakCpu[i] = base.peakCpu[i]!;
+      peakMemory[i] = base.peakMemory[i]!;
+    }
+  }
+
+  for (let t = 0; t < w.steps; t++) {
+    // Recorded pods come and go as the trace says: bound requests follow it.
+    if (base) {
+      for (let i = 0, j = t * n; i < n; i++, j++) {
+        boundCpu[i] = boundCpu[i]! + base.requestCpu[j]! - (t > 0 ? base.requestCpu[j - n]! : 0);
+        boundMemory[i] = boundMemory[i]! + base.requestMemory[j]! - (t > 0 ? base.requestMemory[j - n]! : 0);
+      }
+    }
+    // Deployments follow the daily curve; gone pods leave their class's list here.
+    for (let c = 0; c < classes.length; c++) {
+      const want = w.replicas[c];
+      if (!want) continue;
+      let list = alive[c]!;
+      // Gone pods stay in the list until they are most of it: filtering every step was a tenth of the run.
+      if (list.length > 2 * aliveCount[c]! + 64) alive[c] = list = list.filter((p) => p.state !== GONE);
+      const diff = want[t]! - aliveCount[c]!;
+      if (diff > 0) for (let k = 0; k < diff; k++) create(c, 0);
+      else if (diff < 0) scaleDown(list, -diff);
+    }
+    while (nextJob < w.jobs.length && w.jobs[nextJob]!.step <= t) {
+      const j = w.jobs[nextJob++]!;
+      create(j.classIndex, j.runSteps);
+    }
+
+    for (let i = 0; i < n; i++) {
+      const shape = shapes[i]!;
+      const memoryLimit = shape.capacity.memory - s.node.evictionHardMemory;
+      let cpu = shape.systemUsage.cpu;
+      let memory = shape.systemUsage.memory;
+      let reqCpu = 0;
+      let reqMemory = 0;
+      if (base) {
+        const j = t * n + i;
+        cpu += base.cpu[j]!;
+        memory += base.memory[j]!;
+        reqCpu += base.requestCpu[j]!;
+        reqMemory += base.requestMemory[j]!;
+      }
+      const first = i * slots.maxPods;
+      // Backwards: a finished job's slot takes the last pod, which was already counted.
+      for (let j = first + slots.count[i]! - 1; j >= first; j--) {
+        const age = t - slots.start[j]!;
+        const runSteps = slots.runSteps[j]!;
+        if (runSteps > 0 && age >= runSteps) {
+          remove(slots.owner[j]!); // the job is done
+          continue;
+        }
+        const phase = slots.memoryPhase[j]!;
+        const usedMemory = podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
+        slots.usageMemory[j] = usedMemory;
+        cpu += podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        memory += usedMemory;
+        reqCpu += slots.requestCpu[j]!;
+        reqMemory += slots.requestMemory[j]!;
+      }
+      m.usageCpu += cpu - shape.systemUsage.cpu;
+      m.usageMemory += memory - shape.systemUsage.memory;
+      m.requestCpu += reqCpu;
+      m.requestMemory += reqMemory;
+      utilisation.cpu[bucket(cpu / shape.capacity.cpu)]! += 1;
+      utilisation.memory[bucket(memory / shape.capacity.memory)]! += 1;
+      if (cpu > shape.capacity.cpu) m.cpuOver += stepSeconds;
+      if (cpu > o.targets.cpu * shape.raw.cpu || memory > o.targets.memory * shape.raw.memory) m.overTarget += stepSeconds;
+
+      // What the agent reports: usage and PSI as they were before the kubelet acts.
+      sample.tMs = t * w.stepMs;
+      sample.cpu = cpu;
+      sample.memory = memory;
+      sample.cpuPressure = cpu > shape.capacity.cpu ? (100 * (cpu - shape.capacity.cpu)) / cpu : 0;
+      sample.memoryPressure = memory > memoryLimit ? 50 : 0;
+
+      if (memory > memoryLimit) {
+        m.memoryOverload += stepSeconds;
+        memory = evict(slots, i, memory, memoryLimit, (pod) => {
+          m.hits += 1;
+          remove(pod);
+          // A Deployment's replacement comes with the next scaling pass; a job starts over.
+          if (pod.profile.runSteps > 0) {
+            const again = new Pod(pod.profile);
+            pending.push(again);
+          }
+        });
+      }
+
+      sample.boundCpu = boundCpu[i]!;
+      sample.boundMemory = boundMemory[i]!;
+      allocator.allocate(i, sample, out);
+      if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
+      allocCpu[i] = out.cpu;
+      allocMemory[i] = out.memory;
+      const below = out.cpu < boundCpu[i]! || out.memory < boundMemory[i]!;
+      if (below) m.below += stepSeconds;
+      if (below || sample.cpuPressure > 0 || sample.memoryPressure > 0) m.risk += stepSeconds;
+    }
+
+    // The scheduler: FIFO, each pod to the least allocated node it fits; once a class
+    // does not fit anywhere this step, its other pods (same requests) are not tried.
+    const still: Pod[] = [];
+    for (const pod of pending) {
+      if (pod.state === GONE) continue;
+      const p = pod.profile;
+      if (failed[p.classIndex] === t) {
+        still.push(pod);
+        continue;
+      }
+      let best = -1;
+      let bestScore = -Infinity;
+      let found = 0;
+      let scanned = 0;
+      for (; scanned < n && found < toFind; scanned++) {
+        const i = (nextStart + scanned) % n;
+        const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
+        const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
+        if (allocator.fits) {
+          fitQuery.node = i;
+          fitQuery.boundCpu = boundCpu[i]!;
+          fitQuery.boundMemory = boundMemory[i]!;
+          fitQuery.peakCpu = peakCpu[i]!;
+          fitQuery.peakMemory = peakMemory[i]!;
+          fitQuery.requestCpu = p.requestCpu;
+          fitQuery.requestMemory = p.requestMemory;
+          fitQuery.podPeakCpu = p.peakCpu;
+          fitQuery.podPeakMemory = p.peakMemory;
+          if (!allocator.fits(fitQuery)) continue;
+        } else if (freeCpu < 0 || freeMemory < 0) continue;
+        if (slots.full(i)) continue; // the kubelet's maxPods
+        found += 1;
+        // LeastAllocated, as the default scheduler scores.
+        const score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
+        if (score > bestScore) {
+          bestScore = score;
+          best = i;
+        }
+      }
+      nextStart = (nextStart + scanned) % n;
+      if (best < 0) {
+        failed[p.classIndex] = t;
+        still.push(pod);
+      } else {
+        bind(pod, best, t);
+      }
+    }
+    pending = still;
+
+    m.placedSum += running;
+    m.pendingSum += pending.length;
+    if (t % o.seriesEverySteps === 0) {
+      series.placed.push(running);
+      series.pending.push(pending.length);
+    }
+    o.onProgress?.(t);
+  }
+
+  const steps = w.steps;
+  return {
+    name: allocator.name,
+    kind: allocator.kind,
+    podsPlaced: m.placedSum / steps,
+    podsPending: m.pendingSum / steps,
+    cpuSlack: m.requestCpu > 0 ? 1 - m.usageCpu / m.requestCpu : 0,
+    memorySlack: m.requestMemory > 0 ? 1 - m.usageMemory / m.requestMemory : 0,
+    podsHitByMemoryOverload: m.hits,
+    memoryOverloadNodeSeconds: m.memoryOverload,
+    cpuOverCapacityNodeSeconds: m.cpuOver,
+    overTargetNodeSeconds: m.overTarget,
+    belowRequestsNodeSeconds: m.below,
+    riskNodeSeconds: m.risk,
+    allocatableChangesPerNodeHour: m.changes / n / ((steps * stepSeconds) / 3600),
+    ...(allocator.changes && {
+      changesByBound: Object.fromEntries(
+        [...allocator.changes.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([k, v]) => [k, Math.round((1000 * v) / n / ((steps * stepSeconds) / 3600)) / 1000]),
+      ),
+    }),
+    series,
+    utilisation,
+  };
+}
+
+/**
+ * How many feasible nodes the scheduler scores before it picks one
+ * (kube-scheduler's numFeasibleNodesToFind with the adaptive
+ * percentageOfNodesToScore): every node up to 100, then 50 % less 1 % per
+ * 125 nodes, at least 5 % and 100 nodes. The search resumes where the last one
+ * stopped. Without it, placing a pod cost a scan of the whole cluster.
+ */
+export function feasibleNodesToFind(nodes: number): number {
+  if (nodes < 100) return nodes;
+  const percent = Math.max(5, 50 - Math.floor(nodes / 125));
+  return Math.max(100, Math.floor((nodes * percent) / 100));
+}
+
+/**
+ * The kubelet's memory eviction: pods using most above their requests go first,
+ * until the node is back under the threshold. Returns the node's memory after.
+ */
+function evict<T>(slots: NodeSlots<T>, node: number, memory: number, limit: number, evicted: (pod: T) => void): number {
+  const first = node * slots.maxPods;
+  const ranked = Array.from({ length: slots.count[node]! }, (_, k) => first + k).sort(
+    (a, b) => slots.usageMemory[b]! - slots.requestMemory[b]! - (slots.usageMemory[a]! - slots.requestMemory[a]!) || a - b,
+  );
+  const victims: { pod: T; usage: number }[] = ranked.map((j) => ({ pod: slots.owner[j]!, usage: slots.usageMemory[j]! }));
+  for (const v of victims) {
+    if (memory <= limit) break;
+    memory -= v.usage;
+    evicted(v.pod);
+  }
+  return memory;
+}

@@ -1,0 +1,239 @@
+// The report of a simulation: the checks against issue 22's targets, the
+// markdown page with its SVG charts, and the JSON for tools. Pure: files are
+// returned as text, the CLI writes them.
+import type { Scenario } from './scenario.js';
+import type { PolicyResult, SimulationResult } from './simulate.js';
+import { lineChart, scatter, type Series } from './svg.js';
+import { UTILISATION_BUCKETS } from './cluster.js';
+
+export interface Check {
+  target: string;
+  met: boolean;
+  detail: string;
+}
+
+export interface Report {
+  main: SimulationResult;
+  /** The same scenario with usage stepped up mid-run; undefined when not run. */
+  busier: SimulationResult | undefined;
+  checks: Check[];
+}
+
+const FIXED_COLORS: Record<string, string> = { none: '#7f7f7f', static: '#ff7f0e', seaiii: '#8c564b', katalyst: '#9467bd', oracle: '#111111' };
+const OVERSELL_COLORS = ['#1f77b4', '#17becf', '#2ca02c', '#d62728', '#bcbd22'];
+
+function colors(policies: PolicyResult[]): Map<string, string> {
+  let k = 0;
+  return new Map(policies.map((p) => [p.name, FIXED_COLORS[p.kind] ?? OVERSELL_COLORS[k++ % OVERSELL_COLORS.length]!]));
+}
+
+/** The default policy's row, or the first OversellPolicy's. */
+export function oversellOf(r: SimulationResult): PolicyResult {
+  return r.policies.find((p) => p.name === 'oversell') ?? r.policies.find((p) => p.kind === 'oversell')!;
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
+const gain = (x: number) => {
+  const v = Math.round((x - 1) * 1000) / 10;
+  return `${v >= 0 ? '+' : ''}${(v === 0 ? 0 : v).toFixed(1)} %`;
+};
+const nodeHours = (s: number) => (s === 0 ? '0' : (s / 3600).toFixed(s < 360 ? 2 : 1));
+
+export function checks(main: SimulationResult, busier: SimulationResult | undefined): Check[] {
+  const o = oversellOf(main);
+  const out: Check[] = [
+    {
+      target: `${o.name} places at least 90 % of the oracle's pods, with no pod hit by memory overload and no node-second below bound requests`,
+      met: o.densityVsOracle >= 0.9 && o.podsHitByMemoryOverload === 0 && o.belowRequestsNodeSeconds === 0,
+      detail: `${pct(o.densityVsOracle)} of the oracle; ${o.podsHitByMemoryOverload} pods hit; ${nodeHours(o.belowRequestsNodeSeconds)} node-hours below requests`,
+    },
+  ];
+  const formulas = main.policies.filter((p) => p.kind === 'static' || p.kind === 'seaiii' || p.kind === 'katalyst');
+  const denser = formulas.filter((p) => p.podsPlaced >= o.podsPlaced);
+  // Zero against zero is no risk either way; otherwise oversell must carry strictly less.
+  const worse = denser.filter((p) => p.riskNodeSeconds <= o.riskNodeSeconds && o.riskNodeSeconds > 0);
+  out.push({
+    target: `at equal or higher density, fewer risk node-seconds than every other formula`,
+    met: worse.length === 0,
+    detail:
+      denser.length === 0
+        ? `no other formula placed as many pods as ${o.name}`
+        : denser.map((p) => `${p.name}: ${gain(p.densityVsNone)} pods, ${nodeHours(p.riskNodeSeconds)} risk node-hours against ${nodeHours(o.riskNodeSeconds)}`).join('; '),
+  });
+  if (busier) {
+    const bo = oversellOf(busier);
+    const bs = busier.policies.find((p) => p.kind === 'static')!;
+    out.push({
+      target: `busier than its history: ${bo.name} costs no pod a memory-overload hit, where the static ratio does`,
+      met: bo.podsHitByMemoryOverload === 0 && bs.podsHitByMemoryOverload > 0,
+      detail: `${bo.name} ${bo.podsHitByMemoryOverload} pods hit, static ${bs.podsHitByMemoryOverload}`,
+    });
+  }
+  return out;
+}
+
+/** The scenario with usage times `factor` from half-way through: a cluster busier than the history its grants came from. */
+export function busierScenario(s: Scenario, factor: number): Scenario {
+  return { ...s, usage: { ...s.usage, step: { atHour: s.hours / 2, factor } } };
+}
+
+export function buildReport(main: SimulationResult, busier: SimulationResult | undefined): Report {
+  return { main, busier, checks: checks(main, busier) };
+}
+
+/** What --output json prints: every figure, series included. */
+export function reportJson(r: Report): string {
+  return JSON.stringify({ ...r.main, checks: r.checks, busier: r.busier && { step: r.busier.scenario.usage.step, policies: r.busier.policies } }, null, 2) + '\n';
+}
+
+export const CHARTS = {
+  placed: 'outcome/pods-placed.svg',
+  riskGain: 'outcome/risk-gain.svg',
+  cpu: 'outcome/utilisation-cpu.svg',
+  memory: 'outcome/utilisation-memory.svg',
+} as const;
+
+export function charts(r: Report): Record<(typeof CHARTS)[keyof typeof CHARTS], string> {
+  const m = r.main;
+  const color = colors(m.policies);
+  const hours = (i: number) => (i * m.seriesEverySeconds) / 3600;
+  const series = (pick: (p: PolicyResult) => number[]): Series[] =>
+    m.policies.map((p) => ({ name: p.name, color: color.get(p.name)!, dashed: p.kind === 'oracle', points: pick(p).map((v, i) => [hours(i), v] as [number, number]) }));
+  const share = (counts: number[]) => {
+    const total = counts.reduce((a, b) => a + b, 0) || 1;
+    return counts.map((c, i) => [i * 10 + 5, (100 * c) / total] as [number, number]);
+  };
+  const distribution = (resource: 'cpu' | 'memory'): Series[] =>
+    m.policies.map((p) => ({ name: p.name, color: color.get(p.name)!, dashed: p.kind === 'oracle', points: share(p.utilisation[resource]) }));
+  const last = `${(UTILISATION_BUCKETS - 1) * 10}`;
+  return {
+    [CHARTS.placed]: lineChart({ title: 'Pods running over the day', xLabel: 'hour', yLabel: 'pods running' }, series((p) => p.series.placed)),
+    [CHARTS.riskGain]: scatter(
+      { title: 'Risk against gain', xLabel: '% more pods running than without oversell', yLabel: 'risk node-seconds (log scale)' },
+      m.policies.map((p) => ({ name: p.name, color: color.get(p.name)!, x: (p.densityVsNone - 1) * 100, y: p.riskNodeSeconds })),
+    ),
+    [CHARTS.cpu]: lineChart({ title: `Node CPU usage / capacity (last bucket: ${last} % and over)`, xLabel: 'CPU usage, % of capacity', yLabel: '% of node-time' }, distribution('cpu'), 0),
+    [CHARTS.memory]: lineChart({ title: `Node memory usage / capacity (last bucket: ${last} % and over)`, xLabel: 'memory usage, % of capacity', yLabel: '% of node-time' }, distribution('memory'), 0),
+  };
+}
+
+function table(policies: PolicyResult[]): string[] {
+  const rows = [
+    '| policy | pods running (mean) | vs none | vs oracle | pending (mean) | CPU slack | memory slack | pods hit by memory overload | CPU over capacity (node-h) | over target (node-h) | below requests (node-h) | risk (node-h) | allocatable changes / node-h |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const p of policies) {
+    rows.push(
+      `| ${p.name} | ${p.podsPlaced.toFixed(1)} | ${gain(p.densityVsNone)} | ${pct(p.densityVsOracle)} | ${p.podsPending.toFixed(1)} | ${pct(p.cpuSlack)} | ${pct(p.memorySlack)} | ${p.podsHitByMemoryOverload} | ${nodeHours(p.cpuOverCapacityNodeSeconds)} | ${nodeHours(p.overTargetNodeSeconds)} | ${nodeHours(p.belowRequestsNodeSeconds)} | ${nodeHours(p.riskNodeSeconds)} | ${p.allocatableChangesPerNodeHour.toFixed(1)} |`,
+    );
+  }
+  return rows;
+}
+
+/** The commonest reasons an OversellPolicy changed allocatable, from its decisions' bounds. */
+function causes(p: PolicyResult): string {
+  const top = Object.entries(p.changesByBound ?? {}).slice(0, 3);
+  if (top.length === 0) return '';
+  const said = top.map(([k, v]) => {
+    const [resource, bound, direction] = k.split(' ');
+    return `${resource === 'cpu' ? 'CPU' : 'memory'} ${direction} at ${bound} ${v.toFixed(1)}`;
+  });
+  return ` (per node-hour, most often ${said.join(', ')}: hysteresis holds back small rises, never a fall)`;
+}
+
+/** What bounds the gain: where usage reaches the target, and the cap. */
+function bounds(r: SimulationResult): string[] {
+  const s = r.scenario;
+  const line = (name: 'cpu' | 'memory', label: string) => {
+    const u = 1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack);
+    const swing = name === 'cpu' ? s.usage.diurnal.cpuSwing : s.usage.diurnal.memorySwing;
+    const target = r.targets[name];
+    const cap = r.caps[name];
+    const mean = target / u;
+    const peak = target / (u * (1 + swing));
+    const binds = cap <= mean ? `the ${cap}x cap binds first` : `the ${pct(target)} target binds first`;
+    return `- **${label}**: pods use ${pct(u)} of their requests on average (${pct(u * (1 + swing))} at the daily peak), so requests can reach ${mean.toFixed(2)}x raw allocatable before usage reaches the ${pct(target)} target (${peak.toFixed(2)}x at the peak); the cap is ${cap}x: ${binds}.`;
+  };
+  const limit = (name: 'cpu' | 'memory', swing: number) => Math.min(r.caps[name], r.targets[name] / ((1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack)) * (1 + swing)));
+  const mean = Math.min(limit('cpu', 0), limit('memory', 0));
+  const peak = Math.min(limit('cpu', s.usage.diurnal.cpuSwing), limit('memory', s.usage.diurnal.memorySwing));
+  return [
+    line('cpu', 'CPU'),
+    line('memory', 'Memory'),
+    '',
+    `A pod needs both, so requests can grow to about ${mean.toFixed(2)}x raw allocatable on average and ${peak.toFixed(2)}x at the daily peak, when pods wait; ` +
+      'pods placed before the peak stay (the floor never drops below bound requests), so the gain over a day sits between the two.',
+  ];
+}
+
+export function markdown(r: Report, withCharts: boolean, command: string): string {
+  const m = r.main;
+  const s = m.scenario;
+  const o = oversellOf(m);
+  const none = m.policies[0]!;
+  const lines: string[] = [
+    '# What oversell is worth: a simulated day',
+    '',
+    `Generated by \`${command}\` (seed ${s.seed}; [the model](simulate.md)); do not edit.`,
+    m.trace
+      ? `The ${m.trace.nodes.length} nodes of a recorded cluster (${m.trace.polls} polls over ${(m.trace.seconds / 60).toFixed(1)} minutes, replayed over ${s.hours} hours, ${s.tickSeconds} s steps) keep their recorded load; the scenario's pods are placed on top;`
+      : `${s.nodes} nodes of ${s.node.capacity.cpu / 1000} cores and ${(s.node.capacity.memory / 1024 ** 3).toFixed(0)} GiB over ${s.hours} hours, ${s.tickSeconds} s steps;`,
+    `pods use on average ${pct(1 - s.usage.memorySlack)} of their memory requests and ${pct(1 - s.usage.cpuSlack)} of their CPU requests`,
+    `(slack ${pct(s.usage.memorySlack)}; Google's Autopilot paper reports 46 % for manually sized jobs)${none.podsPending > 0 ? ', and more pods are wanted at the daily peak than the nodes hold without oversell' : ''}.`,
+    '',
+    '## What the run shows',
+    '',
+    `- Without oversell, ${none.podsPlaced.toFixed(0)} pods run on average and ${none.podsPending.toFixed(0)} wait. ` +
+      `**${o.name}** runs ${o.podsPlaced.toFixed(0)} (${gain(o.densityVsNone)}), ${pct(o.densityVsOracle)} of what the clairvoyant oracle places, ` +
+      `with ${o.podsHitByMemoryOverload} pods hit by memory overload, ${nodeHours(o.belowRequestsNodeSeconds)} node-hours with allocatable below bound requests ` +
+      `and ${nodeHours(o.cpuOverCapacityNodeSeconds)} node-hours of CPU demand over capacity; its allocatable changes ${o.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour${causes(o)}.`,
+  ];
+  for (const p of m.policies) {
+    if (p === o || p.kind === 'none') continue;
+    const risks = [
+      p.podsHitByMemoryOverload > 0 && `${p.podsHitByMemoryOverload} pods hit by memory overload`,
+      p.cpuOverCapacityNodeSeconds > 0 && `${nodeHours(p.cpuOverCapacityNodeSeconds)} node-hours of CPU over capacity`,
+      p.belowRequestsNodeSeconds > 0 && `${nodeHours(p.belowRequestsNodeSeconds)} node-hours below bound requests`,
+      p.allocatableChangesPerNodeHour >= 10 && `allocatable changing ${p.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour`,
+    ].filter((x): x is string => typeof x === 'string');
+    lines.push(`- **${p.name}** runs ${p.podsPlaced.toFixed(0)} (${gain(p.densityVsNone)})${risks.length ? `, with ${risks.join(', ')}` : ', with no risk counted'}.`);
+  }
+  lines.push('', '## Against the targets of issue 22', '', '| target | met | figures |', '|---|---|---|');
+  for (const c of r.checks) lines.push(`| ${c.target} | ${c.met ? 'yes' : '**no**'} | ${c.detail} |`);
+  lines.push('', '## Policies side by side', '', ...table(m.policies), '');
+  lines.push(
+    'Pods running and pending are means over the run. Slack is 1 - usage / requests of running pods. *Risk* counts node-seconds with CPU demand over capacity (throttling), ' +
+      'memory over capacity minus the eviction threshold (pods evicted or OOM-killed; each counted as hit) or allocatable below bound requests (pods a kubelet restart would reject). ' +
+      `*Over target* counts node-seconds with usage above the default policy's targets (CPU ${pct(m.targets.cpu)}, memory ${pct(m.targets.memory)} of raw allocatable): ` +
+      'it is what the targets try to avoid, not harm in itself.',
+    '',
+  );
+  if (withCharts) {
+    lines.push('## Charts', '', `![Pods running over the day, per policy](${CHARTS.placed})`, '', `![Risk node-seconds against pods placed, per policy](${CHARTS.riskGain})`, '');
+    lines.push(`![Distribution of node CPU usage](${CHARTS.cpu})`, '', `![Distribution of node memory usage](${CHARTS.memory})`, '');
+  }
+  lines.push('## What bounds the gain', '', ...bounds(m), '');
+  lines.push(
+    `The oracle places a pod where its requests fit in raw allocatable, or within the caps while the modelled peaks of every pod on the node stay under the targets. ` +
+      'Peaks of different pods rarely coincide, so a policy that decides on measured usage can place more than the oracle; what it pays for that shows in the over-target and risk columns.',
+    '',
+  );
+  if (r.busier) {
+    const step = r.busier.scenario.usage.step!;
+    lines.push(
+      '## Busier than its history',
+      '',
+      `The same workload with every pod's usage ${step.factor}x from hour ${step.atHour} on: grants made on the quieter history meet a busier cluster.`,
+      '',
+      ...table(r.busier.policies),
+      '',
+    );
+  }
+  lines.push('## Reproduce', '', `\`${command}\`; change the workload with \`--scenario FILE\` (every field: [examples/simulate.yaml](../examples/simulate.yaml)).`, '');
+  return lines.join('\n');
+}
+
+/** Every file of `--out DIR`, by path under it. */
+export function reportFiles(r: Report, command: string): Record<string, string> {
+  return { 'outcome.md': markdown(r, true, command), 'outcome.json': reportJson(r), ...charts(r) };
+}

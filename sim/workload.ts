@@ -1,0 +1,134 @@
+// The workload every policy is run on, drawn from the seed before any policy
+// runs: the daily curve, how many replicas each Deployment wants at each step,
+// when jobs arrive and how long they run, and each pod's usage profile. A pod's
+// profile depends only on (seed, class, ordinal), so the n-th pod of a class
+// behaves the same under every policy.
+import { noise, Rng } from './random.js';
+import type { Scenario } from './scenario.js';
+
+/** What a pod's usage at a step is computed from. */
+export interface UsageSubject {
+  /** requests x mean share of them used, before the daily curve, bursts and memory growth. */
+  cpuBase: number;
+  memoryBase: number;
+  key: number;
+  memoryPhase: number;
+}
+
+/** What a pod asks for and how it uses it; fixed when the pod is created. */
+export interface PodProfile extends UsageSubject {
+  classIndex: number;
+  requestCpu: number;
+  requestMemory: number;
+  /** Mean usage as a share of requests, before the daily curve, bursts and memory growth. */
+  cpuShare: number;
+  memoryShare: number;
+  /** Per-pod offsets, so pods do not burst or free memory in step. */
+  key: number;
+  memoryPhase: number;
+  /** Steps a job runs once started; 0 for a Deployment's pod. */
+  runSteps: number;
+  /** The highest usage the model can give this pod over its life (the oracle's view). */
+  peakCpu: number;
+  peakMemory: number;
+}
+
+export interface JobArrival {
+  step: number;
+  classIndex: number;
+  runSteps: number;
+}
+
+export interface Workload {
+  steps: number;
+  stepMs: number;
+  /** Per step: multipliers of every pod's usage (daily curve x scale x step). */
+  cpuFactor: Float64Array;
+  memoryFactor: Float64Array;
+  /** Per Deployment class (index into scenario.classes), wanted replicas per step; undefined for job classes. */
+  replicas: (Int32Array | undefined)[];
+  /** Sorted by step. */
+  jobs: JobArrival[];
+  profile(classIndex: number, ordinal: number, runSteps: number): PodProfile;
+  /** Steps a pod's CPU burst lasts. */
+  burstSteps: number;
+  memoryPeriodSteps: number;
+}
+
+/** cos of the hour's distance from the peak: 1 at the peak, -1 twelve hours away. */
+export function dailyCurve(hour: number, peakHour: number): number {
+  return Math.cos((2 * Math.PI * (hour - peakHour)) / 24);
+}
+
+export function buildWorkload(s: Scenario): Workload {
+  const stepMs = s.tickSeconds * 1000;
+  const steps = Math.max(1, Math.round((s.hours * 3_600_000) / stepMs));
+  const u = s.usage;
+  const cpuFactor = new Float64Array(steps);
+  const memoryFactor = new Float64Array(steps);
+  const curve = new Float64Array(steps);
+  // Bursts add share x (factor - 1) to the mean; dividing it out keeps the mean slack at what the scenario says.
+  const burstMean = 1 + u.bursts.share * (u.bursts.factor - 1);
+  let maxScale = 0;
+  for (let t = 0; t < steps; t++) {
+    const hour = (t * stepMs) / 3_600_000;
+    const d = dailyCurve(hour, u.diurnal.peakHour);
+    curve[t] = d;
+    const scale = u.scale * (u.step && hour >= u.step.atHour ? u.step.factor : 1);
+    if (scale > maxScale) maxScale = scale;
+    cpuFactor[t] = ((1 + u.diurnal.cpuSwing * d) * scale) / burstMean;
+    memoryFactor[t] = (1 + u.diurnal.memorySwing * d) * scale;
+  }
+
+  const replicas = s.classes.map((c) => {
+    if (c.kind !== 'deployment') return undefined;
+    const r = new Int32Array(steps);
+    const { min, max } = c.replicasPerNode;
+    for (let t = 0; t < steps; t++) r[t] = Math.round(s.nodes * (min + ((max - min) * (1 + curve[t]!)) / 2));
+    return r;
+  });
+
+  const root = new Rng(s.seed);
+  const jobs: JobArrival[] = [];
+  s.classes.forEach((c, classIndex) => {
+    if (c.kind !== 'job' || c.arrivalsPerNodeHour <= 0) return;
+    const rng = root.fork(1000 + classIndex);
+    const meanGapSteps = 3_600_000 / stepMs / (c.arrivalsPerNodeHour * s.nodes);
+    for (let at = rng.exponential(meanGapSteps); at < steps; at += rng.exponential(meanGapSteps)) {
+      jobs.push({ step: Math.floor(at), classIndex, runSteps: Math.max(1, Math.round((rng.exponential(c.durationMinutes) * 60_000) / stepMs)) });
+    }
+  });
+  jobs.sort((a, b) => a.step - b.step || a.classIndex - b.classIndex);
+
+  const burstSteps = Math.max(1, Math.round((u.bursts.seconds * 1000) / stepMs));
+  const memoryPeriodSteps = Math.max(1, Math.round((u.memoryGrowth.periodHours * 3_600_000) / stepMs));
+  // The oracle's peak: the daily peak, the largest scale, the top of memory growth, and a burst if bursts reach p95.
+  const cpuPeak = ((1 + u.diurnal.cpuSwing) * maxScale * (u.bursts.share > 0.05 ? u.bursts.factor : 1)) / burstMean;
+  const memoryPeak = (1 + u.diurnal.memorySwing) * maxScale * (1 + u.memoryGrowth.swing);
+  const profile = (classIndex: number, ordinal: number, runSteps: number): PodProfile => {
+    const c = s.classes[classIndex]!;
+    const key = Math.floor(noise(s.seed, classIndex + 1, ordinal) * 2 ** 31);
+    const rng = new Rng(key);
+    const cpuShare = rng.beta(1 - u.cpuSlack, u.concentration);
+    const memoryShare = rng.beta(1 - u.memorySlack, u.concentration);
+    return {
+      classIndex, requestCpu: c.requests.cpu, requestMemory: c.requests.memory, cpuShare, memoryShare, key,
+      cpuBase: c.requests.cpu * cpuShare, memoryBase: c.requests.memory * memoryShare,
+      memoryPhase: Math.floor(rng.next() * memoryPeriodSteps), runSteps,
+      peakCpu: c.requests.cpu * cpuShare * cpuPeak, peakMemory: c.requests.memory * memoryShare * memoryPeak,
+    };
+  };
+  return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps };
+}
+
+/** A pod's CPU use (millicores) at step t (arguments from its profile: UsageSubject). */
+export function podCpu(w: Workload, cpuBase: number, key: number, phase: number, t: number, burstFactor: number, burstShare: number): number {
+  const bursting = burstShare > 0 && noise(key, Math.floor((t + phase) / w.burstSteps)) < burstShare;
+  return cpuBase * w.cpuFactor[t]! * (bursting ? burstFactor : 1);
+}
+
+/** A pod's memory use (bytes) at step t, `age` steps after it started: it climbs over a period, then is freed. */
+export function podMemory(w: Workload, memoryBase: number, phase: number, t: number, age: number, growthSwing: number): number {
+  const at = ((age + phase) % w.memoryPeriodSteps) / w.memoryPeriodSteps;
+  return memoryBase * w.memoryFactor[t]! * (1 + growthSwing * (2 * at - 1));
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decideForNode } from '../../gateway/decide/node-decision.js';
+import { UsageWindow } from '../../gateway/decide/usage-window.js';
+import {
+  katalystAllocator, noneAllocator, oracleAllocator, oversellAllocator, policyEntry, seaiiiAllocator, staticAllocator, type NodeSample, type NodeShape,
+} from '../../sim/allocators.js';
+import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
+import type { Quantities } from '../../sim/scenario.js';
+
+const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
+const shape: NodeShape = { raw: { cpu: 8000, memory: 30 * GiB }, capacity: { cpu: 16_000, memory: 32 * GiB }, systemUsage: { cpu: 200, memory: GiB } };
+const shapes = [shape];
+const sample = (o: Partial<NodeSample>): NodeSample => ({ tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0, ...o });
+const allocate = (a: { allocate(n: number, s: NodeSample, out: Quantities): void }, s: NodeSample) => {
+  const out = { cpu: -1, memory: -1 };
+  a.allocate(0, s, out);
+  return out;
+};
+
+describe('the policies compared', () => {
+  it('none keeps raw; static multiplies it', () => {
+    assert.deepEqual(allocate(noneAllocator(shapes), sample({ cpu: 1 })), shape.raw);
+    assert.deepEqual(allocate(staticAllocator(shapes, { cpu: 1.5, memory: 1.25 }), sample({})), { cpu: 12_000, memory: Math.floor(37.5 * GiB) });
+  });
+
+  it('seaiii: capacity - usage above raw, CPU rounded down to whole cores and memory to MiB; raw otherwise', () => {
+    assert.deepEqual(allocate(seaiiiAllocator(shapes), sample({ cpu: 5300, memory: 1 * GiB + 1 })), { cpu: 10_000, memory: 31 * GiB - MiB });
+    assert.deepEqual(allocate(seaiiiAllocator(shapes), sample({ cpu: 9000, memory: 10 * GiB })), shape.raw);
+  });
+
+  it('katalyst: R + (A*T - U)/L on the latest sample, nothing holding it at raw or requests', () => {
+    const k = katalystAllocator(shapes, { cpuTarget: 0.6, memoryTarget: 0.8, minLoadFactor: 0.1 });
+    // L = 4000/8000 = 0.5: 8000 + (4800 - 4000) / 0.5 = 9600.
+    assert.equal(allocate(k, sample({ cpu: 4000, boundCpu: 8000, memory: GiB, boundMemory: GiB })).cpu, 9600);
+    // Past target: below bound requests.
+    assert.equal(allocate(k, sample({ cpu: 7000, boundCpu: 8000, memory: GiB, boundMemory: GiB })).cpu, 8000 + Math.floor((4800 - 7000) / 0.875));
+  });
+
+  it('oracle: a pod fits in raw, or within the caps while modelled peaks stay under the targets', () => {
+    const o = oracleAllocator(shapes, DEFAULT_POLICY);
+    const q = { node: 0, boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 1000, requestMemory: GiB, podPeakCpu: 500, podPeakMemory: GiB / 2 };
+    assert.equal(o.fits?.(q), true);
+    assert.equal(o.fits?.({ ...q, boundCpu: 7500, peakCpu: 3000 }), true, 'above raw, peaks 3500 under 0.6 x 8000 - 200');
+    assert.equal(o.fits?.({ ...q, boundCpu: 7500, peakCpu: 4200 }), false, 'peaks 4700 over 4600');
+    assert.equal(o.fits?.({ ...q, boundCpu: 15_500, peakCpu: 0 }), false, 'past the 2x cap');
+    assert.deepEqual(allocate(o, sample({ boundCpu: 9000 })), { cpu: 9000, memory: shape.raw.memory });
+  });
+
+  it('oversell: the grant is decideForNode on the window the samples built, with the previous grant and bound requests', () => {
+    const entry = policyEntry({ name: 'p', spec: { hysteresis: 0 } });
+    const a = oversellAllocator(shapes, entry);
+    const window = new UsageWindow();
+    let previous;
+    for (let t = 0; t < 12; t++) {
+      const s = sample({ tMs: t * 10_000, cpu: 2000 + 100 * t, memory: 8 * GiB, boundCpu: 6000, boundMemory: 20 * GiB });
+      const got = allocate(a, s);
+      window.dropThrough(s.tMs - 60_000);
+      window.add({ timestampMs: s.tMs, cpuMillicores: s.cpu, memoryBytes: s.memory, cpuPressure: 0, memoryPressure: 0 });
+      const bound = { cpuMillicores: 6000, memoryBytes: 20 * GiB };
+      const d = decideForNode({
+        raw: { cpuMillicores: 8000n, memoryBytes: BigInt(30 * GiB) }, signed: previous, entry, boundRequests: bound,
+        usage: { ageMs: 0, window, capacityMemoryBytes: shape.capacity.memory, requests: { ...bound, known: true } },
+      });
+      previous = { granted: { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied }, wouldGrant: undefined };
+      assert.deepEqual(got, { cpu: Number(d.cpu.applied), memory: Number(d.memory.applied) }, `step ${t}`);
+      assert.ok(got.cpu > shape.raw.cpu, 'usage well under target: inflated');
+    }
+  });
+
+  it('oversell: a policy capped at 1x grants raw; pressure gives the floor', () => {
+    const capped = oversellAllocator(shapes, policyEntry({ name: 'p', spec: { cpu: { maxRatio: 1 }, memory: { maxRatio: 1 } } }));
+    const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
+    assert.deepEqual(allocate(capped, sample(loaded)), shape.raw);
+    const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));
+    assert.ok(allocate(p, sample(loaded)).cpu > shape.raw.cpu);
+    const underPressure = allocate(p, sample({ ...loaded, tMs: 10_000, cpuPressure: 90 }));
+    assert.equal(underPressure.cpu, shape.raw.cpu, 'CPU pressure: the CPU floor');
+    assert.ok(underPressure.memory > shape.raw.memory, 'memory is decided on its own');
+  });
+
+  it('an invalid OversellPolicy is refused with the parser\'s own message', () => {
+    assert.throws(() => policyEntry({ name: 'bad', spec: { cpu: { maxRatio: 0.5 } } }), /OversellPolicy bad: spec\.cpu\.maxRatio must be a number in \[1, 100\]/);
+  });
+});

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseScenario, type Scenario } from '../../sim/scenario.js';
+import { simulate, type PolicyResult } from '../../sim/simulate.js';
+
+// Small enough for the unit suite: 12 nodes over 6 hours around the daily peak.
+const small = (o: Record<string, unknown> = {}): Scenario => parseScenario({ nodes: 12, hours: 6, ...o, usage: { diurnal: { peakHour: 3 }, ...(o.usage as object) } });
+const byName = (policies: PolicyResult[], name: string) => {
+  const p = policies.find((x) => x.name === name);
+  assert.ok(p, `policy ${name} in the result`);
+  return p;
+};
+
+describe('oversell simulate', () => {
+  const base = simulate(small());
+
+  it('runs every policy on the same workload: none, static, seaiii, katalyst, oracle, oversell', () => {
+    assert.deepEqual(base.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'oracle', 'oversell']);
+    assert.equal(byName(base.policies, 'none').densityVsNone, 1);
+    assert.equal(byName(base.policies, 'oracle').densityVsOracle, 1);
+  });
+
+  it('is deterministic: the same seed gives the same JSON, another seed another', () => {
+    assert.equal(JSON.stringify(simulate(small())), JSON.stringify(base));
+    assert.notEqual(JSON.stringify(simulate(small({ seed: 2 })).policies), JSON.stringify(base.policies));
+  });
+
+  it('demand exceeds the cluster without oversell, and inflating places more', () => {
+    const none = byName(base.policies, 'none');
+    assert.ok(none.podsPending > 10, `pods pending without oversell: ${none.podsPending}`);
+    assert.ok(byName(base.policies, 'static').podsPlaced > none.podsPlaced);
+    assert.ok(byName(base.policies, 'oversell').podsPlaced > none.podsPlaced);
+  });
+
+  it('usage grows as pods land: with no daily swing, slack of running pods is near the 46 % anchor', () => {
+    const flat = simulate(parseScenario({ nodes: 6, hours: 2, usage: { diurnal: { cpuSwing: 0, memorySwing: 0 } } }));
+    for (const p of flat.policies) {
+      assert.ok(Math.abs(p.memorySlack - 0.46) < 0.05, `${p.name} memory slack ${p.memorySlack}`);
+      assert.ok(Math.abs(p.cpuSlack - 0.46) < 0.05, `${p.name} cpu slack ${p.cpuSlack}`);
+    }
+  });
+
+  it('calls the real decision: an OversellPolicy capped at 1x places what none places, and never goes below requests', () => {
+    const r = simulate(small({ policies: { oversell: [{ name: 'capped', spec: { cpu: { maxRatio: 1 }, memory: { maxRatio: 1 } } }, { name: 'wide', spec: { cpu: { maxRatio: 3 } } }] } }));
+    const none = byName(r.policies, 'none');
+    const capped = byName(r.policies, 'capped');
+    assert.equal(capped.podsPlaced, none.podsPlaced);
+    assert.equal(capped.allocatableChangesPerNodeHour, 0);
+    assert.ok(byName(r.policies, 'wide').podsPlaced > none.podsPlaced);
+    for (const p of r.policies.filter((x) => x.kind === 'oversell')) assert.equal(p.belowRequestsNodeSeconds, 0, p.name);
+  });
+
+  it('counts the risks: a static ratio on a busier cluster overloads memory; katalyst drops below requests', () => {
+    const r = simulate(small({ policies: { static: { cpu: 2, memory: 2 } }, usage: { step: { atHour: 3, factor: 1.3 } } }));
+    const st = byName(r.policies, 'static');
+    assert.ok(st.podsHitByMemoryOverload > 0, `static hits ${st.podsHitByMemoryOverload}`);
+    assert.ok(st.memoryOverloadNodeSeconds > 0);
+    assert.ok(st.cpuOverCapacityNodeSeconds > 0);
+    assert.equal(byName(r.policies, 'none').podsHitByMemoryOverload, 0);
+    assert.ok(byName(r.policies, 'katalyst').belowRequestsNodeSeconds > 0);
+    assert.equal(byName(r.policies, 'oversell').belowRequestsNodeSeconds, 0);
+  });
+
+  it('says why oversell changed allocatable, from its decisions\' bounds', () => {
+    const o = byName(base.policies, 'oversell');
+    const causes = Object.values(o.changesByBound ?? {});
+    assert.ok(causes.length > 0);
+    const sum = causes.reduce((a, b) => a + b, 0);
+    // A change of both resources at one step is one change of allocatable and two causes.
+    assert.ok(sum >= o.allocatableChangesPerNodeHour - 0.01 && sum <= 2 * o.allocatableChangesPerNodeHour + 0.01, `${sum} against ${o.allocatableChangesPerNodeHour}`);
+    assert.equal(byName(base.policies, 'katalyst').changesByBound, undefined);
+  });
+
+  it('refuses two policies of one name', () => {
+    assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'static', spec: {} }] } })), /two policies are named "static"/);
+  });
+});
