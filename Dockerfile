@@ -20,6 +20,7 @@ COPY lib ./lib
 COPY agent ./agent
 COPY gateway ./gateway
 COPY cli ./cli
+COPY sim ./sim
 COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 

@@ -55,7 +55,7 @@ inputs_hash() {
         bh inspect --type image --format '{{.FromImageID}}' "${a#*=}"
       done
     fi
-    find Dockerfile .dockerignore package.json package-lock.json tsconfig.json proto wire lib agent gateway cli scripts examples \
+    find Dockerfile .dockerignore package.json package-lock.json tsconfig.json proto wire lib agent gateway cli sim scripts examples \
       -path proto/gen -prune -o -type f -print0 | sort -z | xargs -0 sha256sum
   ) | sha256sum | cut -c1-64
 }
