@@ -364,11 +364,14 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       }, 30_000, 250);
       // The first sample the gateway got with the working set past the threshold:
       // the decision falls below the cap from that sample on (memory's statistic is the window's max).
-      let crossed: { timestampMs: number; memory: number } | undefined;
+      let crossed: { timestampMs: number; memory: number; decision: string } | undefined;
       const watchSamples = (async () => {
         while (polling && !crossed) {
-          const latest = (await getNode(conn, nodeName).catch(() => undefined))?.latest;
-          if (latest && latest.memoryWorkingSetBytes >= threshold) crossed = { timestampMs: latest.timestampMs, memory: latest.memoryWorkingSetBytes };
+          const status = await getNode(conn, nodeName).catch(() => undefined);
+          const latest = status?.latest;
+          // What the gateway decides from that sample: says why, if the drop comes late.
+          const decision = `memory ${status?.decision?.allocatable?.memoryBytes} (${status?.decision?.memoryBound}): ${status?.decision?.reason}`;
+          if (latest && latest.memoryWorkingSetBytes >= threshold) crossed = { timestampMs: latest.timestampMs, memory: latest.memoryWorkingSetBytes, decision };
           await sleep(100);
         }
       })();
@@ -384,7 +387,10 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       const after = crossed ? drop.at - crossed.timestampMs : Number.NaN;
       console.log(`# load of ${loadMib} MiB (window max ${mib(usage)}, threshold ${mib(threshold)}; ${steps.length ? `${steps.at(-1)!.mib} MiB held in ${steps.at(-1)!.at - steps[0]!.at} ms` : 'no progress yet'}): allocatable memory ${stored.status?.allocatable?.memory} -> ${drop.node.status?.allocatable?.memory}, ${after} ms after the agent's first sample past the threshold (${crossed ? mib(crossed.memory) : '-'})`);
       assert.ok(crossed, 'no sample past the threshold reached the gateway, yet allocatable dropped');
-      assert.ok(after <= 2000, `dropped ${after} ms after the agent's sample past the threshold`);
+      if (!(after <= 2000)) {
+        const logs = await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=40').catch((e: Error) => e.message);
+        assert.fail(`dropped ${after} ms after the agent's sample past the threshold; the gateway's decision then: ${crossed?.decision}; the node's writes:\n${record.summary()}\nthe gateway's log:\n${logs}`);
+      }
       assert.equal(heartbeatOf(drop.node), heartbeatOf(previous), 'the drop was the gateway\'s write, not a kubelet heartbeat');
       assert.ok(memoryOf(drop.node) >= bound, 'not below what is bound');
     } finally {
