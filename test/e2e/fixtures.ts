@@ -121,7 +121,7 @@ export interface FakeNode {
   host: FakeHost;
   creds: Credentials;
   agent: Proc | undefined;
-  /** Stops the kubelet loop, the agent and the fake host. */
+  /** Stops the kubelet loop, the agent and the fake host, and deletes the Node. */
   stop(): Promise<void>;
   /** extraArgs: e.g. TLS and token flags; waitFor: the log line that means started (default: connected). */
   startAgent(gateway: GatewayProc, extraArgs?: string[], waitFor?: RegExp): Promise<Proc>;
@@ -173,6 +173,10 @@ export async function fakeNode(
     async stop() {
       host.stop();
       await node.agent?.kill();
+      // The Node object too: opted-in nodes left without an agent count as stale
+      // for every later gateway, and a gateway that sees most nodes stale holds
+      // its status writes back (status-writer.ts holdBack), as if it lost its agents.
+      await core().deleteNode({ name }).catch(() => {}); // also when the test registered it itself (create: false)
     },
   };
   return node;
