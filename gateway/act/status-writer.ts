@@ -29,8 +29,8 @@ import type { NodeCache } from '../ingest/node-watch.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
 
-/** A usage rise, as a share of capacity, that makes the leader re-decide a node at once instead of at the next sweep. */
-export const USAGE_RISE = 0.02;
+/** A memory rise, as a share of capacity, that makes the leader re-decide a node at once instead of at the next sweep. */
+const USAGE_RISE = 0.02;
 
 export interface StatusWriterOptions {
   kubeConfig: KubeConfig;
@@ -97,8 +97,8 @@ export class StatusWriter {
   #timers: NodeJS.Timeout[] = [];
   /** What each policy's status last said, so unchanged status is not rewritten. */
   #writtenStatus = new Map<string, string>();
-  /** Per node, the usage a rise is measured from (#usageRose). */
-  readonly #usageSeen = new Map<string, { cpu: number; memory: number }>();
+  /** Per node, the memory working set a rise is measured from (#usageRose). */
+  readonly #memorySeen = new Map<string, number>();
   /** Why node writes are held back now; undefined when they may go ahead. Set by every sweep. */
   #paused: string | undefined = 'no sweep yet';
   #lastOverCapEvent = new Map<string, number>();
@@ -113,12 +113,12 @@ export class StatusWriter {
   start(): void {
     const { store, policies } = this.#o;
     // Check a node as soon as its sample says the grant may fall: pressure, or
-    // usage up since the last such check (the window's max or p95 may have
-    // risen). The sweep every sweepEveryMs is the backstop (staleness, policies).
+    // memory up since the last such check (the window's max rose). The sweep
+    // every sweepEveryMs is the backstop (CPU's p95, staleness, policies).
     store.on('updated', (record) => {
       if (this.#mayBeUnderPressure(record) || this.#usageRose(record)) this.check(record.name);
     });
-    store.on('removed', (name: string) => this.#usageSeen.delete(name));
+    store.on('removed', (name: string) => this.#memorySeen.delete(name));
     policies.onChange(() => {
       this.sweep();
       void this.writePolicyStatus();
@@ -139,22 +139,19 @@ export class StatusWriter {
   }
 
   /**
-   * Whether the node's usage rose by more than USAGE_RISE of capacity since the
-   * baseline; the baseline follows every fall, so a slow climb triggers once it
-   * adds up. Two numbers per node, updated in place: this runs on every sample.
+   * Whether the node's memory working set rose by more than USAGE_RISE of
+   * capacity since the baseline; the baseline follows every fall, so a slow
+   * climb triggers once it adds up. Memory only: its window statistic (max)
+   * moves with one sample, and it does not jitter the way CPU does (CPU's p95
+   * needs several samples; the sweep and pressure cover it). One number per
+   * node, updated in place: this runs on every sample.
    */
   #usageRose(record: NodeRecord): boolean {
     if (!this.#o.lease.isLeader) return false;
-    const cpu = record.value('cpuUsageMillicores');
     const memory = record.value('memoryWorkingSetBytes');
-    const seen = this.#usageSeen.get(record.name);
-    if (!seen) {
-      this.#usageSeen.set(record.name, { cpu, memory });
-      return false;
-    }
-    const rose = cpu - seen.cpu > record.value('capacity.cpuMillicores') * USAGE_RISE || memory - seen.memory > record.value('capacity.memoryBytes') * USAGE_RISE;
-    if (rose || cpu < seen.cpu) seen.cpu = cpu;
-    if (rose || memory < seen.memory) seen.memory = memory;
+    const seen = this.#memorySeen.get(record.name);
+    const rose = seen !== undefined && memory - seen > record.value('capacity.memoryBytes') * USAGE_RISE;
+    if (seen === undefined || rose || memory < seen) this.#memorySeen.set(record.name, memory);
     return rose;
   }
 

@@ -101,7 +101,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     console.log(`# pressure -> allocatable lowered in ${ms} ms`);
   });
 
-  it('a usage rise without pressure lowers allocatable at its first sample, not at the next 2 s sweep', async () => {
+  it('a memory rise without pressure lowers allocatable at its first sample, not at the next 2 s sweep', async () => {
     const ms: number[] = [];
     // Three nodes: a sweep that happened to run right after the sample would pass once by luck (sweep only: ~10% for all three).
     for (const name of ['e2e-policy-rise-a', 'e2e-policy-rise-b', 'e2e-policy-rise-c']) {
@@ -117,7 +117,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
       ms.push(Date.now() - started);
       assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /memory 8GiB->8GiB \(floor/);
     }
-    console.log(`# usage rise -> allocatable lowered in ${ms.join(', ')} ms (agent interval 500 ms)`);
+    console.log(`# memory rise -> allocatable lowered in ${ms.join(', ')} ms (agent interval 500 ms)`);
     // The agent's interval (500 ms) plus the write, with margin: a sweep-only writer waits up to 2 s more.
     for (const t of ms) assert.ok(t <= 1200, `lowered after ${ms.join(', ')} ms`);
   });
