@@ -210,13 +210,18 @@ export function runPolicy(o: RunOptions): RunMetrics {
           remove(slots.owner[j]!); // the job is done
           continue;
         }
+        reqCpu += slots.requestCpu[j]!;
+        reqMemory += slots.requestMemory[j]!;
+        // Still starting: bound (its requests count), using nothing yet.
+        if (age <= w.startSteps) {
+          slots.usageMemory[j] = 0;
+          continue;
+        }
         const phase = slots.memoryPhase[j]!;
         const usedMemory = podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
         slots.usageMemory[j] = usedMemory;
         cpu += podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
         memory += usedMemory;
-        reqCpu += slots.requestCpu[j]!;
-        reqMemory += slots.requestMemory[j]!;
       }
       m.usageCpu += cpu - shape.systemUsage.cpu;
       m.usageMemory += memory - shape.systemUsage.memory;

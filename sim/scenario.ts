@@ -70,6 +70,12 @@ export interface Scenario {
     bursts: { share: number; factor: number; seconds: number };
     /** Memory climbs from (1 - swing) to (1 + swing) of its mean over a period of the pod's life, then is freed. */
     memoryGrowth: { swing: number; periodHours: number };
+    /**
+     * A pod uses nothing for this long after it is bound (image pull, container
+     * start), while its requests count at once: the decision sees requests
+     * before usage, as on a real node.
+     */
+    startSeconds: number;
   };
   classes: PodClass[];
   policies: {
@@ -106,6 +112,7 @@ export const DEFAULT_SCENARIO: Scenario = {
     diurnal: { peakHour: 14, cpuSwing: 0.15, memorySwing: 0.05 },
     bursts: { share: 0.02, factor: 2, seconds: 60 },
     memoryGrowth: { swing: 0.15, periodHours: 6 },
+    startSeconds: 20,
   },
   classes: [
     { name: 'web', kind: 'deployment', requests: { cpu: 500, memory: 1 * GiB }, replicasPerNode: { min: 8, max: 18 } },
@@ -226,7 +233,7 @@ function oversellPolicy(v: unknown, path: string): OversellPolicyInput {
 export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO): Scenario {
   const r = Reader.of(file, '').only(['seed', 'nodes', 'hours', 'tickSeconds', 'node', 'usage', 'classes', 'policies']);
   const node = r.child('node').only(['capacity', 'reserved', 'evictionHardMemory', 'systemUsage', 'maxPods']);
-  const usage = r.child('usage').only(['cpuSlack', 'memorySlack', 'concentration', 'scale', 'step', 'diurnal', 'bursts', 'memoryGrowth']);
+  const usage = r.child('usage').only(['cpuSlack', 'memorySlack', 'concentration', 'scale', 'step', 'diurnal', 'bursts', 'memoryGrowth', 'startSeconds']);
   const diurnal = usage.child('diurnal').only(['peakHour', 'cpuSwing', 'memorySwing']);
   const bursts = usage.child('bursts').only(['share', 'factor', 'seconds']);
   const growth = usage.child('memoryGrowth').only(['swing', 'periodHours']);
@@ -283,6 +290,7 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
         seconds: bursts.number('seconds', b.usage.bursts.seconds, 1, 86_400),
       },
       memoryGrowth: { swing: growth.number('swing', b.usage.memoryGrowth.swing, 0, 0.99), periodHours: growth.number('periodHours', b.usage.memoryGrowth.periodHours, 0.01, 1e5) },
+      startSeconds: usage.number('startSeconds', b.usage.startSeconds, 0, 86_400),
     },
     classes,
     policies: {

@@ -53,6 +53,8 @@ export interface Workload {
   /** Steps a pod's CPU burst lasts. */
   burstSteps: number;
   memoryPeriodSteps: number;
+  /** A pod bound at step t shows usage from step t + 1 + startSteps on. */
+  startSteps: number;
 }
 
 /** cos of the hour's distance from the peak: 1 at the peak, -1 twelve hours away. */
@@ -118,7 +120,8 @@ export function buildWorkload(s: Scenario): Workload {
       peakCpu: c.requests.cpu * cpuShare * cpuPeak, peakMemory: c.requests.memory * memoryShare * memoryPeak,
     };
   };
-  return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps };
+  const startSteps = Math.round((u.startSeconds * 1000) / stepMs);
+  return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps, startSteps };
 }
 
 /** A pod's CPU use (millicores) at step t (arguments from its profile: UsageSubject). */

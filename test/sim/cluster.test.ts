@@ -35,6 +35,25 @@ describe('one policy over the workload', () => {
     assert.equal(run(s, noneAllocator).belowRequestsNodeSeconds, 0);
   });
 
+  it('a pod uses nothing for startSeconds after it is bound, while its requests count at once', () => {
+    const s = parseScenario({
+      nodes: 1, hours: 0.05, usage: { startSeconds: 30 },
+      classes: [{ name: 'app', requests: { cpu: '1', memory: '1Gi' }, replicasPerNode: { min: 4, max: 4 } }],
+    });
+    const seen: { memory: number; bound: number }[] = [];
+    const watching = (shapes: NodeShape[]): Allocator => {
+      const none = noneAllocator(shapes);
+      return { name: 'watch', kind: 'none', allocate: (node, sample, out) => (seen.push({ memory: sample.memory, bound: sample.boundMemory }), none.allocate(node, sample, out)) };
+    };
+    run(s, watching);
+    const system = s.node.systemUsage.memory;
+    // Bound at the end of step 0: requests from step 1, usage only from step 1 + 3 (30 s of 10 s steps).
+    assert.deepEqual(seen.slice(0, 5).map((x) => [x.bound / 2 ** 30, x.memory === system]), [[0, true], [4, true], [4, true], [4, true], [4, false]]);
+    seen.length = 0;
+    run(parseScenario({ usage: { startSeconds: 0 } }, s), watching);
+    assert.equal(seen[1]!.memory > system, true, 'without a start delay usage shows at the first sample after binding');
+  });
+
   it('scores as many feasible nodes as kube-scheduler does before picking one', () => {
     assert.deepEqual([50, 100, 1000, 5000, 10_000].map(feasibleNodesToFind), [50, 100, 420, 500, 500]);
   });

@@ -31,6 +31,7 @@ describe('scenario', () => {
     [{ nodes: 'ten' }, /^nodes must be an integer in \[1, 100000\], got "ten"$/],
     [{ nodez: 10 }, /^nodez is not a scenario field/],
     [{ usage: { diurnal: { cpuSwing: 2 } } }, /^usage\.diurnal\.cpuSwing must be a number in \[0, 0\.99\]/],
+    [{ usage: { startSeconds: -5 } }, /^usage\.startSeconds must be a number in \[0, 86400\]/],
     [{ node: { capacity: { memory: 'lots' } } }, /^node\.capacity\.memory must be a quantity like "4Gi"/],
     [{ classes: [{ name: 'a', requests: { cpu: '1', memory: '1Gi' }, replicasPerNode: { min: 2, max: 1 } }] }, /^classes\[0\]\.replicasPerNode needs numbers min and max/],
     [{ classes: [{ name: 'a', kind: 'cron', requests: { cpu: '1', memory: '1Gi' } }] }, /^classes\[0\]\.kind must be deployment or job/],
