@@ -72,6 +72,18 @@ export function holdsResources(pod: V1Pod): boolean {
   return phase !== 'Succeeded' && phase !== 'Failed';
 }
 
+/**
+ * When the pod was bound to its node, in ms since the epoch (API server clock):
+ * its PodScheduled condition, or its creation for a pod created with a nodeName;
+ * 0 when neither is known.
+ */
+export function boundAtMs(pod: V1Pod): number {
+  const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'True')?.lastTransitionTime;
+  const at = scheduled ?? pod.metadata?.creationTimestamp;
+  const ms = at === undefined ? NaN : new Date(at).getTime();
+  return Number.isFinite(ms) ? ms : 0;
+}
+
 export interface RequestsSum {
   cpuMillicores: number;
   memoryBytes: number;

@@ -17,6 +17,8 @@ export interface NodeSample {
   memory: number;
   boundCpu: number;
   boundMemory: number;
+  /** How long ago the node's newest pod was bound (Infinity: none yet), as the gateway's pod watch tells it. */
+  newestPodAgeMs: number;
   /** PSI some avg10, percent. */
   cpuPressure: number;
   memoryPressure: number;
@@ -169,7 +171,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       point.cpuPressure = s.cpuPressure;
       point.memoryPressure = s.memoryPressure;
       window.add(point);
-      const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory };
+      const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory, newestPodAgeMs: s.newestPodAgeMs };
       const d = decideForNode({
         raw: raws[node]!,
         signed: previous[node],

@@ -74,6 +74,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const boundMemory = new Float64Array(n);
   const peakCpu = new Float64Array(n);
   const peakMemory = new Float64Array(n);
+  /** Step of each node's newest binding. */
+  const boundAt = new Float64Array(n).fill(-Infinity);
   const slots = new NodeSlots<Pod>(n, s.node.maxPods);
   // Before the first sample every node has what the kubelet computed.
   shapes.forEach((sh, i) => {
@@ -113,6 +115,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
     pod.node = node;
     pod.state = RUNNING;
     pod.slot = slots.add(node, pod, p, t);
+    boundAt[node] = t;
     boundCpu[node]! += p.requestCpu;
     boundMemory[node]! += p.requestMemory;
     peakCpu[node]! += p.peakCpu;
@@ -147,7 +150,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
     }
   };
 
-  const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0 };
+  const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, newestPodAgeMs: Infinity, cpuPressure: 0, memoryPressure: 0 };
   const out: Quantities = { cpu: 0, memory: 0 };
   const fitQuery = { node: 0, boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
   const failed = new Int32Array(classes.length).fill(-1);
@@ -254,6 +257,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
 
       sample.boundCpu = boundCpu[i]!;
       sample.boundMemory = boundMemory[i]!;
+      sample.newestPodAgeMs = (t - boundAt[i]!) * w.stepMs;
       allocator.allocate(i, sample, out);
       if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
       allocCpu[i] = out.cpu;

@@ -4,14 +4,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BoundRequests } from '../gateway/store/bound-requests.js';
 
+const NOW = 1_700_000_000_000;
+
 describe('bound requests from the API server', () => {
   it('knows nothing until a full list is applied, then every node (zeros for a node with no pods)', () => {
     const b = new BoundRequests();
     b.set('u1', 'n1', 500, 1000);
-    assert.equal(b.of('n1'), undefined);
+    assert.equal(b.of('n1', NOW), undefined);
     b.replaceAll([{ uid: 'u1', node: 'n1', cpuMillicores: 500, memoryBytes: 1000 }]);
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 500, memoryBytes: 1000, podCount: 1 });
-    assert.deepEqual(b.of('empty'), { cpuMillicores: 0, memoryBytes: 0, podCount: 0 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 500, memoryBytes: 1000, podCount: 1, newestPodAgeMs: Infinity });
+    assert.deepEqual(b.of('empty', NOW), { cpuMillicores: 0, memoryBytes: 0, podCount: 0, newestPodAgeMs: Infinity });
   });
 
   it('sums follow adds, changes (a pod resized or moved), finished pods and deletes', () => {
@@ -20,23 +22,39 @@ describe('bound requests from the API server', () => {
     b.set('a', 'n1', 1000, 10);
     b.set('b', 'n1', 2000, 20);
     b.set('c', 'n2', 4000, 40);
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 3000, memoryBytes: 30, podCount: 2 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 3000, memoryBytes: 30, podCount: 2, newestPodAgeMs: Infinity });
     b.set('b', 'n1', 2500, 25); // resized in place
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 3500, memoryBytes: 35, podCount: 2 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 3500, memoryBytes: 35, podCount: 2, newestPodAgeMs: Infinity });
     b.set('a', 'n1', 1000, 10, false); // Succeeded: holds nothing
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 2500, memoryBytes: 25, podCount: 1 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 2500, memoryBytes: 25, podCount: 1, newestPodAgeMs: Infinity });
     b.delete('b');
     b.delete('b'); // a second delete of the same pod changes nothing
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 0, memoryBytes: 0, podCount: 0 });
-    assert.deepEqual(b.of('n2'), { cpuMillicores: 4000, memoryBytes: 40, podCount: 1 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 0, memoryBytes: 0, podCount: 0, newestPodAgeMs: Infinity });
+    assert.deepEqual(b.of('n2', NOW), { cpuMillicores: 4000, memoryBytes: 40, podCount: 1, newestPodAgeMs: Infinity });
     assert.equal(b.podCount, 1);
+  });
+
+  it('knows how long ago the newest pod on each node was bound, through changes, finished pods and re-lists', () => {
+    const b = new BoundRequests();
+    b.replaceAll([{ uid: 'old', node: 'n1', cpuMillicores: 1, memoryBytes: 1, boundAtMs: NOW - 600_000 }]);
+    assert.equal(b.of('n1', NOW)?.newestPodAgeMs, 600_000);
+    b.set('new', 'n1', 1, 1, true, NOW - 5_000);
+    assert.equal(b.of('n1', NOW)?.newestPodAgeMs, 5_000);
+    b.set('old', 'n1', 2, 2, true, NOW - 600_000); // an update of an older pod does not make the node's newest older
+    assert.equal(b.of('n1', NOW)?.newestPodAgeMs, 5_000);
+    assert.equal(b.of('n1', NOW - 10_000)?.newestPodAgeMs, 0, 'a binding "in the future" (clock skew) counts as just now');
+    b.delete('new');
+    b.delete('old');
+    assert.equal(b.of('n1', NOW)?.newestPodAgeMs, Infinity, 'a node with no pods has none starting');
+    b.set('unknown', 'n2', 1, 1, true);
+    assert.equal(b.of('n2', NOW)?.newestPodAgeMs, Infinity, 'a pod whose binding time is unknown is not counted as starting');
   });
 
   it('a re-list replaces the whole view', () => {
     const b = new BoundRequests();
     b.replaceAll([{ uid: 'a', node: 'n1', cpuMillicores: 1, memoryBytes: 1 }]);
     b.replaceAll([{ uid: 'z', node: 'n9', cpuMillicores: 7, memoryBytes: 7 }]);
-    assert.deepEqual(b.of('n1'), { cpuMillicores: 0, memoryBytes: 0, podCount: 0 });
-    assert.deepEqual(b.of('n9'), { cpuMillicores: 7, memoryBytes: 7, podCount: 1 });
+    assert.deepEqual(b.of('n1', NOW), { cpuMillicores: 0, memoryBytes: 0, podCount: 0, newestPodAgeMs: Infinity });
+    assert.deepEqual(b.of('n9', NOW), { cpuMillicores: 7, memoryBytes: 7, podCount: 1, newestPodAgeMs: Infinity });
   });
 });

@@ -216,6 +216,24 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9000n } })).cpu.granted, 9492n);
   });
 
+  it('holds any rise while a pod bound less than startupGrace ago may not show its usage yet', () => {
+    // The bound requests (6000m) include a pod bound 10 s ago whose usage is not in the window yet: headroom says 9492m.
+    const bound = (newestPodAgeMs: number) => ({ boundRequests: { cpuMillicores: 6000, memoryBytes: 3 * GI, newestPodAgeMs } });
+    const held = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, ...bound(10_000) }));
+    assert.equal(held.cpu.granted, 8000n, 'held at the previous grant, though the rise is well past hysteresis');
+    assert.equal(held.cpu.bound, 'starting');
+    assert.match(held.reason, /cpu 7910m->8000m \(held: a pod bound 10s ago may not show its usage yet \(startupGrace 30s\)/);
+    // With no previous grant it holds at the floor.
+    const first = decide(input(usage({ cpu: 3000 }), bound(10_000)));
+    assert.deepEqual([first.cpu.granted, first.cpu.bound], [7910n, 'starting']);
+    // Once the newest pod is older than the grace, the rise goes through; with startupGrace 0 it always does.
+    assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, ...bound(30_000) })).cpu.granted, 9492n);
+    assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, policy: { ...DEFAULT_POLICY, startupGraceMs: 0 }, ...bound(0) })).cpu.granted, 9492n);
+    // Never a fall: a grant above today's headroom still drops.
+    const fall = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9600n }, ...bound(1_000) }));
+    assert.deepEqual([fall.cpu.granted, fall.cpu.bound], [9492n, 'headroom']);
+  });
+
   it('never delays a fall', () => {
     const d = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9600n } }));
     assert.equal(d.cpu.granted, 9492n);
@@ -289,11 +307,12 @@ describe('decide: properties over random inputs', () => {
     staleAfterMs: fc.integer({ min: 1000, max: 60_000 }),
     calmPeriodMs: fc.integer({ min: 0, max: 60_000 }),
     hysteresis: fc.double({ min: 0, max: 0.5, noNaN: true }),
+    startupGraceMs: fc.integer({ min: 0, max: 60_000 }),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });
   // From the gateway's own watch: sums of real pods, so finite and non-negative; sometimes far above the cap.
-  const arbBound = fc.option(fc.record({ cpuMillicores: fc.integer({ min: 0, max: 4_000_000 }), memoryBytes: fc.integer({ min: 0, max: 2 ** 45 }) }), { nil: undefined });
+  const arbBound = fc.option(fc.record({ cpuMillicores: fc.integer({ min: 0, max: 4_000_000 }), memoryBytes: fc.integer({ min: 0, max: 2 ** 45 }), newestPodAgeMs: fc.oneof(fc.integer({ min: 0, max: 120_000 }), fc.constant(Infinity)) }), { nil: undefined });
   const arbInput = fc.record({ raw: arbRaw, usage: arbUsage, policy: fc.option(arbPolicy, { nil: undefined }), previous: arbPrevious, nodeMaxRatio: arbNodeMax, boundRequests: arbBound }).map(
     (r) => ({
       raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }),

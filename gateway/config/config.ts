@@ -56,6 +56,7 @@ function flagsPolicy(o: Record<string, unknown>): Policy {
     windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
     calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),
     hysteresis: Number(o.hysteresis),
+    startupGraceMs: parsed(o.startupGrace, (s) => parseDuration(s, '--startup-grace')),
   };
 }
 

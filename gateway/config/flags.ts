@@ -29,6 +29,7 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
   .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))
   .addOption(numberFlag('--hysteresis <fraction>', 'hold back rises smaller than this fraction of the previous grant', 'OVERSELL_HYSTERESIS', String(p.hysteresis)))
+  .addOption(durationFlag('--startup-grace <duration>', 'no rise while the node\'s newest pod was bound less than this long ago (needs the bound pods watch)', 'OVERSELL_STARTUP_GRACE', `${p.startupGraceMs / 1000}s`))
   .addOption(flag('--policies <source>', '"crd": OversellPolicy objects of the cluster; "flags": the flags above for every node (default: crd in a cluster or with --kubeconfig, else flags)', 'OVERSELL_POLICIES'))
   .addOption(flag('--kubeconfig <file>', 'kubeconfig (default: in-cluster when running in a pod)', 'KUBECONFIG'))
   .addOption(flag('--lease-namespace <ns>', 'namespace of the leader Lease (one replica writes node and policy status)', 'POD_NAMESPACE', 'oversell'))

@@ -19,7 +19,7 @@ const NO_CLUSTER = 'without a cluster (local mode: no --kubeconfig, not in a pod
 /** In order: a flag ignored for several reasons is reported for the first. */
 export const RULES: readonly Rule[] = [
   {
-    keys: ['maxRatioCpu', 'maxRatioMemory', 'targetCpu', 'targetMemory', 'staleAfter', 'window', 'calmPeriod', 'hysteresis'],
+    keys: ['maxRatioCpu', 'maxRatioMemory', 'targetCpu', 'targetMemory', 'staleAfter', 'window', 'calmPeriod', 'hysteresis', 'startupGrace'],
     ignoredWhen: (c) => (c.policies.source === 'crd'
       ? 'with --policies crd (the default with a cluster): policies come from OversellPolicy objects; set it in an OversellPolicy (docs/policy.md), or pass --policies flags for one policy from flags'
       : undefined),

@@ -22,7 +22,10 @@
 // compromised node controls, may hold the floor up to the cap, never past it.
 // requestsOverCap reports a node whose R is above the cap. Stale data,
 // pressure, a missing policy give the floor.
-// Hysteresis holds small rises back; a fall is never delayed.
+// Hysteresis holds small rises back, and so does a pod bound less than
+// startupGrace ago: its requests count at once but its usage does not show
+// until it has started, so a rise then would count its requests at the load
+// factor of pods that are running. A fall is never delayed.
 import { COLUMN, UsageWindow } from './usage-window.js';
 import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
 
@@ -59,6 +62,8 @@ export interface Policy {
   calmPeriodMs: number;
   /** A rise smaller than this fraction of the previous grant is held back. */
   hysteresis: number;
+  /** No rise while the node's newest pod was bound less than this long ago (its usage may not show yet). */
+  startupGraceMs: number;
 }
 
 export const DEFAULT_POLICY: Policy = {
@@ -70,6 +75,7 @@ export const DEFAULT_POLICY: Policy = {
   staleAfterMs: 40_000,
   calmPeriodMs: 60_000,
   hysteresis: 0.05,
+  startupGraceMs: 30_000,
 };
 
 export interface Allocatable {
@@ -120,11 +126,11 @@ export interface DecisionInput {
    * gateway's own watch: used instead of the agent's report, and the only
    * requests that may hold the floor above the cap. Undefined without that view.
    */
-  boundRequests?: { cpuMillicores: number; memoryBytes: number } | undefined;
+  boundRequests?: { cpuMillicores: number; memoryBytes: number; newestPodAgeMs?: number } | undefined;
 }
 
 export type Bound =
-  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis'
+  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
   | 'pressure' | 'stale' | 'no-policy' | 'no-data';
 
 export interface ResourceDecision {
@@ -182,6 +188,8 @@ interface ResourceContext {
   noData: boolean;
   previous: bigint | undefined;
   hysteresis: number;
+  /** A pod bound within the policy's startupGrace: no rise above the previous grant (or the floor, with none). */
+  starting: boolean;
   dryRun: boolean;
   /** Requests from the API server (may lift the floor past the cap), not from the agent. */
   requestsTrusted: boolean;
@@ -223,6 +231,14 @@ function decideResource(c: ResourceContext): ResourceDecision {
     if (held < granted) {
       granted = held;
       which = 'hysteresis';
+    }
+  }
+  // A pod still starting: no rise past the previous grant (the floor, with none), as above.
+  if (c.starting) {
+    const held = prev === undefined ? floor : maxBig(floor, minBig(cap, prev));
+    if (held < granted) {
+      granted = held;
+      which = 'starting';
     }
   }
   return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
@@ -300,6 +316,8 @@ export function decide(input: DecisionInput): Decision {
   const memoryCapacity = usage?.capacityMemoryBytes ?? 0;
   const noData = usage === undefined || window.length === 0;
   const hysteresis = policy?.hysteresis ?? 0;
+  const newestPodAgeMs = trusted?.newestPodAgeMs;
+  const starting = policy !== undefined && newestPodAgeMs !== undefined && newestPodAgeMs < policy.startupGraceMs;
   const dryRun = policy?.mode === 'DryRun';
 
   const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
@@ -308,6 +326,7 @@ export function decide(input: DecisionInput): Decision {
     stale,
     noData,
     hysteresis,
+    starting,
     dryRun,
     raw: raw.cpuMillicores,
     unit: 1n,
@@ -326,6 +345,7 @@ export function decide(input: DecisionInput): Decision {
     stale,
     noData,
     hysteresis,
+    starting,
     dryRun,
     raw: raw.memoryBytes,
     unit: 1024n,
@@ -349,6 +369,7 @@ export function decide(input: DecisionInput): Decision {
         : { cpuMillicores: usage.requests.cpuMillicores, memoryBytes: usage.requests.memoryBytes, known: usage.requests.known },
     },
     requestsTrusted: trusted !== undefined,
+    newestPodAgeMs,
     policy,
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
   };
@@ -360,6 +381,7 @@ export function decide(input: DecisionInput): Decision {
 interface ExplainFacts {
   usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
   requestsTrusted: boolean;
+  newestPodAgeMs: number | undefined;
   policy: Policy | undefined;
   nodeMaxRatio: DecisionInput['nodeMaxRatio'];
 }
@@ -376,13 +398,15 @@ function fmtMem(b: bigint | number): string {
   return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
 }
 
-const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean) => string> = {
+const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
   headroom: () => 'headroom',
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
   'floor-requests': (d, _r, trusted) =>
     !d.requestsOverCap ? 'floor at bound requests' : trusted ? 'floor at bound requests, above the cap' : 'floor at the cap: bound requests reported above it',
   hysteresis: () => 'held at the previous grant (rise within hysteresis)',
+  starting: (_d, _r, _t, f) =>
+    `held: a pod bound ${Math.round((f.newestPodAgeMs ?? 0) / 1000)}s ago may not show its usage yet (startupGrace ${Math.round((f.policy?.startupGraceMs ?? 0) / 1000)}s)`,
   pressure: () => 'pressure: floor until calm',
   stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
   'no-policy': () => 'no policy: floor',
@@ -393,7 +417,7 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const p = input.policy?.[name];
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const bound = BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted);
+  const bound = BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input);
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

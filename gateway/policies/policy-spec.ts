@@ -32,12 +32,12 @@ function num(obj: Record<string, unknown>, key: string, fallback: number, min: n
   return v;
 }
 
-function duration(obj: Record<string, unknown>, key: string, fallbackMs: number, where: string): number {
+function duration(obj: Record<string, unknown>, key: string, fallbackMs: number, where: string, zeroAllowed = false): number {
   const v = obj[key];
   if (v === undefined) return fallbackMs;
   if (typeof v !== 'string') throw new Error(`${where}.${key} must be a duration string like "60s"`);
   const ms = parseDuration(v, `${where}.${key}`);
-  if (ms <= 0) throw new Error(`${where}.${key} must be positive`);
+  if (ms < 0 || (ms === 0 && !zeroAllowed)) throw new Error(`${where}.${key} must be ${zeroAllowed ? 'zero or more' : 'positive'}`);
   return ms;
 }
 
@@ -101,6 +101,7 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       staleAfterMs: duration(spec, 'staleAfter', DEFAULT_POLICY.staleAfterMs, 'spec'),
       calmPeriodMs: duration(spec, 'calmPeriod', DEFAULT_POLICY.calmPeriodMs, 'spec'),
       hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
+      startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
     };
     return { name, priority, selector: sel, policy };
   } catch (err) {

@@ -8,17 +8,29 @@ export interface NodeRequests {
   cpuMillicores: number;
   memoryBytes: number;
   podCount: number;
+  /** How long ago the node's newest pod was bound (Infinity if never known): its usage may not show yet. */
+  newestPodAgeMs: number;
+}
+
+interface NodeSum {
+  cpuMillicores: number;
+  memoryBytes: number;
+  podCount: number;
+  /** The newest binding among the pods set on the node since it last had none. */
+  newestBoundMs: number;
 }
 
 interface PodEntry {
   node: string;
   cpuMillicores: number;
   memoryBytes: number;
+  /** When the pod was bound (API server clock), 0 if unknown. */
+  boundAtMs?: number;
 }
 
 export class BoundRequests {
   readonly #pods = new Map<string, PodEntry>();
-  readonly #nodes = new Map<string, NodeRequests>();
+  readonly #nodes = new Map<string, NodeSum>();
   #synced = false;
 
   /** True once a full list has been applied: before that, no node's sum is known. */
@@ -30,14 +42,16 @@ export class BoundRequests {
     return this.#pods.size;
   }
 
-  /** The node's sum; undefined until synced. A node with no pods has all zeros. */
-  of(node: string): NodeRequests | undefined {
+  /** The node's sum at nowMs; undefined until synced. A node with no pods has all zeros. */
+  of(node: string, nowMs: number): NodeRequests | undefined {
     if (!this.#synced) return undefined;
-    return this.#nodes.get(node) ?? { cpuMillicores: 0, memoryBytes: 0, podCount: 0 };
+    const sum = this.#nodes.get(node);
+    if (!sum) return { cpuMillicores: 0, memoryBytes: 0, podCount: 0, newestPodAgeMs: Infinity };
+    return { cpuMillicores: sum.cpuMillicores, memoryBytes: sum.memoryBytes, podCount: sum.podCount, newestPodAgeMs: sum.newestBoundMs > 0 ? Math.max(0, nowMs - sum.newestBoundMs) : Infinity };
   }
 
   /** A pod bound (or changed); `holds` false for a finished pod, which holds nothing. */
-  set(uid: string, node: string, cpuMillicores: number, memoryBytes: number, holds = true): void {
+  set(uid: string, node: string, cpuMillicores: number, memoryBytes: number, holds = true, boundAtMs = 0): void {
     this.delete(uid);
     if (!holds || !node) return;
     this.#pods.set(uid, { node, cpuMillicores, memoryBytes });
@@ -46,8 +60,9 @@ export class BoundRequests {
       sum.cpuMillicores += cpuMillicores;
       sum.memoryBytes += memoryBytes;
       sum.podCount += 1;
+      if (boundAtMs > sum.newestBoundMs) sum.newestBoundMs = boundAtMs;
     } else {
-      this.#nodes.set(node, { cpuMillicores, memoryBytes, podCount: 1 });
+      this.#nodes.set(node, { cpuMillicores, memoryBytes, podCount: 1, newestBoundMs: boundAtMs });
     }
   }
 
@@ -70,7 +85,7 @@ export class BoundRequests {
   replaceAll(entries: Iterable<{ uid: string } & PodEntry>): void {
     this.#pods.clear();
     this.#nodes.clear();
-    for (const e of entries) this.set(e.uid, e.node, e.cpuMillicores, e.memoryBytes);
+    for (const e of entries) this.set(e.uid, e.node, e.cpuMillicores, e.memoryBytes, true, e.boundAtMs);
     this.#synced = true;
   }
 }

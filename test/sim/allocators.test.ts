@@ -12,7 +12,7 @@ const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
 const shape: NodeShape = { raw: { cpu: 8000, memory: 30 * GiB }, capacity: { cpu: 16_000, memory: 32 * GiB }, systemUsage: { cpu: 200, memory: GiB } };
 const shapes = [shape];
-const sample = (o: Partial<NodeSample>): NodeSample => ({ tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, cpuPressure: 0, memoryPressure: 0, ...o });
+const sample = (o: Partial<NodeSample>): NodeSample => ({ tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, newestPodAgeMs: Infinity, cpuPressure: 0, memoryPressure: 0, ...o });
 const allocate = (a: { allocate(n: number, s: NodeSample, out: Quantities): void }, s: NodeSample) => {
   const out = { cpu: -1, memory: -1 };
   a.allocate(0, s, out);
@@ -78,6 +78,13 @@ describe('the policies compared', () => {
     const underPressure = allocate(p, sample({ ...loaded, tMs: 10_000, cpuPressure: 90 }));
     assert.equal(underPressure.cpu, shape.raw.cpu, 'CPU pressure: the CPU floor');
     assert.ok(underPressure.memory > shape.raw.memory, 'memory is decided on its own');
+  });
+
+  it('oversell: no rise while the node\'s newest pod is within the policy\'s startupGrace, as the webhook decides it', () => {
+    const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
+    const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));
+    assert.deepEqual(allocate(p, sample({ ...loaded, newestPodAgeMs: 10_000 })), shape.raw, 'no previous grant: the floor (raw: more than is bound)');
+    assert.ok(allocate(p, sample({ ...loaded, tMs: 10_000, newestPodAgeMs: 30_000 })).cpu > shape.raw.cpu, 'past the 30 s grace: inflated');
   });
 
   it('an invalid OversellPolicy is refused with the parser\'s own message', () => {

@@ -43,7 +43,11 @@ describe('one policy over the workload', () => {
     const seen: { memory: number; bound: number }[] = [];
     const watching = (shapes: NodeShape[]): Allocator => {
       const none = noneAllocator(shapes);
-      return { name: 'watch', kind: 'none', allocate: (node, sample, out) => (seen.push({ memory: sample.memory, bound: sample.boundMemory }), none.allocate(node, sample, out)) };
+      const allocate: Allocator['allocate'] = (node, sample, out) => {
+        seen.push({ memory: sample.memory, bound: sample.boundMemory });
+        none.allocate(node, sample, out);
+      };
+      return { name: 'watch', kind: 'none', allocate };
     };
     run(s, watching);
     const system = s.node.systemUsage.memory;
