@@ -4,12 +4,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { ADMIN_KUBECONFIG, core } from './cluster.js';
-import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, policyObject, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
+import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, podsOn, policyObject, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const WEBHOOK = 'oversell-policy-e2e';
 
 let gateway: GatewayProc;
 const nodes: FakeNode[] = [];
+/** These tests bind pods and expect a rise on the next write: no startupGrace hold (its own test sets one). */
+const NOW = { startupGrace: '0s' };
 
 async function poolNode(name: string, pool: string): Promise<FakeNode> {
   const n = await fakeNode(name, { labels: { ...OPT_IN, pool }, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
@@ -31,7 +33,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     await removeWebhook(WEBHOOK).catch(() => {});
-    for (const name of ['pool-a', 'pool-p']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
+    for (const name of ['pool-a', 'pool-p', 'pool-s']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
   });
 
   it('the API server refuses invalid policies', async () => {
@@ -57,7 +59,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     const before = await untilWrite(n, 'a reason without policy', (s) => /no valid OversellPolicy/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? ''));
     assert.equal(before.status?.allocatable?.cpu, '4');
 
-    await upsertPolicy('pool-a', { nodeSelector: { matchLabels: { pool: 'a' } }, cpu: { maxRatio: 1.5 } });
+    await upsertPolicy('pool-a', { ...NOW, nodeSelector: { matchLabels: { pool: 'a' } }, cpu: { maxRatio: 1.5 } });
     const created = await untilWrite(n, 'the 1.5x cap', (s) => s.status?.allocatable?.cpu === '6');
     assert.match(created.metadata?.annotations?.[ANNOTATION.reason] ?? '', /^policy pool-a; cpu 4000m->6000m \(capped at 1.5x raw/);
     await eventually('status.matchedNodes = 1', async () => {
@@ -65,7 +67,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
       return p.status?.matchedNodes === 1 ? true : undefined;
     });
 
-    await upsertPolicy('pool-a', { nodeSelector: { matchLabels: { pool: 'a' } }, cpu: { maxRatio: 2 } });
+    await upsertPolicy('pool-a', { ...NOW, nodeSelector: { matchLabels: { pool: 'a' } }, cpu: { maxRatio: 2 } });
     await untilWrite(n, 'the 2x cap after the change', (s) => s.status?.allocatable?.cpu === '8');
 
     await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name: 'pool-a' });
@@ -75,15 +77,28 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
 
   it('DryRun leaves allocatable raw and reports the would-be grant in annotations', async () => {
     const n = nodes.find((x) => x.name === 'e2e-policy-a') ?? (await poolNode('e2e-policy-a', 'a'));
-    await upsertPolicy('pool-a', { nodeSelector: { matchLabels: { pool: 'a' } }, mode: 'DryRun' });
+    await upsertPolicy('pool-a', { ...NOW, nodeSelector: { matchLabels: { pool: 'a' } }, mode: 'DryRun' });
     const dry = await untilWrite(n, 'the DryRun annotation', (s) => s.metadata?.annotations?.[ANNOTATION.dryRunCpu] === '8');
     assert.equal(dry.status?.allocatable?.cpu, '4');
     assert.equal(dry.status?.allocatable?.memory, '8Gi');
     assert.match(dry.metadata?.annotations?.[ANNOTATION.reason] ?? '', /DryRun: allocatable not changed/);
   });
 
+  it('a pod just bound holds a rise for startupGrace: the next write keeps the previous grant and says why, a write after the grace rises', async () => {
+    await upsertPolicy('pool-s', { nodeSelector: { matchLabels: { pool: 's' } }, startupGrace: '12s' });
+    const n = await poolNode('e2e-policy-starting', 's'); // its three pods are bound now
+    const held = await untilWrite(n, 'a write decided while the pods start', (s) => /held: a pod bound \d+s ago may not show its usage yet \(startupGrace 12s\)/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? ''));
+    assert.equal(held.status?.allocatable?.cpu, '4', 'no previous grant: the floor');
+    const started = Date.now();
+    const risen = await untilWrite(n, 'the rise once the newest pod is 12 s old', (s) => s.status?.allocatable?.cpu === '8', 30_000);
+    assert.match(risen.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->8000m \(capped at 2x raw/);
+    const created = Math.max(...(await podsOn(n.name)).map((p) => p.metadata!.creationTimestamp!.getTime()));
+    assert.ok(Date.now() - created >= 11_000, `rose ${Date.now() - created} ms after the newest binding`);
+    console.log(`# startupGrace 12s: held, then risen ${Date.now() - started} ms later`);
+  });
+
   it('a pressure spike reported by the agent lowers allocatable within 2 s, with no kubelet write', async () => {
-    await upsertPolicy('pool-p', { nodeSelector: { matchLabels: { pool: 'p' } } });
+    await upsertPolicy('pool-p', { ...NOW, nodeSelector: { matchLabels: { pool: 'p' } } });
     const n = await poolNode('e2e-policy-pressure', 'p');
     await untilWrite(n, 'inflated', (s) => s.status?.allocatable?.cpu === '8');
     const started = Date.now();
