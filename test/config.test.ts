@@ -297,7 +297,7 @@ describe('loadConfig accepts what the repository ships', () => {
     ['bench/processes.ts', [...local, '--agent-port', '4', '--policies', 'flags', '--log-level', 'warn', '--calm-period', '0s']],
     ['e2e fixtures, flags policy', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags']],
     ['e2e policy and apiserver-restart: crd policies', [...local, '--policies', 'crd', ...KUBECONFIG, '--lease-namespace', 'default', '--identity', 'x', ...unauthenticated]],
-    ['e2e trust', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--identity', 'trust-e2e', '--stale-after', '6s', ...unauthenticated]],
+    ['e2e trust', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--identity', 'trust-e2e', '--stale-after', '6s', '--startup-grace', '0s', ...unauthenticated]],
     ['e2e sidecar', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--sidecars', 'configmap', '--sidecar-namespace', 't', '--lease-namespace', 't', ...unauthenticated]],
     ['e2e auth', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--grpc-tls', 'on', '--auth', 'kubernetes', '--agent-service-accounts', 'ns/oversell-agent', '--sidecars', 'none']],
     ['e2e decision-path: policy flags with a kubeconfig', [...local, '--stale-after', '6s', '--window', '10s', '--policies', 'flags', ...KUBECONFIG, '--lease-namespace', 'ns', '--identity', 'path-e2e', '--max-ratio-cpu', '2', '--max-ratio-memory', '1.5', '--hysteresis', '0.1', ...unauthenticated]],

@@ -84,7 +84,8 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
     cleanups.push(() => core().deleteNamespace({ name: NS }));
     gateway = await startGatewayProcess(undefined, undefined, [
       '--policies', 'flags', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, '--identity', 'trust-e2e',
-      '--stale-after', '6s', ...UNAUTHENTICATED_AGENTS,
+      // These tests bind pods and read the very next write's decision: no startupGrace hold (policy.e2e shows the hold).
+      '--stale-after', '6s', '--startup-grace', '0s', ...UNAUTHENTICATED_AGENTS,
     ]);
     await gateway.waitFor(/^leading/, 30_000);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
