@@ -34,6 +34,14 @@ describe('OversellPolicy objects into policies', () => {
     assert.equal(e.policy?.memory.targetUtilization, DEFAULT_POLICY.memory.targetUtilization);
   });
 
+  it('takes 0s where the CRD allows it (calmPeriod, startupGrace), and nowhere else', () => {
+    const zero = toPolicyEntry(obj('now', { ...pool('a'), calmPeriod: '0s', startupGrace: '0s' }));
+    assert.equal(zero.error, undefined);
+    assert.deepEqual([zero.policy?.calmPeriodMs, zero.policy?.startupGraceMs], [0, 0]);
+    assert.equal(toPolicyEntry(obj('later', { ...pool('a'), startupGrace: '45s' })).policy?.startupGraceMs, 45_000);
+    assert.match(toPolicyEntry(obj('never', { ...pool('a'), window: '0s' })).error ?? '', /spec\.window must be positive/);
+  });
+
   const invalid: Array<[string, Record<string, unknown>, RegExp]> = [
     ['no selector', {}, /nodeSelector is required/],
     ['an empty selector', { nodeSelector: {} }, /select every node/],

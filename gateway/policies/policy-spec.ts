@@ -99,7 +99,7 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       memory: resource(spec, 'memory', DEFAULT_POLICY.memory),
       windowMs: duration(spec, 'window', DEFAULT_POLICY.windowMs, 'spec'),
       staleAfterMs: duration(spec, 'staleAfter', DEFAULT_POLICY.staleAfterMs, 'spec'),
-      calmPeriodMs: duration(spec, 'calmPeriod', DEFAULT_POLICY.calmPeriodMs, 'spec'),
+      calmPeriodMs: duration(spec, 'calmPeriod', DEFAULT_POLICY.calmPeriodMs, 'spec', true),
       hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
       startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
     };
