@@ -13,7 +13,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['webhook', 'ingest', 'scaling', 'agent-overhead', 'freshness'] as const;
+export const ALL = ['webhook', 'ingest', 'scaling', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 
@@ -30,8 +30,11 @@ Run: \`npm run bench\` (about 12 minutes; the first run on a machine also builds
 the load generators ghz (Go module proxy) and oha (crates.io) while
 agent-overhead runs, and caches them in ~/.cache/oversell),
 \`BENCH_ONLY=webhook npm run bench\`, or one file alone:
-\`node --import tsx bench/webhook.ts\`. \`node --import tsx bench/render.ts\`
-rewrites this page from the saved results without measuring. The 10-minute
+\`node --import tsx bench/webhook.ts\`. Only a full \`npm run bench\` replaces
+these results: a subset, a single file or \`BENCH_QUICK=1\` saves to
+\`.oversell/bench/\` (or \`OVERSELL_BENCH_SCRATCH\`) and leaves this page alone.
+\`node --import tsx bench/render.ts\` rewrites this page from the saved results
+without measuring. The 10-minute
 soak (5,000 agents plus 500 webhook requests/s: errors, latency, memory
 growth) is not part of this run: \`npm run soak\`, results in
 docs/reliability.md.

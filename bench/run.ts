@@ -1,12 +1,13 @@
 // `npm run bench`: every benchmark in one run, a summary table, JSON per
 // benchmark in bench/results/, and docs/benchmarks.md written from them.
 // BENCH_QUICK=1 shortens every window (for trying the harness, not for figures);
-// BENCH_ONLY=webhook,ingest runs a subset.
+// BENCH_ONLY=webhook,ingest runs a subset. Either saves to the scratch
+// directory (result.ts): only a full run replaces published results.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { REPO } from './processes.js';
-import { save, type BenchResult } from './result.js';
+import { PUBLISHED_DIR, save, scratchDir, type BenchResult } from './result.js';
 import { writeBenchmarks } from './render.js';
 import { ensureOha } from './oha.js';
 import { ensureGhz } from './ghz.js';
@@ -16,17 +17,20 @@ import { ensureGhz } from './ghz.js';
  * yet build while it runs. Its figures are each process's own CPU time and
  * RSS, which other work on the machine does not add to.
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
+const publish = !quick && !only;
+const resultsDir = publish ? PUBLISHED_DIR : scratchDir();
 const started = Date.now();
 
-if (!existsSync(join(REPO, 'dist/gateway/main.js'))) {
+const wanted = RUN_ORDER.filter((name) => !only || only.includes(name));
+// scaling measures in this process; the others start the built binaries.
+if (wanted.some((name) => name !== 'scaling') && !existsSync(join(REPO, 'dist/gateway/main.js'))) {
   console.log('building (npm run build)');
   if (spawnSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' }).status !== 0) process.exit(1);
 }
 
-const wanted = RUN_ORDER.filter((name) => !only || only.includes(name));
 // One after the other: two compilers at once would only share the 2 cores. A
 // failed build is reported by the benchmark that needs the tool.
 const builds = [...(wanted.includes('ingest') ? [ensureGhz] : []), ...(wanted.includes('webhook') ? [ensureOha] : [])];
@@ -44,7 +48,7 @@ for (const name of wanted) {
     if (buildingBefore && name === 'agent-overhead') {
       (r.notes ??= []).push('the load generators (oha, ghz) were being built from source during part of this run, the first on this machine: the CPU figures are each process\'s own, but expect them a little higher than on a quiet machine');
     }
-    save(r);
+    save(r, resultsDir);
     results.push(r);
     console.log(`  -> ${r.summary} (${Math.round((Date.now() - t) / 1000)} s)`);
   } catch (err) {
@@ -59,6 +63,10 @@ for (const r of results) {
   for (const t of r.targets) console.log(`  ${t.met ? 'met   ' : 'MISSED'}  ${pad(r.name, 15)} ${pad(t.name, 55)} ${t.measured}`);
 }
 
-// docs/benchmarks.md from every saved result (this run's and earlier ones for benchmarks not run now).
-console.log(`\nwrote ${writeBenchmarks()}`);
+if (publish) {
+  // docs/benchmarks.md from every saved result (this run's and earlier ones for benchmarks not run now).
+  console.log(`\nwrote ${writeBenchmarks()}`);
+} else {
+  console.log(`\nresults in ${resultsDir}; ${quick ? 'a quick run' : 'a subset'} leaves bench/results and docs/benchmarks.md as they are (a full npm run bench replaces them)`);
+}
 process.exit(results.some((r) => r.summary.startsWith('FAILED')) ? 1 : 0);

@@ -228,4 +228,4 @@ export async function run(): Promise<BenchResult> {
 runIfMain(import.meta.url, run, (r) => {
   console.log(r.summary);
   for (const t of r.targets) console.log(`  ${t.met ? 'met   ' : 'MISSED'}  ${t.name}: ${t.measured}`);
-}, true);
+}, true, true);
