@@ -8,6 +8,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { capacityMarkdown } from './capacity.js';
 import type { BenchResult } from './result.js';
 
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -63,7 +64,8 @@ export function renderBenchmarks(repo = REPO): string {
   const newest = saved.filter((r) => r !== undefined).sort((a, b) => b.date.localeCompare(a.date))[0];
   const m = newest?.machine;
   const machineLine = m ? `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n` : 'No benchmark has been run yet.\n';
-  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i]))].join('\n') + '\n';
+  const of = (name: (typeof ALL)[number]) => saved[ALL.indexOf(name)];
+  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'))].join('\n') + '\n';
 }
 
 export function writeBenchmarks(repo = REPO): string {

@@ -15,7 +15,7 @@ import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { watchProcess } from './proc-stats.js';
 import { ensureOha, oha, OHA_VERSION } from './oha.js';
-import { REPO, startGateway } from './processes.js';
+import { freePort, REPO, startChild, startGateway } from './processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 
 const NODE = 'bench-0';
@@ -146,10 +146,25 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     }
     console.log(`  webhook: saturation (50 connections, no rate limit) for ${seconds}s`);
     await measure('saturation', ['-c', '50']);
+    // The reference, in the same run and under the same load: a bare node:https server reading the same body (bare-webhook.ts).
+    const barePort = await freePort();
+    const bare = startChild('bare-webhook', process.execPath, ['--import', 'tsx', join(REPO, 'bench/bare-webhook.ts'), String(barePort), gw.tlsDir]);
+    let bareRun: Awaited<ReturnType<typeof oha>>;
+    try {
+      await bare.waitForLine((line) => line === 'listening', 20_000);
+      const bareUrl = `https://127.0.0.1:${barePort}/mutate/nodes`;
+      await oha(ohaBin, bareUrl, bodyFile, ['-c', '10', '-z', '3s']);
+      console.log(`  webhook: reference (bare node:https), 1000 requests/s for ${seconds}s`);
+      bareRun = await oha(ohaBin, bareUrl, bodyFile, ['-c', '50', '-q', '1000', '--latency-correction', '-z', `${seconds}s`]);
+      console.log(`    p50 ${bareRun.p50} ms  p99 ${bareRun.p99} ms  p99.9 ${bareRun.p99_9} ms  ${Math.round(bareRun.reqPerS)} req/s  failed ${bareRun.failed}`);
+    } finally {
+      await bare.stop();
+    }
     const handler = handlerCpuMicros();
     console.log(`  handler (reviewNode, parsed): ${round(handler.perCallUs, 1)} µs CPU; with reading the 36 KB body (review-reader.ts): ${round(handler.withParseUs, 1)} µs`);
     const r1000 = runs['1000']!;
     const failures = Object.values(runs).reduce((n, r) => n + r.failed, 0);
+    const overBare = r1000.p99 / bareRun.p99;
     return {
       name: 'webhook',
       summary: `p99 ${r1000.p99} ms at 1000 req/s; saturation ${Math.round(runs.saturation!.reqPerS)} req/s; handler ${round(handler.perCallUs, 1)} µs CPU`,
@@ -162,17 +177,24 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         handler_cpu_us: round(handler.perCallUs, 1),
         handler_with_parse_cpu_us: round(handler.withParseUs, 1),
         failed_requests: failures,
+        p99_over_bare_node_https: round(overBare, 2),
+      },
+      reference: {
+        bare_node_https_1000_p50_ms: bareRun.p50, bare_node_https_1000_p99_ms: bareRun.p99, bare_node_https_1000_p99_9_ms: bareRun.p99_9,
+        bare_node_https_1000_req_per_s: Math.round(bareRun.reqPerS), bare_node_https_failed: bareRun.failed,
       },
       targets: [
         { name: 'webhook p99 <= 5 ms at 1000 req/s', measured: `${r1000.p99} ms`, met: r1000.p99 <= 5 },
         { name: 'handler CPU <= 100 µs per request', measured: `${round(handler.perCallUs, 1)} µs`, met: handler.perCallUs <= 100 },
         { name: 'no failed requests', measured: String(failures), met: failures === 0 },
+        { name: 'webhook p99 within 1.5x of a bare node:https server\'s at 1000 req/s, same run', measured: `${round(overBare, 2)}x (${r1000.p99} ms against ${bareRun.p99} ms)`, met: overBare <= 1.5 },
       ],
       notes: [
         `load generator: oha ${OHA_VERSION} in its own process, HTTPS keep-alive, 50 connections; 500 and 1000 req/s with -q (requests due at evenly spaced times, an open model) and --latency-correction (each timed from when it was due, so a stall is not hidden by the generator waiting); saturation: no rate limit`,
         `body: the ${Math.round(readFileSync(bodyFile).length / 1024)} KB kubelet-shaped nodes/status review (50 images, object and oldObject, cloud labels and annotations)`,
         'gateway CPU µs/request is the whole gateway process (TLS, HTTP, JSON parse, handler) divided by requests served',
         'load generator and gateway share the same 2 cores',
+        'reference: bench/bare-webhook.ts, a bare node:https server in its own process with the gateway\'s certificate, reading the whole body and answering one fixed AdmissionReview; the same oha load at 1000 req/s, right after the gateway\'s runs',
       ],
     };
   } finally {

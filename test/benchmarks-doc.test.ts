@@ -44,6 +44,26 @@ describe('docs/benchmarks.md', () => {
     assert.equal(render('--check', '--repo', work).status, 0);
   });
 
+  it('plans capacity from the saved results: a costlier review needs more replicas, a heavier ingest fits none', () => {
+    const tree = join(work, 'plan');
+    cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
+    const edit = (name: string, figures: Record<string, number>) => {
+      const file = join(tree, 'bench/results', `${name}.json`);
+      const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number> };
+      Object.assign(r.figures, figures);
+      writeFileSync(file, JSON.stringify(r));
+    };
+    // 100 + 10 m per 1,000 agents of ingest, 200 + 10 MiB; 1 ms of gateway CPU per review.
+    edit('ingest', { agents_1000_gateway_millicores: 110, agents_10000_gateway_millicores: 200, agents_1000_gateway_rss_mib: 210, agents_10000_gateway_rss_mib: 300 });
+    edit('webhook', { '1000_gateway_cpu_us_per_request': 1000 });
+    const row = (nodes: string) => render('--print', '--repo', tree).stdout.split('\n').find((l) => l.startsWith(`| ${nodes} |`));
+    // 65,000 nodes: 6,500 reviews/s x 1 ms = 6,500 m over replicas with 1000 - 750 = 250 m of room each: 26 replicas.
+    assert.equal(row('65,000'), '| 65,000 | 6,500 | 750m | 850 MiB | 26 | 1,000m | **no** |');
+    assert.equal(row('1,000'), '| 1,000 | 100 | 110m | 210 MiB | 2 | 160m | yes |');
+    edit('ingest', { agents_10000_gateway_millicores: 2000 });
+    assert.match(row('65,000') ?? '', /\*\*none fits\*\*: the ingest alone is over budget/);
+  });
+
   it('links to the performance log and carries none of its history', () => {
     const page = read('docs/benchmarks.md');
     const log = read('docs/performance-log.md');

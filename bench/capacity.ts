@@ -1,0 +1,71 @@
+// Scale on paper: replicas, CPU and memory per replica for a cluster size,
+// from the measured costs in bench/results (no figure typed here). Every
+// agent streams to every replica (agent/stream/gateway-set.ts), so each
+// replica pays for all agents; webhook reviews are spread over the replicas.
+import type { BenchResult } from './result.js';
+
+/** With oversell a kubelet writes nodes/status every 10 s (measured on the real node: docs/install.md). */
+const REVIEWS_PER_NODE_PER_S = 0.1;
+/** The install paths: two replicas (deploy/base/gateway.yaml), a 512 MiB limit; the issue's CPU budget is one core. */
+const MIN_REPLICAS = 2;
+const CPU_BUDGET_M = 1000;
+const MEMORY_LIMIT_MIB = 512;
+export const PLAN_NODES = [1000, 5000, 10_000, 15_000, 65_000] as const;
+
+export interface PlanRow {
+  nodes: number;
+  reviewsPerS: number;
+  ingestMillicores: number;
+  rssMiB: number;
+  /** Replicas for the reviews to fit the CPU budget next to the ingest; undefined when the ingest alone does not fit. */
+  replicas: number | undefined;
+  perReplicaMillicores: number | undefined;
+  fitsMemory: boolean;
+}
+
+const figure = (r: BenchResult, key: string): number => {
+  const v = r.figures[key];
+  if (typeof v !== 'number') throw new Error(`${r.name}: no figure ${key}`);
+  return v;
+};
+
+/** A straight line through the 1,000- and 10,000-agent runs, evaluated at n. */
+const line = (r: BenchResult, what: string) => (n: number) => {
+  const y1 = figure(r, `agents_1000_${what}`);
+  const y2 = figure(r, `agents_10000_${what}`);
+  return y1 + ((y2 - y1) * (n - 1000)) / 9000;
+};
+
+export function capacityPlan(ingest: BenchResult, webhook: BenchResult): PlanRow[] {
+  const cpu = line(ingest, 'gateway_millicores');
+  const rss = line(ingest, 'gateway_rss_mib');
+  const reviewMillicores = figure(webhook, '1000_gateway_cpu_us_per_request') / 1000; // CPU-ms per review = millicores per review/s
+  return PLAN_NODES.map((nodes) => {
+    const reviewsPerS = nodes * REVIEWS_PER_NODE_PER_S;
+    const ingestMillicores = cpu(nodes);
+    const reviews = reviewsPerS * reviewMillicores;
+    const room = CPU_BUDGET_M - ingestMillicores;
+    const replicas = room > 0 ? Math.max(MIN_REPLICAS, Math.ceil(reviews / room)) : undefined;
+    return {
+      nodes, reviewsPerS, ingestMillicores, rssMiB: rss(nodes), replicas,
+      perReplicaMillicores: replicas === undefined ? undefined : ingestMillicores + reviews / replicas,
+      fitsMemory: rss(nodes) <= MEMORY_LIMIT_MIB,
+    };
+  });
+}
+
+export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined): string {
+  if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
+  const rows = capacityPlan(ingest, webhook);
+  const n = (v: number) => Math.round(v).toLocaleString('en-US');
+  return [
+    '## capacity on paper',
+    '',
+    `From the figures above, not measured at these sizes: each replica receives every agent's stream (ingest CPU and RSS on a straight line through the 1,000- and 10,000-agent runs), and the reviews (${REVIEWS_PER_NODE_PER_S} per node per second: the kubelet's 10 s status interval under oversell) are spread over the replicas at the gateway CPU per review measured at 1,000 req/s. Replicas: the fewest (at least ${MIN_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores; memory against the ${MEMORY_LIMIT_MIB} MiB limit. The ingest figures come from agents sharing 50 plaintext connections: TLS per agent (issue 23) is not in them.`,
+    '',
+    '| nodes | reviews/s | ingest per replica | RSS per replica | replicas | CPU per replica | fits 512 MiB |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${n(r.nodes)} | ${n(r.reviewsPerS)} | ${n(r.ingestMillicores)}m | ${n(r.rssMiB)} MiB | ${r.replicas ?? '**none fits**: the ingest alone is over budget'} | ${r.perReplicaMillicores === undefined ? '-' : `${n(r.perReplicaMillicores)}m`} | ${r.fitsMemory ? 'yes' : '**no**'} |`),
+    '',
+  ].join('\n');
+}
