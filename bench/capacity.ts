@@ -46,10 +46,11 @@ export function capacityPlan(ingest: BenchResult, webhook: BenchResult): PlanRow
     const reviews = reviewsPerS * reviewMillicores;
     const room = CPU_BUDGET_M - ingestMillicores;
     const replicas = room > 0 ? Math.max(MIN_REPLICAS, Math.ceil(reviews / room)) : undefined;
+    const rssMiB = rss(nodes);
     return {
-      nodes, reviewsPerS, ingestMillicores, rssMiB: rss(nodes), replicas,
+      nodes, reviewsPerS, ingestMillicores, rssMiB, replicas,
       perReplicaMillicores: replicas === undefined ? undefined : ingestMillicores + reviews / replicas,
-      fitsMemory: rss(nodes) <= MEMORY_LIMIT_MIB,
+      fitsMemory: rssMiB <= MEMORY_LIMIT_MIB,
     };
   });
 }
@@ -63,7 +64,7 @@ export function capacityMarkdown(ingest: BenchResult | undefined, webhook: Bench
     '',
     `From the figures above, not measured at these sizes: each replica receives every agent's stream (ingest CPU and RSS on a straight line through the 1,000- and 10,000-agent runs), and the reviews (${REVIEWS_PER_NODE_PER_S} per node per second: the kubelet's 10 s status interval under oversell) are spread over the replicas at the gateway CPU per review measured at 1,000 req/s. Replicas: the fewest (at least ${MIN_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores; memory against the ${MEMORY_LIMIT_MIB} MiB limit. The ingest figures come from agents sharing 50 plaintext connections: TLS per agent (issue 23) is not in them.`,
     '',
-    '| nodes | reviews/s | ingest per replica | RSS per replica | replicas | CPU per replica | fits 512 MiB |',
+    `| nodes | reviews/s | ingest per replica | RSS per replica | replicas | CPU per replica | fits ${MEMORY_LIMIT_MIB} MiB |`,
     '|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${n(r.nodes)} | ${n(r.reviewsPerS)} | ${n(r.ingestMillicores)}m | ${n(r.rssMiB)} MiB | ${r.replicas ?? '**none fits**: the ingest alone is over budget'} | ${r.perReplicaMillicores === undefined ? '-' : `${n(r.perReplicaMillicores)}m`} | ${r.fitsMemory ? 'yes' : '**no**'} |`),
     '',

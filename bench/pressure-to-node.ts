@@ -9,9 +9,10 @@
 //
 //   node --import tsx bench/pressure-to-node.ts             # 50 trials
 //   BENCH_QUICK=1 node --import tsx bench/pressure-to-node.ts  # 10
+import { ANNOTATION } from '../gateway/admit/node-review.js';
 import { ADMIN_KUBECONFIG, cluster, core } from '../test/e2e/cluster.js';
 import {
-  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, fakeNode, installPolicyCrd, installWebhook, pod, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy,
+  GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy,
   webhookFromDeploy, type FakeNode, type GatewayProc,
 } from '../test/e2e/fixtures.js';
 import { log, sleep } from './agent-overhead.js';
@@ -33,13 +34,9 @@ function clusterRunning(): boolean {
 }
 
 /** Polls the stored node until its allocatable cpu is `cpu`; the ms from `since`. */
-async function untilStored(name: string, cpu: string, since: number, timeoutMs = 10_000): Promise<number> {
-  for (;;) {
-    const node = await core().readNode({ name });
-    if (node.status?.allocatable?.cpu === cpu) return performance.now() - since;
-    if (performance.now() - since > timeoutMs) throw new Error(`${name}: allocatable cpu not ${cpu} after ${timeoutMs} ms (it is ${node.status?.allocatable?.cpu})`);
-    await sleep(POLL_MS);
-  }
+async function untilStored(name: string, cpu: string, since: number): Promise<number> {
+  await eventually(`${name}: allocatable cpu ${cpu} in the stored Node`, async () => ((await core().readNode({ name })).status?.allocatable?.cpu === cpu ? true : undefined), 10_000, POLL_MS);
+  return performance.now() - since;
 }
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
@@ -68,7 +65,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     for (let i = 0; i < trials; i++) {
       await untilWrite(n, 'inflated by a kubelet write', (s) => s.status?.allocatable?.cpu === '8').catch(async (err: Error) => {
         const stored = await core().readNode({ name: n.name });
-        throw new Error(`${err.message}: allocatable cpu ${stored.status?.allocatable?.cpu}, reason: ${stored.metadata?.annotations?.['oversell.io/reason'] ?? 'none'}`);
+        throw new Error(`${err.message}: allocatable cpu ${stored.status?.allocatable?.cpu}, reason: ${stored.metadata?.annotations?.[ANNOTATION.reason] ?? 'none'}`);
       });
       // A random phase against the agent's sampling, as a real spike has.
       await sleep(Math.random() * AGENT_INTERVAL_MS);
