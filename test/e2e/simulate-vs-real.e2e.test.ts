@@ -16,7 +16,7 @@ import { AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { value, parseQuantity } from '../../lib/quantity.js';
 import { policyEntry } from '../../sim/allocators.js';
-import { parseScenario, type DeploymentClass } from '../../sim/scenario.js';
+import { parseScenario, rawAllocatable, type DeploymentClass } from '../../sim/scenario.js';
 import { parseTrace } from '../../sim/trace.js';
 import { buildWorkload, podCpu, podMemory } from '../../sim/workload.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, core } from './cluster.js';
@@ -40,6 +40,8 @@ const workload = buildWorkload(scenario);
 const app = scenario.classes[0] as DeploymentClass;
 const policy = scenario.policies.oversell[0]!;
 const replicas = workload.replicas[0]![0]!;
+/** What the fake nodes' kubelets write: the scenario's capacity less reserved and eviction threshold (4 CPUs, 8 GiB). */
+const raw = rawAllocatable(scenario);
 
 /**
  * How far the cluster may be from the simulator, in pods placed: one pod per node.
@@ -72,6 +74,13 @@ async function simulated(): Promise<Map<string, number>> {
 
 const appPods = async (): Promise<V1Pod[]> => (await core().listNamespacedPod({ namespace: NS, labelSelector: `app=${APP}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
 const bound = (pods: V1Pod[]) => pods.filter((p) => p.spec?.nodeName);
+
+/** The app's bound pods, counted per node. */
+async function podsPerNode(): Promise<Map<string, number>> {
+  const perNode = new Map<string, number>();
+  for (const p of bound(await appPods())) perNode.set(p.spec!.nodeName!, (perNode.get(p.spec!.nodeName!) ?? 0) + 1);
+  return perNode;
+}
 
 /**
  * Each agent's host shows the scenario's system usage plus its model of every
@@ -126,7 +135,7 @@ describe('oversell simulate against the local control plane', { timeout: 10 * 60
     for (let i = 0; i < scenario.nodes; i++) {
       const n = await fakeNode(`e2e-sim-${i}`, {
         labels: { ...OPT_IN, ...POOL },
-        raw: { cpu: `${scenario.node.capacity.cpu - scenario.node.reserved.cpu}m`, memory: String(scenario.node.capacity.memory - scenario.node.reserved.memory - scenario.node.evictionHardMemory) },
+        raw: { cpu: `${raw.cpu}m`, memory: String(raw.memory) },
         usage: { cpuMillicores: scenario.node.systemUsage.cpu, memoryWorkingSetBytes: scenario.node.systemUsage.memory },
       });
       nodes.push(n);
@@ -185,8 +194,7 @@ describe('oversell simulate against the local control plane', { timeout: 10 * 60
     // Quiet for longer than the policy holds rises after a binding (startupGrace) and another kubelet write: nothing left to grant.
     const grace = policyEntry(policy).policy!.startupGraceMs;
     const realOversell = await settled('pods placed with the policy to settle', grace + 1.5 * workload.stepMs, 240_000);
-    const perNode = new Map<string, number>();
-    for (const p of bound(await appPods())) perNode.set(p.spec!.nodeName!, (perNode.get(p.spec!.nodeName!) ?? 0) + 1);
+    const perNode = await podsPerNode();
     console.log(`cluster: ${realOversell} pods placed with ${policy.name} (per node: ${[...perNode].map(([n, c]) => `${n} ${c}`).join(', ')}); tolerance ${TOLERANCE}`);
     assert.ok(Math.abs(realOversell - simOversell) <= TOLERANCE, `the cluster placed ${realOversell} pods, the simulator ${simOversell}: more than ${TOLERANCE} apart`);
 
@@ -202,14 +210,13 @@ describe('oversell simulate against the local control plane', { timeout: 10 * 60
     const { stderr } = await cli('--address', `127.0.0.1:${gateway.ports.grpc}`, 'record', '--interval', '1s', '--duration', '5s', '--out', file);
     assert.match(stderr, /wrote .*trace\.jsonl: 5 polls/);
     const trace = parseTrace(readFileSync(file, 'utf8'));
-    const perNode = new Map<string, number>();
-    for (const p of bound(await appPods())) perNode.set(p.spec!.nodeName!, (perNode.get(p.spec!.nodeName!) ?? 0) + 1);
+    const perNode = await podsPerNode();
     const last = trace.polls[trace.polls.length - 1]!;
     assert.deepEqual(last.nodes.map((x) => x.name), nodes.map((n) => n.name));
     for (const x of last.nodes) {
       const n = nodes.find((y) => y.name === x.name)!;
       assert.deepEqual(x.capacity, scenario.node.capacity, `${x.name}: capacity as its agent reads the host`);
-      assert.deepEqual(x.raw, { cpu: 4000, memory: 8 * GI }, `${x.name}: raw allocatable as its kubelet wrote it`);
+      assert.deepEqual(x.raw, raw, `${x.name}: raw allocatable as its kubelet wrote it`);
       assert.equal(x.requests.memory, (perNode.get(x.name) ?? 0) * app.requests.memory, `${x.name}: bound requests as the API server has them`);
       assert.ok(Math.abs(x.usage.memory - n.host.usage.memoryWorkingSetBytes) <= 1024 * 1024, `${x.name}: working set ${x.usage.memory} as the agent read it from its host (${n.host.usage.memoryWorkingSetBytes})`);
     }
