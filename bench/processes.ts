@@ -55,15 +55,16 @@ export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
  * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
  * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
  */
-export async function startGateway(options: { args?: string[]; agentThread?: boolean; echo?: boolean } = {}): Promise<GatewayProcess> {
+export async function startGateway(options: { args?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number } = {}): Promise<GatewayProcess> {
   const grpc = await freePort();
   const ports = { webhook: await freePort(), grpc, metrics: await freePort(), agent: options.agentThread === false ? grpc : await freePort() };
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const child = startChild('gateway', process.execPath, [...GATEWAY_NODE_ARGS, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+  const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
-    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...(options.args ?? [])], { echo: options.echo ?? true });
-  await waitUntil('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined), 20_000, 100);
+    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...(options.args ?? [])]);
+  const child = startChild('gateway', file!, args, { echo: options.echo ?? true });
+  await waitUntil('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined), options.readyWithinMs ?? 20_000, 100);
   return {
     ...child,
     ports,

@@ -14,7 +14,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['webhook', 'ingest', 'scaling', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
+export const ALL = ['cluster', 'webhook', 'ingest', 'scaling', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 

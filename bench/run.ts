@@ -11,13 +11,14 @@ import { PUBLISHED_DIR, save, scratchDir, type BenchResult } from './result.js';
 import { writeBenchmarks } from './render.js';
 import { ensureOha } from './oha.js';
 import { ensureGhz } from './ghz.js';
+import { ensureLoadgen } from './loadgen.js';
 
 /**
  * The order they run in: agent-overhead first, so load generators not built
  * yet build while it runs. Its figures are each process's own CPU time and
  * RSS, which other work on the machine does not add to.
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && !only;
@@ -33,7 +34,11 @@ if (wanted.some((name) => name !== 'scaling') && !existsSync(join(REPO, 'dist/ga
 
 // One after the other: two compilers at once would only share the 2 cores. A
 // failed build is reported by the benchmark that needs the tool.
-const builds = [...(wanted.includes('ingest') ? [ensureGhz] : []), ...(wanted.includes('webhook') ? [ensureOha] : [])];
+const builds = [
+  ...(wanted.includes('ingest') ? [ensureGhz] : []),
+  ...(wanted.some((name) => name === 'webhook' || name === 'cluster') ? [ensureLoadgen] : []),
+  ...(wanted.includes('webhook') ? [ensureOha] : []),
+];
 let building = true;
 void builds.reduce<Promise<unknown>>((previous, ensure) => previous.then(ensure), Promise.resolve()).catch(() => {}).finally(() => (building = false));
 
@@ -46,7 +51,7 @@ for (const name of wanted) {
     const buildingBefore = building;
     const r = await mod.run({ quick });
     if (buildingBefore && name === 'agent-overhead') {
-      (r.notes ??= []).push('the load generators (oha, ghz) were being built from source during part of this run, the first on this machine: the CPU figures are each process\'s own, but expect them a little higher than on a quiet machine');
+      (r.notes ??= []).push('the load generators (oha, ghz, loadgen) were being built from source during part of this run, the first on this machine: the CPU figures are each process\'s own, but expect them a little higher than on a quiet machine');
     }
     save(r, resultsDir);
     results.push(r);

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+type agentsResult struct {
+	Agents int `json:"agents"`
+	// Welcomed: agents welcomed at least once; connectedAtEnd: on a live stream at the end.
+	Welcomed       int64            `json:"welcomed"`
+	ConnectedAtEnd int64            `json:"connectedAtEnd"`
+	Sent           int64            `json:"sent"`
+	StreamErrors   map[string]int64 `json:"streamErrors"`
+	Reconnects     int64            `json:"reconnects"`
+	// ConnectMs: start to the last agent's first welcome; -1 if some never were.
+	ConnectMs int64 `json:"connectMs"`
+	// Samples that fell due while the agent's previous one was still inside
+	// SendMsg (its stream would not take it): skipped, not queued.
+	SamplesSkippedBusy int64 `json:"samplesSkippedBusy"`
+	// Samples that fell due while the agent was reconnecting.
+	SamplesSkippedDisconnected int64 `json:"samplesSkippedDisconnected"`
+	// Wall time inside SendMsg over all samples: flow-control and socket
+	// waits, and on a busy machine the CPU queueing of the sending goroutine.
+	SendMsgWallMs  int64 `json:"sendMsgWallMs"`
+	GeneratorCPUMs int64 `json:"generatorCpuMs"`
+}
+
+// An agent is never welcomed (new), on a welcomed stream (live), or between
+// streams after one failed (retrying).
+const (
+	stateNew int32 = iota
+	stateLive
+	stateRetrying
+)
+
+type agent struct {
+	node, token string
+	conn        *grpc.ClientConn
+	// due hands the agent its next sample; capacity 1 so the scheduler never
+	// blocks on it.
+	due   chan struct{}
+	state atomic.Int32
+	seq   uint64 // this agent's goroutine only
+}
+
+type agentsRun struct {
+	msgs     *agentMessages
+	agents   []*agent
+	interval time.Duration
+	start    time.Time
+	// dialSem bounds first connections in flight: 10,000 simultaneous TLS
+	// handshakes would measure the thundering herd, not steady state.
+	dialSem chan struct{}
+
+	welcomed, live, sent, reconnects     atomic.Int64
+	skippedBusy, skippedDown, sendWaitNs atomic.Int64
+	connectMs                            atomic.Int64
+	errs                                 counts
+	deniedMu                             sync.Mutex
+	denied                               map[string]bool // messages already shown
+	shown                                map[string]int  // per code
+}
+
+func runAgents(args []string) {
+	fs := newFlags("agents")
+	var target grpcTarget
+	target.register(fs)
+	protoPath := fs.String("proto", "", "path to proto/oversell/v1/oversell.proto")
+	tokensPath := fs.String("tokens", "", `file with one line per agent: "<nodeName> <bearer token>" ("-": no authorization)`)
+	interval := fs.Duration("interval", time.Second, "sample interval of each agent")
+	dialConcurrency := fs.Int("dial-concurrency", 64, "first connections (TCP+TLS+hello) in flight at once")
+	fs.Parse(args)
+
+	if *interval <= 0 || *dialConcurrency < 1 {
+		fatalf("agents: --interval and --dial-concurrency must be positive")
+	}
+	msgs, err := newAgentMessages(mustContract(*protoPath))
+	if err != nil {
+		fatalf("agents: %v", err)
+	}
+	addr, creds, err := target.dialOptions()
+	if err != nil {
+		fatalf("agents: %v", err)
+	}
+	tokens, err := readTokens(*tokensPath)
+	if err != nil {
+		fatalf("agents: %v", err)
+	}
+	r := &agentsRun{msgs: msgs, interval: *interval, dialSem: make(chan struct{}, *dialConcurrency), denied: map[string]bool{}, shown: map[string]int{}}
+	r.connectMs.Store(-1)
+	for _, t := range tokens {
+		// Each agent its own ClientConn (own TCP connection and TLS session),
+		// as deployed agents have. Small buffers and a shared write buffer
+		// keep 10,000 of them within a few GB: an agent sends ~150 bytes a
+		// second and reads fewer.
+		conn, err := grpc.NewClient(addr, creds,
+			grpc.WithNoProxy(),
+			grpc.WithUserAgent("oversell-loadgen"),
+			grpc.WithReadBufferSize(8<<10),
+			grpc.WithWriteBufferSize(8<<10),
+			grpc.WithSharedWriteBuffer(true),
+			grpc.WithInitialWindowSize(64<<10),
+			grpc.WithInitialConnWindowSize(64<<10),
+		)
+		if err != nil {
+			fatalf("agents: --address %s: %v", target.address, err)
+		}
+		r.agents = append(r.agents, &agent{node: t[0], token: t[1], conn: conn, due: make(chan struct{}, 1)})
+	}
+
+	// Agents run until the process exits: a signal only ends the run, so the
+	// counts printed are those of the streams as they were, not as they closed.
+	ctx := context.Background()
+	stopped, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	n := len(r.agents)
+	logf("agents: %d agents to %s, one sample each per %s", n, target.address, *interval)
+	cpu0 := cpuMs()
+	r.start = time.Now()
+	for _, a := range r.agents {
+		go r.agentLoop(ctx, a)
+	}
+	go r.schedule(ctx)
+	stopProgress := progress(func() string {
+		return fmt.Sprintf("connected %d/%d, sent %d, errors %s", r.live.Load(), n, r.sent.Load(), fmtCounts(r.errs.snapshot()))
+	})
+	<-stopped.Done()
+	// Exit without closing 10,000 connections one by one: the harness wants
+	// the result now, and the kernel closes them as fast.
+	stopProgress()
+	printResult(agentsResult{
+		Agents: n, Welcomed: r.welcomed.Load(), ConnectedAtEnd: r.live.Load(), Sent: r.sent.Load(),
+		StreamErrors: r.errs.snapshot(), Reconnects: r.reconnects.Load(), ConnectMs: r.connectMs.Load(),
+		SamplesSkippedBusy: r.skippedBusy.Load(), SamplesSkippedDisconnected: r.skippedDown.Load(),
+		SendMsgWallMs: r.sendWaitNs.Load() / int64(time.Millisecond), GeneratorCPUMs: cpuMs() - cpu0,
+	})
+	os.Exit(0)
+}
+
+// schedule gives agent i its sample at offset i/N of every interval, so N
+// agents make one even stream of samples as independent agents do. One
+// goroutine on a 2 ms tick instead of N timers; the hand-off is
+// non-blocking, so an agent stuck in SendMsg (flow control, a slow gateway)
+// loses its own sample, counted, and never delays anyone else's.
+func (r *agentsRun) schedule(ctx context.Context) {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	n, iv := int64(len(r.agents)), int64(r.interval)
+	dueAt := func(slot int64) int64 { return slot/n*iv + slot%n*iv/n }
+	var slot int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		elapsed := int64(time.Since(r.start))
+		for ; dueAt(slot) <= elapsed; slot++ {
+			a := r.agents[slot%n]
+			switch a.state.Load() {
+			case stateLive:
+				select {
+				case a.due <- struct{}{}:
+				default:
+					r.skippedBusy.Add(1)
+				}
+			case stateRetrying:
+				r.skippedDown.Add(1)
+			}
+		}
+	}
+}
+
+func readTokens(path string) ([][2]string, error) {
+	if path == "" {
+		return nil, fmt.Errorf("--tokens is required: one line per agent, \"<nodeName> <token>\" (token - for none)")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens: %v", err)
+	}
+	defer f.Close()
+	var out [][2]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20) // service-account tokens are long
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		parts := strings.Fields(text)
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("--tokens %s line %d: want \"<nodeName> <token>\", got %d fields", path, line, len(parts))
+		}
+		if parts[1] == "-" {
+			parts[1] = ""
+		}
+		out = append(out, [2]string{parts[0], parts[1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--tokens %s: %v", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--tokens %s lists no agent", path)
+	}
+	return out, nil
+}

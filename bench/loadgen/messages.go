@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+const gib = 1 << 30
+
+// agentMessages builds what a simulated agent sends, from the contract by
+// field name. Everything is resolved once at start so a contract change
+// stops the run before the first connection.
+type agentMessages struct {
+	agentMessage, gatewayMessage, sample protoreflect.MessageDescriptor
+	fHello, fSample, fWelcome, fLastSeq  protoreflect.FieldDescriptor
+	fSeq, fTimestamp, fCPU               protoreflect.FieldDescriptor
+	// constant holds the fields every sample shares; constantWire is its
+	// encoding, to which each sample appends its own seq, time and CPU.
+	constant     *dynamicpb.Message
+	constantWire []byte
+}
+
+func newAgentMessages(c *contract) (*agentMessages, error) {
+	m := &agentMessages{}
+	var err error
+	for _, step := range []func() error{
+		func() (e error) { m.agentMessage, e = c.message("AgentMessage"); return },
+		func() (e error) { m.gatewayMessage, e = c.message("GatewayMessage"); return },
+		func() (e error) { m.sample, e = c.message("Sample"); return },
+		func() (e error) { m.fHello, e = field(m.agentMessage, "hello"); return },
+		func() (e error) { m.fSample, e = field(m.agentMessage, "sample"); return },
+		func() (e error) { m.fWelcome, e = field(m.gatewayMessage, "welcome"); return },
+		func() (e error) { m.fLastSeq, e = field(m.fWelcome.Message(), "last_seq"); return },
+		func() (e error) { m.fSeq, e = field(m.sample, "seq"); return },
+		func() (e error) { m.fTimestamp, e = field(m.sample, "timestamp_ms"); return },
+		func() (e error) { m.fCPU, e = field(m.sample, "cpu_usage_millicores"); return },
+		func() (e error) {
+			m.constant, e = newMessage(m.sample, fields{
+				"memory_working_set_bytes": 4 * gib,
+				"capacity":                 fields{"cpu_millicores": 8000, "memory_bytes": 32 * gib},
+				"pressure": fields{
+					"available":   true,
+					"cpu_some":    fields{"avg10": 1.0, "avg60": 1.0},
+					"cpu_full":    fields{"avg10": 0.0, "avg60": 0.0},
+					"memory_some": fields{"avg10": 0.0, "avg60": 0.0},
+					"memory_full": fields{"avg10": 0.0, "avg60": 0.0},
+				},
+				"requests": fields{"cpu_millicores": 6000, "memory_bytes": 20 * gib, "pod_count": 30, "known": true},
+			})
+			return
+		},
+		// The varying fields too, once, so their kinds are checked at start.
+		func() error {
+			_, e := newMessage(m.sample, fields{"seq": 1, "timestamp_ms": 1, "cpu_usage_millicores": 1})
+			return e
+		},
+		func() error { _, e := m.hello("n"); return e },
+		m.checkFrame,
+	} {
+		if err = step(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *agentMessages) hello(node string) (*dynamicpb.Message, error) {
+	return newMessage(m.agentMessage, fields{"hello": fields{
+		"node_name": node, "instance_id": node + "-1", "agent_version": "loadgen",
+	}})
+}
+
+// sampleMessage is AgentMessage{sample} built by reflection: the reference
+// sampleFrame is checked against at start.
+func (m *agentMessages) sampleMessage(seq uint64, nowMs int64) *dynamicpb.Message {
+	s := dynamicpb.NewMessage(m.sample)
+	m.constant.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		s.Set(fd, v)
+		return true
+	})
+	s.Set(m.fSeq, protoreflect.ValueOfUint64(seq))
+	s.Set(m.fTimestamp, protoreflect.ValueOfInt64(nowMs))
+	s.Set(m.fCPU, protoreflect.ValueOfInt64(cpuFor(seq)))
+	am := dynamicpb.NewMessage(m.agentMessage)
+	am.Set(m.fSample, protoreflect.ValueOfMessage(s))
+	return am
+}
+
+func cpuFor(seq uint64) int64 { return int64(500 + (seq%7)*100) }
+
+// sampleFrame encodes AgentMessage{sample} without reflection: the constant
+// fields' bytes, then seq, timestamp and CPU as varints under the field
+// numbers the contract gives them (proto fields may come in any order).
+func (m *agentMessages) sampleFrame(seq uint64, nowMs int64) wireFrame {
+	inner := make([]byte, 0, len(m.constantWire)+40)
+	inner = append(inner, m.constantWire...)
+	inner = protowire.AppendTag(inner, m.fSeq.Number(), protowire.VarintType)
+	inner = protowire.AppendVarint(inner, seq)
+	inner = protowire.AppendTag(inner, m.fTimestamp.Number(), protowire.VarintType)
+	inner = protowire.AppendVarint(inner, uint64(nowMs))
+	inner = protowire.AppendTag(inner, m.fCPU.Number(), protowire.VarintType)
+	inner = protowire.AppendVarint(inner, uint64(cpuFor(seq)))
+	out := make([]byte, 0, len(inner)+8)
+	out = protowire.AppendTag(out, m.fSample.Number(), protowire.BytesType)
+	return protowire.AppendBytes(out, inner)
+}
+
+// checkFrame makes sure at start that sampleFrame's bytes decode to exactly
+// the message built by field name, so the fast path cannot drift from the
+// contract (a field turned sint64 or fixed64 would fail here).
+func (m *agentMessages) checkFrame() error {
+	for _, f := range []protoreflect.FieldDescriptor{m.fSeq, m.fTimestamp, m.fCPU} {
+		switch f.Kind() {
+		case protoreflect.Uint64Kind, protoreflect.Int64Kind:
+		default:
+			return fmt.Errorf("field %s is %s; loadgen encodes it as a varint int64/uint64: update sampleFrame", f.FullName(), f.Kind())
+		}
+	}
+	var err error
+	if m.constantWire, err = proto.Marshal(m.constant); err != nil {
+		return err
+	}
+	want := m.sampleMessage(12345, 1_790_000_000_000)
+	got := dynamicpb.NewMessage(m.agentMessage)
+	if err := proto.Unmarshal(m.sampleFrame(12345, 1_790_000_000_000), got); err != nil {
+		return fmt.Errorf("sampleFrame does not decode: %v", err)
+	}
+	if !proto.Equal(want, got) {
+		return fmt.Errorf("sampleFrame encodes %v, the contract's message is %v", got, want)
+	}
+	return nil
+}
+
+// lastSeq reads Welcome.last_seq of a GatewayMessage holding a welcome.
+func (m *agentMessages) lastSeq(gm *dynamicpb.Message) uint64 {
+	return gm.Get(m.fWelcome).Message().Get(m.fLastSeq).Uint()
+}
+
+func (m *agentMessages) isWelcome(gm *dynamicpb.Message) bool { return gm.Has(m.fWelcome) }
