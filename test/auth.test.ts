@@ -215,6 +215,49 @@ describe('token review cache with the pre-check and the budget', () => {
   });
 });
 
+describe('query authorizer (pure): SubjectAccessReviews asked', () => {
+  const viewer: Identity = { username: 'alice', uid: 'a', groups: [], extra: {}, expiresAtMs: undefined };
+  const reviewer: TokenReviewer = { review: async () => viewer };
+  /** An RBAC stand-in: `rules` are verb or verb/name grants; every question is recorded. */
+  function rbac(rules: Set<string>) {
+    const asked: string[] = [];
+    const review = async (_identity: Identity, verb: string, name: string | undefined) => {
+      asked.push(name === undefined ? verb : `${verb}/${name}`);
+      return { allowed: rules.has(verb) || (name !== undefined && rules.has(`${verb}/${name}`)), reason: 'no RBAC rule' };
+    };
+    return { asked, review };
+  }
+
+  it('a caller allowed every node is asked once for 1,000 different nodes, not once per node', async () => {
+    const { asked, review } = rbac(new Set(['get']));
+    const authorize = queryAuthorizer(reviewer, review);
+    for (let i = 0; i < 1000; i++) await authorize('Bearer t', 'get', `node-${i}`);
+    assert.deepEqual(asked, ['get']);
+  });
+
+  it('a caller limited to named nodes (resourceNames) gets those and no other; the refusal of every node is kept, of its own node not', async () => {
+    const rules = new Set(['get/node-1']);
+    const { asked, review } = rbac(rules);
+    const authorize = queryAuthorizer(reviewer, review);
+    await authorize('Bearer t', 'get', 'node-1');
+    await assert.rejects(authorize('Bearer t', 'get', 'node-2'), (e: AuthError) => e.failure === 'permission-denied' && /alice may not get nodeusages.oversell.io node-2/.test(e.message));
+    assert.deepEqual(asked, ['get', 'get/node-1', 'get/node-2'], 'every node refused once, then each node asked');
+    rules.add('get/node-2'); // a new RoleBinding
+    await authorize('Bearer t', 'get', 'node-2');
+    assert.deepEqual(asked.slice(3), ['get/node-2'], 'the named refusal was not kept: the new binding counts at once');
+  });
+
+  it('a refused list is asked again on the next call, so a new binding counts at once', async () => {
+    const rules = new Set<string>();
+    const { asked, review } = rbac(rules);
+    const authorize = queryAuthorizer(reviewer, review);
+    await assert.rejects(authorize('Bearer t', 'list'), (e: AuthError) => e.failure === 'permission-denied');
+    rules.add('list');
+    await authorize('Bearer t', 'list');
+    assert.deepEqual(asked, ['list', 'list']);
+  });
+});
+
 for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`authenticated gateway over gRPC/TLS (agent streams on the ${mode})`, () => {
   const work = mkdtempSync(join(tmpdir(), 'oversell-auth-'));
   const agentAddress = () => `127.0.0.1:${port(gw)}`;

@@ -47,22 +47,44 @@ export function kubernetesAccessReview(kubeConfig: KubeConfig): AccessReview {
   };
 }
 
+/**
+ * A named call (GetNode) first asks whether the caller may `verb` every
+ * nodeusage: allowed without a name is what an RBAC rule without
+ * resourceNames grants, and it covers every node, so a dashboard reading
+ * 10,000 nodes costs one SubjectAccessReview per cache period, not one per
+ * node. Only a caller refused that (a Role limited to resourceNames) is
+ * asked about the node itself.
+ */
 export function queryAuthorizer(reviewer: TokenReviewer, review: AccessReview, options: QueryAuthorizerOptions = {}): QueryAuthorizer {
   const { cacheMs = 10_000, recheckMs = 60_000, now = Date.now } = options;
-  const decisions = new Map<string, number>();
+  const decisions = new Map<string, { until: number; allowed: boolean }>();
+  /**
+   * Refusals are kept only for the question before a named call (its own
+   * node is asked next); any other refused call asks again next time, so a
+   * new RoleBinding takes effect at once.
+   */
+  const ask = async (identity: Identity, verb: QueryVerb, name: string | undefined, keepRefusal: boolean) => {
+    const key = `${identity.username}\u0000${identity.uid}\u0000${verb}\u0000${name ?? ''}`;
+    const known = decisions.get(key);
+    if (known && known.until > now() && (known.allowed || keepRefusal)) return { allowed: known.allowed, reason: '' };
+    const answer = await review(identity, verb, name);
+    if (answer.allowed || keepRefusal) {
+      if (decisions.size > 10_000) decisions.clear();
+      decisions.set(key, { until: now() + cacheMs, allowed: answer.allowed });
+    }
+    return answer;
+  };
   return async (authorization, verb, name) => {
     const token = bearerToken(authorization);
     if (!token) throw new AuthError('unauthenticated', 'the query API needs a bearer token (oversell --token, or a kubeconfig user with a token)');
     const identity = await reviewer.review(token);
-    const key = `${identity.username}\u0000${identity.uid}\u0000${verb}\u0000${name ?? ''}`;
     const grant = { expiresAtMs: identity.expiresAtMs, recheckMs };
-    if ((decisions.get(key) ?? 0) > now()) return grant;
-    const { allowed, reason } = await review(identity, verb, name);
+    const every = await ask(identity, verb, undefined, name !== undefined);
+    if (every.allowed) return grant;
+    const { allowed, reason } = name === undefined ? every : await ask(identity, verb, name, false);
     if (!allowed) {
       throw new AuthError('permission-denied', `${identity.username} may not ${verb} ${QUERY_RESOURCE.resource}.${QUERY_RESOURCE.group}${name ? ` ${name}` : ''}${reason ? ` (${reason})` : ''}; bind the ClusterRole oversell-viewer`);
     }
-    if (decisions.size > 10_000) decisions.clear();
-    decisions.set(key, now() + cacheMs);
     return grant;
   };
 }
