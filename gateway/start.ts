@@ -3,7 +3,8 @@
 // authenticators, each built from its part of the config. Every choice was made
 // in loadConfig; this file only carries them out.
 import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { PooledKubeConfig } from '../lib/pooled-kube-config.js';
 import type { Logger } from '../lib/log.js';
 import { crdPolicySource, flagsPolicySource, type PolicySource } from './policies/policy-source.js';
 import { GATEWAY_DEFAULTS } from './config/defaults.js';
@@ -24,9 +25,9 @@ export interface StartedGateway {
   stop(): Promise<void>;
 }
 
-function kubeConfigOf(config: GatewayConfig): KubeConfig | undefined {
+function kubeConfigOf(config: GatewayConfig): PooledKubeConfig | undefined {
   if (config.mode === 'local') return undefined;
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   if (config.kube.kind === 'kubeconfig') kc.loadFromFile(config.kube.file);
   else kc.loadFromCluster();
   return kc;
@@ -141,6 +142,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     stop: async () => {
       keeper?.stop();
       await gateway.close();
+      kc?.closeConnections();
     },
   };
 }
