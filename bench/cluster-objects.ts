@@ -51,17 +51,18 @@ export const nodeName = (prefix: string, i: number) => `${prefix}-${i}`;
  */
 export async function createAgents(prefix: string, count: number, tokensFile: string, viewerTokenFile: string): Promise<void> {
   const api = core();
-  await api.createNamespace({ body: { metadata: { name: BENCH_NAMESPACE } } });
-  for (const name of [AGENT_SERVICE_ACCOUNT, VIEWER]) await api.createNamespacedServiceAccount({ namespace: BENCH_NAMESPACE, body: { metadata: { name } } });
+  // Kept from an earlier run when there was one: deleting a namespace waits on kube-controller-manager's backoff.
+  await exists(api.createNamespace({ body: { metadata: { name: BENCH_NAMESPACE } } }));
+  for (const name of [AGENT_SERVICE_ACCOUNT, VIEWER]) await exists(api.createNamespacedServiceAccount({ namespace: BENCH_NAMESPACE, body: { metadata: { name } } }));
   const shipped = loadAllYaml(readFileSync(join(REPO, 'deploy/base/rbac.yaml'), 'utf8')) as KubernetesObject[];
   if (!shipped.some((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'oversell-viewer')) throw new Error('deploy/base/rbac.yaml no longer ships ClusterRole oversell-viewer: the query caller has no role to bind');
   const viewerRole = shipped.find((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'oversell-viewer')!;
-  await objects().create({ ...viewerRole, metadata: { name: VIEWER_BINDING } });
-  await objects().create({
+  await exists(objects().create({ ...viewerRole, metadata: { name: VIEWER_BINDING } }));
+  await exists(objects().create({
     apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: VIEWER_BINDING },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: VIEWER_BINDING },
     subjects: [{ kind: 'ServiceAccount', name: VIEWER, namespace: BENCH_NAMESPACE }],
-  } as KubernetesObject);
+  } as KubernetesObject));
 
   const indexes = Array.from({ length: count }, (_, i) => i);
   await each('Nodes created', indexes, async (i) => {
@@ -86,22 +87,29 @@ export async function createAgents(prefix: string, count: number, tokensFile: st
   writeFileSync(viewerTokenFile, viewer.status?.token ?? '', { mode: 0o600 });
 }
 
+const statusOf = (err: unknown) => (err as { code?: number }).code;
+/** Resolves when the create succeeded or the object was there already. */
+const exists = (create: Promise<unknown>) => create.then(() => undefined, (err: unknown) => {
+  if (statusOf(err) !== 409) throw err;
+});
+
 /**
- * Deletes what createAgents made. The namespace (with the pods) is emptied by
- * kube-controller-manager's namespace controller: with `wait`, returns once it
- * is gone, which needs that controller running.
+ * Deletes the Nodes and agent pods createAgents made, and with `all` the
+ * namespace and RBAC objects too. No kubelet confirms these pods' graceful
+ * deletion: they are removed at once (grace 0), or they would wait on pod GC.
  */
-export async function deleteAgents(options: { wait?: boolean } = {}): Promise<void> {
+export async function deleteAgents(options: { all?: boolean } = {}): Promise<void> {
   const api = core();
   await api.deleteCollectionNode({ labelSelector: `${NODE_LABEL.key}=${NODE_LABEL.value}` }).catch((err: Error) => log(`  could not delete the bench's Nodes (${err.message}); kubectl delete nodes -l ${NODE_LABEL.key}=${NODE_LABEL.value}`));
-  // No kubelet confirms these pods' graceful deletion: removed at once, or the namespace waits on pod GC for minutes.
-  await api.deleteCollectionNamespacedPod({ namespace: BENCH_NAMESPACE, gracePeriodSeconds: 0 }).catch(() => {});
+  await api.deleteCollectionNamespacedPod({ namespace: BENCH_NAMESPACE, gracePeriodSeconds: 0 }).catch((err: Error) => statusOf(err) !== 404 && log(`  could not delete the bench's pods (${err.message}); kubectl delete pods -n ${BENCH_NAMESPACE} --all --grace-period=0 --force`));
+  const ns = await api.readNamespace({ name: BENCH_NAMESPACE }).catch(() => undefined);
+  if (ns?.metadata?.deletionTimestamp) {
+    log(`  waiting for namespace ${BENCH_NAMESPACE}, being deleted, to be gone`);
+    await waitUntil(`namespace ${BENCH_NAMESPACE} deleted (kube-controller-manager empties it)`, async () => (await api.readNamespace({ name: BENCH_NAMESPACE }).then(() => undefined, () => true)), 10 * 60_000, 1000);
+  }
+  if (!options.all) return;
   await api.deleteNamespace({ name: BENCH_NAMESPACE }).catch(() => {});
   for (const o of [{ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding' }, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole' }]) {
     await objects().delete({ ...o, metadata: { name: VIEWER_BINDING } }).catch(() => {});
-  }
-  if (options.wait) {
-    log(`  waiting for namespace ${BENCH_NAMESPACE} to be gone`);
-    await waitUntil(`namespace ${BENCH_NAMESPACE} deleted (kube-controller-manager empties it)`, async () => (await api.readNamespace({ name: BENCH_NAMESPACE }).then(() => undefined, () => true)), 5 * 60_000, 1000);
   }
 }

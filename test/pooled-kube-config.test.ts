@@ -31,7 +31,7 @@ describe('PooledKubeConfig: API calls share kept-alive connections', () => {
   });
   after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  const load = (kc: KubeConfig) => {
+  const load = <K extends KubeConfig>(kc: K): K => {
     kc.loadFromOptions({
       clusters: [{ name: 'c', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caData: Buffer.from(ca).toString('base64') }],
       users: [{ name: 'u', token: 'gateway-token' }],
