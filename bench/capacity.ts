@@ -36,10 +36,30 @@ const line = (r: BenchResult, what: string) => (n: number) => {
   return y1 + ((y2 - y1) * (n - 1000)) / 9000;
 };
 
-export function capacityPlan(ingest: BenchResult, webhook: BenchResult): PlanRow[] {
-  const cpu = line(ingest, 'gateway_millicores');
-  const rss = line(ingest, 'gateway_rss_mib');
+/**
+ * What one TLS connection and token per agent adds at 10,000 agents over the
+ * ingest benchmark's shared plaintext connections, from the cluster
+ * benchmark (the pass its load fitted in): its CPU less the reviews' share,
+ * and its RSS peak. Scaled with the agents; zero without a cluster result.
+ */
+function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, reviewMillicores: number): { millicores: number; mib: number } {
+  const limit = cluster?.figures.fitting_limit_mib;
+  if (!cluster || typeof limit !== 'number' || figure(cluster, 'agents') !== 10_000) return { millicores: 0, mib: 0 };
+  const k = `limit_${limit}mib`;
+  const ingestMillicores = figure(cluster, `${k}_gateway_millicores`) - figure(cluster, 'reviews_per_s') * reviewMillicores;
+  return {
+    millicores: Math.max(0, (ingestMillicores - figure(ingest, 'agents_10000_gateway_millicores')) / 10_000),
+    mib: Math.max(0, (figure(cluster, `${k}_rss_peak_mib`) - figure(ingest, 'agents_10000_gateway_rss_mib')) / 10_000),
+  };
+}
+
+export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): PlanRow[] {
   const reviewMillicores = figure(webhook, '1000_gateway_cpu_us_per_request') / 1000; // CPU-ms per review = millicores per review/s
+  const tls = perAgentTls(cluster, ingest, reviewMillicores);
+  const plainCpu = line(ingest, 'gateway_millicores');
+  const plainRss = line(ingest, 'gateway_rss_mib');
+  const cpu = (n: number) => plainCpu(n) + n * tls.millicores;
+  const rss = (n: number) => plainRss(n) + n * tls.mib;
   return PLAN_NODES.map((nodes) => {
     const reviewsPerS = nodes * REVIEWS_PER_NODE_PER_S;
     const ingestMillicores = cpu(nodes);
@@ -55,14 +75,18 @@ export function capacityPlan(ingest: BenchResult, webhook: BenchResult): PlanRow
   });
 }
 
-export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined): string {
+export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult): string {
   if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
-  const rows = capacityPlan(ingest, webhook);
+  const rows = capacityPlan(ingest, webhook, cluster);
+  const tls = perAgentTls(cluster, ingest, figure(webhook, '1000_gateway_cpu_us_per_request') / 1000);
+  const tlsText = tls.millicores || tls.mib
+    ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents.`
+    : 'The ingest figures come from agents sharing 50 plaintext connections: TLS per agent is not in them (no 10,000-agent cluster result that fitted).';
   const n = (v: number) => Math.round(v).toLocaleString('en-US');
   return [
     '## capacity on paper',
     '',
-    `From the figures above, not measured at these sizes: each replica receives every agent's stream (ingest CPU and RSS on a straight line through the 1,000- and 10,000-agent runs), and the reviews (${REVIEWS_PER_NODE_PER_S} per node per second: the kubelet's 10 s status interval under oversell) are spread over the replicas at the gateway CPU per review measured at 1,000 req/s. Replicas: the fewest (at least ${MIN_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores; memory against the ${MEMORY_LIMIT_MIB} MiB limit. The ingest figures come from agents sharing 50 plaintext connections: TLS per agent (issue 23) is not in them.`,
+    `From the figures above, not measured at these sizes: each replica receives every agent's stream (ingest CPU and RSS on a straight line through the 1,000- and 10,000-agent runs), and the reviews (${REVIEWS_PER_NODE_PER_S} per node per second: the kubelet's 10 s status interval under oversell) are spread over the replicas at the gateway CPU per review measured at 1,000 req/s. ${tlsText} Replicas: the fewest (at least ${MIN_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores; memory against the ${MEMORY_LIMIT_MIB} MiB limit.`,
     '',
     `| nodes | reviews/s | ingest per replica | RSS per replica | replicas | CPU per replica | fits ${MEMORY_LIMIT_MIB} MiB |`,
     '|---|---|---|---|---|---|---|',

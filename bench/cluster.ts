@@ -248,7 +248,12 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     return {
       name: 'cluster',
       summary: `${agents} agents on TLS + ${setup.reviewRate} reviews/s + ${QUERY_RATE} GetNode/s on one replica with ${CPU_CORES} core of quota, ${passes.map(passLine).join('; ')}`,
-      figures: { agents, reviews_per_s: setup.reviewRate, queries_per_s: QUERY_RATE, window_s: setup.windowS, ...Object.assign({}, ...passes.map(passFigures)) },
+      figures: {
+        agents, reviews_per_s: setup.reviewRate, queries_per_s: QUERY_RATE, window_s: setup.windowS,
+        // Which pass the load fitted in: the capacity plan (capacity.ts) reads its figures.
+        fitting_limit_mib: fitting?.memoryMiB ?? 'none',
+        ...Object.assign({}, ...passes.map(passFigures)),
+      },
       targets: full
         ? [
             { name: `10,000 agents on TLS fit the shipped ${shippedMiB} MiB limit (no OOM kill)`, measured: shipped.died ? `${shipped.died}${fitting ? `; RSS peak ${fitting.rssPeakMiB} MiB under ${fitting.memoryMiB} MiB` : ''}` : `RSS peak ${shipped.rssPeakMiB} MiB`, met: !shipped.died && shipped.oomKills === 0 },

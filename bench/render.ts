@@ -65,7 +65,7 @@ export function renderBenchmarks(repo = REPO): string {
   const m = newest?.machine;
   const machineLine = m ? `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n` : 'No benchmark has been run yet.\n';
   const of = (name: (typeof ALL)[number]) => saved[ALL.indexOf(name)];
-  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'))].join('\n') + '\n';
+  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'))].join('\n') + '\n';
 }
 
 export function writeBenchmarks(repo = REPO): string {

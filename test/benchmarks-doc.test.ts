@@ -47,6 +47,8 @@ describe('docs/benchmarks.md', () => {
   it('plans capacity from the saved results: a costlier review needs more replicas, a heavier ingest fits none', () => {
     const tree = join(work, 'plan');
     cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
+    // Agents on shared plaintext connections alone first: no cluster result.
+    rmSync(join(tree, 'bench/results/cluster.json'), { force: true });
     const edit = (name: string, figures: Record<string, number>) => {
       const file = join(tree, 'bench/results', `${name}.json`);
       const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number> };
@@ -62,6 +64,29 @@ describe('docs/benchmarks.md', () => {
     assert.equal(row('1,000'), '| 1,000 | 100 | 110m | 210 MiB | 2 | 160m | yes |');
     edit('ingest', { agents_10000_gateway_millicores: 2000 });
     assert.match(row('65,000') ?? '', /\*\*none fits\*\*: the ingest alone is over budget/);
+  });
+
+  it('adds what the cluster benchmark measured for TLS and a token per agent, scaled with the agents', () => {
+    const tree = join(work, 'plan-tls');
+    cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
+    const results = join(tree, 'bench/results');
+    const set = (name: string, figures: Record<string, number | string>) => {
+      const file = join(results, `${name}.json`);
+      const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number | string> };
+      writeFileSync(file, JSON.stringify({ ...r, figures: { ...r.figures, ...figures } }));
+    };
+    set('ingest', { agents_1000_gateway_millicores: 110, agents_10000_gateway_millicores: 200, agents_1000_gateway_rss_mib: 210, agents_10000_gateway_rss_mib: 300 });
+    set('webhook', { '1000_gateway_cpu_us_per_request': 1000 });
+    // At 10,000 agents on TLS with 1,000 reviews/s (1 ms each): 2,200 m = 1,000 for the reviews + 200 plaintext ingest + 1,000 for TLS; RSS 800 = 300 + 500.
+    // A saved result of another benchmark gives the shape (summary, targets, machine, date).
+    writeFileSync(join(results, 'cluster.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(results, 'ingest.json'), 'utf8')), name: 'cluster', figures: {} }));
+    set('cluster', { agents: 10_000, reviews_per_s: 1000, fitting_limit_mib: 4096, limit_4096mib_gateway_millicores: 2200, limit_4096mib_rss_peak_mib: 800 });
+    const page = render('--print', '--repo', tree).stdout;
+    const row = (nodes: string) => page.split('\n').find((l) => l.startsWith(`| ${nodes} |`));
+    assert.match(page, /TLS and a token per agent add .*: 100 millicores and 51 KiB per 1,000 agents/);
+    // 1,000 nodes: 110 + 100 m, 210 + 50 MiB; 100 reviews/s x 1 ms over 2 replicas.
+    assert.equal(row('1,000'), '| 1,000 | 100 | 210m | 260 MiB | 2 | 260m | yes |');
+    assert.match(row('10,000') ?? '', /^\| 10,000 \| 1,000 \| 1,200m \| 800 MiB \| \*\*none fits\*\*/);
   });
 
   it('links to the performance log and carries none of its history', () => {
