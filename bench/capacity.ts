@@ -2,14 +2,15 @@
 // from the measured costs in bench/results (no figure typed here). Every
 // agent streams to every replica (agent/stream/gateway-set.ts), so each
 // replica pays for all agents; webhook reviews are spread over the replicas.
+import { deployedMemoryLimitMiB } from './processes.js';
 import type { BenchResult } from './result.js';
 
 /** With oversell a kubelet writes nodes/status every 10 s (measured on the real node: docs/install.md). */
 const REVIEWS_PER_NODE_PER_S = 0.1;
-/** The install paths: two replicas (deploy/base/gateway.yaml), a 512 MiB limit; the issue's CPU budget is one core. */
+/** The install paths: two replicas (deploy/base/gateway.yaml) and its memory limit; the issue's CPU budget is one core. */
 const MIN_REPLICAS = 2;
 const CPU_BUDGET_M = 1000;
-const MEMORY_LIMIT_MIB = 512;
+const MEMORY_LIMIT_MIB = deployedMemoryLimitMiB('gateway');
 export const PLAN_NODES = [1000, 5000, 10_000, 15_000, 65_000] as const;
 
 export interface PlanRow {
@@ -42,14 +43,17 @@ const line = (r: BenchResult, what: string) => (n: number) => {
  * benchmark (the pass its load fitted in): its CPU less the reviews' share,
  * and its RSS peak. Scaled with the agents; zero without a cluster result.
  */
-function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, reviewMillicores: number): { millicores: number; mib: number } {
+function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, reviewMillicores: number): { millicores: number; mib: number; cpuBound: boolean } {
   const limit = cluster?.figures.fitting_limit_mib;
-  if (!cluster || typeof limit !== 'number' || figure(cluster, 'agents') !== 10_000) return { millicores: 0, mib: 0 };
+  if (!cluster || typeof limit !== 'number' || figure(cluster, 'agents') !== 10_000) return { millicores: 0, mib: 0, cpuBound: false };
   const k = `limit_${limit}mib`;
+  // Throttled at its quota, the run's CPU is what it was allowed, not what it needed: no CPU figure from it.
+  const cpuBound = figure(cluster, `${k}_throttled_pct_of_window`) >= 1;
   const ingestMillicores = figure(cluster, `${k}_gateway_millicores`) - figure(cluster, 'reviews_per_s') * reviewMillicores;
   return {
-    millicores: Math.max(0, (ingestMillicores - figure(ingest, 'agents_10000_gateway_millicores')) / 10_000),
+    millicores: cpuBound ? 0 : Math.max(0, (ingestMillicores - figure(ingest, 'agents_10000_gateway_millicores')) / 10_000),
     mib: Math.max(0, (figure(cluster, `${k}_rss_peak_mib`) - figure(ingest, 'agents_10000_gateway_rss_mib')) / 10_000),
+    cpuBound,
   };
 }
 
@@ -79,9 +83,11 @@ export function capacityMarkdown(ingest: BenchResult | undefined, webhook: Bench
   if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
   const rows = capacityPlan(ingest, webhook, cluster);
   const tls = perAgentTls(cluster, ingest, figure(webhook, '1000_gateway_cpu_us_per_request') / 1000);
-  const tlsText = tls.millicores || tls.mib
-    ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents.`
-    : 'The ingest figures come from agents sharing 50 plaintext connections: TLS per agent is not in them (no 10,000-agent cluster result that fitted).';
+  const tlsText = !(tls.millicores || tls.mib)
+    ? 'The ingest figures come from agents sharing 50 plaintext connections: TLS per agent is not in them (no 10,000-agent cluster result that fitted).'
+    : tls.cpuBound
+      ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents. Its CPU is not added: that run was throttled at its 1-core quota, so it shows what the replica was allowed, not what it needed, and **the CPU column is too low** by the TLS share (install.md, "Sizing the gateway").`
+      : `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents.`;
   const n = (v: number) => Math.round(v).toLocaleString('en-US');
   return [
     '## capacity on paper',

@@ -31,20 +31,30 @@ export interface GatewayProcess extends Child {
   tlsDir: string;
 }
 
+type Workload = { spec?: { template?: { spec?: { containers?: Array<{ name?: string; command?: unknown; resources?: { limits?: { memory?: string } } }> } } } };
+const deployedContainer = (container: 'gateway' | 'agent') =>
+  (yaml.loadAll(readFileSync(join(REPO, `deploy/base/${container}.yaml`), 'utf8')) as Workload[]).flatMap((d) => d?.spec?.template?.spec?.containers ?? []).find((c) => c.name === container);
+
 /**
  * The Node flags a container of deploy/base runs with: its command between the
  * node binary and the script (test/deploy/check.sh holds the Helm chart to the
  * same objects), so the benchmarks measure the binaries as deployed.
  */
 export function deployedNodeFlags(container: 'gateway' | 'agent'): string[] {
-  type Doc = { spec?: { template?: { spec?: { containers?: Array<{ name?: string; command?: unknown }> } } } };
-  const docs = yaml.loadAll(readFileSync(join(REPO, `deploy/base/${container}.yaml`), 'utf8')) as Doc[];
-  const command = docs.flatMap((d) => d?.spec?.template?.spec?.containers ?? []).find((c) => c.name === container)?.command;
+  const command = deployedContainer(container)?.command;
   const script = `/app/dist/${container}/main.js`;
   if (!Array.isArray(command) || command.at(-1) !== script) {
     throw new Error(`deploy/base/${container}.yaml: the ${container}'s command is not [node, flags..., ${script}]: ${JSON.stringify(command)}`);
   }
   return command.slice(1, -1).map(String);
+}
+
+/** The container's memory limit as deploy/base ships it, in MiB. */
+export function deployedMemoryLimitMiB(container: 'gateway' | 'agent'): number {
+  const limit = deployedContainer(container)?.resources?.limits?.memory;
+  const m = /^(\d+)(Mi|Gi)$/.exec(limit ?? '');
+  if (!m) throw new Error(`deploy/base/${container}.yaml: the ${container}'s memory limit is ${limit ?? 'missing'}, not <n>Mi or <n>Gi`);
+  return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
 }
 
 /** Node flags the gateway is deployed with. */

@@ -27,9 +27,11 @@ is shared (2 cores: the load generator, the system under test and anything
 else running compete), so absolute latencies are pessimistic; the JSON files
 keep every figure.
 
-Run: \`npm run bench\` (about 12 minutes; the first run on a machine also builds
-the load generators ghz (Go module proxy) and oha (crates.io) while
-agent-overhead runs, and caches them in ~/.cache/oversell),
+Run: \`npm run bench\` (about 30 minutes; the first run on a machine also builds
+the load generators ghz and bench/loadgen (Go module proxy) and oha
+(crates.io) while agent-overhead runs, and caches them in ~/.cache/oversell;
+pressure-to-node and cluster bring the local control plane up when it is not
+running, and cluster needs root for the gateway's cgroup),
 \`BENCH_ONLY=webhook npm run bench\`, or one file alone:
 \`node --import tsx bench/webhook.ts\`. Only a full \`npm run bench\` replaces
 these results: a subset, a single file or \`BENCH_QUICK=1\` saves to
