@@ -2,8 +2,21 @@ package main
 
 import (
 	"context"
+	"flag"
 	"time"
 )
+
+// loadFlags registers the flags every open-loop subcommand shares: which
+// nodes to name, how fast, for how long, and when an answer is too late.
+func loadFlags(fs *flag.FlagSet, rateDefault float64, warmupDefault time.Duration, what string) (prefix *string, count *int, rate *float64, duration, warmup, timeout *time.Duration) {
+	prefix = fs.String("prefix", "sim", "node names are <prefix>-0 .. <prefix>-(count-1)")
+	count = fs.Int("count", 10000, "number of distinct node names")
+	rate = fs.Float64("rate", rateDefault, what+" per second, evenly spaced")
+	duration = fs.Duration("duration", 60*time.Second, "measured window")
+	warmup = fs.Duration("warmup", warmupDefault, what+" at the same rate before the window, not counted")
+	timeout = fs.Duration("timeout", 10*time.Second, "how long after it was due one of the "+what+" may go unanswered before it counts as timed out")
+	return
+}
 
 // openLoop fires requests on a fixed schedule whatever the server does: the
 // k-th is due at start + k/rate, and callers measure latency from the due

@@ -37,12 +37,7 @@ func runQuery(args []string) {
 	target.register(fs)
 	protoPath := fs.String("proto", "", "path to proto/oversell/v1/oversell.proto")
 	tokenFile := fs.String("token-file", "", "bearer token sent as authorization on every call (optional)")
-	prefix := fs.String("prefix", "sim", "node names are <prefix>-0 .. <prefix>-(count-1)")
-	count := fs.Int("count", 10000, "number of node names to pick from at random")
-	rate := fs.Float64("rate", 50, "calls per second, evenly spaced")
-	duration := fs.Duration("duration", 60*time.Second, "measured window")
-	warmup := fs.Duration("warmup", 3*time.Second, "calls at the same rate before the window, not counted")
-	timeout := fs.Duration("timeout", 10*time.Second, "a call unanswered this long after it was due is DEADLINE_EXCEEDED")
+	prefix, count, rate, duration, warmup, timeout := loadFlags(fs, 50, 3*time.Second, "calls")
 	fs.Parse(args)
 
 	if *count < 1 || *rate <= 0 {
