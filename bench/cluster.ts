@@ -11,10 +11,14 @@
 //
 //   node --import tsx bench/cluster.ts                 # 10,000 agents, 1,000 reviews/s
 //   BENCH_QUICK=1 node --import tsx bench/cluster.ts   # 1,000 agents, 100 reviews/s
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cpus, tmpdir } from 'node:os';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
+import { scrapeMetric } from '../test/helpers/metrics.js';
+import { sleep } from './agent-overhead.js';
+import { useControlPlane } from './control-plane.js';
+import { peakRssMiB } from './proc-stats.js';
 import { benchCgroup, inCgroup, type CgroupUsage } from './cgroup.js';
 import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } from './cluster-objects.js';
 import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
@@ -38,23 +42,6 @@ interface AgentsResult { agents: number; welcomed: number; sent: number; streamE
 interface ReviewsResult { sent: number; ok: number; errors: Record<string, number>; rate: number; latencyMs: Latencies; generatorCpuMs: number }
 interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies; lagMs: { p50: number; p99: number; max: number }; noSample: number }
 
-const clusterRunning = () => {
-  try {
-    cluster('status');
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-const metric = async (port: number, name: string, labels = ''): Promise<number> => {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line ? Number(line.split(' ')[1]) : 0;
-};
-
-const peakRssMiB = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const diff = (a: CgroupUsage, b: CgroupUsage) => ({ cpuSeconds: b.cpuSeconds - a.cpuSeconds, throttledSeconds: b.throttledSeconds - a.throttledSeconds, throttledPeriods: b.throttledPeriods - a.throttledPeriods, periods: b.periods - a.periods });
 
 interface Setup {
@@ -153,7 +140,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     const a = await agentRun.result;
     agentRun = undefined;
     await sleep(2000); // the last samples in flight reach the store
-    const stored = await metric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}');
+    const stored = await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}');
     clearInterval(hwm);
     rssPeakMiB = Math.round(peakRssMiB(gw.pid));
     const u = group.usage();
@@ -210,14 +197,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     loadgen: await ensureLoadgen(), agents, reviewRate: options.quick ? 100 : 1000, warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
     tokens: join(work, 'tokens'), viewerToken: join(work, 'viewer-token'), pin,
   };
-  const started = !clusterRunning();
+  const controlPlane = useControlPlane();
   const stopped: string[] = [];
   try {
-    if (started) {
-      log('bringing the local control plane up (scripts/cluster/cluster.sh up, without the real node)');
-      process.env.OVERSELL_REAL_NODE = '0';
-      cluster('up');
-    }
     await deleteAgents(); // what an interrupted earlier run left
     // Its node lifecycle and pod GC controllers would act on Nodes no kubelet heartbeats for (taints, then evictions).
     cluster('stop-component', 'controller-manager');
@@ -270,12 +252,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   } finally {
     rmSync(work, { recursive: true, force: true });
     for (const c of stopped) cluster('start-component', c);
-    if (started) {
-      log('taking the local control plane down again');
-      cluster('down');
-    } else {
-      await deleteAgents({ all: true });
-    }
+    if (controlPlane.started) controlPlane.release();
+    else await deleteAgents({ all: true });
   }
 }
 

@@ -10,12 +10,13 @@
 //   node --import tsx bench/pressure-to-node.ts             # 50 trials
 //   BENCH_QUICK=1 node --import tsx bench/pressure-to-node.ts  # 10
 import { ANNOTATION } from '../gateway/admit/node-review.js';
-import { ADMIN_KUBECONFIG, cluster, core } from '../test/e2e/cluster.js';
+import { ADMIN_KUBECONFIG, core } from '../test/e2e/cluster.js';
 import {
   GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy,
   webhookFromDeploy, type FakeNode, type GatewayProc,
 } from '../test/e2e/fixtures.js';
 import { log, sleep } from './agent-overhead.js';
+import { useControlPlane } from './control-plane.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 const POLICY = 'bench-pressure';
@@ -23,15 +24,6 @@ const WEBHOOK = 'oversell-bench-pressure';
 const POLL_MS = 20;
 const AGENT_INTERVAL_MS = 500;
 const PODS = ['bench-pressure-0', 'bench-pressure-1', 'bench-pressure-2'];
-
-function clusterRunning(): boolean {
-  try {
-    cluster('status');
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Polls the stored node until its allocatable cpu is `cpu`; the ms from `since`. */
 async function untilStored(name: string, cpu: string, since: number): Promise<number> {
@@ -41,12 +33,7 @@ async function untilStored(name: string, cpu: string, since: number): Promise<nu
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
   const trials = options.quick ? 10 : 50;
-  const started = !clusterRunning();
-  if (started) {
-    log('bringing the local control plane up (scripts/cluster/cluster.sh up, without the real node)');
-    process.env.OVERSELL_REAL_NODE = '0';
-    cluster('up');
-  }
+  const controlPlane = useControlPlane();
   let gateway: GatewayProc | undefined;
   let node: FakeNode | undefined;
   try {
@@ -106,10 +93,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await gateway?.kill();
     await removeWebhook(WEBHOOK).catch(() => {});
     await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name: POLICY }).catch(() => {});
-    if (started) {
-      log('bringing the local control plane down');
-      cluster('down');
-    }
+    controlPlane.release();
   }
 }
 

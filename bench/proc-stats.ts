@@ -15,6 +15,12 @@ export function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/** The highest RSS pid has had (the kernel's VmHWM). */
+export function peakRssMiB(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
 /**
  * How often the kernel took the CPU from pid's main thread to run another
  * thread (its involuntary context switches so far).
