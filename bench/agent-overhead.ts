@@ -7,24 +7,19 @@
 //   BENCH_QUICK=1 node --import tsx bench/agent-overhead.ts   # 30 s window
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getNode, queryClient } from '../test/helpers/grpc.js';
 import { freePort, waitUntil } from '../scripts/harness/wait.js';
 import { metricValue } from '../test/helpers/metrics.js';
-import { rssMiB } from './proc-stats.js';
+import { agentVersusNodeExporter, besideNodeExporter, sleep } from './beside-node-exporter.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 import { deployedNodeFlags, log, REPO, startChild, startGateway, type Child } from './processes.js';
 
-export { log, REPO, type Child };
-
-const CLK_TCK = 100;
-const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
-
 // ------------------------------------------------------------ shared helpers (freshness.ts uses them too)
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { log, REPO, sleep, type Child };
 
 export function ensureBuilt(): void {
   if (existsSync(join(REPO, 'dist/agent/main.js')) && existsSync(join(REPO, 'dist/gateway/main.js'))) return;
@@ -51,13 +46,6 @@ export function startAgentProcess(args: {
     '--metrics-address', args.metricsAddress ?? '127.0.0.1:0',
     '--log-level', 'warn',
   ]);
-}
-
-/** Cumulative user+system CPU ticks (all threads) of pid, from /proc/<pid>/stat. */
-export function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
 }
 
 export function quickFromEnv(options: { quick?: boolean }): boolean {
@@ -199,44 +187,13 @@ export function startCounterWriter(pods: GeneratedPod[], everyMs = 1000): { stop
 
 // ------------------------------------------------------------ the benchmark
 
-interface Watched {
-  pid: number;
-  ticks0: number;
-  t0: number;
-  rss: number[];
-}
-
-function watch(pid: number): Watched {
-  return { pid, ticks0: cpuTicks(pid), t0: performance.now(), rss: [rssMiB(pid)] };
-}
-
-function millicores(w: Watched): { millicores: number; seconds: number; cpuSeconds: number } {
-  const seconds = (performance.now() - w.t0) / 1000;
-  const cpuSeconds = (cpuTicks(w.pid) - w.ticks0) / CLK_TCK;
-  return { millicores: (cpuSeconds / seconds) * 1000, seconds, cpuSeconds };
-}
-
-const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-function ensureNodeExporter(): string {
-  if (!existsSync(NODE_EXPORTER)) {
-    log('prometheus-node-exporter missing: apt-get install -y prometheus-node-exporter');
-    execFileSync('apt-get', ['update'], { stdio: 'inherit' });
-    execFileSync('apt-get', ['install', '-y', 'prometheus-node-exporter'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  }
-  const text = execFileSync(NODE_EXPORTER, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const m = /version\s+(\S+)(?:\s+\(([^)]*)\))?/.exec(text);
-  return m ? `${m[1]}${m[2] ? ` (${m[2]})` : ''}` : text.split('\n')[0] ?? 'unknown';
-}
-
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
   const quick = quickFromEnv(options);
   const windowS = quick ? 30 : 300;
   const warmupS = 10;
   const podCount = 110;
   ensureBuilt();
-  const neVersion = ensureNodeExporter();
-  log(`agent-overhead: ${podCount} pods, ${windowS} s window after ${warmupS} s warm-up; agent and node-exporter ${neVersion} side by side`);
+  log(`agent-overhead: ${podCount} pods, ${windowS} s window after ${warmupS} s warm-up; agent and node-exporter side by side`);
 
   const work = mkdtempSync(join(tmpdir(), 'oversell-bench-cgroup110-'));
   const cgroupRoot = join(work, 'cgroup');
@@ -263,83 +220,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await waitFor('the agent\'s first sample at the gateway', async () => ((await getNode(client, nodeName)).latest ? true : undefined));
     log(`agent pid ${agent.pid} streaming to the gateway (1 s interval, pods every 10th sample)`);
 
-    const nePort = await freePort();
-    const ne = startChild('node-exporter', NODE_EXPORTER, [`--web.listen-address=127.0.0.1:${nePort}`]);
-    children.push(ne);
-    const neUrl = `http://127.0.0.1:${nePort}/metrics`;
-    await waitFor('node-exporter /metrics', async () => ((await fetch(neUrl)).ok ? true : undefined));
-    log(`node-exporter pid ${ne.pid} on :${nePort}, scraped every 1 s (bodies discarded)`);
-
-    // The scraper: one GET /metrics a second, like Prometheus with scrape_interval 1s.
-    let scrapes = 0;
-    let scrapeErrors = 0;
-    let scrapeBytes = 0;
-    let scrapeMs = 0;
-    let scraping = false;
-    const scrapeTimer = setInterval(async () => {
-      if (scraping) return; // never pile up; a slow scrape is counted as late, not doubled
-      scraping = true;
-      const t = performance.now();
-      try {
-        const res = await fetch(neUrl);
-        const body = await res.arrayBuffer();
-        if (res.ok) {
-          scrapes += 1;
-          scrapeBytes += body.byteLength;
-          scrapeMs += performance.now() - t;
-        } else scrapeErrors += 1;
-      } catch {
-        scrapeErrors += 1;
-      } finally {
-        scraping = false;
-      }
-    }, 1000);
-    timers.push(() => clearInterval(scrapeTimer));
-
-    log(`warm-up ${warmupS} s`);
-    await sleep(warmupS * 1000);
-
-    const a = watch(agent.pid);
-    const n = watch(ne.pid);
-    const load0 = loadavg()[0] ?? NaN;
-    const scrapes0 = scrapes;
-    const rssTimer = setInterval(() => {
-      try {
-        a.rss.push(rssMiB(agent.pid));
-        n.rss.push(rssMiB(ne.pid));
-      } catch {
-        // a process exited; reported below
-      }
-    }, 5000);
-    timers.push(() => clearInterval(rssTimer));
-    const progressEvery = quick ? 10 : 30;
-    // Checkpoints, for the CPU of each progress interval and of the second half of the window.
-    type Mark = { t: number; a: number; n: number };
-    const mark = (): Mark => ({ t: performance.now(), a: cpuTicks(agent.pid), n: cpuTicks(ne.pid) });
-    const between = (from: Mark, to: Mark, which: 'a' | 'n') => ((to[which] - from[which]) / CLK_TCK / ((to.t - from.t) / 1000)) * 1000;
-    let previous: Mark = { t: a.t0, a: a.ticks0, n: n.ticks0 };
-    let half: Mark | undefined;
-    for (let left = windowS; left > 0; left -= progressEvery) {
-      await sleep(Math.min(progressEvery, left) * 1000);
-      const now = mark();
-      const am = millicores(a);
-      const nm = millicores(n);
-      log(`  ${String(Math.round(am.seconds)).padStart(3)} s  agent ${am.millicores.toFixed(2)}m (last ${progressEvery} s ${between(previous, now, 'a').toFixed(2)}m), ` +
-        `${a.rss.at(-1)?.toFixed(1)} MiB | node-exporter ${nm.millicores.toFixed(2)}m (last ${between(previous, now, 'n').toFixed(2)}m), ` +
-        `${n.rss.at(-1)?.toFixed(1)} MiB | ${scrapes - scrapes0} scrapes`);
-      previous = now;
-      if (!half && am.seconds >= windowS / 2 - 1) half = now;
-    }
-    const end = mark();
-    const agentSecondHalf = half ? between(half, end, 'a') : NaN;
-    const neSecondHalf = half ? between(half, end, 'n') : NaN;
-    const am = millicores(a);
-    const nm = millicores(n);
-    clearInterval(rssTimer);
-    a.rss.push(rssMiB(agent.pid));
-    n.rss.push(rssMiB(ne.pid));
-    const windowScrapes = scrapes - scrapes0;
-    const load1 = loadavg()[0] ?? NaN;
+    const w = await besideNodeExporter(agent.pid, { windowS, warmupS, progressEveryS: quick ? 10 : 30 });
 
     // After the window (so it costs the measured processes nothing): check the agent
     // really read all the pods, and how long a sample takes it.
@@ -348,77 +229,33 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       return s.latest?.podsIncluded && s.latest.pods.length > 0 ? s : undefined;
     }, 15_000, 100);
     const reportedPods = withPods.latest?.pods.length ?? 0;
-    const agentMetrics = await (await fetch(`http://127.0.0.1:${agentMetricsPort}/metrics`)).text();
-    const samplingSum = metricValue(agentMetrics, 'oversell_agent_sampling_duration_seconds_sum') ?? NaN;
-    const samplingCount = metricValue(agentMetrics, 'oversell_agent_sampling_duration_seconds_count') ?? NaN;
-    const samplesOk = metricValue(agentMetrics, 'oversell_agent_samples_total', '{result="ok"}') ?? NaN;
-    const samplesErr = metricValue(agentMetrics, 'oversell_agent_samples_total', '{result="error"}') ?? 0;
+    const sampling = await agentSampling(`http://127.0.0.1:${agentMetricsPort}/metrics`);
 
-    const agentCpu = round(am.millicores);
-    const neCpu = round(nm.millicores);
-    const ratio = round(am.millicores / nm.millicores, 3);
-    const agentRssMax = round(Math.max(...a.rss), 1);
-    const agentRssAvg = round(avg(a.rss), 1);
-    const neRssMax = round(Math.max(...n.rss), 1);
-    const neRssAvg = round(avg(n.rss), 1);
-
+    const v = agentVersusNodeExporter(w, `1 s sampling, ${podCount} pods`);
     const result: BenchResult = {
       name: 'agent-overhead',
-      summary: `agent ${agentCpu}m CPU, ${agentRssMax} MiB RSS max at 1 s sampling with ${podCount} pods; ` +
-        `node-exporter ${neVersion.split(' ')[0]} scraped every 1 s: ${neCpu}m, ${neRssMax} MiB; CPU ratio ${ratio}`,
+      summary: `agent ${v.agentCpu}m CPU, ${v.agentRssMax} MiB RSS max at 1 s sampling with ${podCount} pods; ` +
+        `node-exporter ${w.nodeExporterVersion.split(' ')[0]} scraped every 1 s: ${v.neCpu}m, ${v.figures.node_exporter_rss_mib_max} MiB; CPU ratio ${v.ratio}`,
       figures: {
-        agent_millicores_avg: agentCpu,
-        agent_cpu_seconds: round(am.cpuSeconds, 2),
-        agent_rss_mib_max: agentRssMax,
-        agent_rss_mib_avg: agentRssAvg,
-        agent_rss_mib_first: round(a.rss[0] ?? NaN, 1),
-        agent_rss_mib_last: round(a.rss.at(-1) ?? NaN, 1),
-        agent_millicores_second_half: round(agentSecondHalf),
-        agent_sample_ms_avg: round((samplingSum / samplingCount) * 1000, 3),
-        agent_samples_ok: samplesOk,
-        agent_samples_error: samplesErr,
-        node_exporter_millicores_avg: neCpu,
-        node_exporter_rss_mib_max: neRssMax,
-        node_exporter_millicores_second_half: round(neSecondHalf),
-        ratio_cpu: ratio,
+        ...v.figures,
+        ...sampling,
         pods: podCount,
         containers,
         pods_reported: reportedPods,
-        window_s: round(am.seconds, 1),
         warmup_s: warmupS,
-        loadavg_1m_start: round(load0),
-        loadavg_1m_end: round(load1),
       },
-      targets: [
-        { name: 'agent CPU <= 10 millicores average (1 s sampling, 110 pods)', measured: `${agentCpu}m`, met: am.millicores <= 10 },
-        { name: 'agent RSS <= 64 MiB', measured: `${agentRssMax} MiB max (${agentRssAvg} avg)`, met: Math.max(...a.rss) <= 64 },
-        { name: 'agent CPU <= node-exporter CPU scraped at 1 s (ratio <= 1)', measured: `${ratio} (${agentCpu}m / ${neCpu}m)`, met: am.millicores <= nm.millicores },
-      ],
-      reference: {
-        tool: 'prometheus-node-exporter (Debian package), default collectors',
-        version: neVersion,
-        node_exporter_millicores_avg: neCpu,
-        node_exporter_cpu_seconds: round(nm.cpuSeconds, 2),
-        node_exporter_rss_mib_max: neRssMax,
-        node_exporter_rss_mib_avg: neRssAvg,
-        scrapes: windowScrapes,
-        scrape_errors: scrapeErrors,
-        scrape_bytes_avg: scrapes ? Math.round(scrapeBytes / scrapes) : 0,
-        scrape_ms_avg: scrapes ? round(scrapeMs / scrapes, 1) : 0,
-      },
+      targets: v.targets,
+      reference: v.reference,
       notes: [
-        `Agent and node-exporter ran at the same time, in the same ${Math.round(am.seconds)} s window, after ${warmupS} s of warm-up; ` +
-          'CPU is utime+stime of the process (all threads) from /proc/<pid>/stat over the window (CLK_TCK 100), RSS is VmRSS sampled every 5 s. ' +
-          `Machine load (1-minute load average) was ${round(load0)} at the start of the window and ${round(load1)} at its end; other work on the machine does not add to a process's own CPU time, but can slow it.`,
+        `${v.windowNote} The window began after ${warmupS} s of warm-up.`,
         `Agent: the real binary (node ${deployedNodeFlags('agent').join(' ')} dist/agent/main.js, ${process.version}, the DaemonSet's Node flags) with --interval 1s, pods every 10th sample, --proc-root /proc of this machine and a generated cgroup v2 systemd tree ` +
           `of ${podCount} pods (${byQos.guaranteed} guaranteed, ${byQos.burstable} burstable, ${byQos.besteffort} besteffort; ${containers} container scopes) whose counters a writer in the benchmark process advances every second (write aside, rename over); ` +
           `streaming over real gRPC to a real gateway process (not measured). The per-pod report reached the gateway with ${reportedPods} pods.`,
-        `node-exporter ${neVersion}, default collectors, --web.listen-address 127.0.0.1; the benchmark process GETs /metrics once a second and discards the body ` +
-          `(${windowScrapes} scrapes in the window, ~${scrapes ? Math.round(scrapeBytes / scrapes / 1024) : 0} KiB each). The scraper's own CPU is not counted, as the gateway's is not counted for the agent.`,
+        v.nodeExporterNote,
         'The agent reads the same kind of files node-exporter does, but far fewer: /proc/stat, /proc/meminfo, /proc/pressure/* every second, and 3 files per pod every 10th second.',
       ],
     };
-    for (const c of [agent, ne, gateway]) {
+    for (const c of [agent, gateway]) {
       if (c.proc.exitCode !== null) throw new Error(`a measured process exited during the run:\n${c.output()}`);
     }
     return result;
@@ -427,6 +264,18 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await Promise.all(children.map((c) => c.stop()));
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** How long the agent takes per sample and how many it made, from its /metrics. */
+export async function agentSampling(metricsUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const sum = metricValue(text, 'oversell_agent_sampling_duration_seconds_sum') ?? NaN;
+  const count = metricValue(text, 'oversell_agent_sampling_duration_seconds_count') ?? NaN;
+  return {
+    agent_sample_ms_avg: round((sum / count) * 1000, 3),
+    agent_samples_ok: metricValue(text, 'oversell_agent_samples_total', '{result="ok"}') ?? NaN,
+    agent_samples_error: metricValue(text, 'oversell_agent_samples_total', '{result="error"}') ?? 0,
+  };
 }
 
 export function printResult(r: BenchResult): void {

@@ -14,7 +14,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['cluster', 'webhook', 'ingest', 'scaling', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
+export const ALL = ['cluster', 'webhook', 'ingest', 'scaling', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 
@@ -31,7 +31,9 @@ Run: \`npm run bench\` (about 35 minutes; the first run on a machine also builds
 the load generators ghz and bench/loadgen (Go module proxy) and oha
 (crates.io) while agent-overhead runs, and caches them in ~/.cache/oversell;
 pressure-to-node and cluster bring the local control plane up when it is not
-running, and cluster needs root for the gateway's cgroup),
+running, and cluster needs root for the gateway's cgroup; agent-real-node
+brings it up with the real node, installs its Debian packages and builds the
+image, and needs root),
 \`BENCH_ONLY=webhook npm run bench\`, or one file alone:
 \`node --import tsx bench/webhook.ts\`. Only a full \`npm run bench\` replaces
 these results: a subset, a single file or \`BENCH_QUICK=1\` saves to

@@ -16,9 +16,11 @@ import { ensureLoadgen } from './loadgen.js';
 /**
  * The order they run in: agent-overhead first, so load generators not built
  * yet build while it runs. Its figures are each process's own CPU time and
- * RSS, which other work on the machine does not add to.
+ * RSS, which other work on the machine does not add to. agent-real-node
+ * last: it brings the control plane up with the real node, which the two
+ * before it bring up without (and take down again).
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && !only;

@@ -10,18 +10,15 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import { connect, type Connection } from '../../cli/connect.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
-import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, POLICY_CRD, eventually, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, changedStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -132,25 +129,6 @@ async function waitInstalled(): Promise<void> {
   });
 }
 
-/** A query API client as an operator's: TLS with the gateway's published CA, a viewer's token, through the Service's ClusterIP. */
-async function queryAsViewer(): Promise<Connection> {
-  const viewer = 'real-e2e-viewer';
-  await core().createNamespacedServiceAccount({ namespace: PODS, body: { metadata: { name: viewer } } }).catch(() => {});
-  await adminConfig().makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
-    body: { metadata: { name: viewer }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'oversell-viewer' }, subjects: [{ kind: 'ServiceAccount', name: viewer, namespace: PODS }] },
-  }).catch(() => {});
-  const token = (await core().createNamespacedServiceAccountToken({ namespace: PODS, name: viewer, body: { spec: { audiences: [], expirationSeconds: 600 } } })).status?.token ?? '';
-  const ca = (await core().readNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' })).data?.['ca.crt'] ?? '';
-  const caFile = join(mkdtempSync(join(tmpdir(), 'oversell-real-e2e-')), 'ca.crt');
-  writeFileSync(caFile, ca);
-  const svc = await core().readNamespacedService({ namespace: NS, name: 'oversell-gateway' });
-  return connect({ address: `${svc.spec?.clusterIP}:50051`, caFile, token, namespace: NS, service: 'oversell-gateway' });
-}
-
-function getNode(conn: Connection, name: string): Promise<NodeStatus__Output> {
-  return new Promise((resolve, reject) => conn.client.GetNode({ name }, conn.metadata(), (err, res) => (err ? reject(err) : res ? resolve(res) : reject(new Error('empty answer')))));
-}
-
 /** The host's memory working set as the kubelet and the agent compute it: MemTotal - MemFree - Inactive(file). */
 function hostWorkingSet(): number {
   const text = readFileSync('/proc/meminfo', 'utf8');
@@ -190,7 +168,7 @@ after(async () => {
     await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
   } catch { /* some kinds already gone: the rest by name below */ }
   await removeInstallLeftovers().catch(() => {});
-  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: 'real-e2e-viewer' }).catch(() => {});
+  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
   await removeNamespace(PODS);
   await cleanNode();
 });
@@ -275,11 +253,11 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     assert.deepEqual(c?.volumeMounts?.filter((m) => m.mountPath.startsWith('/host')).map((m) => [m.mountPath, m.readOnly]), [['/host/proc', true], ['/host/sys/fs/cgroup', true]]);
     const uids = new Map<string, string>();
     for (const name of ['burner', 'holder']) uids.set((await core().readNamespacedPod({ namespace: PODS, name })).metadata!.uid!, name);
-    const conn = await queryAsViewer();
+    const conn = await queryAsViewer(PODS);
     try {
       // Per-pod usage rides on every 10th sample (--pod-report-every).
       const status = await eventually('a sample with both pods', async () => {
-        const s = await getNode(conn, nodeName);
+        const s = await getNodeStatus(conn, nodeName);
         const seen = (s.latest?.pods ?? []).filter((p) => uids.has(p.uid));
         return seen.length === 2 ? s : undefined;
       }, 60_000, 500);
@@ -346,11 +324,11 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     // passes A*T*R/cap (policy.ts).
     await deletePods(Array.from({ length: REAL_NODE_IDLE_PODS - 2 }, (_, i) => `idle-${i + 3}`));
     const bound = await boundMemory();
-    const conn = await queryAsViewer();
+    const conn = await queryAsViewer(PODS);
     const record = await recordNode(nodeName);
     let polling = true;
     try {
-      const usage = Number((await getNode(conn, nodeName)).window?.memoryMaxBytes ?? 0);
+      const usage = Number((await getNodeStatus(conn, nodeName)).window?.memoryMaxBytes ?? 0);
       const cap = (rawMemory * 125n) / 100n;
       const threshold = (Number(rawMemory) * 0.8 * Number(bound)) / Number(cap);
       // Margin: the kernel may take part of the load's pages from the page cache,
@@ -367,7 +345,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       let crossed: { timestampMs: number; memory: number; decision: string } | undefined;
       const watchSamples = (async () => {
         while (polling && !crossed) {
-          const status = await getNode(conn, nodeName).catch(() => undefined);
+          const status = await getNodeStatus(conn, nodeName).catch(() => undefined);
           const latest = status?.latest;
           // What the gateway decides from that sample: says why, if the drop comes late.
           const decision = `memory ${status?.decision?.allocatable?.memoryBytes} (${status?.decision?.memoryBound}): ${status?.decision?.reason}`;

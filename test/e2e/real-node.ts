@@ -1,8 +1,12 @@
 // The local cluster's real node (scripts/cluster/realnode.sh) as seen from a
 // test: pods placed on it, the node's writes as they happen, its kubelet
 // restarted, images imported into its containerd.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PatchStrategy, Watch, type V1Node, type V1Pod, type V1ResourceRequirements } from '@kubernetes/client-node';
+import { PatchStrategy, RbacAuthorizationV1Api, Watch, type V1Node, type V1Pod, type V1ResourceRequirements } from '@kubernetes/client-node';
+import { connect, type Connection } from '../../cli/connect.js';
+import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
 import { eventually } from './fixtures.js';
 
@@ -115,4 +119,30 @@ export async function importImage(tar: string): Promise<void> {
 /** A JSON merge patch of the node's labels and annotations (null removes a key). */
 export async function patchNodeMetadata(name: string, metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> }): Promise<void> {
   await objects().patch({ apiVersion: 'v1', kind: 'Node', metadata: { name, ...metadata } } as never, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
+}
+
+/** The ServiceAccount (in the caller's namespace) and ClusterRoleBinding queryAsViewer makes; remove the binding when done. */
+export const VIEWER = 'real-e2e-viewer';
+
+/**
+ * A query API client as an operator's: TLS with the gateway's published CA, a
+ * viewer's token (a ServiceAccount in `namespace` bound to oversell-viewer),
+ * through the Service's ClusterIP (kube-proxy routes it on this host).
+ */
+export async function queryAsViewer(namespace: string, installNamespace = 'oversell'): Promise<Connection> {
+  await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: VIEWER } } }).catch(() => {});
+  await adminConfig().makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+    body: { metadata: { name: VIEWER }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'oversell-viewer' }, subjects: [{ kind: 'ServiceAccount', name: VIEWER, namespace }] },
+  }).catch(() => {});
+  const token = (await core().createNamespacedServiceAccountToken({ namespace, name: VIEWER, body: { spec: { audiences: [], expirationSeconds: 600 } } })).status?.token ?? '';
+  const ca = (await core().readNamespacedConfigMap({ namespace: installNamespace, name: 'oversell-gateway-ca' })).data?.['ca.crt'] ?? '';
+  const caFile = join(mkdtempSync(join(tmpdir(), 'oversell-real-e2e-')), 'ca.crt');
+  writeFileSync(caFile, ca);
+  const svc = await core().readNamespacedService({ namespace: installNamespace, name: 'oversell-gateway' });
+  return connect({ address: `${svc.spec?.clusterIP}:50051`, caFile, token, namespace: installNamespace, service: 'oversell-gateway' });
+}
+
+/** GetNode through a query connection. */
+export function getNodeStatus(conn: Connection, name: string): Promise<NodeStatus__Output> {
+  return new Promise((resolve, reject) => conn.client.GetNode({ name }, conn.metadata(), (err, res) => (err ? reject(err) : res ? resolve(res) : reject(new Error('empty answer')))));
 }
