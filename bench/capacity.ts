@@ -38,23 +38,24 @@ const line = (r: BenchResult, what: string) => (n: number) => {
 };
 
 /**
- * What one TLS connection and token per agent adds at 10,000 agents over the
- * ingest benchmark's shared plaintext connections, from the cluster
- * benchmark (the pass its load fitted in): its CPU less the reviews' share,
- * and its RSS peak. Scaled with the agents; zero without a cluster result.
+ * What one TLS connection and token per agent adds over the ingest
+ * benchmark's shared plaintext connections, from the cluster benchmark: RSS
+ * from the 10,000-agent pass its load fitted in; CPU (less the reviews'
+ * share) from that pass, or, when it was throttled at its quota (its CPU is
+ * then what it was allowed, not what it needed), from the smaller pass when
+ * that one fitted the core. Scaled with the agents; zero without a cluster result.
  */
-function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, reviewMillicores: number): { millicores: number; mib: number; cpuBound: boolean } {
+function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, reviewMillicores: number): { millicores: number; mib: number; cpuBound: boolean; cpuFromAgents: number } {
   const limit = cluster?.figures.fitting_limit_mib;
-  if (!cluster || typeof limit !== 'number' || figure(cluster, 'agents') !== 10_000) return { millicores: 0, mib: 0, cpuBound: false };
+  if (!cluster || typeof limit !== 'number' || figure(cluster, 'agents') !== 10_000) return { millicores: 0, mib: 0, cpuBound: false, cpuFromAgents: 0 };
   const k = `limit_${limit}mib`;
-  // Throttled at its quota, the run's CPU is what it was allowed, not what it needed: no CPU figure from it.
-  const cpuBound = figure(cluster, `${k}_throttled_pct_of_window`) >= 1;
-  const ingestMillicores = figure(cluster, `${k}_gateway_millicores`) - figure(cluster, 'reviews_per_s') * reviewMillicores;
-  return {
-    millicores: cpuBound ? 0 : Math.max(0, (ingestMillicores - figure(ingest, 'agents_10000_gateway_millicores')) / 10_000),
-    mib: Math.max(0, (figure(cluster, `${k}_rss_peak_mib`) - figure(ingest, 'agents_10000_gateway_rss_mib')) / 10_000),
-    cpuBound,
-  };
+  const tlsMillicores = (prefix: string, agents: number, reviewsPerS: number) =>
+    Math.max(0, (figure(cluster, `${prefix}_gateway_millicores`) - reviewsPerS * reviewMillicores - line(ingest, 'gateway_millicores')(agents)) / agents);
+  const mib = Math.max(0, (figure(cluster, `${k}_rss_peak_mib`) - figure(ingest, 'agents_10000_gateway_rss_mib')) / 10_000);
+  if (figure(cluster, `${k}_throttled_pct_of_window`) < 1) return { millicores: tlsMillicores(k, 10_000, figure(cluster, 'reviews_per_s')), mib, cpuBound: false, cpuFromAgents: 10_000 };
+  if (cluster.figures.smaller_fits_core !== 'yes') return { millicores: 0, mib, cpuBound: true, cpuFromAgents: 0 };
+  const agents = figure(cluster, 'smaller_agents');
+  return { millicores: tlsMillicores(`agents_${agents}_limit_${figure(cluster, 'smaller_limit_mib')}mib`, agents, figure(cluster, 'smaller_reviews_per_s')), mib, cpuBound: false, cpuFromAgents: agents };
 }
 
 export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): PlanRow[] {
@@ -87,7 +88,7 @@ export function capacityMarkdown(ingest: BenchResult | undefined, webhook: Bench
     ? 'The ingest figures come from agents sharing 50 plaintext connections: TLS per agent is not in them (no 10,000-agent cluster result that fitted).'
     : tls.cpuBound
       ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents. Its CPU is not added: that run was throttled at its 1-core quota, so it shows what the replica was allowed, not what it needed, and **the CPU column is too low** by the TLS share (install.md, "Sizing the gateway").`
-      : `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents.`;
+      : `TLS and a token per agent add what the cluster benchmark measured over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores per 1,000 agents (from its ${tls.cpuFromAgents.toLocaleString('en-US')}-agent pass${tls.cpuFromAgents === 10_000 ? '' : ', which fitted its core; the 10,000-agent pass was throttled at it'}, less the reviews' share at the rate below; the GetNode calls it served meanwhile are left in) and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents (its RSS peak at 10,000), scaled with the agents.`;
   const n = (v: number) => Math.round(v).toLocaleString('en-US');
   return [
     '## capacity on paper',

@@ -11,7 +11,7 @@
 //
 //   node --import tsx bench/cluster.ts                 # 10,000 agents, 1,000 reviews/s
 //   BENCH_QUICK=1 node --import tsx bench/cluster.ts   # 1,000 agents, 100 reviews/s
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cpus, tmpdir } from 'node:os';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
@@ -37,6 +37,12 @@ const QUERY_RATE = 50;
 const WEBHOOK_TIMEOUT_S = 2;
 /** The second pass's memory limit, when the shipped one is not enough: room to measure the need. */
 const ROOMY_MEMORY_MIB = 4096;
+/**
+ * When 10,000 nodes do not fit the core: the same load for a quarter of the
+ * nodes (their agents, reviews and queries), under the shipped limits, to
+ * measure what one core does hold (install.md sizes the CPU from it).
+ */
+const SMALLER_AGENTS = 2500;
 
 interface AgentsResult { agents: number; welcomed: number; sent: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number; [k: string]: unknown }
 interface ReviewsResult { sent: number; ok: number; errors: Record<string, number>; rate: number; latencyMs: Latencies; generatorCpuMs: number }
@@ -58,6 +64,7 @@ interface Setup {
 
 /** One gateway's life under `limits`: undefined figures when it did not survive the agents connecting. */
 interface Pass {
+  agents: number;
   memoryMiB: number;
   /** Why the gateway died, when it did. */
   died?: string;
@@ -65,7 +72,7 @@ interface Pass {
   connectCpuS?: number;
   reviews?: ReviewsResult;
   query?: QueryResult;
-  agents?: AgentsResult;
+  agentRun?: AgentsResult;
   stored?: number;
   millicores?: number;
   throttledPct?: number;
@@ -80,7 +87,7 @@ const total = (counts: Record<string, number>) => Object.values(counts).reduce((
 
 async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   const memoryMiB = memoryBytes / 2 ** 20;
-  const group = benchCgroup(`oversell-bench-gateway-${process.pid}-${memoryMiB}`, { cpuCores: CPU_CORES, memoryBytes });
+  const group = benchCgroup(`oversell-bench-gateway-${process.pid}-${setup.agents}-${memoryMiB}`, { cpuCores: CPU_CORES, memoryBytes });
   log(`gateway in ${group.describe}`);
   let gateway: GatewayProcess | undefined;
   let agentRun: LoadgenRun<AgentsResult> | undefined;
@@ -112,7 +119,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
       clearInterval(hwm);
       const u = group.usage();
       log(connected);
-      return { memoryMiB, died: connected, rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe };
+      return { agents: setup.agents, memoryMiB, died: connected, rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe };
     }
     const connectS = Number(connected.split(' ')[1]) / 1000;
     const connectCpuS = diff(connectStart, group.usage()).cpuSeconds;
@@ -145,7 +152,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     rssPeakMiB = Math.round(peakRssMiB(gw.pid));
     const u = group.usage();
     const p: Pass = {
-      memoryMiB, connectS, connectCpuS, reviews: r, query: q, agents: a, stored,
+      agents: setup.agents, memoryMiB, connectS, connectCpuS, reviews: r, query: q, agentRun: a, stored,
       millicores: Math.round((windowUsage.cpuSeconds / windowSeconds) * 1000),
       throttledPct: round((windowUsage.throttledSeconds / windowSeconds) * 100, 1), throttledPeriods: windowUsage.throttledPeriods,
       rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe,
@@ -164,12 +171,12 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
 }
 
 /** A pass's figures, keyed with its memory limit. */
-function passFigures(p: Pass): Record<string, number | string> {
-  const k = `limit_${p.memoryMiB}mib`;
+function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
+  const k = `${prefix}limit_${p.memoryMiB}mib`;
   if (p.died) return { [`${k}_outcome`]: p.died, [`${k}_cgroup_memory_peak_mib`]: p.cgroupPeakMiB, [`${k}_oom_kills`]: p.oomKills };
   const r = p.reviews!;
   const q = p.query!;
-  const a = p.agents!;
+  const a = p.agentRun!;
   return {
     [`${k}_agents_connected_in_s`]: round(p.connectS!, 1), [`${k}_connect_gateway_cpu_s`]: round(p.connectCpuS!, 1),
     [`${k}_agent_stream_errors`]: JSON.stringify(a.streamErrors), [`${k}_agent_reconnects`]: a.reconnects,
@@ -183,18 +190,20 @@ function passFigures(p: Pass): Record<string, number | string> {
   };
 }
 
-const passLine = (p: Pass) => p.died
-  ? `under ${p.memoryMiB} MiB: ${p.died}`
-  : `under ${p.memoryMiB} MiB: ${p.reviews!.ok === 0 ? `no review answered (${Object.entries(p.reviews!.errors).map(([k, n]) => `${n} ${k}`).join(', ')})` : `webhook p99 ${p.reviews!.latencyMs.p99} ms (p99.9 ${p.reviews!.latencyMs.p99_9}), ${total(p.reviews!.errors)} errors`}; GetNode p99 ${p.query!.latencyMs.p99} ms; lag p99 ${p.query!.lagMs.p99} ms; ${p.millicores} millicores, throttled ${p.throttledPct}%; RSS peak ${p.rssPeakMiB} MiB; ${Math.max(0, p.agents!.sent - p.stored!)} samples dropped; agents connected in ${round(p.connectS!, 1)} s`;
+const passLine = (p: Pass, what = '') => p.died
+  ? `${what}under ${p.memoryMiB} MiB: ${p.died}`
+  : `${what}under ${p.memoryMiB} MiB: ${p.reviews!.ok === 0 ? `no review answered (${Object.entries(p.reviews!.errors).map(([k, n]) => `${n} ${k}`).join(', ')})` : `webhook p99 ${p.reviews!.latencyMs.p99} ms (p99.9 ${p.reviews!.latencyMs.p99_9}), ${total(p.reviews!.errors)} errors`}; GetNode p99 ${p.query!.latencyMs.p99} ms; lag p99 ${p.query!.lagMs.p99} ms; ${p.millicores} millicores, throttled ${p.throttledPct}%; RSS peak ${p.rssPeakMiB} MiB; ${Math.max(0, p.agentRun!.sent - p.stored!)} samples dropped; agents connected in ${round(p.connectS!, 1)} s`;
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
-  const agents = options.quick ? 1000 : 10_000;
+  // OVERSELL_BENCH_CLUSTER_AGENTS: another cluster size, for trying one (saved to the scratch directory like any single run).
+  const agents = Number(process.env.OVERSELL_BENCH_CLUSTER_AGENTS ?? NaN) || (options.quick ? 1000 : 10_000);
   const shippedBytes = (Number(process.env.OVERSELL_BENCH_GATEWAY_MEMORY_MIB ?? NaN) || deployedMemoryLimitMiB('gateway')) * 2 ** 20;
   // Load generators on the last CPU, the gateway's threads free to use any within its quota.
   const pin = cpus().length > 1 ? ['taskset', '-c', String(cpus().length - 1)] : [];
   const work = mkdtempSync(join(tmpdir(), 'oversell-bench-cluster-'));
   const setup: Setup = {
-    loadgen: await ensureLoadgen(), agents, reviewRate: options.quick ? 100 : 1000, warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
+    // One review per node every 10 s: the kubelet's status writes under oversell.
+    loadgen: await ensureLoadgen(), agents, reviewRate: agents / 10, warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
     tokens: join(work, 'tokens'), viewerToken: join(work, 'viewer-token'), pin,
   };
   const controlPlane = useControlPlane();
@@ -214,18 +223,29 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const fitting = passes.find((p) => !p.died);
     const shippedMiB = shipped.memoryMiB;
     const full = agents >= 10_000;
+    const fitsCore = (p?: Pass) => !!p && !p.died && p.throttledPct! < 1 && p.reviews!.ok > 0 && total(p.reviews!.errors) === 0;
+    let smaller: Pass | undefined;
+    if (full && !fitsCore(fitting)) {
+      // The first agents' tokens: their nodes are the first SMALLER_AGENTS names, which reviews and queries pick from.
+      const tokens = join(work, `tokens-${SMALLER_AGENTS}`);
+      writeFileSync(tokens, `${readFileSync(setup.tokens, 'utf8').split('\n').slice(0, SMALLER_AGENTS).join('\n')}\n`, { mode: 0o600 });
+      log(`${agents} nodes did not fit ${CPU_CORES} core: the same load for ${SMALLER_AGENTS} nodes, to measure what it holds`);
+      smaller = await pass({ ...setup, agents: SMALLER_AGENTS, reviewRate: SMALLER_AGENTS / 10, tokens }, shippedBytes);
+    }
     const r = fitting?.reviews;
     const q = fitting?.query;
-    const dropped = fitting ? Math.max(0, fitting.agents!.sent - fitting.stored!) : NaN;
+    const dropped = fitting ? Math.max(0, fitting.agentRun!.sent - fitting.stored!) : NaN;
     const under = fitting && fitting !== shipped ? ` (measured under ${fitting.memoryMiB} MiB)` : '';
     return {
       name: 'cluster',
-      summary: `${agents} agents on TLS + ${setup.reviewRate} reviews/s + ${QUERY_RATE} GetNode/s on one replica with ${CPU_CORES} core of quota, ${passes.map(passLine).join('; ')}`,
+      summary: `${agents} agents on TLS + ${setup.reviewRate} reviews/s + ${QUERY_RATE} GetNode/s on one replica with ${CPU_CORES} core of quota, ${passes.map((p) => passLine(p)).join('; ')}` +
+        (smaller ? `; ${passLine(smaller, `${SMALLER_AGENTS} agents + ${smaller.agents / 10} reviews/s `)}` : ''),
       figures: {
         agents, reviews_per_s: setup.reviewRate, queries_per_s: QUERY_RATE, window_s: setup.windowS,
         // Which pass the load fitted in: the capacity plan (capacity.ts) reads its figures.
         fitting_limit_mib: fitting?.memoryMiB ?? 'none',
-        ...Object.assign({}, ...passes.map(passFigures)),
+        ...Object.assign({}, ...passes.map((p) => passFigures(p))),
+        ...(smaller && { smaller_agents: smaller.agents, smaller_limit_mib: smaller.memoryMiB, smaller_reviews_per_s: smaller.agents / 10, smaller_fits_core: fitsCore(smaller) ? 'yes' : 'no', ...passFigures(smaller, `agents_${smaller.agents}_`) }),
       },
       targets: full
         ? [
@@ -234,7 +254,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
             { name: `webhook p99 <= 10 ms at 1,000 reviews/s with 10,000 agents streaming${under}`, measured: !r ? 'not measured' : r.ok === 0 ? `no review answered (${total(r.errors)} errors)` : `${r.latencyMs.p99} ms`, met: !!r && r.ok > 0 && r.latencyMs.p99 <= 10 },
             { name: `no webhook errors${under}`, measured: r ? `${total(r.errors)} of ${r.sent}` : 'not measured', met: !!r && total(r.errors) === 0 },
             { name: `GetNode p99 <= 5 ms meanwhile${under}`, measured: !q ? 'not measured' : q.ok === 0 ? `no call answered (${total(q.errors)} errors)` : `${q.latencyMs.p99} ms, ${total(q.errors)} errors`, met: !!q && q.ok > 0 && q.latencyMs.p99 <= 5 && total(q.errors) === 0 },
-            { name: `no sample dropped${under}`, measured: fitting ? `${dropped} of ${fitting.agents!.sent}` : 'not measured', met: dropped === 0 },
+            { name: `no sample dropped${under}`, measured: fitting ? `${dropped} of ${fitting.agentRun!.sent}` : 'not measured', met: dropped === 0 },
             { name: `inside ${CPU_CORES} core: throttled < 1% of the window${under}`, measured: fitting ? `${fitting.millicores} millicores, throttled ${fitting.throttledPct}%` : 'not measured', met: !!fitting && fitting.throttledPct! < 1 },
           ]
         : [{ name: '(quick run: 10,000-node targets not measured)', measured: `${agents} agents`, met: true }],
@@ -247,6 +267,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `load generators pinned to CPU ${pin.at(-1) ?? '(one CPU only)'} with taskset; the gateway's threads may run on any CPU within its quota. All on one ${cpus().length}-CPU machine, so the generators, the API server and etcd share it with the gateway`,
         `CPU and throttling from the cgroup over the ${setup.windowS} s window after ${setup.warmupS} s of warm-up; RSS peak is the gateway's VmHWM over its life (the connect storm included); cgroup memory peak includes page cache`,
         'samples dropped: sent by the simulator over the run minus stored by the gateway (oversell_samples_received_total{result="stored"}) 2 s after the simulator stopped',
+        ...(smaller ? [`${agents} nodes did not fit ${CPU_CORES} core, so a new gateway under the same limits then ran the same load for ${SMALLER_AGENTS} nodes (the smaller_ and agents_${SMALLER_AGENTS}_ figures): the first ${SMALLER_AGENTS} agents with their tokens, ${SMALLER_AGENTS / 10} reviews/s over their nodes, GetNode over their nodes at ${QUERY_RATE}/s; its bound-pods watch still lists all ${agents} agent pods. smaller_fits_core: throttled < 1% of the window and every review answered`] : []),
       ],
     };
   } finally {

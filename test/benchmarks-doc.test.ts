@@ -83,7 +83,7 @@ describe('docs/benchmarks.md', () => {
     set('cluster', { agents: 10_000, reviews_per_s: 1000, fitting_limit_mib: 4096, limit_4096mib_gateway_millicores: 2200, limit_4096mib_rss_peak_mib: 800, limit_4096mib_throttled_pct_of_window: 0 });
     const page = render('--print', '--repo', tree).stdout;
     const row = (nodes: string) => page.split('\n').find((l) => l.startsWith(`| ${nodes} |`));
-    assert.match(page, /TLS and a token per agent add .*: 100 millicores and 51 KiB per 1,000 agents/);
+    assert.match(page, /TLS and a token per agent add .*: 100 millicores per 1,000 agents \(from its 10,000-agent pass, less .*\) and 51 KiB per 1,000 agents/);
     // 1,000 nodes: 110 + 100 m, 210 + 50 MiB; 100 reviews/s x 1 ms over 2 replicas.
     assert.equal(row('1,000'), '| 1,000 | 100 | 210m | 260 MiB | 2 | 260m | yes |');
     assert.match(row('10,000') ?? '', /^\| 10,000 \| 1,000 \| 1,200m \| 800 MiB \| \*\*none fits\*\*/);
@@ -92,6 +92,15 @@ describe('docs/benchmarks.md', () => {
     const throttled = render('--print', '--repo', tree).stdout;
     assert.match(throttled, /\*\*the CPU column is too low\*\*/);
     assert.equal(throttled.split('\n').find((l) => l.startsWith('| 1,000 |')), '| 1,000 | 100 | 110m | 260 MiB | 2 | 160m | yes |');
+    // A smaller pass that fitted the core gives the CPU: at 2,500 agents, 625 m = 250 for 250 reviews/s + 125 plaintext ingest + 250 for TLS.
+    const smaller = { smaller_agents: 2500, smaller_limit_mib: 1536, smaller_reviews_per_s: 250, agents_2500_limit_1536mib_gateway_millicores: 625 };
+    set('cluster', { ...smaller, smaller_fits_core: 'yes' });
+    const fitted = render('--print', '--repo', tree).stdout;
+    assert.match(fitted, /: 100 millicores per 1,000 agents \(from its 2,500-agent pass, which fitted its core; the 10,000-agent pass was throttled at it/);
+    assert.equal(fitted.split('\n').find((l) => l.startsWith('| 1,000 |')), '| 1,000 | 100 | 210m | 260 MiB | 2 | 260m | yes |');
+    // One that did not fit says no more than the throttled pass did.
+    set('cluster', { smaller_fits_core: 'no' });
+    assert.match(render('--print', '--repo', tree).stdout, /\*\*the CPU column is too low\*\*/);
   });
 
   it('links to the performance log and carries none of its history', () => {
