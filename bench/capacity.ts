@@ -58,6 +58,14 @@ function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, revi
   return { millicores: tlsMillicores(`agents_${agents}_limit_${figure(cluster, 'smaller_limit_mib')}mib`, agents, figure(cluster, 'smaller_reviews_per_s')), mib, cpuBound: false, cpuFromAgents: agents };
 }
 
+/** The smaller pass, when it ran and did not fit either: what it used, for the reader to size from. */
+function smallerText(cluster: BenchResult | undefined): string {
+  if (!cluster || cluster.figures.smaller_fits_core !== 'no') return '';
+  const agents = figure(cluster, 'smaller_agents');
+  const k = `agents_${agents}_limit_${figure(cluster, 'smaller_limit_mib')}mib`;
+  return ` Its ${agents.toLocaleString('en-US')}-node pass did not fit the core either, narrowly: ${figure(cluster, `${k}_gateway_millicores`)} millicores, throttled ${figure(cluster, `${k}_throttled_pct_of_window`)}% of the window.`;
+}
+
 export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): PlanRow[] {
   const reviewMillicores = figure(webhook, '1000_gateway_cpu_us_per_request') / 1000; // CPU-ms per review = millicores per review/s
   const tls = perAgentTls(cluster, ingest, reviewMillicores);
@@ -87,7 +95,7 @@ export function capacityMarkdown(ingest: BenchResult | undefined, webhook: Bench
   const tlsText = !(tls.millicores || tls.mib)
     ? 'The ingest figures come from agents sharing 50 plaintext connections: TLS per agent is not in them (no 10,000-agent cluster result that fitted).'
     : tls.cpuBound
-      ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents. Its CPU is not added: that run was throttled at its 1-core quota, so it shows what the replica was allowed, not what it needed, and **the CPU column is too low** by the TLS share (install.md, "Sizing the gateway").`
+      ? `TLS and a token per agent add what the cluster benchmark measured at 10,000 agents over the ingest benchmark's shared plaintext connections: ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents, scaled with the agents. Its CPU is not added: that run was throttled at its 1-core quota, so it shows what the replica was allowed, not what it needed, and **the CPU column is too low** by the TLS share (install.md, "Sizing the gateway").${smallerText(cluster)}`
       : `TLS and a token per agent add what the cluster benchmark measured over the ingest benchmark's shared plaintext connections: ${(tls.millicores * 1000).toFixed(0)} millicores per 1,000 agents (from its ${tls.cpuFromAgents.toLocaleString('en-US')}-agent pass${tls.cpuFromAgents === 10_000 ? '' : ', which fitted its core; the 10,000-agent pass was throttled at it'}, less the reviews' share at the rate below; the GetNode calls it served meanwhile are left in) and ${(tls.mib * 1024).toFixed(0)} KiB per 1,000 agents (its RSS peak at 10,000), scaled with the agents.`;
   const n = (v: number) => Math.round(v).toLocaleString('en-US');
   return [

@@ -27,7 +27,7 @@ is shared (2 cores: the load generator, the system under test and anything
 else running compete), so absolute latencies are pessimistic; the JSON files
 keep every figure.
 
-Run: \`npm run bench\` (about 35 minutes; the first run on a machine also builds
+Run: \`npm run bench\` (about 40 minutes; the first run on a machine also builds
 the load generators ghz and bench/loadgen (Go module proxy) and oha
 (crates.io) while agent-overhead runs, and caches them in ~/.cache/oversell;
 pressure-to-node and cluster bring the local control plane up when it is not
