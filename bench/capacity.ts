@@ -60,7 +60,7 @@ function perAgentTls(cluster: BenchResult | undefined, ingest: BenchResult, revi
 
 /** The smaller pass, when it ran and did not fit either: what it used, for the reader to size from. */
 function smallerText(cluster: BenchResult | undefined): string {
-  if (!cluster || cluster.figures.smaller_fits_core !== 'no') return '';
+  if (cluster?.figures.smaller_fits_core !== 'no') return '';
   const agents = figure(cluster, 'smaller_agents');
   const k = `agents_${agents}_limit_${figure(cluster, 'smaller_limit_mib')}mib`;
   return ` Its ${agents.toLocaleString('en-US')}-node pass did not fit the core either, narrowly: ${figure(cluster, `${k}_gateway_millicores`)} millicores, throttled ${figure(cluster, `${k}_throttled_pct_of_window`)}% of the window.`;
