@@ -114,9 +114,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         const s = await getNodeStatus(conn, nodeName);
         return s.latest?.podsIncluded && s.latest.pods.length > 0 ? s : undefined;
       }, 20_000, 250);
-      const podIp = (await core().readNamespacedPod({ namespace: NS, name: agentPod.metadata!.name! })).status?.podIP;
-      const sampling = await agentSampling(`http://${podIp}:9091/metrics`);
-      const after = (await core().readNamespacedPod({ namespace: NS, name: agentPod.metadata!.name! }));
+      const after = await core().readNamespacedPod({ namespace: NS, name: agentPod.metadata!.name! });
+      const sampling = await agentSampling(`http://${after.status?.podIP}:9091/metrics`);
       const restarts = after.status?.containerStatuses?.[0]?.restartCount ?? 0;
       if (restarts > 0 || agentPid(agentPod.metadata!.uid!) !== pid) throw new Error(`the agent container restarted during the run (${restarts} restarts): its figures cover more than one process`);
 

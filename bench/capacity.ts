@@ -6,7 +6,7 @@ import { deployedMemoryLimitMiB } from './processes.js';
 import type { BenchResult } from './result.js';
 
 /** With oversell a kubelet writes nodes/status every 10 s (measured on the real node: docs/install.md). */
-const REVIEWS_PER_NODE_PER_S = 0.1;
+export const REVIEWS_PER_NODE_PER_S = 0.1;
 /** The install paths: two replicas (deploy/base/gateway.yaml) and its memory limit; the CPU budget is one core. */
 const MIN_REPLICAS = 2;
 const CPU_BUDGET_M = 1000;

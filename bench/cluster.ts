@@ -20,6 +20,7 @@ import { sleep } from './agent-overhead.js';
 import { useControlPlane } from './control-plane.js';
 import { peakRssMiB } from './proc-stats.js';
 import { benchCgroup, inCgroup, type CgroupUsage } from './cgroup.js';
+import { REVIEWS_PER_NODE_PER_S } from './capacity.js';
 import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } from './cluster-objects.js';
 import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
 import { deployedMemoryLimitMiB, GATEWAY_NODE_ARGS, log, startGateway, type GatewayProcess } from './processes.js';
@@ -65,6 +66,7 @@ interface Setup {
 /** One gateway's life under `limits`: undefined figures when it did not survive the agents connecting. */
 interface Pass {
   agents: number;
+  reviewRate: number;
   memoryMiB: number;
   /** Why the gateway died, when it did. */
   died?: string;
@@ -82,6 +84,9 @@ interface Pass {
   oomKills: number;
   describe: string;
 }
+
+/** The kubelets' status writes under oversell, as capacity.ts plans with them. */
+const reviewRateFor = (nodes: number) => nodes * REVIEWS_PER_NODE_PER_S;
 
 const total = (counts: Record<string, number>) => Object.values(counts).reduce((s, n) => s + n, 0);
 
@@ -119,7 +124,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
       clearInterval(hwm);
       const u = group.usage();
       log(connected);
-      return { agents: setup.agents, memoryMiB, died: connected, rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe };
+      return { agents: setup.agents, reviewRate: setup.reviewRate, memoryMiB, died: connected, rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe };
     }
     const connectS = Number(connected.split(' ')[1]) / 1000;
     const connectCpuS = diff(connectStart, group.usage()).cpuSeconds;
@@ -152,7 +157,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     rssPeakMiB = Math.round(peakRssMiB(gw.pid));
     const u = group.usage();
     const p: Pass = {
-      agents: setup.agents, memoryMiB, connectS, connectCpuS, reviews: r, query: q, agentRun: a, stored,
+      agents: setup.agents, reviewRate: setup.reviewRate, memoryMiB, connectS, connectCpuS, reviews: r, query: q, agentRun: a, stored,
       millicores: Math.round((windowUsage.cpuSeconds / windowSeconds) * 1000),
       throttledPct: round((windowUsage.throttledSeconds / windowSeconds) * 100, 1), throttledPeriods: windowUsage.throttledPeriods,
       rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe,
@@ -202,8 +207,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const pin = cpus().length > 1 ? ['taskset', '-c', String(cpus().length - 1)] : [];
   const work = mkdtempSync(join(tmpdir(), 'oversell-bench-cluster-'));
   const setup: Setup = {
-    // One review per node every 10 s: the kubelet's status writes under oversell.
-    loadgen: await ensureLoadgen(), agents, reviewRate: agents / 10, warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
+    loadgen: await ensureLoadgen(), agents, reviewRate: reviewRateFor(agents), warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
     tokens: join(work, 'tokens'), viewerToken: join(work, 'viewer-token'), pin,
   };
   const controlPlane = useControlPlane();
@@ -230,7 +234,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       const tokens = join(work, `tokens-${SMALLER_AGENTS}`);
       writeFileSync(tokens, `${readFileSync(setup.tokens, 'utf8').split('\n').slice(0, SMALLER_AGENTS).join('\n')}\n`, { mode: 0o600 });
       log(`${agents} nodes did not fit ${CPU_CORES} core: the same load for ${SMALLER_AGENTS} nodes, to measure what it holds`);
-      smaller = await pass({ ...setup, agents: SMALLER_AGENTS, reviewRate: SMALLER_AGENTS / 10, tokens }, shippedBytes);
+      smaller = await pass({ ...setup, agents: SMALLER_AGENTS, reviewRate: reviewRateFor(SMALLER_AGENTS), tokens }, shippedBytes);
     }
     const r = fitting?.reviews;
     const q = fitting?.query;
@@ -239,13 +243,13 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     return {
       name: 'cluster',
       summary: `${agents} agents on TLS + ${setup.reviewRate} reviews/s + ${QUERY_RATE} GetNode/s on one replica with ${CPU_CORES} core of quota, ${passes.map((p) => passLine(p)).join('; ')}` +
-        (smaller ? `; ${passLine(smaller, `${SMALLER_AGENTS} agents + ${smaller.agents / 10} reviews/s `)}` : ''),
+        (smaller ? `; ${passLine(smaller, `${smaller.agents} agents + ${smaller.reviewRate} reviews/s `)}` : ''),
       figures: {
         agents, reviews_per_s: setup.reviewRate, queries_per_s: QUERY_RATE, window_s: setup.windowS,
         // Which pass the load fitted in: the capacity plan (capacity.ts) reads its figures.
         fitting_limit_mib: fitting?.memoryMiB ?? 'none',
         ...Object.assign({}, ...passes.map((p) => passFigures(p))),
-        ...(smaller && { smaller_agents: smaller.agents, smaller_limit_mib: smaller.memoryMiB, smaller_reviews_per_s: smaller.agents / 10, smaller_fits_core: fitsCore(smaller) ? 'yes' : 'no', ...passFigures(smaller, `agents_${smaller.agents}_`) }),
+        ...(smaller && { smaller_agents: smaller.agents, smaller_limit_mib: smaller.memoryMiB, smaller_reviews_per_s: smaller.reviewRate, smaller_fits_core: fitsCore(smaller) ? 'yes' : 'no', ...passFigures(smaller, `agents_${smaller.agents}_`) }),
       },
       targets: full
         ? [
@@ -267,7 +271,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `load generators pinned to CPU ${pin.at(-1) ?? '(one CPU only)'} with taskset; the gateway's threads may run on any CPU within its quota. All on one ${cpus().length}-CPU machine, so the generators, the API server and etcd share it with the gateway`,
         `CPU and throttling from the cgroup over the ${setup.windowS} s window after ${setup.warmupS} s of warm-up; RSS peak is the gateway's VmHWM over its life (the connect storm included); cgroup memory peak includes page cache`,
         'samples dropped: sent by the simulator over the run minus stored by the gateway (oversell_samples_received_total{result="stored"}) 2 s after the simulator stopped',
-        ...(smaller ? [`${agents} nodes did not fit ${CPU_CORES} core, so a new gateway under the same limits then ran the same load for ${SMALLER_AGENTS} nodes (the smaller_ and agents_${SMALLER_AGENTS}_ figures): the first ${SMALLER_AGENTS} agents with their tokens, ${SMALLER_AGENTS / 10} reviews/s over their nodes, GetNode over their nodes at ${QUERY_RATE}/s; its bound-pods watch still lists all ${agents} agent pods. smaller_fits_core: throttled < 1% of the window and every review answered`] : []),
+        ...(smaller ? [`${agents} nodes did not fit ${CPU_CORES} core, so a new gateway under the same limits then ran the same load for ${SMALLER_AGENTS} nodes (the smaller_ and agents_${SMALLER_AGENTS}_ figures): the first ${SMALLER_AGENTS} agents with their tokens, ${reviewRateFor(SMALLER_AGENTS)} reviews/s over their nodes, GetNode over their nodes at ${QUERY_RATE}/s; its bound-pods watch still lists all ${agents} agent pods. smaller_fits_core: throttled < 1% of the window and every review answered`] : []),
       ],
     };
   } finally {
