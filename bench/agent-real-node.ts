@@ -16,7 +16,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { adminConfig, clusterAsync, core } from '../test/e2e/cluster.js';
-import { eventually, removeInstallLeftovers } from '../test/e2e/fixtures.js';
+import { deleteNamespaceAndWait, eventually, removeInstallLeftovers } from '../test/e2e/fixtures.js';
 import { OVERSELL_IMAGE_TAR, VIEWER, findRealNode, getNodeStatus, importImage, queryAsViewer, realNodePod } from '../test/e2e/real-node.js';
 import { agentSampling, printResult, quickFromEnv } from './agent-overhead.js';
 import { agentVersusNodeExporter, besideNodeExporter } from './beside-node-exporter.js';
@@ -78,7 +78,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const nodeName = node.metadata!.name!;
     await importImage(OVERSELL_IMAGE_TAR);
     await removeInstallLeftovers();
-    await deleteNamespace(PODS);
+    await deleteNamespaceAndWait(PODS, 180_000);
     log(`installing deploy/ on ${nodeName} (kubectl apply -k ${OVERLAY.slice(REPO.length)})`);
     await kubectl('apply', '--server-side', '-k', OVERLAY);
     await core().createNamespace({ body: { metadata: { name: PODS } } });
@@ -160,14 +160,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found').catch(() => {});
     await removeInstallLeftovers().catch((err: Error) => log(`!! the install's leftovers: ${err.message}`));
     await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
-    await deleteNamespace(PODS).catch((err: Error) => log(`!! namespace ${PODS}: ${err.message}`));
+    await deleteNamespaceAndWait(PODS, 180_000).catch((err: Error) => log(`!! namespace ${PODS}: ${err.message}`));
     plane.release();
   }
-}
-
-async function deleteNamespace(name: string): Promise<void> {
-  await core().deleteNamespace({ name }).catch(() => {});
-  await eventually(`namespace ${name} gone`, () => core().readNamespace({ name }).then(() => undefined, () => true), 180_000, 500);
 }
 
 runIfMain(import.meta.url, run, printResult);

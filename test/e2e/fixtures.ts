@@ -83,6 +83,12 @@ export const POLICY_CRD = { apiVersion: 'apiextensions.k8s.io/v1', kind: 'Custom
  * and waited for, so the next file's install starts clean (a leftover object
  * owned by another field manager makes a server-side apply conflict).
  */
+/** Deletes a namespace (if there) and waits until the API server no longer has it; rejects after timeoutMs. */
+export async function deleteNamespaceAndWait(name: string, timeoutMs: number): Promise<void> {
+  await core().deleteNamespace({ name }).catch(() => {});
+  await eventually(`namespace ${name} gone`, () => core().readNamespace({ name }).then(() => undefined, () => true), timeoutMs, 500);
+}
+
 export async function removeInstallLeftovers(): Promise<void> {
   await removeWebhook('oversell').catch(() => {});
   await core().deleteNamespace({ name: 'oversell' }).catch(() => {});

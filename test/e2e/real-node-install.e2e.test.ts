@@ -17,7 +17,7 @@ import { AppsV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kub
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
-import { OPT_IN, POLICY_CRD, eventually, removeInstallLeftovers } from './fixtures.js';
+import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
 
 const NS = 'oversell';
@@ -142,11 +142,6 @@ async function cleanNode(): Promise<void> {
   await patchNodeMetadata(nodeName, { labels: { 'oversell.io/enabled': null }, annotations: strip }).catch(() => {});
 }
 
-async function removeNamespace(name: string): Promise<void> {
-  await core().deleteNamespace({ name }).catch(() => {});
-  await eventually(`namespace ${name} gone`, () => core().readNamespace({ name }).then(() => undefined, () => true), 120_000, 500).catch(() => {});
-}
-
 before(async () => {
   node = await findRealNode();
   if (!node) return;
@@ -169,7 +164,7 @@ after(async () => {
   } catch { /* some kinds already gone: the rest by name below */ }
   await removeInstallLeftovers().catch(() => {});
   await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
-  await removeNamespace(PODS);
+  await deleteNamespaceAndWait(PODS, 120_000).catch(() => {});
   await cleanNode();
 });
 
