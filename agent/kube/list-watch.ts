@@ -18,6 +18,17 @@ interface WatchEvent<T> {
 
 class Gone extends Error {}
 
+/** The API server answered the list with an HTTP status other than 200 (403: no RBAC for it). */
+export class ListRefused extends Error {
+  override name = 'ListRefused';
+  constructor(
+    readonly status: number | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 export class ListWatch<T extends Item> {
   readonly #items = new Map<string, T>();
   readonly #backoff = new Backoff({ initialMs: 500, maxMs: 30_000 });
@@ -85,7 +96,7 @@ export class ListWatch<T extends Item> {
         res.on('data', (c: string) => (body += c));
         res.on('end', () => {
           if (res.statusCode !== 200) {
-            reject(new Error(`listing ${this.collection}?${this.selector} failed: HTTP ${res.statusCode} ${body.slice(0, 300)}`));
+            reject(new ListRefused(res.statusCode, `listing ${this.collection}?${this.selector} failed: HTTP ${res.statusCode} ${body.slice(0, 300)}`));
             return;
           }
           try {

@@ -2,11 +2,15 @@
 //  - a watch of pods with spec.nodeName=<node> (in a cluster, as the kubelet sees them);
 //  - a YAML/JSON file of pods (local mode without a cluster, e.g. the npm start demo);
 //  - nothing: requests are reported as unknown, never as a made-up zero floor.
+//    Also what the agent does when its ServiceAccount may not list pods: the
+//    install grants it no pod read unless asked (the gateway's own pod watch,
+//    on by default, does not use the agents' reports), so a 403 is a setting,
+//    not a failure.
 import { readFileSync } from 'node:fs';
 import yaml from 'js-yaml';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeAccess } from '../kube/kube-access.js';
-import { ListWatch } from '../kube/list-watch.js';
+import { ListRefused, ListWatch } from '../kube/list-watch.js';
 import type { Requests__Output } from '../../proto/gen/oversell/v1/Requests.js';
 import type { Logger } from '../../lib/log.js';
 import { sumRequests } from '../../lib/pod-requests.js';
@@ -57,6 +61,14 @@ export async function watchPodSource(access: KubeAccess, nodeName: string, log: 
   try {
     await watch.start();
   } catch (err) {
+    if (err instanceof ListRefused && err.status === 403) {
+      // Once, at start: nothing retries, so nothing repeats it.
+      log.info(
+        { node: nodeName },
+        'no permission to list pods: requests of bound pods are reported as unknown (the gateway\'s own pod watch, --watch-bound-pods on by default, does not need them); with the gateway\'s watch off, grant the agent pod read (docs/install.md) and restart the agents',
+      );
+      return noPodSource();
+    }
     throw new Error(`cannot list the pods of node ${nodeName}: ${(err as Error).message}; check the agent's RBAC (get/list/watch pods) and --kubeconfig`);
   }
   log.info({ node: nodeName, pods: current.podCount }, 'watching pods bound to this node');
