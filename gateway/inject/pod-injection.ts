@@ -8,11 +8,12 @@
 // goes through without it, with a warning the creator sees.
 //
 // Idempotent: with reinvocationPolicy IfNeeded the API server calls us again
-// when a later webhook changed the pod. A template whose containers the pod
-// already runs (same names, images, commands, args, the template's env values
-// and mounts, and its volumes) is not injected twice. The annotation
-// oversell.io/injected only reports what was injected: the pod's creator can
-// write it, so it never decides anything.
+// when a later webhook changed the pod. A template the pod already carries is
+// not injected twice: every container, init container and volume of the
+// template is in the pod under its name and is exactly the template's, as the
+// API server stores it (stored-form.ts); a look-alike of the same name is a
+// collision. The annotation oversell.io/injected only reports what was
+// injected: the pod's creator can write it, so it never decides anything.
 //
 // Required namespaces (the /mutate/pods/required webhook entry): the pod
 // cannot opt out. Its oversell.io/inject annotation is ignored, its
@@ -21,6 +22,7 @@
 // the pod instead of letting it run without.
 import { isObject, pointerEscape, type JsonPatchOp } from '../../lib/json.js';
 import { allowedIn, borrowedVolumes, containerNames, type Named, type SidecarTemplate, type TemplateEntry } from './sidecar-template.js';
+import { containerDifference, volumeDifference, type PodContext } from './stored-form.js';
 
 export const INJECT = {
   /** Namespace label (enabled, required, disabled) and pod annotation (disabled: opt out). */
@@ -90,8 +92,18 @@ function withDownwardEnv(containers: Named[], env: Record<string, string>): Name
   });
 }
 
+/** A container or volume of the template that the pod has under the same name but not as the template has it. */
+interface LookAlike {
+  what: 'container' | 'volume';
+  name: string;
+  difference: string;
+}
+
 /** Why this template cannot go into a pod that already has these names; undefined when it can. */
-function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: ReadonlySet<string>): { reason: RefusalReason; why: string } | undefined {
+function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: ReadonlySet<string>, lookAlike: LookAlike | undefined): { reason: RefusalReason; why: string } | undefined {
+  // A look-alike is named with what differs: the pod's author (or whoever added
+  // the other webhook that changed it) needs to know what to fix.
+  if (lookAlike) return { reason: 'collision', why: `${lookAlike.what} name ${quoted(lookAlike.name)} is already in the pod, and it is not the template's (${lookAlike.difference})` };
   const c = containerNames(t).find((n) => containers.has(n));
   if (c) return { reason: 'collision', why: `container name ${quoted(c)} is already in the pod` };
   const v = t.volumes.find((x) => volumes.has(x.name));
@@ -101,43 +113,36 @@ function clash(t: SidecarTemplate, containers: ReadonlySet<string>, volumes: Rea
   return undefined;
 }
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 const byName = (v: unknown): Map<string, Record<string, unknown>> =>
   new Map(Array.isArray(v) ? v.filter(isObject).filter((x) => typeof x.name === 'string').map((x) => [x.name as string, x]) : []);
 
 /**
- * Does the pod already run this container of a template? Compared: what
- * defaulting and other admission plugins leave alone (image, command, args),
- * and the template's own env values and mounts, which may have gained
- * neighbours (the ServiceAccount token mount) but not lost or changed.
+ * Does the pod carry the template already (injected before, or a copy of an
+ * injected pod)? Every container, init container and volume of the template
+ * must be in the pod, each exactly the template's. The first one present
+ * under its name but different is the look-alike.
  */
-function runs(podContainer: Record<string, unknown> | undefined, c: Named, downwardEnv: Record<string, string>): boolean {
-  if (!podContainer) return false;
-  if (!same(podContainer.image, c.image) || !same(podContainer.command, c.command) || !same(podContainer.args, c.args)) return false;
-  const env = byName(podContainer.env);
-  const wanted: Record<string, unknown>[] = [
-    ...(Array.isArray(c.env) ? (c.env as unknown[]).filter(isObject) : []),
-    ...Object.entries(downwardEnv).filter(([n]) => !namesOf(c.env).includes(n)).map(([name, fieldPath]) => ({ name, valueFrom: { fieldRef: { fieldPath } } })),
-  ];
-  for (const e of wanted) {
-    const got = env.get(String(e.name));
-    if (!got || !same(got.value, e.value)) return false;
-    const path = (x: Record<string, unknown>) => (isObject(x.valueFrom) && isObject(x.valueFrom.fieldRef) ? x.valueFrom.fieldRef.fieldPath : undefined);
-    if (!same(path(got), path(e))) return false;
-  }
-  const mounts = Array.isArray(podContainer.volumeMounts) ? (podContainer.volumeMounts as unknown[]).filter(isObject) : [];
-  const wantedMounts = Array.isArray(c.volumeMounts) ? (c.volumeMounts as unknown[]).filter(isObject) : [];
-  return wantedMounts.every((m) => mounts.some((x) => x.name === m.name && x.mountPath === m.mountPath && Boolean(x.readOnly) === Boolean(m.readOnly)));
-}
-
-/** The pod carries every container and volume of the template already (injected before, or written into the pod). */
-function carries(t: SidecarTemplate, spec: Record<string, unknown>): boolean {
+function carried(t: SidecarTemplate, spec: Record<string, unknown>): { carried: boolean; lookAlike?: LookAlike } {
+  const volumes = byName(spec.volumes);
+  const pod: PodContext = { volumes, hostNetwork: spec.hostNetwork === true };
   const containers = byName(spec.containers);
   const initContainers = byName(spec.initContainers);
-  const volumes = byName(spec.volumes);
-  return t.containers.every((c) => runs(containers.get(c.name), c, t.downwardEnv))
-    && t.initContainers.every((c) => runs(initContainers.get(c.name), c, t.downwardEnv))
-    && t.volumes.every((v) => volumes.has(v.name));
+  let all = true;
+  let lookAlike: LookAlike | undefined;
+  const compare = (what: LookAlike['what'], name: string, got: unknown, difference: () => string | undefined) => {
+    if (got === undefined) {
+      all = false;
+      return;
+    }
+    const d = difference();
+    if (d === undefined) return;
+    all = false;
+    lookAlike ??= { what, name, difference: d };
+  };
+  for (const c of withDownwardEnv(t.initContainers, t.downwardEnv)) compare('container', c.name, initContainers.get(c.name), () => containerDifference(initContainers.get(c.name), c, pod));
+  for (const c of withDownwardEnv(t.containers, t.downwardEnv)) compare('container', c.name, containers.get(c.name), () => containerDifference(containers.get(c.name), c, pod));
+  for (const v of t.volumes) compare('volume', v.name, volumes.get(v.name), () => volumeDifference(volumes.get(v.name), v));
+  return lookAlike ? { carried: false, lookAlike } : { carried: all };
 }
 
 export function planInjection(input: InjectionInput): InjectionPlan {
@@ -180,7 +185,8 @@ export function planInjection(input: InjectionInput): InjectionPlan {
       refuse(name, 'namespace-not-allowed', `the template is limited to other namespaces than ${quoted(namespace)}`);
       continue;
     }
-    if (entry.template && carries(entry.template, spec)) {
+    const found = entry.template ? carried(entry.template, spec) : undefined;
+    if (found?.carried) {
       plan.present.push(name);
       continue;
     }
@@ -191,7 +197,7 @@ export function planInjection(input: InjectionInput): InjectionPlan {
       continue;
     }
     const t = entry.template;
-    const problem = clash(t, containers, volumes);
+    const problem = clash(t, containers, volumes, found?.lookAlike);
     if (problem) {
       refuse(name, problem.reason, problem.why);
       continue;

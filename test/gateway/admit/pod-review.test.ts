@@ -88,7 +88,7 @@ const rows: Row[] = [
   {
     what: 'a name collision is refused with a warning; the pod is allowed, unpatched',
     annotations: { [INJECT.sidecars]: 'web' }, templates: [mesh, web], outcome: 'refused',
-    warnings: ['oversell: sidecar "web" not injected: container name "web" is already in the pod'],
+    warnings: ['oversell: sidecar "web" not injected: container name "web" is already in the pod, and it is not the template\'s (image differs)'],
   },
   // Not ours: allowed without a patch.
   { what: 'a pod in the gateway\'s own namespace', change: (r) => (r.request.namespace = 'oversell'), outcome: 'skipped' },
@@ -113,6 +113,16 @@ const rows: Row[] = [
       assert.equal(response.status?.code, 403);
       assert.match(response.status?.message ?? '', /namespace shop requires its sidecars and "mesh" could not be added .*container name "mesh-proxy" is already in the pod/);
     },
+  },
+  {
+    what: 'required: a look-alike of the sidecar (its name, image and env, but its volume on disk instead of in memory) refuses the pod',
+    required: true, outcome: 'denied',
+    change: (r) => {
+      const env = [['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']].map(([name, fieldPath]) => ({ name, valueFrom: { fieldRef: { fieldPath } } }));
+      r.request.object.spec.initContainers = [{ name: 'mesh-proxy', image: 'envoy:1.30', restartPolicy: 'Always', env } as { name: string }];
+      r.request.object.spec.volumes?.push({ name: 'mesh-certs', emptyDir: {} } as { name: string });
+    },
+    warnings: ['oversell: sidecar "mesh" not injected: volume name "mesh-certs" is already in the pod, and it is not the template\'s (emptyDir differs)'],
   },
 ];
 

@@ -29,6 +29,20 @@ function patched(pod: unknown, over: Partial<InjectionInput> = {}): { pod: Pod; 
 
 const names = (v: unknown) => (Array.isArray(v) ? v.map((x: { name: string }) => x.name) : []);
 
+/** What the ServiceAccount admission plugin adds to a pod and mounts into every container. */
+const TOKEN_VOLUME = {
+  name: 'kube-api-access-x7k2p',
+  projected: {
+    defaultMode: 420,
+    sources: [
+      { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+      { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+      { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+    ],
+  },
+};
+const TOKEN_MOUNT = { name: 'kube-api-access-x7k2p', readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' };
+
 function basePod(): Pod {
   return {
     apiVersion: 'v1',
@@ -332,10 +346,11 @@ describe('pod injection: the annotation oversell.io/injected is a report, not a 
   it('a re-invocation after the API server defaulted the pod and mounted the token into our containers adds nothing', () => {
     const first = patched(basePod()).pod;
     const defaulted = structuredClone(first) as Pod & { spec: { containers: Array<Record<string, unknown>> } };
+    (defaulted.spec.volumes as unknown[]).push(TOKEN_VOLUME);
     for (const c of defaulted.spec.containers) {
       c.terminationMessagePath = '/dev/termination-log';
       c.imagePullPolicy = 'IfNotPresent';
-      c.volumeMounts = [...((c.volumeMounts as unknown[]) ?? []), { name: 'kube-api-access-1', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }];
+      c.volumeMounts = [...((c.volumeMounts as unknown[]) ?? []), TOKEN_MOUNT];
       c.env = ((c.env as Array<Record<string, unknown>>) ?? []).map((e) => (e.valueFrom ? { ...e, valueFrom: { fieldRef: { apiVersion: 'v1', ...(e.valueFrom as { fieldRef: object }).fieldRef } } } : e));
     }
     const again = plan(defaulted);
@@ -390,7 +405,7 @@ describe('pod injection: namespaces that require their sidecars (/mutate/pods/re
     (pod.spec as Record<string, unknown>).containers = [{ name: 'app', image: 'shop:1' }, { name: 'proxy', image: 'busybox' }];
     const result = plan(pod, { required: true });
     assert.deepEqual(result.ops, []);
-    assert.match(result.denied ?? '', /namespace shop requires its sidecars and "proxy" could not be added \(sidecar "proxy" not injected: container name "proxy" is already in the pod\)/);
+    assert.match(result.denied ?? '', /namespace shop requires its sidecars and "proxy" could not be added \(sidecar "proxy" not injected: container name "proxy" is already in the pod, and it is not the template's \(image differs\)\)/);
   });
 
   it('an invalid default template refuses the pod too: no pod runs without it', () => {
@@ -442,4 +457,136 @@ describe('pod injection: templates limited to namespaces', () => {
     assert.equal(plan(basePod(), { templates: [broken], required: true }).denied, undefined);
     assert.ok(plan(basePod(), { templates: [broken], required: true, namespace: 'payments' }).denied);
   });
+});
+
+describe('pod injection: a container of the sidecar\'s name is the sidecar only when it is exactly the template', () => {
+  // A template with what a real auth proxy carries: a Secret volume, env from a
+  // Secret, resources, a locked-down securityContext, a probe, a native sidecar.
+  const auth = parseTemplate('auth', {
+    default: true,
+    initContainers: [{ name: 'auth-init', image: 'example.com/auth-init:2', restartPolicy: 'Always', volumeMounts: [{ name: 'auth-certs', mountPath: '/etc/auth', readOnly: true }] }],
+    containers: [{
+      name: 'auth-proxy',
+      image: 'example.com/auth-proxy:2',
+      args: ['--upstream=127.0.0.1:8080'],
+      tty: false,
+      ports: [{ containerPort: 4180 }],
+      env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'auth-proxy', key: 'token' } } }],
+      resources: { requests: { cpu: '100m' }, limits: { cpu: '1000m', memory: '128Mi' } },
+      securityContext: { runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+      readinessProbe: { httpGet: { port: 4180 } },
+      volumeMounts: [{ name: 'auth-certs', mountPath: '/etc/auth', readOnly: true }],
+    }],
+    volumes: [{ name: 'auth-certs', secret: { secretName: 'auth-certs' } }],
+    downwardEnv: { POD_NAME: 'metadata.name' },
+  });
+  const DEFAULTED = { terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', imagePullPolicy: 'IfNotPresent' };
+  const POD_NAME = { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } };
+
+  type C = Record<string, unknown> & { volumeMounts: Array<Record<string, unknown>>; env: Array<Record<string, unknown>> };
+  type Stored = Pod & { spec: { containers: C[]; initContainers: C[]; volumes: Array<Record<string, unknown>> } };
+
+  /**
+   * A pod with "auth" injected as the API server stores it (and a copy of it
+   * submitted again carries): defaults filled in, "1000m" stored as "1", the
+   * memory limit copied to requests, tty: false left out, the ServiceAccount
+   * token volume mounted into every container.
+   */
+  function stored(): Stored {
+    return {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'web-1', namespace: 'shop', annotations: { [INJECT.injected]: 'auth' } },
+      spec: {
+        volumes: [{ name: 'data', emptyDir: {} }, TOKEN_VOLUME, { name: 'auth-certs', secret: { secretName: 'auth-certs', defaultMode: 420 } }],
+        initContainers: [{
+          name: 'auth-init', image: 'example.com/auth-init:2', restartPolicy: 'Always', resources: {}, env: [POD_NAME],
+          volumeMounts: [{ name: 'auth-certs', readOnly: true, mountPath: '/etc/auth' }, TOKEN_MOUNT], ...DEFAULTED,
+        }],
+        containers: [
+          { name: 'app', image: 'shop:1', resources: {}, env: [], volumeMounts: [{ name: 'data', mountPath: '/data' }, TOKEN_MOUNT], ...DEFAULTED },
+          {
+            name: 'auth-proxy',
+            image: 'example.com/auth-proxy:2',
+            args: ['--upstream=127.0.0.1:8080'],
+            ports: [{ containerPort: 4180, protocol: 'TCP' }],
+            env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'auth-proxy', key: 'token' } } }, POD_NAME],
+            resources: { limits: { cpu: '1', memory: '128Mi' }, requests: { cpu: '100m', memory: '128Mi' } },
+            volumeMounts: [{ name: 'auth-certs', readOnly: true, mountPath: '/etc/auth' }, TOKEN_MOUNT],
+            readinessProbe: { httpGet: { path: '/', port: 4180, scheme: 'HTTP' }, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 },
+            securityContext: { capabilities: { drop: ['ALL'] }, runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false },
+            ...DEFAULTED,
+          },
+        ],
+        restartPolicy: 'Always',
+        serviceAccountName: 'default',
+      },
+    };
+  }
+  const proxyOf = (p: Stored) => p.spec.containers[1]!;
+  const volume = (p: Stored, name: string) => p.spec.volumes.findIndex((v) => v.name === name);
+
+  it('our own patch, then the API server\'s stored form of it, are both recognised: nothing added twice', () => {
+    const first = patched(basePod(), { templates: [auth], required: true });
+    assert.deepEqual(first.result.injected, ['auth']);
+    assert.deepEqual(plan(first.pod, { templates: [auth], required: true }).present, ['auth']);
+    const again = plan(stored(), { templates: [auth], required: true });
+    assert.deepEqual([again.present, again.ops, again.refused, again.denied], [['auth'], [], [], undefined]);
+  });
+
+  const same: Array<[string, (p: Stored) => void]> = [
+    ['imagePullPolicy Always where the template leaves it to the default (the AlwaysPullImages admission plugin)', (p) => (proxyOf(p).imagePullPolicy = 'Always')],
+    ['another spelling of the same quantity (134217728 for 128Mi, 0.1 for 100m)', (p) => (proxyOf(p).resources = { limits: { cpu: '1000m', memory: '134217728' }, requests: { cpu: '0.1', memory: '128Mi' } })],
+    ['no ServiceAccount token (automountServiceAccountToken: false)', (p) => {
+      p.spec.volumes.splice(volume(p, TOKEN_VOLUME.name), 1);
+      for (const c of [...p.spec.containers, ...p.spec.initContainers]) c.volumeMounts = c.volumeMounts.filter((m) => m.name !== TOKEN_VOLUME.name);
+    }],
+    ['zero values written out that Go leaves out (readOnly: false on the app, tty: false)', (p) => {
+      proxyOf(p).tty = false;
+      p.spec.containers[0]!.volumeMounts[0]!.readOnly = false;
+    }],
+  ];
+  for (const [what, change] of same) {
+    it(`the same sidecar: ${what}`, () => {
+      const pod = stored();
+      change(pod);
+      const result = plan(pod, { templates: [auth], required: true });
+      assert.deepEqual([result.present, result.ops, result.denied], [['auth'], [], undefined]);
+    });
+  }
+
+  // All but the readOnly flip and the command ran as the sidecar under the
+  // comparison before this one (name, image, command, args, env values, mounts
+  // as a subset, volumes by name).
+  const lookAlikes: Array<[string, (p: Stored) => void, string]> = [
+    ['a volume of the same name from an emptyDir instead of the template\'s Secret', (p) => (p.spec.volumes[volume(p, 'auth-certs')] = { name: 'auth-certs', emptyDir: {} }), 'volume name "auth-certs" is already in the pod, and it is not the template\'s (source: emptyDir, not secret)'],
+    ['a volume of the same name from another Secret', (p) => (p.spec.volumes[volume(p, 'auth-certs')] = { name: 'auth-certs', secret: { secretName: 'mine', defaultMode: 420 } }), '"auth-certs" is already in the pod, and it is not the template\'s (secret differs)'],
+    ['env valueFrom the pod author\'s ConfigMap instead of the template\'s Secret', (p) => (proxyOf(p).env[0]!.valueFrom = { configMapKeyRef: { name: 'mine', key: 'token' } }), '(env differs)'],
+    ['envFrom added', (p) => (proxyOf(p).envFrom = [{ configMapRef: { name: 'mine' } }]), '(envFrom differs)'],
+    ['an extra env variable', (p) => proxyOf(p).env.push({ name: 'HTTPS_PROXY', value: 'http://mine:3128' }), '(env differs)'],
+    ['an extra mount', (p) => proxyOf(p).volumeMounts.push({ name: 'data', mountPath: '/etc/auth/extra' }), '(volumeMounts differs)'],
+    ['a subPath added to the template\'s mount', (p) => (proxyOf(p).volumeMounts[0]!.subPath = 'other'), '(volumeMounts differs)'],
+    ['readOnly flipped on the template\'s mount', (p) => delete proxyOf(p).volumeMounts[0]!.readOnly, '(volumeMounts differs)'],
+    ['a mount at the token path from the pod author\'s own volume', (p) => (proxyOf(p).volumeMounts[1] = { name: 'data', readOnly: true, mountPath: TOKEN_MOUNT.mountPath }), '(volumeMounts differs)'],
+    ['resources changed', (p) => ((proxyOf(p).resources as { limits: Record<string, string> }).limits.cpu = '4'), '(resources differs)'],
+    ['securityContext loosened', (p) => ((proxyOf(p).securityContext as Record<string, unknown>).allowPrivilegeEscalation = true), '(securityContext differs)'],
+    ['restartPolicy changed (the init container is no longer a native sidecar)', (p) => delete p.spec.initContainers[0]!.restartPolicy, 'container name "auth-init" is already in the pod, and it is not the template\'s (restartPolicy differs)'],
+    ['terminationMessagePolicy other than the default', (p) => (proxyOf(p).terminationMessagePolicy = 'FallbackToLogsOnError'), '(terminationMessagePolicy differs)'],
+    ['a command over the image\'s entrypoint', (p) => (proxyOf(p).command = ['/bin/sh', '-c', 'sleep infinity']), '(command differs)'],
+  ];
+  for (const [what, change, difference] of lookAlikes) {
+    it(`a look-alike is refused: ${what}`, () => {
+      const pod = stored();
+      change(pod);
+      const required = plan(pod, { templates: [auth], required: true });
+      assert.deepEqual([required.present, required.ops], [[], []]);
+      assert.ok(required.denied?.includes(difference), `${required.denied} should say ${difference}`);
+      assert.match(required.denied ?? '', /^oversell: namespace shop requires its sidecars and "auth" could not be added/);
+      // Elsewhere the pod runs, without the sidecar, and its creator is told why.
+      const elsewhere = plan(pod, { templates: [auth] });
+      assert.deepEqual([elsewhere.present, elsewhere.ops, elsewhere.denied], [[], [], undefined]);
+      assert.equal(elsewhere.refused[0]?.reason, 'collision');
+      assert.ok(elsewhere.refused[0]!.warning.includes(difference) && elsewhere.refused[0]!.warning.length <= 256, elsewhere.refused[0]!.warning);
+    });
+  }
 });
