@@ -10,9 +10,10 @@
 #      deploy/base/crd.yaml, files/monitoring/* are deploy/monitoring/*
 #   3. helm lint --strict, both certificate modes, monitoring on; invalid values are refused
 #   4. render: kubectl kustomize deploy/, overlays/self-managed, overlays/cert-manager,
-#      deploy/ with the monitoring Component, overlays/monitoring; helm template,
-#      both modes, in namespace oversell and in another namespace, and with
-#      monitoring.enabled=true
+#      deploy/ with the monitoring Component, overlays/monitoring, deploy/ with
+#      the agent-pod-read Component; helm template, both modes, in namespace
+#      oversell and in another namespace, with monitoring.enabled=true, and
+#      with agent.podRead=true
 #   5. every rendered document (and every deploy/base/*.yaml) parses and passes
 #      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
 #      renders keep their promises (test/deploy/manifests.mjs: security context,
@@ -118,6 +119,7 @@ run "helm lint --strict (sidecar injection off)" "$HELM" lint --strict "$CHART" 
 run "helm lint --strict (sidecars failurePolicy Fail)" "$HELM" lint --strict "$CHART" --set sidecars.failurePolicy=Fail
 run "helm lint --strict (1 replica, webhook CIDRs, no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set gateway.replicas=1 --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}'
 run "helm lint --strict (no NetworkPolicy)" "$HELM" lint --strict "$CHART" --set networkPolicy.enabled=false
+run "helm lint --strict (agent pod read)" "$HELM" lint --strict "$CHART" --set agent.podRead=true
 run "helm lint --strict (monitoring, extra labels)" "$HELM" lint --strict "$CHART" --set monitoring.enabled=true --set monitoring.labels.release=kube-prometheus-stack
 labelled="$("$HELM" template oversell "$CHART" --set monitoring.enabled=true --set monitoring.labels.release=kube-prometheus-stack)"
 [[ "$(grep -c 'release: kube-prometheus-stack' <<<"$labelled")" == 3 ]] || die "monitoring.labels must reach the ServiceMonitor, PodMonitor and PrometheusRule (and nothing else)"
@@ -175,6 +177,13 @@ for ns in oversell ops; do
   run "helm template -n $ns (monitoring.enabled=true)" sh -c \
     "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set monitoring.enabled=true > '$OUT/helm-self-managed-$ns-monitoring.yaml'"
 done
+# Agent pod read on (opt-in): deploy/ plus the Component, and Helm's switch.
+mkdir -p "$OUT/with-agent-pod-read"
+printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+  "resources: [$(realpath --relative-to="$OUT/with-agent-pod-read" "$REPO/deploy")]" \
+  "components: [$(realpath --relative-to="$OUT/with-agent-pod-read" "$REPO/deploy/agent-pod-read")]" > "$OUT/with-agent-pod-read/kustomization.yaml"
+run "kubectl kustomize: deploy/ with components: [deploy/agent-pod-read]" sh -c "'$KUBECTL' kustomize '$OUT/with-agent-pod-read' > '$OUT/kustomize-agent-pod-read.yaml'"
+run "helm template (agent.podRead=true)" sh -c "'$HELM' template oversell '$CHART' --namespace oversell --include-crds --set agent.podRead=true > '$OUT/helm-agent-pod-read.yaml'"
 MONITORING_KINDS=ServiceMonitor,PodMonitor,PrometheusRule,ConfigMap
 select_docs --kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed-monitoring.yaml" > "$OUT/monitoring-from-component.yaml"
 select_docs --kinds "$MONITORING_KINDS" "$OUT/overlay-monitoring.yaml" > "$OUT/monitoring-from-overlay.yaml"
@@ -197,6 +206,7 @@ manifests --mode self-managed --namespace ops helm-ops="$OUT/helm-self-managed-o
 manifests --mode cert-manager --namespace ops helm-ops="$OUT/helm-cert-manager-ops.yaml" || die "cert-manager helm render in namespace ops"
 manifests --mode self-managed --namespace oversell --monitoring on kustomize-monitoring="$OUT/kustomize-self-managed-monitoring.yaml" helm-monitoring="$OUT/helm-self-managed-oversell-monitoring.yaml" || die "renders with monitoring"
 manifests --mode self-managed --namespace ops --monitoring on helm-ops-monitoring="$OUT/helm-self-managed-ops-monitoring.yaml" || die "helm render with monitoring in namespace ops"
+manifests --mode self-managed --namespace oversell --agent-pod-read on kustomize-agent-pod-read="$OUT/kustomize-agent-pod-read.yaml" helm-agent-pod-read="$OUT/helm-agent-pod-read.yaml" || die "renders with agent pod read"
 
 # -------------------------------------------------------------- 6. compose
 step "docker-compose.yml against the Compose Specification schema"

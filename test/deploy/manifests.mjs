@@ -39,9 +39,11 @@ const parseOnly = args.includes('--parse-only') && args.splice(args.indexOf('--p
 const mode = opt('mode');
 const ns = opt('namespace');
 const monitoring = opt('monitoring') ?? 'off';
+// The opt-in cluster-wide pod read for agents (deploy/agent-pod-read, Helm agent.podRead).
+const agentPodRead = opt('agent-pod-read') ?? 'off';
 const tools = opt('tools') ?? join(import.meta.dirname, 'tools');
-if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns || !['on', 'off'].includes(monitoring))) {
-  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--monitoring on|off] [--tools DIR] LABEL=FILE...');
+if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns || !['on', 'off'].includes(monitoring) || !['on', 'off'].includes(agentPodRead))) {
+  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--monitoring on|off] [--agent-pod-read on|off] [--tools DIR] LABEL=FILE...');
   console.error('       manifests.mjs --parse-only [--tools DIR] FILE...');
   process.exit(2);
 }
@@ -185,7 +187,7 @@ function documentedRules(markdown, certificateMode) {
     .map((l) => l.slice(1, -1).split('|').map((c) => c.trim().replaceAll('`', '')));
   const out = new Set();
   for (const [subject, verbs, resource, scope, names, installed] of rows) {
-    if (!['both', certificateMode].includes(installed)) continue;
+    if (!['both', certificateMode, ...(agentPodRead === 'on' ? ['agent pod read'] : [])].includes(installed)) continue;
     for (const verb of verbs.split(',').map((v) => v.trim())) out.add(tuple({ subject, verb, resource, scope, names: names.split(',').map((n) => n.trim()).sort().join(', ') }));
   }
   if (out.size === 0) throw new Error('the RBAC table in docs/install.md has no rows');
@@ -202,8 +204,8 @@ function verifyRbacTable(label, objects) {
 
 // ------------------------------------------------ the caBundle-only policy
 function verifyCaBundlePolicy(label, objects, webhookConfiguration) {
-  const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy');
-  const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding');
+  const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === 'oversell-gateway-cabundle-only');
+  const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding' && o.metadata.name === 'oversell-gateway-cabundle-only');
   check(label, policy && binding, 'self-managed: a ValidatingAdmissionPolicy and its binding limit the gateway to the caBundle');
   if (!policy || !binding) return;
   const where = `${label} ${id(policy)}`;
@@ -218,6 +220,44 @@ function verifyCaBundlePolicy(label, objects, webhookConfiguration) {
     check(where, cel.includes(`w.${field} == o.${field}`), `does not compare ${field}`);
   }
   check(where, !cel.includes('caBundle'), 'must leave clientConfig.caBundle free to change');
+}
+
+// What the gateway's ServiceAccount may change, down to fields and names
+// (deploy/base/gateway-policy.yaml), in every certificate mode.
+function verifyGatewayPolicies(label, objects) {
+  const pair = (name) => {
+    const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === name);
+    const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding' && o.metadata.name === name);
+    check(label, policy && binding, `missing ValidatingAdmissionPolicy ${name} or its binding`);
+    if (!policy || !binding) return undefined;
+    const where = `${label} ${id(policy)}`;
+    check(where, binding.spec.policyName === name && binding.spec.validationActions?.join() === 'Deny' && !binding.spec.matchResources, 'bound with validationActions [Deny], everywhere');
+    check(where, policy.spec.failurePolicy === 'Fail', 'failurePolicy Fail');
+    const who = policy.spec.matchConditions?.map((c) => c.expression).join(' ');
+    check(where, who === `request.userInfo.username == 'system:serviceaccount:${ns}:oversell-gateway'`, `applies to the gateway's ServiceAccount in ${ns}: ${who}`);
+    return { where, policy, cel: policy.spec.validations?.map((v) => v.expression).join('\n') ?? '' };
+  };
+  const status = pair('oversell-gateway-node-status');
+  if (status) {
+    const rules = status.policy.spec.matchConstraints?.resourceRules ?? [];
+    check(status.where, rules.length === 1 && rules[0].resources?.join() === 'nodes/status' && rules[0].operations?.join() === 'UPDATE', 'matches UPDATE of nodes/status (a patch arrives as UPDATE)');
+    for (const field of ['labels', 'ownerReferences', 'finalizers', 'spec', 'capacity', 'conditions', 'addresses', 'phase', 'daemonEndpoints', 'nodeInfo', 'images', 'volumesInUse', 'volumesAttached', 'config', 'runtimeHandlers']) {
+      check(status.where, new RegExp(`object\\.(metadata|status)?\\.?${field} == oldObject\\.(metadata|status)?\\.?${field}`).test(status.cel), `does not compare ${field}`);
+    }
+    for (const must of ["k.startsWith('oversell.io/')", "'oversell.io/raw-allocatable-cpu', 'oversell.io/raw-allocatable-memory'", "r in ['cpu', 'memory']", 'compareTo(quantity(variables.oldAllocatable[r])) <= 0', "compareTo(quantity(variables.oldAnnotations['oversell.io/raw-allocatable-' + r])) >= 0"]) {
+      check(status.where, status.cel.includes(must), `does not check ${must}`);
+    }
+  }
+  const own = pair('oversell-gateway-own-objects');
+  if (own) {
+    const rules = own.policy.spec.matchConstraints?.resourceRules ?? [];
+    const matched = rules.flatMap((r) => r.resources ?? []).sort().join();
+    check(own.where, matched === 'configmaps,leases,secrets' && rules.every((r) => r.operations?.join() === 'CREATE,UPDATE'), `matches CREATE and UPDATE of configmaps, secrets, leases (got ${matched})`);
+    const secrets = own.policy.spec.variables?.find((v) => v.name === 'secrets')?.expression.replace(/\s+/g, '');
+    const want = mode === 'self-managed' ? "['oversell-gateway-proof-key','oversell-gateway-tls']" : "['oversell-gateway-proof-key']";
+    check(own.where, secrets === want, `Secrets the gateway may create (${mode}): ${secrets} (want ${want})`);
+    check(own.where, own.cel.includes(`request.namespace == '${ns}'`) && own.cel.includes('oversell.io/sidecar-template'), `only in ${ns}, and never a sidecar template`);
+  }
 }
 
 // --------------------------------------------------------- NetworkPolicy
@@ -238,7 +278,12 @@ function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
       check(where, r.from?.length === 1 && !r.from[0].namespaceSelector && matches(r.from[0].podSelector?.matchLabels, agentLabels), `port ${ports.agent} (agent streams) from agent pods only`);
     }
     if (p.includes(ports.grpc)) {
-      check(where, r.from?.length > 0 && r.from.every((f) => f.podSelector || f.namespaceSelector?.matchLabels?.['oversell.io/query'] === 'allowed'), `port ${ports.grpc} (query API) only from agent pods or oversell.io/query=allowed`);
+      // Query callers: one peer with both selectors (AND). A namespaceSelector
+      // alone, or a podSelector with namespaceSelector {}, would let a pod's
+      // author grant access by labelling the pod.
+      const agentPeer = (f) => !f.namespaceSelector && matches(f.podSelector?.matchLabels, agentLabels);
+      const queryPeer = (f) => f.namespaceSelector?.matchLabels?.['oversell.io/query'] === 'allowed' && f.podSelector?.matchLabels?.['oversell.io/query'] === 'allowed';
+      check(where, r.from?.length > 0 && r.from.every((f) => agentPeer(f) || queryPeer(f)), `port ${ports.grpc} (query API) only from agent pods, or pods labelled oversell.io/query=allowed in namespaces labelled so: ${JSON.stringify(r.from)}`);
     }
     if (p.includes(ports.metrics)) {
       check(where, r.from?.length > 0 && r.from.every((f) => f.namespaceSelector?.matchLabels?.['oversell.io/metrics'] === 'allowed' && !f.podSelector), `port ${ports.metrics} (metrics) only from namespaces labelled oversell.io/metrics=allowed`);
@@ -309,6 +354,15 @@ function verify(label, objects) {
     else check(where(o), o.metadata.namespace === ns || OUTSIDE_NAMESPACE.has(id(o)), `namespace ${o.metadata.namespace} (want ${ns})`);
     check(where(o), o.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell', 'no label app.kubernetes.io/part-of=oversell');
   }
+  // Pod Security labels where the render owns the Namespace (kustomize; Helm's
+  // release namespace is labelled by hand, docs/install.md): the agent's
+  // hostPath needs privileged, everything else is held to restricted by warn and audit.
+  const namespace = objects.find((o) => o.kind === 'Namespace');
+  if (namespace) {
+    const l = namespace.metadata.labels ?? {};
+    check(where(namespace), l['pod-security.kubernetes.io/enforce'] === 'privileged' && l['pod-security.kubernetes.io/warn'] === 'restricted' && l['pod-security.kubernetes.io/audit'] === 'restricted',
+      `Pod Security labels enforce=privileged (the agent's hostPath), warn and audit=restricted: ${JSON.stringify(l)}`);
+  }
   // Nothing may point at another namespace (helm renders into any namespace).
   const text = JSON.stringify(objects);
   for (const m of text.matchAll(/oversell-gateway(?:-agents|-tls)?\.([a-z0-9-]+)\.svc/g)) check(label, m[1] === ns, `reference to namespace ${m[1]}: ${m[0]}`);
@@ -342,6 +396,10 @@ function verify(label, objects) {
     check(where(gw), c?.securityContext?.readOnlyRootFilesystem === true && c?.securityContext?.allowPrivilegeEscalation === false, 'readOnlyRootFilesystem / allowPrivilegeEscalation');
     check(where(gw), (spec.securityContext?.runAsNonRoot ?? c?.securityContext?.runAsNonRoot) === true, 'runAsNonRoot');
     check(where(gw), (spec.securityContext?.seccompProfile ?? c?.securityContext?.seccompProfile)?.type === 'RuntimeDefault', 'seccomp RuntimeDefault');
+    // Pod Security "restricted" (the namespace warns and audits at it; the e2e
+    // admission-policy test has the real API server enforce it on this template).
+    check(where(gw), c?.securityContext?.capabilities?.drop?.includes('ALL') && !c?.securityContext?.capabilities?.add?.length && !c?.securityContext?.privileged, 'capabilities: drop ALL, add none, not privileged');
+    check(where(gw), !spec.hostNetwork && !spec.hostPID && !spec.hostIPC && !(spec.volumes ?? []).some((v) => v.hostPath) && !(c?.ports ?? []).some((p) => p.hostPort), 'no host namespaces, hostPath volumes or host ports (Pod Security restricted)');
     check(where(gw), env.POD_NAME?.fieldRef?.fieldPath === 'metadata.name' && env.POD_NAMESPACE?.fieldRef?.fieldPath === 'metadata.namespace', 'POD_NAME / POD_NAMESPACE');
     const ports = Object.fromEntries((c?.ports ?? []).map((p) => [p.name, p.containerPort]));
     check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.agent === 50052 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
@@ -351,6 +409,7 @@ function verify(label, objects) {
     check(label, secretRules.every((r) => r.scope === 'RoleBinding' && (r.resourceNames?.length > 0 || r.verbs.join() === 'create')), 'gateway: Secrets in its namespace, by name except create');
     check(label, secretRules.some((r) => r.resourceNames?.join() === 'oversell-gateway-proof-key' && r.verbs.includes('get')), 'gateway: get the grant-signing key Secret oversell-gateway-proof-key');
     verifyNetworkPolicy(label, objects, labels, ports);
+    verifyGatewayPolicies(label, objects);
 
     const pdb = need('PodDisruptionBudget', 'oversell-gateway');
     if (pdb) check(where(pdb), pdb.spec.minAvailable >= 1 && matches(pdb.spec.selector.matchLabels, labels), 'minAvailable >= 1 selecting the gateway');
@@ -400,7 +459,7 @@ function verify(label, objects) {
       }
       check(label, !rules('oversell-gateway').some((r) => r.resources?.includes('mutatingwebhookconfigurations')), 'gateway needs no webhook RBAC with cert-manager');
       check(label, rules('oversell-gateway').filter((r) => r.resources?.includes('secrets')).every((r) => r.verbs.join() === 'create' || r.resourceNames?.join() === 'oversell-gateway-proof-key'), 'gateway: with cert-manager, Secrets only for the grant-signing key');
-      check(label, !objects.some((o) => o.kind.startsWith('ValidatingAdmissionPolicy')), 'no caBundle policy with cert-manager: the gateway cannot change the webhook configuration at all');
+      check(label, !objects.some((o) => o.kind.startsWith('ValidatingAdmissionPolicy') && o.metadata.name === 'oversell-gateway-cabundle-only'), 'no caBundle policy with cert-manager: the gateway cannot change the webhook configuration at all');
     }
 
     // Webhook -> Service -> container port.
@@ -463,6 +522,8 @@ function verify(label, objects) {
     check(label, !grants('oversell-agent', 'discovery.k8s.io', 'endpointslices', 'watch', 'ClusterRoleBinding'), 'agent: endpointslices must not be cluster-wide');
     const clusterWide = rules('oversell-agent').filter((r) => r.scope === 'ClusterRoleBinding');
     check(label, clusterWide.every((r) => r.apiGroups.join() === '' && r.resources.join() === 'pods' && r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))), 'agent: cluster-wide only pods get/list/watch');
+    // Cluster-wide pod read only where asked for: the gateway's own pod watch does not use the agents' reports.
+    check(label, (clusterWide.length > 0) === (agentPodRead === 'on'), `agent: cluster-wide pod read ${clusterWide.length > 0 ? 'granted' : 'not granted'} (want it ${agentPodRead === 'on' ? 'granted' : 'absent'}: --agent-pod-read ${agentPodRead})`);
   }
   verifyRbacTable(label, objects);
   verifyMonitoring(label, objects);
