@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Node } from '@kubernetes/client-node';
-import { holdBack } from '../gateway/act/status-writer.js';
-import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
+import { holdBack, loweringPatch } from '../gateway/act/status-writer.js';
+import { GrantProof } from '../gateway/decide/grant-proof.js';
+import { DEFAULT_POLICY, type Decision, type ResourceDecision } from '../gateway/decide/policy.js';
 
 const nodes = (n: number, labels: Record<string, string> = { pool: 'a' }): V1Node[] =>
   Array.from({ length: n }, (_, i) => ({ metadata: { name: `n${i}`, labels } }));
@@ -41,5 +42,34 @@ describe('status writer: hold back while blind', () => {
   it('nodes no policy governs do not count either way', () => {
     const all = [...nodes(2), ...nodes(50, { pool: 'other' }).map((n) => ({ metadata: { ...n.metadata, name: `o-${n.metadata?.name}` } }))];
     assert.equal(holdBack(undefined, all, governed, (name) => (name.startsWith('o-') ? undefined : 1000), 0.5), undefined);
+  });
+});
+
+describe('status writer: its patch only lowers', () => {
+  const GI = 1024n ** 3n;
+  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, bound: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined });
+  // The node holds 6 cores / 12 GiB granted over a raw of 4 / 8 GiB.
+  const facts = { name: 'n1', incoming: { cpuMillicores: 6000n, memoryBytes: 12n * GI }, capacity: { cpuMillicores: 4000n, memoryBytes: 8n * GI }, annotations: {} };
+  const raw = { cpuMillicores: 4000n, memoryBytes: 8n * GI };
+  const held = { cpu: '6', memory: '12Gi' };
+  const proof = new GrantProof(Buffer.alloc(32, 7));
+  const decision = (cpu: bigint, memory: bigint): Decision => ({ cpu: resource(raw.cpuMillicores, cpu), memory: resource(raw.memoryBytes, memory), policy: 'default', dryRun: false, reason: 'test' });
+  const valueAt = (ops: ReturnType<typeof loweringPatch>, path: string) => ops.find((o) => o.op !== 'remove' && o.op !== 'test' && o.path === path)?.value;
+
+  it('CPU falls while memory would rise: CPU is lowered, memory keeps what the node holds (the rise waits for the kubelet), and the signed record says so', () => {
+    const ops = loweringPatch(facts, held, raw, decision(5000n, 14n * GI), proof);
+    assert.deepEqual(ops.slice(0, 2), [{ op: 'test', path: '/status/allocatable/cpu', value: '6' }, { op: 'test', path: '/status/allocatable/memory', value: '12Gi' }]);
+    assert.equal(valueAt(ops, '/status/allocatable/cpu'), '5');
+    assert.equal(valueAt(ops, '/status/allocatable/memory'), undefined, 'memory is not raised by the gateway');
+    assert.equal(valueAt(ops, '/metadata/annotations/oversell.io~1granted-allocatable-memory'), '12Gi', 'the record carries what the node holds, so it still verifies');
+    assert.equal(valueAt(ops, '/metadata/annotations/oversell.io~1granted-allocatable-cpu'), '5');
+    // The raw record is the lower bound the API server's policy checks: written as it stands, never moved.
+    assert.equal(valueAt(ops, '/metadata/annotations/oversell.io~1raw-allocatable-cpu'), '4');
+  });
+
+  it('both fall: both lowered, never below raw as decided', () => {
+    const ops = loweringPatch(facts, held, raw, decision(4500n, 9n * GI), proof);
+    assert.equal(valueAt(ops, '/status/allocatable/cpu'), '4500m');
+    assert.equal(valueAt(ops, '/status/allocatable/memory'), '9Gi');
   });
 });

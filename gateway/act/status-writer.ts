@@ -19,7 +19,9 @@ import type { Logger } from '../../lib/log.js';
 import { nodePatch } from '../admit/node-review.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
-import { pressureNow, type Decision, type Policy } from '../decide/policy.js';
+import { pressureNow, type Allocatable, type Decision, type Policy, type ResourceDecision } from '../decide/policy.js';
+import type { NodeObjectFacts } from '../decide/trusted-raw.js';
+import type { JsonPatchOp } from '../../lib/json.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -86,6 +88,37 @@ export function holdBack(
     return `usage data is fresh for ${fresh} of ${governed} governed nodes (below ${Math.round(minFreshShare * 100)}%): the gateway may have lost its agents`;
   }
   return undefined;
+}
+
+/**
+ * The leader's JSONPatch for nodes/status: the decision, signed, with each
+ * resource lowered or left alone, never raised (one resource may fall while
+ * the other's decision is above what the node holds: that rise waits for the
+ * kubelet's next write, through the webhook). Test ops pin it to the
+ * allocatable decided from; a kubelet write in between makes it fail,
+ * harmlessly. The ValidatingAdmissionPolicy oversell-gateway-node-status
+ * (deploy/base/gateway-policy.yaml) refuses any other write by the gateway.
+ */
+export function loweringPatch(
+  facts: NodeObjectFacts,
+  held: { cpu: string; memory: string },
+  raw: Allocatable,
+  decision: Decision,
+  proof: GrantProof,
+): Array<JsonPatchOp | { op: 'test'; path: string; value: string }> {
+  const notAbove = (d: ResourceDecision, now: bigint): ResourceDecision => (d.applied > now ? { ...d, applied: now } : d);
+  const lowering: Decision = {
+    cpu: notAbove(decision.cpu, facts.incoming.cpuMillicores),
+    memory: notAbove(decision.memory, facts.incoming.memoryBytes),
+    policy: decision.policy,
+    dryRun: decision.dryRun,
+    reason: decision.reason,
+  };
+  return [
+    { op: 'test', path: '/status/allocatable/cpu', value: held.cpu },
+    { op: 'test', path: '/status/allocatable/memory', value: held.memory },
+    ...nodePatch(facts, raw, lowering, proof),
+  ];
 }
 
 export class StatusWriter {
@@ -218,13 +251,7 @@ export class StatusWriter {
       this.#o.metrics.statusWrite('rate-limited');
       return; // the next sweep or sample tries again
     }
-    const patch = nodePatch(facts, raw, decision, this.#o.proof);
-    // test ops pin the patch to the allocatable we decided from; a kubelet write in between makes it fail, harmlessly.
-    const guarded = [
-      { op: 'test', path: '/status/allocatable/cpu', value: status.allocatable.cpu },
-      { op: 'test', path: '/status/allocatable/memory', value: status.allocatable.memory },
-      ...patch,
-    ];
+    const guarded = loweringPatch(facts, { cpu: status.allocatable.cpu, memory: status.allocatable.memory }, raw, decision, this.#o.proof);
     this.#inFlight.add(name);
     this.#core
       .patchNodeStatus({ name, body: guarded }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch))
