@@ -18,7 +18,8 @@
 #      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
 #      renders keep their promises (test/deploy/manifests.mjs: security context,
 #      probes, PDB, spread, RBAC scope, TLS mode, webhook -> Service -> port,
-#      NetworkPolicy ports, the caBundle-only ValidatingAdmissionPolicy, ...),
+#      NetworkPolicy ports, the caBundle-only ValidatingAdmissionPolicy, the
+#      pod-image policy of namespaces that require their sidecars, ...),
 #      every RBAC rule is a row of the table in docs/install.md and every row
 #      is granted, and kustomize and helm render the same objects, the same
 #      RBAC rules per subject and the same policies per mode; with monitoring
@@ -131,8 +132,8 @@ cidr="$("$HELM" template oversell "$CHART" --set 'networkPolicy.webhookFromCIDRs
 grep -q 'cidr: "10.0.0.0/8"' <<<"$cidr" || die "networkPolicy.webhookFromCIDRs does not reach the NetworkPolicy"
 ok "networkPolicy.webhookFromCIDRs limits the webhook port"
 no_pods="$("$HELM" template oversell "$CHART" --set sidecars.enabled=false)"
-if grep -q -e 'path: /mutate/pods' -e 'name: oversell-gateway-sidecars' <<<"$no_pods" || ! grep -q 'OVERSELL_SIDECARS' <<<"$no_pods"; then die "sidecars.enabled=false still renders pod webhooks or template RBAC"; fi
-ok "sidecars.enabled=false: no pod webhooks, no template RBAC, OVERSELL_SIDECARS=none"
+if grep -q -e 'path: /mutate/pods' -e 'name: oversell-gateway-sidecars' -e 'name: oversell-required-pod-images' <<<"$no_pods" || ! grep -q 'OVERSELL_SIDECARS' <<<"$no_pods"; then die "sidecars.enabled=false still renders pod webhooks, template RBAC or the required-namespace image policy"; fi
+ok "sidecars.enabled=false: no pod webhooks, no template RBAC, no image policy, OVERSELL_SIDECARS=none"
 refused() { # label helm-template-args...
   local label="$1"; shift
   if "$HELM" template oversell "$CHART" "$@" >/dev/null 2>&1; then die "helm template accepted $label"; fi

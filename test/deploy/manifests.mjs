@@ -260,6 +260,27 @@ function verifyGatewayPolicies(label, objects) {
   }
 }
 
+// ------------------------------- images fixed in required sidecar namespaces
+// deploy/base/required-pod-images.yaml: in namespaces labelled
+// oversell.io/inject=required (exactly those of required-pods.oversell.io),
+// an UPDATE of a pod may not change a container's or init container's image.
+function verifyRequiredPodImages(label, objects, requiredHook) {
+  const name = 'oversell-required-pod-images';
+  const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === name);
+  const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding' && o.metadata.name === name);
+  check(label, policy && binding, `missing ValidatingAdmissionPolicy ${name} or its binding (pod images in namespaces that require their sidecars)`);
+  if (!policy || !binding) return;
+  const where = `${label} ${id(policy)}`;
+  check(where, policy.spec.failurePolicy === 'Fail', 'failurePolicy Fail');
+  const rules = policy.spec.matchConstraints?.resourceRules ?? [];
+  check(where, rules.length === 1 && rules[0].resources?.join() === 'pods' && rules[0].operations?.join() === 'UPDATE' && rules[0].apiGroups?.join() === '', 'matches UPDATE of pods (not its subresources), nothing else');
+  check(where, !policy.spec.matchConditions, 'exempts no one (no matchConditions)');
+  const cel = [...(policy.spec.variables ?? []), ...(policy.spec.validations ?? [])].map((v) => v.expression).join('\n');
+  for (const list of ['containers', 'initContainers']) check(where, cel.includes(`object.spec.${list}.filter(c, oldObject.spec.${list}.exists(o, o.name == c.name && o.image != c.image))`), `compares the images of ${list}`);
+  check(where, binding.spec.policyName === name && binding.spec.validationActions?.join() === 'Deny', 'bound with validationActions [Deny]');
+  check(where, canonical(binding.spec.matchResources?.namespaceSelector) === canonical(requiredHook?.namespaceSelector), `bound to the namespaces of required-pods.oversell.io: ${JSON.stringify(binding.spec.matchResources?.namespaceSelector)}`);
+}
+
 // --------------------------------------------------------- NetworkPolicy
 function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
   const np = objects.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'oversell-gateway');
@@ -497,6 +518,7 @@ function verify(label, objects) {
       check(where(hook), annotated?.failurePolicy === 'Ignore' && injectValues(annotated)?.operator === 'NotIn' && ['enabled', 'required', 'disabled'].every((v) => injectValues(annotated).values.includes(v)), 'annotated-pods.oversell.io: Ignore, only namespaces the others do not cover');
       check(where(hook), annotated?.matchConditions?.some((c) => c.expression.includes("'oversell.io/sidecars' in object.metadata.annotations")), 'annotated-pods.oversell.io: only pods annotated oversell.io/sidecars');
       check(label, grants('oversell-gateway', '', 'configmaps', 'watch', 'RoleBinding') && !grants('oversell-gateway', '', 'configmaps', 'watch', 'ClusterRoleBinding'), 'gateway: watch configmaps (sidecar templates) in its namespace only');
+      verifyRequiredPodImages(label, objects, pods['required-pods.oversell.io']);
     }
   }
 
