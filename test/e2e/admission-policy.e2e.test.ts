@@ -163,8 +163,9 @@ describe('install-path policies on the real API server (NetworkPolicy, caBundle-
 
       before(async () => {
         const r = renders.find((x) => x.path === path)!;
-        policy = one(r, 'ValidatingAdmissionPolicy');
-        binding = one(r, 'ValidatingAdmissionPolicyBinding');
+        // Each render has more policies (gateway-policy.e2e tests the others): this one by name.
+        policy = one(r, 'ValidatingAdmissionPolicy', 'oversell-gateway-cabundle-only');
+        binding = one(r, 'ValidatingAdmissionPolicyBinding', 'oversell-gateway-cabundle-only');
         created.push(policy, binding);
         await objects().create(policy);
         await objects().create(binding);

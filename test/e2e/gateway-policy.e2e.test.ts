@@ -1,0 +1,320 @@
+// Least privilege down to fields and names, on the real kube-apiserver, for
+// the kustomize and the Helm render: the ValidatingAdmissionPolicies that bind
+// the gateway's ServiceAccount on nodes/status (oversell-gateway-node-status)
+// and on the objects it creates (oversell-gateway-own-objects), and the Pod
+// Security labels of the namespace (the gateway's pod passes "restricted", the
+// agent's needs "privileged"). Requests are made as the gateway's
+// ServiceAccount by impersonation, with the RBAC the install grants it, so a
+// refusal here is the policy's, not RBAC's.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions,
+  type KubernetesObject, type V1Node, type V1PodTemplateSpec,
+} from '@kubernetes/client-node';
+import yaml from 'js-yaml';
+import { loweringPatch } from '../../gateway/act/status-writer.js';
+import { GrantProof } from '../../gateway/decide/grant-proof.js';
+import type { Decision, ResourceDecision } from '../../gateway/decide/policy.js';
+import { REPO, adminConfig, cluster, core, objects } from './cluster.js';
+import { deleteNamespaceAndWait, eventually } from './fixtures.js';
+
+const NS = 'oversell';
+const RESTRICTED_NS = 'oversell-e2e-restricted';
+const GATEWAY = `system:serviceaccount:${NS}:oversell-gateway`;
+const NODE = 'oversell-e2e-gateway-policy';
+const GI = 1024n ** 3n;
+
+type Obj = KubernetesObject & Record<string, unknown>;
+type Render = { path: 'kustomize' | 'helm'; docs: Obj[] };
+
+function render(path: Render['path']): Render {
+  const text = path === 'kustomize'
+    ? cluster('kubectl', 'kustomize', join(REPO, 'deploy'))
+    : (() => {
+      execFileSync('bash', [join(REPO, 'test/deploy/build-helm.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
+      const helm = execFileSync('bash', [join(REPO, 'test/deploy/build-helm.sh'), '--print-path'], { encoding: 'utf8' }).trim();
+      return execFileSync(helm, ['template', 'oversell', join(REPO, 'deploy/helm/oversell'), '--namespace', NS], { encoding: 'utf8' });
+    })();
+  return { path, docs: yaml.loadAll(text).filter((d): d is Obj => typeof d === 'object' && d !== null) };
+}
+
+const one = (r: Render, kind: string, name: string): Obj => {
+  const o = r.docs.find((d) => d.kind === kind && d.metadata?.name === name);
+  assert.ok(o, `${r.path} renders no ${kind}/${name}`);
+  return structuredClone(o);
+};
+
+/** A client of this API as the gateway's ServiceAccount, by impersonation. */
+function asGateway<T>(api: new (config: never) => T): T {
+  const admin = adminConfig();
+  const kc = new KubeConfig();
+  kc.loadFromOptions({ clusters: admin.clusters, contexts: admin.contexts, currentContext: admin.currentContext, users: admin.users.map((u) => ({ ...u, impersonateUser: GATEWAY })) });
+  return kc.makeApiClient(api as never) as T;
+}
+
+type Outcome = { ok: true } | { ok: false; code: number; message: string };
+async function outcome(call: () => Promise<unknown>): Promise<Outcome> {
+  try {
+    await call();
+    return { ok: true };
+  } catch (err) {
+    const e = err as { code?: number; body?: unknown };
+    const text = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? (err as Error).message);
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? text;
+    } catch { /* not JSON */ }
+    return { ok: false, code: e.code ?? 0, message };
+  }
+}
+
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+const patchStatus = (api: CoreV1Api, body: object[], dryRun?: 'All') => outcome(() => api.patchNodeStatus({ name: NODE, body, ...(dryRun && { dryRun }) }, jsonPatch));
+
+// The node as the webhook leaves it: raw 4 cores / 8 GiB recorded, 6 / 12Gi granted.
+const RAW = { cpu: '4', memory: '8Gi' };
+function nodeObject(): V1Node {
+  return {
+    metadata: {
+      name: NODE,
+      labels: { 'e2e.oversell.io/owner': 'gateway-policy' },
+      annotations: {
+        'example.com/owner': 'team-a',
+        'oversell.io/raw-allocatable-cpu': RAW.cpu,
+        'oversell.io/raw-allocatable-memory': RAW.memory,
+        'oversell.io/granted-allocatable-cpu': '6',
+        'oversell.io/granted-allocatable-memory': '12Gi',
+        'oversell.io/reason': 'e2e',
+      },
+    },
+    status: {
+      capacity: { cpu: '4', memory: '8Gi', pods: '110' },
+      allocatable: { cpu: '6', memory: '12Gi', pods: '110' },
+      conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' }],
+      addresses: [{ type: 'InternalIP', address: '198.18.0.10' }, { type: 'Hostname', address: NODE }],
+    },
+  };
+}
+
+// What a stolen gateway token would do to a node, each refused by oversell-gateway-node-status.
+const FORBIDDEN_NODE: Array<[string, object[], RegExp]> = [
+  ['mark the node NotReady (a condition)', [{ op: 'replace', path: '/status/conditions/0/status', value: 'False' }], /only allocatable cpu\/memory of a node's status/],
+  ['change an address', [{ op: 'replace', path: '/status/addresses/0/address', value: '198.18.0.99' }], /only allocatable cpu\/memory of a node's status/],
+  ['change capacity', [{ op: 'replace', path: '/status/capacity/cpu', value: '64' }], /only allocatable cpu\/memory of a node's status/],
+  ['raise allocatable cpu', [{ op: 'replace', path: '/status/allocatable/cpu', value: '7' }], /only lower allocatable/],
+  ['raise allocatable memory', [{ op: 'replace', path: '/status/allocatable/memory', value: '13Gi' }], /only lower allocatable/],
+  ['lower allocatable cpu below the recorded raw', [{ op: 'replace', path: '/status/allocatable/cpu', value: '3999m' }], /below the node's raw allocatable/],
+  ['lower allocatable memory below the recorded raw', [{ op: 'replace', path: '/status/allocatable/memory', value: '7Gi' }], /below the node's raw allocatable/],
+  ['move the raw record down, then allocatable with it', [
+    { op: 'replace', path: '/metadata/annotations/oversell.io~1raw-allocatable-cpu', value: '1' },
+    { op: 'replace', path: '/status/allocatable/cpu', value: '1' },
+  ], /never its oversell.io\/raw-allocatable-\* record/],
+  ['change allocatable pods', [{ op: 'replace', path: '/status/allocatable/pods', value: '500' }], /other allocatable resources stay/],
+  ['change an annotation outside oversell.io/', [{ op: 'replace', path: '/metadata/annotations/example.com~1owner', value: 'attacker' }], /only oversell.io\/ annotations/],
+  ['add an annotation outside oversell.io/', [{ op: 'add', path: '/metadata/annotations/example.com~1x', value: 'y' }], /only oversell.io\/ annotations/],
+  ['add a label', [{ op: 'add', path: '/metadata/labels/oversell.io~1enabled', value: 'true' }], /labels, owners, finalizers and spec stay/],
+];
+
+/** The status writer's own write (gateway/act/status-writer.ts loweringPatch): CPU down to 5, memory's rise left out. */
+function statusWriterPatch(node: V1Node): object[] {
+  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, bound: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined }) as ResourceDecision;
+  const decision: Decision = { cpu: resource(4000n, 5000n), memory: resource(8n * GI, 14n * GI), policy: 'default', dryRun: false, reason: 'e2e: lowered ahead of the kubelet' };
+  const facts = { name: NODE, incoming: { cpuMillicores: 6000n, memoryBytes: 12n * GI }, capacity: { cpuMillicores: 4000n, memoryBytes: 8n * GI }, annotations: node.metadata?.annotations };
+  const held = { cpu: node.status?.allocatable?.cpu ?? '', memory: node.status?.allocatable?.memory ?? '' };
+  return loweringPatch(facts, held, { cpuMillicores: 4000n, memoryBytes: 8n * GI }, decision, new GrantProof(randomBytes(32)));
+}
+
+const created: Obj[] = [];
+let createdNamespace = false;
+const remove = (o: Obj) => objects().delete(o).then(() => undefined, () => undefined);
+
+describe('the gateway bound down to fields and names on the real API server (ValidatingAdmissionPolicies, Pod Security)', { timeout: 10 * 60_000 }, () => {
+  const renders: Render[] = [];
+
+  before(async () => {
+    renders.push(render('kustomize'), render('helm'));
+    const [kustomize] = renders as [Render];
+    // The namespace as deploy/ ships it (its Pod Security labels), unless it exists.
+    const namespace = one(kustomize, 'Namespace', NS);
+    createdNamespace = await objects().create(namespace).then(() => true, (e: { code?: number }) => {
+      if (e.code !== 409) throw e;
+      return false;
+    });
+    if (!createdNamespace) {
+      await core().patchNamespace({ name: NS, body: { metadata: { labels: (namespace.metadata as { labels: Record<string, string> }).labels } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    }
+    // The gateway's and agent's RBAC as installed (kustomize and Helm grant the same: test/deploy/check.sh).
+    for (const [kind, name] of [
+      ['ServiceAccount', 'oversell-gateway'], ['ServiceAccount', 'oversell-agent'],
+      ['ClusterRole', 'oversell-gateway'], ['ClusterRoleBinding', 'oversell-gateway'],
+      ['Role', 'oversell-gateway'], ['RoleBinding', 'oversell-gateway'],
+      ['Role', 'oversell-gateway-tls'], ['RoleBinding', 'oversell-gateway-tls'],
+    ] as const) {
+      const o = one(kustomize, kind, name);
+      await remove(o);
+      created.push(o);
+      await objects().create(o);
+    }
+    await core().deleteNode({ name: NODE }).catch(() => {});
+    await core().createNode({ body: nodeObject() });
+  });
+
+  after(async () => {
+    for (const o of created.reverse()) await remove(o);
+    await core().deleteNode({ name: NODE }).catch(() => {});
+    await core().deleteNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' }).catch(() => {});
+    await deleteNamespaceAndWait(RESTRICTED_NS, 90_000).catch(() => {});
+    if (createdNamespace) await deleteNamespaceAndWait(NS, 90_000);
+  });
+
+  for (const path of ['kustomize', 'helm'] as const) {
+    describe(`the policies rendered by ${path}`, () => {
+      const mine: Obj[] = [];
+      const gatewayCore = () => asGateway(CoreV1Api);
+
+      before(async () => {
+        const r = renders.find((x) => x.path === path)!;
+        for (const name of ['oversell-gateway-node-status', 'oversell-gateway-own-objects']) {
+          mine.push(one(r, 'ValidatingAdmissionPolicy', name), one(r, 'ValidatingAdmissionPolicyBinding', name));
+        }
+        for (const o of mine) {
+          await remove(o);
+          created.push(o);
+          await objects().create(o);
+        }
+        // In force (a dry run goes through admission too): a label change by the gateway is refused.
+        await eventually('the node-status policy to refuse', async () => ((await patchStatus(gatewayCore(), FORBIDDEN_NODE.at(-1)![1], 'All')).ok ? undefined : true), 60_000);
+        await eventually('the own-objects policy to refuse', async () => ((await outcome(() => gatewayCore().createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'not-the-gateways' } }, dryRun: 'All' }))).ok ? undefined : true), 60_000);
+      });
+
+      after(async () => {
+        for (const o of mine.reverse()) await remove(o);
+        // Out of force before the next path's turn, so its refusals are its own.
+        await eventually('the policies to be out of force', async () => ((await patchStatus(gatewayCore(), FORBIDDEN_NODE.at(-1)![1], 'All')).ok ? true : undefined), 60_000);
+      });
+
+      it('both type-check against the API server\'s schema without warnings', async () => {
+        for (const name of ['oversell-gateway-node-status', 'oversell-gateway-own-objects']) {
+          const stored = await eventually(`${name}'s type check`, async () => {
+            const p = (await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name } })) as { metadata?: { generation?: number }; status?: { observedGeneration?: number; typeChecking?: { expressionWarnings?: unknown[] } } };
+            return p.status?.observedGeneration === p.metadata?.generation ? p : undefined;
+          });
+          assert.deepEqual(stored.status?.typeChecking?.expressionWarnings ?? [], [], name);
+        }
+      });
+
+      for (const [what, patch, message] of FORBIDDEN_NODE) {
+        it(`refuses the gateway's attempt to ${what}`, async () => {
+          const r = await patchStatus(gatewayCore(), patch);
+          assert.equal(r.ok, false, `the gateway could ${what}`);
+          if (!r.ok) {
+            assert.equal(r.code, 403, r.message);
+            assert.match(r.message, /oversell-gateway-node-status/);
+            assert.match(r.message, message);
+          }
+        });
+      }
+
+      it('allows the status writer\'s own lowering write (loweringPatch), and it is stored: CPU lowered, memory and everything else as before', async () => {
+        const before = await core().readNode({ name: NODE });
+        const r = await patchStatus(gatewayCore(), statusWriterPatch(before));
+        assert.deepEqual(r, { ok: true });
+        const stored = await core().readNode({ name: NODE });
+        assert.equal(stored.status?.allocatable?.cpu, '5');
+        assert.equal(stored.status?.allocatable?.memory, '12Gi');
+        assert.deepEqual(stored.status?.conditions?.map((c) => c.status), ['True']);
+        assert.equal(stored.metadata?.annotations?.['example.com/owner'], 'team-a');
+        assert.equal(stored.metadata?.annotations?.['oversell.io/granted-allocatable-cpu'], '5');
+        // Down to exactly the recorded raw is allowed too.
+        assert.deepEqual(await patchStatus(gatewayCore(), [{ op: 'replace', path: '/status/allocatable/memory', value: '8Gi' }]), { ok: true });
+        // Back to the inflated node for the next path (as admin: the policy binds only the gateway).
+        await core().patchNodeStatus({ name: NODE, body: [
+          { op: 'replace', path: '/status/allocatable/cpu', value: '6' },
+          { op: 'replace', path: '/status/allocatable/memory', value: '12Gi' },
+        ] }, jsonPatch);
+      });
+
+      it('binds only the gateway: an administrator may still raise allocatable', async () => {
+        assert.deepEqual(await patchStatus(core(), [{ op: 'replace', path: '/status/allocatable/cpu', value: '7' }], 'All'), { ok: true });
+      });
+
+      it('lets the gateway create only its own ConfigMap, Secrets and Lease, by name (RBAC alone allows any name)', async () => {
+        const gw = gatewayCore();
+        const leases = asGateway(CoordinationV1Api);
+        const cm = (name: string, labels?: Record<string, string>) => outcome(() => gw.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name, ...(labels && { labels }) }, data: { 'ca.crt': 'x' } }, dryRun: 'All' }));
+        const secret = (name: string) => outcome(() => gw.createNamespacedSecret({ namespace: NS, body: { metadata: { name }, data: {} }, dryRun: 'All' }));
+        const lease = (name: string) => outcome(() => leases.createNamespacedLease({ namespace: NS, body: { metadata: { name }, spec: { holderIdentity: 'e2e' } }, dryRun: 'All' }));
+
+        assert.deepEqual(await cm('oversell-gateway-ca'), { ok: true });
+        assert.deepEqual(await secret('oversell-gateway-proof-key'), { ok: true });
+        assert.deepEqual(await secret('oversell-gateway-tls'), { ok: true }, 'self-managed certificates (both renders\' default)');
+        assert.deepEqual(await lease('oversell-gateway'), { ok: true });
+
+        for (const [what, r, message] of [
+          ['a ConfigMap of another name', await cm('oversell-gateway-ca2'), /only its own configmaps in namespace oversell \(oversell-gateway-ca\), not oversell\/oversell-gateway-ca2/],
+          ['a default sidecar template', await cm('evil-sidecar', { 'oversell.io/sidecar-template': 'true' }), /only its own configmaps/],
+          ['its own ConfigMap labelled as a sidecar template', await cm('oversell-gateway-ca', { 'oversell.io/sidecar-template': 'true' }), /may not create or label a sidecar template/],
+          ['a Secret of another name', await secret('registry-credentials'), /only its own secrets in namespace oversell/],
+          ['a Lease of another name', await lease('kube-scheduler'), /only its own leases in namespace oversell/],
+        ] as const) {
+          assert.equal(r.ok, false, `the gateway could create ${what}`);
+          if (!r.ok) {
+            assert.equal(r.code, 403, r.message);
+            assert.match(r.message, message);
+          }
+        }
+      });
+
+      it('refuses the gateway labelling its CA ConfigMap as a sidecar template (an update RBAC allows by name)', async () => {
+        await core().deleteNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' }).catch(() => {});
+        const cm = await core().createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'oversell-gateway-ca' }, data: { 'ca.crt': 'x' } } });
+        try {
+          const gw = gatewayCore();
+          const relabelled = { ...cm, metadata: { ...cm.metadata, labels: { 'oversell.io/sidecar-template': 'true' } } };
+          const r = await outcome(() => gw.replaceNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca', body: relabelled }));
+          assert.equal(r.ok, false);
+          if (!r.ok) assert.match(r.message, /may not create or label a sidecar template/);
+          // What gateway/tls/ca-bundle.ts does, a new ca.crt, is allowed.
+          assert.deepEqual(await outcome(() => gw.replaceNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca', body: { ...cm, data: { 'ca.crt': 'y' } } })), { ok: true });
+        } finally {
+          await core().deleteNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' }).catch(() => {});
+        }
+      });
+    });
+  }
+
+  describe('Pod Security: the gateway passes "restricted", the agent needs the privileged namespace it gets', () => {
+    const podOf = (r: Render, kind: 'Deployment' | 'DaemonSet', name: string, namespace: string) => {
+      const template = (one(r, kind, name).spec as { template: V1PodTemplateSpec }).template;
+      return { metadata: { name: `${name}-pss-e2e`, namespace, labels: template.metadata?.labels }, spec: template.spec! };
+    };
+
+    before(async () => {
+      await deleteNamespaceAndWait(RESTRICTED_NS, 90_000).catch(() => {});
+      await core().createNamespace({ body: { metadata: { name: RESTRICTED_NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' } } } });
+      for (const sa of ['oversell-gateway', 'oversell-agent']) await core().createNamespacedServiceAccount({ namespace: RESTRICTED_NS, body: { metadata: { name: sa } } });
+    });
+
+    for (const path of ['kustomize', 'helm'] as const) {
+      it(`${path}: the gateway's pod is admitted where "restricted" is enforced; the agent's is refused there for its hostPath`, async () => {
+        const r = renders.find((x) => x.path === path)!;
+        const gateway = await outcome(() => core().createNamespacedPod({ namespace: RESTRICTED_NS, body: podOf(r, 'Deployment', 'oversell-gateway', RESTRICTED_NS), dryRun: 'All' }));
+        assert.deepEqual(gateway, { ok: true });
+        const agent = await outcome(() => core().createNamespacedPod({ namespace: RESTRICTED_NS, body: podOf(r, 'DaemonSet', 'oversell-agent', RESTRICTED_NS), dryRun: 'All' }));
+        assert.equal(agent.ok, false, 'the agent passed "restricted": the namespace could be restricted');
+        if (!agent.ok) assert.match(agent.message, /violates PodSecurity "restricted:latest".*hostPath/);
+      });
+    }
+
+    it('deploy/\'s namespace labels admit the agent (privileged, for its hostPath) and the gateway', async () => {
+      const [kustomize] = renders as [Render];
+      for (const [kind, name] of [['DaemonSet', 'oversell-agent'], ['Deployment', 'oversell-gateway']] as const) {
+        assert.deepEqual(await outcome(() => core().createNamespacedPod({ namespace: NS, body: podOf(kustomize, kind, name, NS), dryRun: 'All' })), { ok: true }, name);
+      }
+    });
+  });
+});
