@@ -87,10 +87,11 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
     return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun, observed: observed(trusted.signed) };
   }
 
-  const patch = nodePatch(facts, raw, decision, deps.proof);
+  const unconfirmed = trusted.signed?.unconfirmed;
+  const patch = nodePatch(facts, raw, decision, deps.proof, unconfirmed);
   return {
     review: allow(req.uid, patch), outcome: patch.length > 0 ? 'patched' : 'unchanged', node: name, decision, dryRun,
-    observed: observed({ granted: { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied }, wouldGrant: wouldGrant(decision) }),
+    observed: observed({ granted: { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied }, wouldGrant: wouldGrant(decision), unconfirmed }),
   };
 }
 
@@ -99,8 +100,12 @@ function wouldGrant(decision: Decision): Allocatable | undefined {
   return decision.dryRun ? { cpuMillicores: decision.cpu.granted, memoryBytes: decision.memory.granted } : undefined;
 }
 
-/** JSONPatch ops that make the object carry the decision, signed; empty when it already does. */
-export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: Decision, proof: GrantProof): JsonPatchOp[] {
+/**
+ * JSONPatch ops that make the object carry the decision, signed; empty when it
+ * already does. `unconfirmed`: values that may be the kubelet's raw
+ * (trusted-raw.ts), kept in the record until the kubelet's own number arrives.
+ */
+export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: Decision, proof: GrantProof, unconfirmed?: Partial<Allocatable>): JsonPatchOp[] {
   const { incoming, annotations } = facts;
   const granted = { cpuMillicores: decision.cpu.applied, memoryBytes: decision.memory.applied };
   const wanted: Record<string, string | undefined> = {
@@ -111,7 +116,9 @@ export function nodePatch(facts: NodeObjectFacts, raw: Allocatable, decision: De
     [ANNOTATION.dryRunCpu]: decision.dryRun ? formatMilli(decision.cpu.granted) : undefined,
     [ANNOTATION.dryRunMemory]: decision.dryRun ? formatBytes(decision.memory.granted) : undefined,
     [ANNOTATION.reason]: decision.reason,
-    [ANNOTATION.proof]: proof.sign({ node: facts.name, capacity: facts.capacity, raw, granted, wouldGrant: wouldGrant(decision) }),
+    [ANNOTATION.unconfirmedCpu]: unconfirmed?.cpuMillicores === undefined ? undefined : formatMilli(unconfirmed.cpuMillicores),
+    [ANNOTATION.unconfirmedMemory]: unconfirmed?.memoryBytes === undefined ? undefined : formatBytes(unconfirmed.memoryBytes),
+    [ANNOTATION.proof]: proof.sign({ node: facts.name, capacity: facts.capacity, raw, granted, wouldGrant: wouldGrant(decision), unconfirmed }),
   };
   const ops: JsonPatchOp[] = [];
   if (!annotations) {

@@ -21,6 +21,8 @@ export interface GrantRecord {
   granted: Allocatable;
   /** Under a DryRun policy: what would have been granted. */
   wouldGrant?: Allocatable | undefined;
+  /** Values the kubelet left in place that may be its raw (trusted-raw.ts). */
+  unconfirmed?: Partial<Allocatable> | undefined;
 }
 
 export type ProofCheck = 'valid' | 'absent' | 'malformed' | 'unknown-key' | 'forged';
@@ -75,11 +77,14 @@ export class GrantProof {
 function message(r: GrantRecord): string {
   const n = (v: bigint | undefined) => (v === undefined ? '-' : v.toString());
   // One field a line: a node name cannot contain a newline, so no two records share a message.
-  return [
+  const fields = [
     `oversell-grant-${PROOF_VERSION}`, r.node,
     n(r.capacity.cpuMillicores), n(r.capacity.memoryBytes),
     n(r.raw.cpuMillicores), n(r.raw.memoryBytes),
     n(r.granted.cpuMillicores), n(r.granted.memoryBytes),
     n(r.wouldGrant?.cpuMillicores), n(r.wouldGrant?.memoryBytes),
-  ].join('\n');
+  ];
+  // Only when present, so records signed before these fields existed still verify.
+  if (r.unconfirmed) fields.push('unconfirmed', n(r.unconfirmed.cpuMillicores), n(r.unconfirmed.memoryBytes));
+  return fields.join('\n');
 }

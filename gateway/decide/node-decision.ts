@@ -33,6 +33,7 @@ export function decideForNode(input: NodeDecisionInput): Decision {
     previous,
     nodeMaxRatio: input.nodeMaxRatio ?? {},
     boundRequests,
+    avoid: signed?.unconfirmed,
   });
   if (entry?.error && decision.cpu.bound !== 'no-data') {
     return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };

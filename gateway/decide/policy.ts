@@ -13,13 +13,16 @@
 // The grant is bounded by construction:
 //
 //     granted = max(floor, min(cap, headroom)),  cap = A * maxRatio,
-//     floor = max(A, R)            with R from the API server (the gateway's own watch)
-//     floor = max(A, min(R, cap))  with R from the node's agent
+//     floor = max(A, min(R, cap), Ra)  with R from the API server (the gateway's own watch)
+//     floor = max(A, min(R, cap))      with R from the node's agent
 //
-// so it never drops below what the kubelet computed nor below what is already
-// bound (pods would be rejected on a kubelet restart), and never exceeds
-// max(cap, R) for an R no agent can inflate. An agent's R, which a
-// compromised node controls, may hold the floor up to the cap, never past it.
+// where Ra is the part of R the kubelet has admitted (a container status, or
+// running). So it never drops below what the kubelet computed nor below what
+// is already bound (pods would be rejected on a kubelet restart), and never
+// exceeds max(cap, Ra) for an Ra no agent or pod author can inflate. An
+// agent's R, which a compromised node controls, and a pod created with
+// spec.nodeName that the kubelet has not admitted may hold the floor up to the
+// cap, never past it.
 // requestsOverCap reports a node whose R is above the cap. Stale data,
 // pressure, a missing policy give the floor.
 // Hysteresis holds small rises back, and so does a pod bound less than
@@ -88,6 +91,12 @@ export interface PreviousGrant {
   granted: Allocatable;
   /** Under a DryRun policy: what would have been granted. */
   wouldGrant: Allocatable | undefined;
+  /**
+   * Per resource, a value that may be the kubelet's raw but was never sent by
+   * it (trusted-raw.ts): the kubelet left our earlier grant of this value in
+   * place. Allocatable must not be written at it, so the kubelet's next write says.
+   */
+  unconfirmed?: Partial<Allocatable> | undefined;
 }
 
 /**
@@ -126,7 +135,23 @@ export interface DecisionInput {
    * gateway's own watch: used instead of the agent's report, and the only
    * requests that may hold the floor above the cap. Undefined without that view.
    */
-  boundRequests?: { cpuMillicores: number; memoryBytes: number; newestPodAgeMs?: number } | undefined;
+  boundRequests?: BoundRequestsInput | undefined;
+  /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
+  avoid?: Partial<Allocatable> | undefined;
+}
+
+/**
+ * The requests of the pods bound to a node. Those the kubelet has not admitted
+ * yet (no container status, not running) count up to the cap only: a pod
+ * created with spec.nodeName and huge requests must not lift the floor past
+ * the cap before the kubelet has checked that it fits. `admitted` undefined:
+ * every bound pod counts as admitted (callers that cannot tell).
+ */
+export interface BoundRequestsInput {
+  cpuMillicores: number;
+  memoryBytes: number;
+  admitted?: { cpuMillicores: number; memoryBytes: number } | undefined;
+  newestPodAgeMs?: number;
 }
 
 export type Bound =
@@ -147,6 +172,8 @@ export interface ResourceDecision {
   /** The window statistic the headroom was computed from. */
   usage: number | undefined;
   headroom: bigint | undefined;
+  /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
+  avoided: bigint | undefined;
 }
 
 export interface Decision {
@@ -193,6 +220,10 @@ interface ResourceContext {
   dryRun: boolean;
   /** Requests from the API server (may lift the floor past the cap), not from the agent. */
   requestsTrusted: boolean;
+  /** Of the trusted requests, those of pods the kubelet has admitted: only they lift the floor past the cap. */
+  admitted: number | undefined;
+  /** A value the applied allocatable must not equal (DecisionInput.avoid). */
+  avoid: bigint | undefined;
   /** Set by decideResource once the cap is known. */
   requestsOverCap: boolean;
 }
@@ -201,16 +232,33 @@ interface ResourceContext {
 // later field access pays for. Every ResourceDecision is built by this one
 // literal, so they all share one shape.
 function resourceDecision(c: ResourceContext, granted: bigint, bound: Bound, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
-  return { raw: c.raw, granted, applied: c.dryRun ? floor : granted, bound, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom };
+  let applied = c.dryRun ? floor : granted;
+  let avoided: bigint | undefined;
+  // One unit off a value the kubelet may hold as raw without saying so: down while that keeps the floor, else up within the cap.
+  if (c.avoid !== undefined && applied === c.avoid && bound !== 'no-data') {
+    const moved = applied - c.unit >= floor ? applied - c.unit : applied + c.unit <= maxBig(cap, floor) ? applied + c.unit : applied;
+    if (moved !== applied) {
+      avoided = applied;
+      applied = moved;
+      if (!c.dryRun) granted = moved;
+    }
+  }
+  return { raw: c.raw, granted, applied, bound, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, avoided };
+}
+
+/** A request figure as a bigint in its unit: NaN and negatives count as nothing, infinity as past any cap. */
+function requestsOf(r: number | undefined): bigint {
+  return r === undefined || !(r > 0) ? 0n : Number.isFinite(r) ? BigInt(Math.ceil(r)) : MAX_INT64 + 1n;
 }
 
 function decideResource(c: ResourceContext): ResourceDecision {
-  // Whatever an agent reports, this stays a bigint: NaN and negatives count as nothing bound, infinity as past any cap.
-  const r = c.requests;
-  const bound = r === undefined || !(r > 0) ? 0n : Number.isFinite(r) ? BigInt(Math.ceil(r)) : MAX_INT64 + 1n;
+  // Whatever an agent reports, this stays a bigint.
+  const bound = requestsOf(c.requests);
   const cap = minBig(maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw), (MAX_INT64 / c.unit) * c.unit);
   c.requestsOverCap = bound > cap;
-  const floor = maxBig(c.raw, c.requestsTrusted ? bound : minBig(bound, cap));
+  // Up to the cap every bound pod counts; past it only what the API server bound and the kubelet admitted.
+  const admitted = c.requestsTrusted ? (c.admitted === undefined ? bound : minBig(bound, requestsOf(c.admitted))) : 0n;
+  const floor = maxBig(maxBig(c.raw, minBig(bound, cap)), admitted);
   if (c.noData) return resourceDecision(c, c.raw, 'no-data', floor, cap, undefined, undefined);
   if (!c.policy) return resourceDecision(c, floor, 'no-policy', floor, cap, undefined, undefined);
   if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
@@ -225,7 +273,8 @@ function decideResource(c: ResourceContext): ResourceDecision {
   else which = hRounded > cap ? 'cap' : 'headroom';
 
   // Hold back a small rise; never a fall. The held value is clamped into today's bounds.
-  const prev = c.previous;
+  // A previous grant moved one unit off the avoided value (resourceDecision) counts as that value, so a second pass settles where the first did.
+  const prev = c.avoid !== undefined && c.previous !== undefined && (c.previous === c.avoid - c.unit || c.previous === c.avoid + c.unit) ? c.avoid : c.previous;
   if (prev !== undefined && granted > prev && Number(granted - prev) <= c.hysteresis * Number(prev)) {
     const held = maxBig(floor, minBig(cap, prev));
     if (held < granted) {
@@ -332,6 +381,8 @@ export function decide(input: DecisionInput): Decision {
     unit: 1n,
     requests: trusted ? trusted.cpuMillicores : known ? usage?.requests.cpuMillicores : undefined,
     requestsTrusted: trusted !== undefined,
+    admitted: trusted?.admitted?.cpuMillicores,
+    avoid: input.avoid?.cpuMillicores,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
     window,
@@ -351,6 +402,8 @@ export function decide(input: DecisionInput): Decision {
     unit: 1024n,
     requests: trusted ? trusted.memoryBytes : known ? usage?.requests.memoryBytes : undefined,
     requestsTrusted: trusted !== undefined,
+    admitted: trusted?.admitted?.memoryBytes,
+    avoid: input.avoid?.memoryBytes,
     policy: mem,
     maxRatio: Math.max(1, memMax),
     window,
@@ -403,7 +456,13 @@ const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requests
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
   'floor-requests': (d, _r, trusted) =>
-    !d.requestsOverCap ? 'floor at bound requests' : trusted ? 'floor at bound requests, above the cap' : 'floor at the cap: bound requests reported above it',
+    !d.requestsOverCap
+      ? 'floor at bound requests'
+      : d.floor > d.cap
+        ? 'floor at bound requests, above the cap'
+        : trusted
+          ? 'floor at the cap: the requests bound above it include pods the kubelet has not admitted'
+          : 'floor at the cap: bound requests reported above it',
   hysteresis: () => 'held at the previous grant (rise within hysteresis)',
   starting: (_d, _r, _t, f) =>
     `held: a pod bound ${Math.round((f.newestPodAgeMs ?? 0) / 1000)}s ago may not show its usage yet (startupGrace ${Math.round((f.policy?.startupGraceMs ?? 0) / 1000)}s)`,
@@ -417,7 +476,8 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const p = input.policy?.[name];
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const bound = BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input);
+  const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
+  const bound = `${BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input)}${moved}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

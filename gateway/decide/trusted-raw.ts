@@ -10,6 +10,15 @@
 // Annotations alone prove nothing: a record is used only when its MAC
 // verifies (grant-proof.ts). Whatever cannot be established leaves the write
 // untouched: no grant is computed from an unverified number.
+//
+// One kubelet write is ambiguous: allocatable equal to our signed grant can
+// be our grant left in place (a patch computed from a cache that held raw)
+// or the kubelet's raw having risen to exactly that value (it omits an
+// allocatable equal to what is stored). Raw is then read from the record,
+// which never lets the cap follow a number we wrote, and the value is kept
+// as `unconfirmed`: no grant is written at it (policy.ts moves one unit off),
+// so the stored value differs from both readings and the kubelet's next
+// write carries its number.
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
 import { MAX_INT64, type Allocatable, type PreviousGrant } from './policy.js';
 import type { GrantProof, ProofCheck } from './grant-proof.js';
@@ -24,6 +33,9 @@ export const ANNOTATION = {
   reason: 'oversell.io/reason',
   /** MAC over node, capacity, raw and granted (grant-proof.ts). */
   proof: 'oversell.io/grant-proof',
+  /** A value the kubelet left in place that may be its raw (signed with the record). */
+  unconfirmedCpu: 'oversell.io/unconfirmed-raw-cpu',
+  unconfirmedMemory: 'oversell.io/unconfirmed-raw-memory',
 } as const;
 
 /** Why raw could not be established; the write then passes unchanged. */
@@ -59,7 +71,7 @@ function annotated(annotations: Record<string, unknown> | undefined, key: string
 }
 
 /** The record our annotations claim, or undefined when any part is missing or unparsable. */
-export function recordedGrant(facts: NodeObjectFacts): { raw: Allocatable; granted: Allocatable; wouldGrant: Allocatable | undefined } | undefined {
+export function recordedGrant(facts: NodeObjectFacts): { raw: Allocatable; granted: Allocatable; wouldGrant: Allocatable | undefined; unconfirmed: Partial<Allocatable> | undefined } | undefined {
   const a = facts.annotations;
   const rawCpu = annotated(a, ANNOTATION.rawCpu, parseMilli);
   const rawMemory = annotated(a, ANNOTATION.rawMemory, parseBytes);
@@ -68,10 +80,13 @@ export function recordedGrant(facts: NodeObjectFacts): { raw: Allocatable; grant
   if (rawCpu === undefined || rawMemory === undefined || grantedCpu === undefined || grantedMemory === undefined) return undefined;
   const wouldCpu = annotated(a, ANNOTATION.dryRunCpu, parseMilli);
   const wouldMemory = annotated(a, ANNOTATION.dryRunMemory, parseBytes);
+  const unconfirmedCpu = annotated(a, ANNOTATION.unconfirmedCpu, parseMilli);
+  const unconfirmedMemory = annotated(a, ANNOTATION.unconfirmedMemory, parseBytes);
   return {
     raw: { cpuMillicores: rawCpu, memoryBytes: rawMemory },
     granted: { cpuMillicores: grantedCpu, memoryBytes: grantedMemory },
     wouldGrant: wouldCpu !== undefined && wouldMemory !== undefined ? { cpuMillicores: wouldCpu, memoryBytes: wouldMemory } : undefined,
+    unconfirmed: unconfirmedOf(unconfirmedCpu, unconfirmedMemory),
   };
 }
 
@@ -89,8 +104,14 @@ export function trustedRaw(facts: NodeObjectFacts, fromKubelet: boolean, proof: 
   const signed = check === 'valid' ? record : undefined;
 
   // Per resource: our own output where the object still carries our signed grant, else the kubelet's number.
+  const unconfirmed: Partial<Allocatable> = {};
   const pick = (field: keyof Allocatable): bigint | undefined => {
-    if (signed && incoming[field] === signed.granted[field]) return signed.raw[field];
+    if (signed && incoming[field] === signed.granted[field]) {
+      // Still unconfirmed from before, or newly so: the kubelet's own write left a grant above the recorded raw in place.
+      const u = signed.unconfirmed?.[field] ?? (fromKubelet && signed.raw[field] < signed.granted[field] ? incoming[field] : undefined);
+      if (u !== undefined) unconfirmed[field] = u;
+      return signed.raw[field];
+    }
     return fromKubelet ? incoming[field] : undefined;
   };
   const cpu = pick('cpuMillicores');
@@ -109,5 +130,10 @@ export function trustedRaw(facts: NodeObjectFacts, fromKubelet: boolean, proof: 
   if (raw.cpuMillicores > capacity.cpuMillicores || raw.memoryBytes > capacity.memoryBytes) {
     return { unverified: 'above-capacity', proof: check, detail: `raw allocatable ${raw.cpuMillicores}m/${raw.memoryBytes} is above capacity ${capacity.cpuMillicores}m/${capacity.memoryBytes}` };
   }
-  return { raw, proof: check, signed: signed && { granted: signed.granted, wouldGrant: signed.wouldGrant } };
+  return { raw, proof: check, signed: signed && { granted: signed.granted, wouldGrant: signed.wouldGrant, unconfirmed: unconfirmedOf(unconfirmed.cpuMillicores, unconfirmed.memoryBytes) } };
+}
+
+function unconfirmedOf(cpuMillicores: bigint | undefined, memoryBytes: bigint | undefined): Partial<Allocatable> | undefined {
+  if (cpuMillicores === undefined && memoryBytes === undefined) return undefined;
+  return { ...(cpuMillicores !== undefined && { cpuMillicores }), ...(memoryBytes !== undefined && { memoryBytes }) };
 }

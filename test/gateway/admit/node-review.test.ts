@@ -157,13 +157,18 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
     assert.equal(result.decision?.cpu.applied, 15820n);
   });
 
-  it('is idempotent: a second pass over the inflated object changes nothing', () => {
+  it('settles at once: a second pass moves one unit off the grant it finds (it may be the kubelet\'s raw), a third changes nothing', () => {
     const { out: first } = run(rows[0]!);
     const again = kubeletReview();
     again.request.object = first;
-    const result = bench.review(again);
-    assert.equal(result.outcome, 'unchanged');
-    assert.deepEqual(checked(again, result), first);
+    const second = bench.review(again);
+    const settled = checked(again, second);
+    assert.equal(second.observed?.raw.cpuMillicores, 7910n, 'raw from the signed record');
+    assert.equal(milliValue(parseQuantity(settled.status.allocatable.cpu ?? '')), 15819n);
+    again.request.object = settled;
+    const third = bench.review(again);
+    assert.equal(third.outcome, 'unchanged');
+    assert.deepEqual(checked(again, third), settled);
   });
 
   it('the next kubelet write (raw allocatable over our annotations) gives the same grant, without compounding', () => {
@@ -433,15 +438,23 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
     assert.equal(result.outcome, 'unverified');
   });
 
-  it('a second pass over our own output gives the same grant (the record verifies), and never compounds once the record is gone', () => {
+  it('a second pass over our own output reads raw from the record and settles one unit off it; it never compounds, even once the record is gone', () => {
     bench.report('compound', sample());
     const r = write('compound', FOUR);
     const first = checked(r, bench.review(r));
+    assert.equal(cpuOf(first), 8000n);
     const again = write('compound', FOUR);
     again.request.object = first;
     const second = bench.review(again);
-    checked(again, second);
-    assert.equal(second.outcome, 'unchanged', 'reinvocation over our signed output changes nothing');
+    const settled = checked(again, second);
+    // Our grant of 8 is on the object as the kubelet's own write: it may be the kubelet's raw, so no grant is written at it.
+    assert.equal(second.observed?.raw.cpuMillicores, 4000n, 'raw from the signed record, never the 8 we wrote');
+    assert.equal(cpuOf(settled), 7999n);
+    assert.equal(settled.metadata.annotations?.[ANNOTATION.unconfirmedCpu], '8');
+    again.request.object = settled;
+    const settledAgain = bench.review(again);
+    checked(again, settledAgain);
+    assert.equal(settledAgain.outcome, 'unchanged', 'a pass over the settled output changes nothing');
     // Someone with nodes patch deletes the proof: the inflated 8 cores is above capacity 4, so it is not taken as raw.
     const stripped = structuredClone(first);
     delete stripped.metadata.annotations?.[ANNOTATION.proof];
@@ -450,6 +463,66 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
     checked(again, third);
     assert.equal(third.outcome, 'unverified');
     assert.equal(third.unverified, 'above-capacity', 'counted as oversell_webhook_untouched_total{reason="above-capacity"}');
+  });
+
+  describe('the kubelet leaves our grant in place: its raw is either the record\'s or that very grant', () => {
+    // Capacity 16 cores: a raw of 8 is a number the kubelet can compute.
+    const SIXTEEN = { cpu: '16', memory: '8Gi' };
+    /** The kubelet's first write (raw 4), inflated to 8 cores, then a write that omits allocatable (the object keeps our 8). */
+    function leftInPlace(name: string): { inflated: NodeObject; ambiguous: NodeObject; next: NodeReview } {
+      bench.report(name, sample({ capacity: { cpuMillicores: 16000, memoryBytes: 8 * 1024 ** 3 } }));
+      const r = write(name, FOUR, SIXTEEN);
+      const inflated = checked(r, bench.review(r));
+      assert.equal(cpuOf(inflated), 8000n);
+      const next = write(name, FOUR, SIXTEEN);
+      next.request.object = structuredClone(inflated);
+      const result = bench.review(next);
+      const ambiguous = checked(next, result);
+      assert.equal(result.observed?.raw.cpuMillicores, 4000n, 'raw from the signed record: the cap never follows a number we wrote');
+      assert.equal(result.observed?.lastGrant?.unconfirmed?.cpuMillicores, 8000n);
+      assert.notEqual(cpuOf(ambiguous), 8000n, 'not written at the value the kubelet may hold as raw');
+      assert.equal(cpuOf(ambiguous), 7999n);
+      assert.match(ambiguous.metadata.annotations?.[ANNOTATION.reason] ?? '', /moved off 8000m, which the kubelet left in place/);
+      return { inflated, ambiguous, next };
+    }
+
+    it('raw rose to exactly the grant: the kubelet\'s next write carries 8, and 8 is raw', () => {
+      const { ambiguous, next } = leftInPlace('rose-to-grant');
+      // The stored 7999m differs from the kubelet's 8, so its next patch sets allocatable to 8.
+      next.request.object = structuredClone(ambiguous);
+      next.request.object.status.allocatable.cpu = '8';
+      const result = bench.review(next);
+      const out = checked(next, result);
+      assert.equal(result.observed?.raw.cpuMillicores, 8000n, 'the kubelet\'s own 8');
+      assert.equal(out.metadata.annotations?.[ANNOTATION.rawCpu], '8');
+      assert.equal(out.metadata.annotations?.[ANNOTATION.unconfirmedCpu], undefined, 'confirmed: the marker is gone');
+      assert.ok(cpuOf(out) >= 8000n && cpuOf(out) <= 16000n, `grant ${out.status.allocatable.cpu} within [raw, 2x raw]`);
+    });
+
+    it('a stale cache left our grant in place: the kubelet\'s next write carries 4, and 4 stays raw', () => {
+      const { ambiguous, next } = leftInPlace('stale-cache');
+      next.request.object = structuredClone(ambiguous);
+      next.request.object.status.allocatable.cpu = '4';
+      const result = bench.review(next);
+      const out = checked(next, result);
+      assert.equal(result.observed?.raw.cpuMillicores, 4000n);
+      assert.equal(out.metadata.annotations?.[ANNOTATION.unconfirmedCpu], undefined);
+      assert.equal(cpuOf(out), 7999n, 'the grant of 8 again, held at 7999m by hysteresis now that the kubelet said 4');
+    });
+
+    it('the marker is signed: removing or editing it voids the record', () => {
+      const { ambiguous, next } = leftInPlace('marker-signed');
+      for (const edit of [(a: Record<string, string>) => delete a[ANNOTATION.unconfirmedCpu], (a: Record<string, string>) => (a[ANNOTATION.unconfirmedCpu] = '7999m')]) {
+        const o = structuredClone(ambiguous);
+        edit(o.metadata.annotations ?? {});
+        next.request.object = o;
+        const result = bench.review(next);
+        checked(next, result);
+        // Without a verified record the object is judged as the kubelet's write alone: its inflated memory is above capacity.
+        assert.equal(result.outcome, 'unverified');
+        assert.equal(result.unverified, 'above-capacity');
+      }
+    });
   });
 
   it('replicas sharing the key trust each other\'s records; a replica with another key does not', () => {
@@ -461,9 +534,9 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
     const next = write('shared', FOUR);
     next.request.object = inflated;
     const byTwin = twin.review(next);
-    checked(next, byTwin);
-    assert.equal(byTwin.outcome, 'unchanged', 'the twin reads raw 4 from the record and decides the same');
-    assert.equal(byTwin.observed?.raw.cpuMillicores, 4000n);
+    const twinOut = checked(next, byTwin);
+    assert.equal(byTwin.observed?.raw.cpuMillicores, 4000n, 'the twin reads raw 4 from the record');
+    assert.equal(cpuOf(twinOut), 7999n, 'and decides the same 8, moved one unit off the value the kubelet left in place');
     const byStranger = stranger.review(next);
     checked(next, byStranger);
     assert.equal(byStranger.outcome, 'unverified', 'the stranger cannot verify the record and 8 > capacity 4: untouched');
@@ -474,7 +547,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
 describe('nodePatch: the ops that make a node object carry a decision', () => {
   const proof = new GrantProof(Buffer.alloc(32, 7));
   const resource = (raw: bigint, granted: bigint, applied: bigint): ResourceDecision => ({
-    raw, granted, applied, bound: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined,
+    raw, granted, applied, bound: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined,
   });
   const GI = 1024n ** 3n;
   const raw = { cpuMillicores: 4000n, memoryBytes: 8n * GI };
