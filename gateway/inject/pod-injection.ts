@@ -214,7 +214,8 @@ export function planInjection(input: InjectionInput): InjectionPlan {
     plan.denied = `oversell: namespace ${namespace} requires its sidecars and ${missing.map((r) => quoted(r.template)).join(', ')} could not be added (${missing
       .map((r) => r.warning.replace(/^oversell: /, ''))
       .join('; ')}); fix the pod or the template`;
-    return { ...plan, ops: [] };
+    // Nothing goes in: the pod is refused (and the injection metric must not count it).
+    return { ...plan, ops: [], injected: [] };
   }
   if (plan.injected.length === 0) return plan;
 

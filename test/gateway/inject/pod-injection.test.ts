@@ -582,6 +582,7 @@ describe('pod injection: a container of the sidecar\'s name is the sidecar only 
       assert.deepEqual([required.present, required.ops], [[], []]);
       assert.ok(required.denied?.includes(difference), `${required.denied} should say ${difference}`);
       assert.match(required.denied ?? '', /^oversell: namespace shop requires its sidecars and "auth" could not be added/);
+      assert.deepEqual(required.injected, [], 'a refused pod got nothing injected');
       // Elsewhere the pod runs, without the sidecar, and its creator is told why.
       const elsewhere = plan(pod, { templates: [auth] });
       assert.deepEqual([elsewhere.present, elsewhere.ops, elsewhere.denied], [[], [], undefined]);
