@@ -73,6 +73,18 @@ export function holdsResources(pod: V1Pod): boolean {
 }
 
 /**
+ * The kubelet has accepted the pod: it is running, or the kubelet has written a
+ * container status for it (which it does only after its admission check).
+ * Before that a pod bound with spec.nodeName is only a claim: the kubelet may
+ * still refuse it (OutOfcpu, OutOfmemory). Pod status is written by the
+ * node's kubelet (pods/status), not by the pod's author.
+ */
+export function admittedByKubelet(pod: V1Pod): boolean {
+  const s = pod.status;
+  return s?.phase === 'Running' || (s?.containerStatuses?.length ?? 0) > 0 || (s?.initContainerStatuses?.length ?? 0) > 0;
+}
+
+/**
  * When the pod was bound to its node, in ms since the epoch (API server clock):
  * its PodScheduled condition, or its creation for a pod created with a nodeName;
  * 0 when neither is known.

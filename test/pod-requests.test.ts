@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { podRequests, sumRequests } from '../lib/pod-requests.js';
+import { admittedByKubelet, podRequests, sumRequests } from '../lib/pod-requests.js';
 import { filePodSource, noPodSource } from '../agent/requests/pod-source.js';
 import { createLogger } from '../lib/log.js';
 
@@ -74,6 +74,18 @@ describe('sumRequests', () => {
     assert.equal(s.invalid.length, 1);
     assert.match(s.invalid[0] ?? '', /n\/p: container a requests\.cpu: quantity "lots"/);
   });
+});
+
+describe('admittedByKubelet: the kubelet has accepted the pod', () => {
+  const withStatus = (status: object): V1Pod => ({ metadata: { name: 'p', namespace: 'n' }, spec: { nodeName: 'n1', containers: [c('a', '64')] }, status }) as V1Pod;
+  const cases: Array<[string, object, boolean]> = [
+    ['created with spec.nodeName, nothing from the kubelet yet', {}, false],
+    ['Pending with no container status (only the scheduler has spoken)', { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }] }, false],
+    ['Pending with a waiting container status (admitted, pulling)', { phase: 'Pending', containerStatuses: [{ name: 'a', ready: false, restartCount: 0, image: 'x', imageID: '', state: { waiting: { reason: 'ContainerCreating' } } }] }, true],
+    ['an init container running', { phase: 'Pending', initContainerStatuses: [{ name: 'i', ready: false, restartCount: 0, image: 'x', imageID: '' }] }, true],
+    ['Running', { phase: 'Running' }, true],
+  ];
+  for (const [what, status, want] of cases) it(`${what}: ${want}`, () => assert.equal(admittedByKubelet(withStatus(status)), want));
 });
 
 describe('pod sources', () => {

@@ -99,6 +99,40 @@ describe('decide', () => {
     assert.equal(stale.cpu.applied, 20000n);
   });
 
+  it('past the cap only pods the kubelet has admitted count: a pod created with spec.nodeName and huge requests lifts the floor to the cap, no further', () => {
+    // 20 cores bound on a 7.91-core node capped at 2x (15.82 cores), of which the kubelet has admitted 4.
+    const claim = decide(input(usage({ cpu: 7900, reqCpu: 100 }), { boundRequests: { cpuMillicores: 20000, memoryBytes: 1 * GI, admitted: { cpuMillicores: 4000, memoryBytes: 1 * GI } } }));
+    assert.equal(claim.cpu.granted, 15820n, 'the floor stops at the cap');
+    assert.equal(claim.cpu.requestsOverCap, true, 'still reported');
+    assert.match(claim.reason, /floor at the cap: the requests bound above it include pods the kubelet has not admitted/);
+    // Once the kubelet has admitted them (a container status, or running), they hold the floor above the cap.
+    const admitted = decide(input(usage({ cpu: 7900, reqCpu: 100 }), { boundRequests: { cpuMillicores: 20000, memoryBytes: 1 * GI, admitted: { cpuMillicores: 20000, memoryBytes: 1 * GI } } }));
+    assert.equal(admitted.cpu.granted, 20000n);
+    assert.match(admitted.reason, /floor at bound requests, above the cap/);
+    // Under the cap, a bound pod counts from its binding whether admitted or not.
+    const under = decide(input(usage({ cpu: 7900, reqCpu: 100 }), { boundRequests: { cpuMillicores: 12000, memoryBytes: 1 * GI, admitted: { cpuMillicores: 0, memoryBytes: 0 } } }));
+    assert.equal(under.cpu.granted, 12000n);
+  });
+
+  it('moves one unit off a value to avoid, down within the floor, else up within the cap, else not at all', () => {
+    const base = input(usage({ cpu: 100, mem: 100 * 1024 ** 2 }));
+    const capped = decide(base);
+    assert.equal(capped.cpu.applied, 15820n);
+    const down = decide({ ...base, avoid: { cpuMillicores: 15820n } });
+    assert.equal(down.cpu.applied, 15819n);
+    assert.equal(down.cpu.granted, 15819n);
+    assert.equal(down.cpu.avoided, 15820n);
+    assert.match(down.reason, /moved off 15820m/);
+    // At the floor (a busy node: raw, nothing bound above it) it cannot go down: up by one unit, within the cap.
+    const idle = input(usage({ cpu: 7900, reqCpu: 100 }));
+    const atFloor = decide(idle);
+    assert.equal(atFloor.cpu.applied, 7910n);
+    assert.equal(decide({ ...idle, avoid: { cpuMillicores: 7910n } }).cpu.applied, 7911n);
+    // Memory moves by its unit, 1Ki.
+    const mem = decide({ ...base, avoid: { memoryBytes: capped.memory.applied } });
+    assert.equal(mem.memory.applied, capped.memory.applied - 1024n);
+  });
+
   it('never goes below the requests already bound while they are under the cap', () => {
     const d = decide(input(usage({ cpu: 7900, reqCpu: 12000 })));
     assert.equal(d.cpu.granted, 12000n);
@@ -312,7 +346,18 @@ describe('decide: properties over random inputs', () => {
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });
   // From the gateway's own watch: sums of real pods, so finite and non-negative; sometimes far above the cap.
-  const arbBound = fc.option(fc.record({ cpuMillicores: fc.integer({ min: 0, max: 4_000_000 }), memoryBytes: fc.integer({ min: 0, max: 2 ** 45 }), newestPodAgeMs: fc.oneof(fc.integer({ min: 0, max: 120_000 }), fc.constant(Infinity)) }), { nil: undefined });
+  // Part of it admitted by the kubelet (a share of each sum), or all of it (admitted absent).
+  const arbBound = fc.option(
+    fc.record({
+      cpuMillicores: fc.integer({ min: 0, max: 4_000_000 }), memoryBytes: fc.integer({ min: 0, max: 2 ** 45 }),
+      newestPodAgeMs: fc.oneof(fc.integer({ min: 0, max: 120_000 }), fc.constant(Infinity)),
+      admittedShare: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }),
+    }).map(({ admittedShare, ...b }) => ({
+      ...b,
+      ...(admittedShare !== undefined && { admitted: { cpuMillicores: Math.floor(b.cpuMillicores * admittedShare), memoryBytes: Math.floor(b.memoryBytes * admittedShare) } }),
+    })),
+    { nil: undefined },
+  );
   const arbInput = fc.record({ raw: arbRaw, usage: arbUsage, policy: fc.option(arbPolicy, { nil: undefined }), previous: arbPrevious, nodeMaxRatio: arbNodeMax, boundRequests: arbBound }).map(
     (r) => ({
       raw: r.raw, usage: r.usage, policy: r.policy, ...(r.previous && { previous: r.previous }), ...(r.nodeMaxRatio && { nodeMaxRatio: r.nodeMaxRatio }),
@@ -320,23 +365,24 @@ describe('decide: properties over random inputs', () => {
     }) as DecisionInput,
   );
 
-  it('applied and granted stay within [max(raw, B), max(raw, cap, B)] for requests B from the API server, and within [max(raw, min(R, cap)), max(raw, cap)] for an agent\'s R: no report lifts a grant past the cap', () => {
+  it('applied and granted stay within [max(raw, min(B, cap), Ba), max(raw, cap, Ba)] for requests B from the API server (Ba: the kubelet admitted them), and within [max(raw, min(R, cap)), max(raw, cap)] for an agent\'s R: no report and no unadmitted pod lifts a grant past the cap', () => {
     fc.assert(
       fc.property(arbInput, (i) => {
         const d = decide(i);
         const u = i.usage!;
         const asBound = (n: number) => (!(n > 0) ? 0n : Number.isFinite(n) ? BigInt(Math.ceil(n)) : 2n ** 64n);
         const b = i.boundRequests;
-        for (const [res, rawV, req, trusted] of [
-          [d.cpu, i.raw.cpuMillicores, asBound(u.requests.cpuMillicores), b && BigInt(b.cpuMillicores)],
-          [d.memory, i.raw.memoryBytes, asBound(u.requests.memoryBytes), b && BigInt(b.memoryBytes)],
+        for (const [res, rawV, req, trusted, admitted] of [
+          [d.cpu, i.raw.cpuMillicores, asBound(u.requests.cpuMillicores), b && BigInt(b.cpuMillicores), b && BigInt(b.admitted?.cpuMillicores ?? b.cpuMillicores)],
+          [d.memory, i.raw.memoryBytes, asBound(u.requests.memoryBytes), b && BigInt(b.memoryBytes), b && BigInt(b.admitted?.memoryBytes ?? b.memoryBytes)],
         ] as const) {
           const bound = trusted ?? (u.requests.known ? req : 0n);
           const capOrRaw = res.cap > rawV ? res.cap : rawV;
           assert.ok(res.cap <= 2n ** 63n - 1n, `cap ${res.cap} beyond int64`);
-          const ceiling = trusted !== undefined && trusted > capOrRaw ? trusted : capOrRaw;
-          const clamped = trusted !== undefined ? bound : bound < capOrRaw ? bound : capOrRaw;
-          const floor = rawV > clamped ? rawV : clamped;
+          const ceiling = admitted !== undefined && admitted > capOrRaw ? admitted : capOrRaw;
+          const clamped = bound < capOrRaw ? bound : capOrRaw;
+          const floorOf = rawV > clamped ? rawV : clamped;
+          const floor = admitted !== undefined && admitted > floorOf ? admitted : floorOf;
           for (const v of [res.granted, res.applied]) {
             assert.ok(v >= floor, `${v} < floor ${floor} (${res.bound})`);
             assert.ok(v <= ceiling, `${v} > ceiling ${ceiling} (${res.bound})`);

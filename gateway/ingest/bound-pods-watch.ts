@@ -6,14 +6,14 @@
 // watch that fell too far behind (410 Gone) lists again.
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
-import { boundAtMs, holdsResources, podRequests } from '../../lib/pod-requests.js';
+import { admittedByKubelet, boundAtMs, holdsResources, podRequests } from '../../lib/pod-requests.js';
 import { RETRY_AFTER_MS, type Watching } from '../../lib/keep-watching.js';
 import type { BoundRequests } from '../store/bound-requests.js';
 
 const BOUND = 'spec.nodeName!=';
 const PAGE = 500;
 
-type Reduced = { uid: string; node: string; cpuMillicores: number; memoryBytes: number; holds: boolean; boundAtMs: number };
+type Reduced = { uid: string; node: string; cpuMillicores: number; memoryBytes: number; holds: boolean; boundAtMs: number; admitted: boolean };
 
 /** A pod as three numbers; undefined when it names no node or has no uid. Requests that do not parse count as nothing. */
 function reduce(pod: V1Pod, log: Logger): Reduced | undefined {
@@ -29,7 +29,7 @@ function reduce(pod: V1Pod, log: Logger): Reduced | undefined {
   } catch (err) {
     log.warn({ pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, err: (err as Error).message }, 'a bound pod\'s requests do not parse; counted as none');
   }
-  return { uid, node, cpuMillicores, memoryBytes, holds: holdsResources(pod), boundAtMs: boundAtMs(pod) };
+  return { uid, node, cpuMillicores, memoryBytes, holds: holdsResources(pod), boundAtMs: boundAtMs(pod), admitted: admittedByKubelet(pod) };
 }
 
 export async function watchBoundPods(kubeConfig: KubeConfig, target: BoundRequests, log: Logger, retryAfterMs = RETRY_AFTER_MS): Promise<Watching> {
@@ -82,7 +82,7 @@ export async function watchBoundPods(kubeConfig: KubeConfig, target: BoundReques
         const r = reduce(obj, log);
         if (!r) return;
         if (phase === 'DELETED') target.delete(r.uid);
-        else target.set(r.uid, r.node, r.cpuMillicores, r.memoryBytes, r.holds, r.boundAtMs);
+        else target.set(r.uid, r.node, r.cpuMillicores, r.memoryBytes, r.holds, r.boundAtMs, r.admitted);
       },
       (err: unknown) => {
         if (stopped) return;

@@ -7,6 +7,8 @@
 export interface NodeRequests {
   cpuMillicores: number;
   memoryBytes: number;
+  /** Of those, the pods the kubelet has admitted (a container status, or running): only they may lift a grant past the cap. */
+  admitted: { cpuMillicores: number; memoryBytes: number };
   podCount: number;
   /** How long ago the node's newest pod was bound (Infinity if never known): its usage may not show yet. */
   newestPodAgeMs: number;
@@ -15,6 +17,8 @@ export interface NodeRequests {
 interface NodeSum {
   cpuMillicores: number;
   memoryBytes: number;
+  admittedCpuMillicores: number;
+  admittedMemoryBytes: number;
   podCount: number;
   /** The newest binding among the pods set on the node since it last had none. */
   newestBoundMs: number;
@@ -24,6 +28,8 @@ interface PodEntry {
   node: string;
   cpuMillicores: number;
   memoryBytes: number;
+  /** The kubelet has accepted the pod (lib/pod-requests.ts admittedByKubelet). */
+  admitted?: boolean;
   /** When the pod was bound (API server clock), 0 if unknown. */
   boundAtMs?: number;
 }
@@ -46,23 +52,33 @@ export class BoundRequests {
   of(node: string, nowMs: number): NodeRequests | undefined {
     if (!this.#synced) return undefined;
     const sum = this.#nodes.get(node);
-    if (!sum) return { cpuMillicores: 0, memoryBytes: 0, podCount: 0, newestPodAgeMs: Infinity };
-    return { cpuMillicores: sum.cpuMillicores, memoryBytes: sum.memoryBytes, podCount: sum.podCount, newestPodAgeMs: sum.newestBoundMs > 0 ? Math.max(0, nowMs - sum.newestBoundMs) : Infinity };
+    if (!sum) return { cpuMillicores: 0, memoryBytes: 0, admitted: { cpuMillicores: 0, memoryBytes: 0 }, podCount: 0, newestPodAgeMs: Infinity };
+    return {
+      cpuMillicores: sum.cpuMillicores,
+      memoryBytes: sum.memoryBytes,
+      admitted: { cpuMillicores: sum.admittedCpuMillicores, memoryBytes: sum.admittedMemoryBytes },
+      podCount: sum.podCount,
+      newestPodAgeMs: sum.newestBoundMs > 0 ? Math.max(0, nowMs - sum.newestBoundMs) : Infinity,
+    };
   }
 
-  /** A pod bound (or changed); `holds` false for a finished pod, which holds nothing. */
-  set(uid: string, node: string, cpuMillicores: number, memoryBytes: number, holds = true, boundAtMs = 0): void {
+  /** A pod bound (or changed); `holds` false for a finished pod, which holds nothing; `admitted` once the kubelet has accepted it. */
+  set(uid: string, node: string, cpuMillicores: number, memoryBytes: number, holds = true, boundAtMs = 0, admitted = true): void {
     this.delete(uid);
     if (!holds || !node) return;
-    this.#pods.set(uid, { node, cpuMillicores, memoryBytes });
+    this.#pods.set(uid, { node, cpuMillicores, memoryBytes, admitted });
+    const aCpu = admitted ? cpuMillicores : 0;
+    const aMem = admitted ? memoryBytes : 0;
     const sum = this.#nodes.get(node);
     if (sum) {
       sum.cpuMillicores += cpuMillicores;
       sum.memoryBytes += memoryBytes;
+      sum.admittedCpuMillicores += aCpu;
+      sum.admittedMemoryBytes += aMem;
       sum.podCount += 1;
       if (boundAtMs > sum.newestBoundMs) sum.newestBoundMs = boundAtMs;
     } else {
-      this.#nodes.set(node, { cpuMillicores, memoryBytes, podCount: 1, newestBoundMs: boundAtMs });
+      this.#nodes.set(node, { cpuMillicores, memoryBytes, admittedCpuMillicores: aCpu, admittedMemoryBytes: aMem, podCount: 1, newestBoundMs: boundAtMs });
     }
   }
 
@@ -78,6 +94,10 @@ export class BoundRequests {
     } else {
       sum.cpuMillicores -= old.cpuMillicores;
       sum.memoryBytes -= old.memoryBytes;
+      if (old.admitted !== false) {
+        sum.admittedCpuMillicores -= old.cpuMillicores;
+        sum.admittedMemoryBytes -= old.memoryBytes;
+      }
     }
   }
 
@@ -85,7 +105,7 @@ export class BoundRequests {
   replaceAll(entries: Iterable<{ uid: string } & PodEntry>): void {
     this.#pods.clear();
     this.#nodes.clear();
-    for (const e of entries) this.set(e.uid, e.node, e.cpuMillicores, e.memoryBytes, true, e.boundAtMs);
+    for (const e of entries) this.set(e.uid, e.node, e.cpuMillicores, e.memoryBytes, true, e.boundAtMs, e.admitted ?? true);
     this.#synced = true;
   }
 }

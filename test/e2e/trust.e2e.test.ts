@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { RbacAuthorizationV1Api, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
+import { PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { sumRequests } from '../../lib/pod-requests.js';
 import { formatMilli } from '../../lib/quantity.js';
@@ -173,6 +173,35 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
       return s.metadata?.annotations?.[ANNOTATION.reason]?.includes(`requests ${bound}m`) ? s : undefined;
     });
     assert.equal(cpuOf(stored), '8', 'the 3 cores the API server has bound, scaled within the cap; not the 100 the agent claims');
+  });
+
+  it('a pod created with spec.nodeName counts past the cap only once the kubelet has admitted it', async () => {
+    // kwok leaves this node alone: nothing admits its pods until the test writes their status as a kubelet would.
+    const n = await fakeNode('e2e-trust-claim', { labels: OPT_IN, annotations: { 'kwok.x-k8s.io/node': 'unmanaged' }, raw: { cpu: '4', memory: '8Gi' } });
+    nodes.push(n);
+    cleanups.push(() => core().deleteNode({ name: n.name }));
+    await n.startAgent(gateway);
+    await eventually(`${n.name} inflated`, async () => ((await n.heartbeat()).status?.allocatable?.cpu === '8' ? true : undefined));
+    const claim = 'claim-64-cores';
+    await core().createNamespacedPod({ namespace: NS, body: { ...pod(claim, '64', '256Mi', { nodeName: n.name }), metadata: { name: claim, namespace: NS } } });
+    // No kubelet will finish its graceful deletion: remove it at once, before the namespace goes.
+    cleanups.push(() => core().deleteNamespacedPod({ name: claim, namespace: NS, gracePeriodSeconds: 0 }));
+    const held = await eventually('a decision that counts the unadmitted claim', async () => {
+      const s = await n.heartbeat();
+      return s.metadata?.annotations?.[ANNOTATION.reason]?.includes('requests 64000m') ? s : undefined;
+    });
+    assert.equal(cpuOf(held), '8', 'held at the cap of 2 x 4: an unadmitted 64-core claim does not lift the floor past it');
+    assert.match(held.metadata?.annotations?.[ANNOTATION.reason] ?? '', /floor at the cap: the requests bound above it include pods the kubelet has not admitted/);
+    // The kubelet admits it (its first container status, written through pods/status): now a restart must re-admit it.
+    await core().patchNamespacedPodStatus(
+      { name: claim, namespace: NS, body: { status: { phase: 'Pending', containerStatuses: [{ name: 'app', image: 'fake', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ContainerCreating' } } }] } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const lifted = await eventually('the admitted claim holds the floor', async () => {
+      const s = await n.heartbeat();
+      return cpuOf(s) === '64' ? s : undefined;
+    });
+    assert.match(lifted.metadata?.annotations?.[ANNOTATION.reason] ?? '', /floor at bound requests, above the cap/);
   });
 
   it('bound requests above the cap (from the API server) hold allocatable above it, as a kubelet restart needs, and the node gets a Warning Event', async () => {
