@@ -2,6 +2,12 @@
 // coordination.k8s.io Lease. Every replica keeps answering the webhook and the
 // query API; only the writes are single-writer, so two replicas never race to
 // patch the same node.
+//
+// Leadership is kept on the local clock, as client-go's leaderelection does:
+// a round that has not renewed within renewDeadline of its start ends this
+// replica's lead, whatever the request is still doing. Other replicas take an
+// unrenewed lease after leaseDuration, which is longer, so a hung renew can
+// never leave two leaders.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 
@@ -11,6 +17,8 @@ export interface LeaderLeaseOptions {
   identity: string;
   leaseDurationSeconds?: number;
   renewEveryMs?: number;
+  /** A lead not renewed within this long of its last successful round's start ends locally; below leaseDurationSeconds. */
+  renewDeadlineMs?: number;
   log: Logger;
 }
 
@@ -34,11 +42,18 @@ export class LeaderLease {
   readonly #o: Required<Omit<LeaderLeaseOptions, 'log'>> & { log: Logger };
   #leader = false;
   #timer: NodeJS.Timeout | undefined;
+  /** Ends the lead when no round renews it in time. */
+  #deadline: NodeJS.Timeout | undefined;
+  /** Rounds started; a round's result counts only while it is the newest. */
+  #round = 0;
   #listeners: Array<(leader: boolean) => void> = [];
 
   constructor(kubeConfig: KubeConfig, options: LeaderLeaseOptions) {
     this.#api = kubeConfig.makeApiClient(CoordinationV1Api);
-    this.#o = { leaseDurationSeconds: 15, renewEveryMs: 5000, ...options };
+    this.#o = { leaseDurationSeconds: 15, renewEveryMs: 5000, renewDeadlineMs: 10_000, ...options };
+    if (this.#o.renewDeadlineMs >= this.#o.leaseDurationSeconds * 1000) {
+      throw new Error(`the lease renew deadline (${this.#o.renewDeadlineMs} ms) must be shorter than the lease duration (${this.#o.leaseDurationSeconds} s), or two replicas could lead at once`);
+    }
   }
 
   get isLeader(): boolean {
@@ -50,22 +65,52 @@ export class LeaderLease {
   }
 
   start(): void {
+    const { renewDeadlineMs, renewEveryMs, log } = this.#o;
+    const lease = `${this.#o.namespace}/${this.#o.name}`;
     const loop = () => {
-      this.tryAcquireOrRenew()
+      const round = ++this.#round;
+      const started = performance.now();
+      let timedOut: NodeJS.Timeout | undefined;
+      // The request may never answer: the round ends at the deadline and the next one starts; a late answer is ignored.
+      const late = new Promise<never>((_, reject) => {
+        timedOut = setTimeout(() => reject(new Error(`no answer from the API server within ${renewDeadlineMs} ms`)), renewDeadlineMs);
+        timedOut.unref();
+      });
+      Promise.race([this.tryAcquireOrRenew(undefined, () => round === this.#round && performance.now() - started < renewDeadlineMs), late])
+        .then((leading) => {
+          if (leading) this.#extend(started);
+        })
         .catch((err: unknown) => {
+          if (round !== this.#round) return;
           this.#set(false);
-          this.#o.log.warn({ err: String(err), lease: `${this.#o.namespace}/${this.#o.name}` }, 'leader lease not renewed; status writes pause until it is');
+          log.warn({ err: String(err), lease }, 'leader lease not renewed; status writes pause until it is');
         })
         .finally(() => {
-          this.#timer = setTimeout(loop, this.#o.renewEveryMs);
+          clearTimeout(timedOut);
+          if (round !== this.#round) return;
+          this.#timer = setTimeout(loop, renewEveryMs);
           this.#timer.unref();
         });
     };
     loop();
   }
 
+  /** A round that started at `startedMs` (performance.now()) renewed the lease: the lead holds until renewDeadline after it. */
+  #extend(startedMs: number): void {
+    clearTimeout(this.#deadline);
+    const left = startedMs + this.#o.renewDeadlineMs - performance.now();
+    this.#deadline = setTimeout(() => {
+      if (!this.#leader) return;
+      this.#set(false);
+      this.#o.log.warn({ lease: `${this.#o.namespace}/${this.#o.name}`, renewDeadlineMs: this.#o.renewDeadlineMs }, 'leader lease not renewed within its deadline: stepping down before another replica may take it');
+    }, Math.max(0, left));
+    this.#deadline.unref();
+  }
+
   async stop(): Promise<void> {
+    this.#round += 1; // a round in flight no longer counts
     clearTimeout(this.#timer);
+    clearTimeout(this.#deadline);
     if (!this.#leader) return;
     this.#set(false);
     // Let another replica take over at once instead of after the lease expires.
@@ -82,8 +127,12 @@ export class LeaderLease {
     }
   }
 
-  /** One round of the election; resolves to whether this replica now leads. */
-  async tryAcquireOrRenew(at = new Date()): Promise<boolean> {
+  /**
+   * One round of the election; resolves to whether this replica now leads.
+   * `inTime`: whether a success may still be claimed (a round past its
+   * deadline has renewed a lease that may already be expiring elsewhere).
+   */
+  async tryAcquireOrRenew(at = new Date(), inTime: () => boolean = () => true): Promise<boolean> {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
     const now = new MicroTime(at.getTime());
     let lease: V1Lease;
@@ -95,8 +144,7 @@ export class LeaderLease {
         namespace,
         body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 } },
       });
-      this.#set(true);
-      return true;
+      return this.#claim(inTime());
     }
     const spec = lease.spec ?? {};
     const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
@@ -124,6 +172,11 @@ export class LeaderLease {
       }
       throw err;
     }
+    return this.#claim(inTime());
+  }
+
+  #claim(inTime: boolean): boolean {
+    if (!inTime) throw new Error('the lease was renewed too late to count; the next round tries again');
     this.#set(true);
     return true;
   }
