@@ -59,7 +59,7 @@ function build(o: Record<string, unknown>, env: Env): AgentConfig {
     throw new AgentConfigError('--gateway-server-name is ignored without --gateway-ca-file: gRPC is plaintext and no certificate is checked; pass --gateway-ca-file too, or drop it');
   }
   const address = String(o.metricsAddress ?? '');
-  const at = address.lastIndexOf(':');
+  const metrics = address ? listenAddress(address, '--metrics-address') : undefined;
   return {
     nodeName: String(o.nodeName),
     procRoot: String(o.procRoot),
@@ -67,7 +67,7 @@ function build(o: Record<string, unknown>, env: Env): AgentConfig {
     intervalMs: parsed(o.interval, (s) => parseDuration(s, '--interval')),
     podReportEvery: Number(o.podReportEvery),
     logLevel: String(o.logLevel),
-    ...(address && { metrics: { host: address.slice(0, at), port: Number(address.slice(at + 1)) } }),
+    ...(metrics && { metrics }),
     ...(kube && { kube }),
     gateways,
     pods: o.podsFile ? { source: 'file', file: String(o.podsFile) } : kube ? { source: 'watch' } : { source: 'none' },
@@ -77,4 +77,18 @@ function build(o: Record<string, unknown>, env: Env): AgentConfig {
       ...(o.tokenFile ? { tokenFile: String(o.tokenFile) } : {}),
     },
   };
+}
+
+/**
+ * host:port, [ipv6]:port or :port (every interface, IPv4 and IPv6: a pod may
+ * have either address, and the PodMonitor scrapes the pod IP of both
+ * families). Host '' is every interface.
+ */
+export function listenAddress(address: string, flag: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) {
+    throw new AgentConfigError(`${flag} must be host:port, [ipv6]:port or :port (every interface), got ${JSON.stringify(address)}`);
+  }
+  return { host: m[1] ?? m[2] ?? '', port };
 }

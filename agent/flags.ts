@@ -14,7 +14,7 @@ export const defineAgentFlags = (cmd?: Command): Command => program('oversell-ag
   .addOption(numberFlag('--pod-report-every <n>', 'send per-pod usage with every Nth sample', 'OVERSELL_POD_REPORT_EVERY', '10', 1))
   .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))
   .addOption(flag('--pods-file <file>', 'local mode: pods bound to this node, from a YAML/JSON file instead of a watch', 'OVERSELL_PODS_FILE'))
-  .addOption(flag('--metrics-address <host:port>', 'serve /metrics and /healthz here (empty: off)', 'OVERSELL_AGENT_METRICS_ADDRESS', '0.0.0.0:9091'))
+  .addOption(flag('--metrics-address <host:port>', 'serve /metrics and /healthz here: host:port, [ipv6]:port, or :port for every interface, IPv4 and IPv6 (empty: off)', 'OVERSELL_AGENT_METRICS_ADDRESS', ':9091'))
   .addOption(flag('--gateway-ca-file <file>', 'CA of the gateway\'s certificate (the oversell-gateway-ca ConfigMap); enables TLS', 'OVERSELL_GATEWAY_CA_FILE'))
   .addOption(flag('--gateway-server-name <name>', 'name the gateway\'s certificate is checked against (replicas are dialled by IP)', 'OVERSELL_GATEWAY_SERVER_NAME'))
   .addOption(flag('--token-file <file>', 'projected ServiceAccount token (audience oversell-gateway) sent on every stream; needs --gateway-ca-file', 'OVERSELL_TOKEN_FILE'))

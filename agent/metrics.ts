@@ -41,8 +41,11 @@ export class AgentMetrics {
     registerProcessMetrics(r, 'oversell_agent_');
   }
 
-  /** /metrics and /healthz on host:port; resolves to the bound port. */
-  listen(host: string, port: number): Promise<{ port: number; server: Server }> {
+  /**
+   * /metrics and /healthz on host:port; host '' is every interface, IPv6 and
+   * IPv4 (Node's default for no host). Resolves to the bound host and port.
+   */
+  listen(host: string, port: number): Promise<{ host: string; port: number; server: Server }> {
     const server = createServer((req, res) => {
       if (req.url === '/healthz') {
         res.end('ok');
@@ -66,10 +69,12 @@ export class AgentMetrics {
     });
     return new Promise((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      const bound = () => {
         const a = server.address();
-        resolve({ port: typeof a === 'object' && a ? a.port : port, server });
-      });
+        resolve({ host: typeof a === 'object' && a ? a.address : host, port: typeof a === 'object' && a ? a.port : port, server });
+      };
+      if (host) server.listen(port, host, bound);
+      else server.listen(port, bound);
     });
   }
 }

@@ -62,9 +62,9 @@ try {
     : undefined;
   let metricsServer: import('node:http').Server | undefined;
   if (config.metrics) {
-    const bound = await agent.metrics.listen(config.metrics.host || '0.0.0.0', config.metrics.port);
+    const bound = await agent.metrics.listen(config.metrics.host, config.metrics.port);
     metricsServer = bound.server;
-    log.info({ metrics: `${config.metrics.host}:${bound.port}` }, 'agent metrics serving');
+    log.info({ metrics: `${bound.host}:${bound.port}` }, 'agent metrics serving');
   }
   stopOnSignals(async () => {
     metricsServer?.close();

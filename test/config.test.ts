@@ -317,7 +317,7 @@ describe('loadAgentConfig', () => {
   const loadAgent = (argv: string[], env: Record<string, string> = {}) => loadAgentConfig(argv, env, silent);
 
   it('local: the loopback gateway, bound pods unknown, metrics on every interface', () => {
-    like(loadAgent([]), { kube: undefined, gateways: { kind: 'addresses', addresses: ['127.0.0.1:50051'] }, pods: { source: 'none' }, metrics: { host: '0.0.0.0', port: 9091 }, connection: {}, intervalMs: 1000, podReportEvery: 10 });
+    like(loadAgent([]), { kube: undefined, gateways: { kind: 'addresses', addresses: ['127.0.0.1:50051'] }, pods: { source: 'none' }, metrics: { host: '', port: 9091 }, connection: {}, intervalMs: 1000, podReportEvery: 10 });
   });
 
   it('the DaemonSet of deploy/base: discovery (its --gateway is set too and not refused), the pod watch, TLS and a token', () => {
@@ -334,6 +334,16 @@ describe('loadAgentConfig', () => {
     like(loadAgent(['--pods-file', 'p.yaml', '--gateway', 'a:1, b:2', '--metrics-address', '', '--interval', '500ms', ...KUBECONFIG]), {
       kube: { kind: 'kubeconfig' }, pods: { source: 'file', file: 'p.yaml' }, gateways: { addresses: ['a:1', 'b:2'] }, metrics: undefined, intervalMs: 500,
     });
+  });
+
+  it('a metrics address is host:port, [ipv6]:port or :port (every interface, both families)', () => {
+    like(loadAgent(['--metrics-address', '127.0.0.1:9091']), { metrics: { host: '127.0.0.1', port: 9091 } });
+    like(loadAgent(['--metrics-address', '[::1]:0']), { metrics: { host: '::1', port: 0 } });
+    like(loadAgent(['--metrics-address', '[fe80::1%eth0]:9091']), { metrics: { host: 'fe80::1%eth0', port: 9091 } });
+    like(loadAgent(['--metrics-address', ':9092']), { metrics: { host: '', port: 9092 } });
+    for (const bad of ['9091', '::1:9091', 'host:', 'host:99999', 'host:port', '[::1]']) {
+      assert.throws(() => loadAgent(['--metrics-address', bad]), (err: unknown) => err instanceof AgentConfigError && /--metrics-address must be host:port, \[ipv6\]:port or :port/.test(err.message), bad);
+    }
   });
 
   for (const [name, argv, error] of [

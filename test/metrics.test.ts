@@ -66,6 +66,23 @@ describe('metrics scrapes', () => {
     }
   });
 
+  it('the agent\'s default address (:9091, host empty) serves every interface of both families, as docs/metrics.md scrapes the pod IP', async () => {
+    const agent = startAgent({
+      nodeName: 'both-families', gatewayAddresses: ['127.0.0.1:1'], procRoot: join(fixtures, 'proc', 'vm-2cpu'), cgroupRoot: join(fixtures, 'cgroup', 'v2-systemd'),
+      intervalMs: 1000, podReportEvery: 5, pods: noPodSource(), log,
+    });
+    const served = await agent.metrics.listen('', 0);
+    try {
+      for (const host of ['127.0.0.1', '[::1]']) {
+        const res = await fetch(`http://${host}:${served.port}/healthz`);
+        assert.equal(res.status, 200, `not served on ${host}`);
+      }
+    } finally {
+      served.server.close();
+      await agent.stop();
+    }
+  });
+
   it('the parser is strict: garbage fails', () => {
     assert.throws(() => parseExposition('oversell_x{a="b" 1\n'));
     assert.throws(() => parseExposition('hello world\n'));
