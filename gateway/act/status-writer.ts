@@ -105,6 +105,7 @@ export function loweringPatch(
   raw: Allocatable,
   decision: Decision,
   proof: GrantProof,
+  unconfirmed?: Partial<Allocatable>,
 ): Array<JsonPatchOp | { op: 'test'; path: string; value: string }> {
   const notAbove = (d: ResourceDecision, now: bigint): ResourceDecision => (d.applied > now ? { ...d, applied: now } : d);
   const lowering: Decision = {
@@ -117,7 +118,7 @@ export function loweringPatch(
   return [
     { op: 'test', path: '/status/allocatable/cpu', value: held.cpu },
     { op: 'test', path: '/status/allocatable/memory', value: held.memory },
-    ...nodePatch(facts, raw, lowering, proof),
+    ...nodePatch(facts, raw, lowering, proof, unconfirmed),
   ];
 }
 
@@ -251,7 +252,7 @@ export class StatusWriter {
       this.#o.metrics.statusWrite('rate-limited');
       return; // the next sweep or sample tries again
     }
-    const guarded = loweringPatch(facts, { cpu: status.allocatable.cpu, memory: status.allocatable.memory }, raw, decision, this.#o.proof);
+    const guarded = loweringPatch(facts, { cpu: status.allocatable.cpu, memory: status.allocatable.memory }, raw, decision, this.#o.proof, trusted.signed?.unconfirmed);
     this.#inFlight.add(name);
     this.#core
       .patchNodeStatus({ name, body: guarded }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch))
