@@ -35,7 +35,9 @@ import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import type { ReviewStats } from './auth/review-limiter.js';
-import { grpcServerCredentials, MemoryCertificateProvider } from './tls/grpc-credentials.js';
+import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-listener.js';
+import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, type QueryLimits } from './query/query-limits.js';
+import { GATEWAY_DEFAULTS } from './config/defaults.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -81,6 +83,10 @@ export interface GatewayOptions {
   };
   /** /readyz stays 503 this long after start, so agents (which find not-ready replicas too) fill the store first. */
   warmupMs?: number;
+  /** Connections per listener and how long one may stay silent (default GATEWAY_DEFAULTS.connections). */
+  connections?: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
+  /** What query callers may hold (default DEFAULT_QUERY_LIMITS). */
+  queryLimits?: Partial<QueryLimits>;
   /**
    * The key every replica signs its grants with (docs/security.md). Without
    * one, a random key of this process: records from before a restart are then
@@ -96,10 +102,6 @@ export interface RunningGateway {
   metrics: GatewayMetrics;
   ports: { webhook: number; grpc: number; metrics: number; agent?: number };
   close(): Promise<void>;
-}
-
-function bindGrpc(server: grpc.Server, address: string, credentials: grpc.ServerCredentials): Promise<number> {
-  return new Promise((resolve, reject) => server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port))));
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
@@ -126,12 +128,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const unfixed = streamDecoderWarning(fixStreamDecoder());
   if (unfixed) log.warn(unfixed);
   const maxReceiveMessageBytes = 4 * 1024 * 1024;
+  const connections = options.connections ?? GATEWAY_DEFAULTS.connections;
+  const queryLimits = { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits };
+  const lists = new Set(['/oversell.v1.NodeUsage/ListNodes', '/oversell.v1.NodeUsage/ListNodeSummaries']);
   const grpcServer = new grpc.Server({
+    ...GRPC_SERVER_OPTIONS,
     'grpc.max_receive_message_length': maxReceiveMessageBytes,
     // Agents ping through idle periods; allow it rather than send GOAWAY.
     'grpc.keepalive_permit_without_calls': 1,
+    interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
-  const grpcTls = options.grpcTls ? new MemoryCertificateProvider(options.tls) : undefined;
   const V1 = oversellV1();
   grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   const notReady = () => (ready ? ingestThreadDown ?? policies.notReady() : 'listeners starting');
@@ -139,6 +145,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     store, policies, notReady, now, boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
     onWatchEnded: (reason) => metrics.watchEnded(reason),
+    limits: queryLimits,
+    onLimited: (reason) => metrics.queryRefused(reason),
   }));
   // grpcurl and load balancers work without our proto files.
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });
@@ -151,6 +159,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     // held open by dribbling bytes are closed, not accumulated.
     https: {
       cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000,
+      // Node's default is 120 s: a connection that never sends its ClientHello is closed sooner.
+      handshakeTimeout: connections.handshakeTimeoutMs,
       // A caller without a certificate from this CA fails the handshake; the API server then applies failurePolicy (Ignore).
       ...(options.webhookClientCa && { ca: options.webhookClientCa, requestCert: true, rejectUnauthorized: true }),
     },
@@ -222,7 +232,15 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     });
   }
 
+  // Past the cap, Node closes each new connection as it is accepted ('drop').
+  webhook.server.maxConnections = connections.webhookMaxConnections;
+  webhook.server.on('drop', () => metrics.connectionRefused('webhook', 'connection-limit'));
+  webhook.server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') metrics.connectionRefused('webhook', 'handshake-timeout');
+  });
+
   let ingestWorker: IngestWorker | undefined;
+  let grpcListener: GrpcListener | undefined;
   let boundPods: Watching | undefined;
   const closeAll = async () => {
     clearInterval(prune);
@@ -244,20 +262,27 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           grpcServer.forceShutdown();
           resolve();
         }, 2000).unref();
-      }),
+      }).then(() => grpcListener?.close()),
     ]);
   };
 
   try {
     const listeners = {
-      grpc: await bindGrpc(grpcServer, `${options.bindAddress}:${options.grpcPort}`, grpcTls ? grpcServerCredentials(grpcTls) : grpc.ServerCredentials.createInsecure()),
+      grpc: (grpcListener = await listenGrpc(grpcServer, {
+        host: options.bindAddress,
+        port: options.grpcPort,
+        ...(options.grpcTls && { tls: options.tls }),
+        limits: { maxConnections: connections.grpcMaxConnections, handshakeTimeoutMs: connections.handshakeTimeoutMs },
+        onRefused: (reason) => metrics.connectionRefused('grpc', reason),
+      })).port,
       webhook: await listen(webhook, options.bindAddress, options.webhookPort),
       metrics: await listen(probes, options.bindAddress, options.metricsPort),
     };
     if (options.agentPort !== undefined) {
       ingestWorker = await startSupervisedIngest({
         store, metrics, log, bindAddress: options.bindAddress, port: options.agentPort, maxReceiveMessageBytes,
-        ...(grpcTls && { tls: options.tls }),
+        ...(options.grpcTls && { tls: options.tls }),
+        limits: { maxConnections: connections.grpcMaxConnections, handshakeTimeoutMs: connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
         onDown: (reason) => (ingestThreadDown = reason),
       });
@@ -277,8 +302,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
     const setTls = (tls: { cert: string; key: string }) => {
       (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) });
-      grpcTls?.set(tls);
-      if (grpcTls) ingestWorker?.setTls(tls);
+      if (options.grpcTls) {
+        grpcListener?.setTls(tls);
+        ingestWorker?.setTls(tls);
+      }
     };
     return { store, metrics, ports, setTls, close: closeAll };
   } catch (err) {

@@ -14,6 +14,8 @@ export interface QueryGrant {
   expiresAtMs: number | undefined;
   /** A watch asks again this often, so revoked access or a deleted ServiceAccount ends it. */
   recheckMs: number;
+  /** Who the API server says is calling (its username): per-caller limits count by it. */
+  caller: string;
 }
 
 /** Throws AuthError unless the caller may `verb` nodeusages (name: the node, for get). */
@@ -78,7 +80,7 @@ export function queryAuthorizer(reviewer: TokenReviewer, review: AccessReview, o
     const token = bearerToken(authorization);
     if (!token) throw new AuthError('unauthenticated', 'the query API needs a bearer token (oversell --token, or a kubeconfig user with a token)');
     const identity = await reviewer.review(token);
-    const grant = { expiresAtMs: identity.expiresAtMs, recheckMs };
+    const grant = { expiresAtMs: identity.expiresAtMs, recheckMs, caller: identity.username };
     const every = await ask(identity, verb, undefined, name !== undefined);
     if (every.allowed) return grant;
     const { allowed, reason } = name === undefined ? every : await ask(identity, verb, name, false);

@@ -6,4 +6,12 @@ export const GATEWAY_DEFAULTS = {
   metricsPort: 9090,
   forgetAfterMs: 600_000,
   bodyLimitBytes: 4 * 1024 * 1024,
+  /**
+   * Per listener. gRPC: 10,000 agents per replica (docs/install.md) with
+   * room for a reconnect overlap and query callers. The webhook: the API
+   * servers open one HTTP/1.1 connection per review in flight, 1,000 reviews/s
+   * (10,000 nodes) waiting 2 s is 2,000. 10 s to finish TLS and speak: a
+   * handshake is one round trip and a few milliseconds of CPU.
+   */
+  connections: { grpcMaxConnections: 20_000, webhookMaxConnections: 4_000, handshakeTimeoutMs: 10_000 },
 };

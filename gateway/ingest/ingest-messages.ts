@@ -7,6 +7,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
 import type { SampleRefused } from '../store/sample-check.js';
+import type { ConnectionLimits, ConnectionRefusal } from '../tls/grpc-listener.js';
 
 export interface IngestThreadData {
   bindAddress: string;
@@ -17,6 +18,8 @@ export interface IngestThreadData {
   /** Agents must present a token, reviewed on the main thread. */
   authenticate: boolean;
   maxReceiveMessageBytes: number;
+  /** Connections the agent port holds at once, and how long one may stay silent. */
+  limits: ConnectionLimits;
 }
 
 /**
@@ -36,7 +39,7 @@ export const ROW_STREAM_ID = 0;
 export const ROW_RECEIVED_AT_MS = 1;
 export const ROW_SAMPLE = 2;
 
-export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number];
+export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number] | [kind: 'connection', reason: ConnectionRefusal, n: number];
 
 export type ToMain =
   | { type: 'listening'; port: number }

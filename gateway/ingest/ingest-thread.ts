@@ -15,7 +15,7 @@ import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
-import { grpcServerCredentials, MemoryCertificateProvider } from '../tls/grpc-credentials.js';
+import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
 import { checkPods, checkSampleRow } from '../store/sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
@@ -39,7 +39,7 @@ const stride = ROW_SAMPLE + row.width;
 let rows = new Float64Array(256 * stride);
 let rowsUsed = 0;
 const counts = new Map<string, MetricCount>();
-const count = (kind: 'sample' | 'auth', what: string) => {
+const count = (kind: 'sample' | 'auth' | 'connection', what: string) => {
   const key = `${kind}:${what}`;
   const c = counts.get(key);
   if (c) c[2] += 1;
@@ -154,12 +154,13 @@ const service = agentStreamService({
 const unfixed = streamDecoderWarning(fixStreamDecoder());
 if (unfixed) log.warn(unfixed);
 const server = new grpc.Server({
+  ...GRPC_SERVER_OPTIONS,
   'grpc.max_receive_message_length': data.maxReceiveMessageBytes,
   'grpc.keepalive_permit_without_calls': 1,
 });
 server.addService(oversellV1().AgentStream.service, service);
 new HealthImplementation({ '': 'SERVING', 'oversell.v1.AgentStream': 'SERVING' }).addToServer(server);
-const certificates = data.tls && new MemoryCertificateProvider(data.tls);
+let listener: GrpcListener | undefined;
 
 port.on('message', (m: ToThread) => {
   switch (m.type) {
@@ -176,22 +177,31 @@ port.on('message', (m: ToThread) => {
       supersede.get(m.streamId)?.();
       break;
     case 'tls':
-      certificates?.set(m);
+      listener?.setTls(m);
       break;
     case 'close':
       clearInterval(flush);
       clearInterval(heapReports);
-      server.tryShutdown(() => post({ type: 'closed' }));
+      server.tryShutdown(() => void listener?.close().then(() => post({ type: 'closed' })));
       // Open agent streams would hold tryShutdown forever.
       setTimeout(() => {
         server.forceShutdown();
-        post({ type: 'closed' });
+        void listener?.close().then(() => post({ type: 'closed' }));
       }, 2000).unref();
       break;
   }
 });
 
-server.bindAsync(`${data.bindAddress}:${data.port}`, certificates ? grpcServerCredentials(certificates) : grpc.ServerCredentials.createInsecure(), (err, bound) => {
-  if (err) post({ type: 'failed', message: err.message, code: (err as NodeJS.ErrnoException).code });
-  else post({ type: 'listening', port: bound });
-});
+listenGrpc(server, {
+  host: data.bindAddress,
+  port: data.port,
+  ...(data.tls && { tls: data.tls }),
+  limits: data.limits,
+  onRefused: (reason) => count('connection', reason),
+}).then(
+  (l) => {
+    listener = l;
+    post({ type: 'listening', port: l.port });
+  },
+  (err: NodeJS.ErrnoException) => post({ type: 'failed', message: err.message, code: err.code }),
+);

@@ -6,6 +6,8 @@ import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
+import type { ConnectionLimits } from '../tls/grpc-listener.js';
+import { GATEWAY_DEFAULTS } from '../config/defaults.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
@@ -20,6 +22,8 @@ export interface IngestWorkerOptions {
   tls?: { cert: string; key: string };
   authenticate?: AgentAuthenticator;
   maxReceiveMessageBytes: number;
+  /** Connections the agent port holds at once, and how long one may stay silent (default: the gRPC port's). */
+  limits?: ConnectionLimits;
   /** The thread died after it started: its agents are cut off (startSupervisedIngest starts another). */
   onFailed(err: Error): void;
 }
@@ -41,6 +45,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     ...(options.tls && { tls: options.tls }),
     authenticate: options.authenticate !== undefined,
     maxReceiveMessageBytes: options.maxReceiveMessageBytes,
+    limits: options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs },
   };
   const worker = import.meta.url.endsWith('.ts')
     // From source, under tsx (tests, bench): on Node 20 a worker does not
@@ -107,6 +112,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     for (const [kind, what, n] of m.counts) {
       for (let i = 0; i < n; i++) {
         if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
+        else if (kind === 'connection') metrics.connectionRefused('agent', what as Parameters<GatewayMetrics['connectionRefused']>[1]);
         else metrics.authRefused('agent-stream', what);
       }
     }

@@ -8,6 +8,15 @@ import type { SampleRefusal } from '../store/sample-check.js';
 export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 
+/** What a node's gauges show of one resource's decision. */
+export interface NodeGaugeValues {
+  bound: Bound;
+  raw: bigint;
+  granted: bigint;
+  applied: bigint;
+  requestsOverCap: boolean;
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #webhookDuration: Histogram<'outcome'>;
@@ -163,8 +172,19 @@ export class GatewayMetrics {
 
   readonly #lastRatios = new Map<string, string>();
 
-  decision(node: string, resource: 'cpu' | 'memory', d: { bound: Bound; raw: bigint; granted: bigint; applied: bigint; requestsOverCap: boolean }): void {
+  /** A decision made: counted, and the node's gauges follow it. */
+  decision(node: string, resource: 'cpu' | 'memory', d: NodeGaugeValues): void {
     this.#decisions.inc({ resource, bound: d.bound });
+    this.nodeGauges(node, resource, d);
+  }
+
+  /** A decision only counted: its node's gauges follow another source (GatewayOptions.webhookClientCa). */
+  decisionCounted(resource: 'cpu' | 'memory', bound: Bound): void {
+    this.#decisions.inc({ resource, bound });
+  }
+
+  /** The node's per-node gauges (raw, granted, applied, over cap) at a decision. */
+  nodeGauges(node: string, resource: 'cpu' | 'memory', d: NodeGaugeValues): void {
     // Heartbeats mostly repeat the last values: skip the labelled gauge updates then (hot path).
     const key = `${node}/${resource}`;
     const values = `${d.raw}/${d.granted}/${d.applied}/${d.requestsOverCap}`;
@@ -229,13 +249,35 @@ export class GatewayMetrics {
 
   readonly #watchesEnded = new Counter({
     name: 'oversell_query_watches_ended_total',
-    help: 'WatchNodes streams the gateway ended, by reason (slow-reader: the client left too many events unread; token-expired; revoked: access or token withdrawn).',
+    help: 'WatchNodes streams the gateway ended, by reason (slow-reader: the client read nothing for the stall limit; token-expired; revoked: access or token withdrawn).',
     labelNames: ['reason'],
     registers: [this.registry],
   });
 
   watchEnded(reason: 'slow-reader' | 'token-expired' | 'revoked'): void {
     this.#watchesEnded.inc({ reason });
+  }
+
+  readonly #queryRefusals = new Counter({
+    name: 'oversell_query_refusals_total',
+    help: 'Query calls refused with RESOURCE_EXHAUSTED by the replica\'s limits, by reason (watches-per-caller, watches, lists-in-flight).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
+  queryRefused(reason: 'watches-per-caller' | 'watches' | 'lists-in-flight'): void {
+    this.#queryRefusals.inc({ reason });
+  }
+
+  readonly #connectionsRefused = new Counter({
+    name: 'oversell_connections_refused_total',
+    help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',
+    labelNames: ['listener', 'reason'],
+    registers: [this.registry],
+  });
+
+  connectionRefused(listener: 'grpc' | 'agent' | 'webhook', reason: 'connection-limit' | 'handshake-timeout' | 'preface-timeout'): void {
+    this.#connectionsRefused.inc({ listener, reason });
   }
 
   #tokenReviewStats: { sent: number; inFlight: number } | undefined;

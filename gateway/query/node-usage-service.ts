@@ -18,6 +18,7 @@ import type { NodeRequests } from '../store/bound-requests.js';
 import { nodeStatus } from './node-status.js';
 import { SummaryTable, type RowFilter } from './summary-table.js';
 import { policyInfos } from './policy-info.js';
+import { DEFAULT_QUERY_LIMITS, WatchSlots, type QueryLimits, type QueryRefusal } from './query-limits.js';
 
 export interface NodeUsageServiceOptions {
   store: NodeStore;
@@ -29,8 +30,10 @@ export interface NodeUsageServiceOptions {
   onRefused?: (failure: string) => void;
   /** A watch the gateway ended: its client read too slowly, its token expired, or its access was revoked. */
   onWatchEnded?: (reason: WatchEnd) => void;
-  /** Events a watch may have waiting for its client beyond its snapshot before it is ended (default 1024). */
-  watchQueueLimit?: number;
+  /** Watches per caller and per replica, and how long a watch may go unread (default DEFAULT_QUERY_LIMITS). */
+  limits?: Pick<QueryLimits, 'watches' | 'watchesPerCaller' | 'watchStallMs'>;
+  /** A watch refused by those limits. */
+  onLimited?: (reason: QueryRefusal) => void;
   now?: () => number;
   /** Requests bound to a node, from the gateway's own pod watch: the decision shown is the webhook's. */
   boundRequests?: (node: string) => NodeRequests | undefined;
@@ -70,7 +73,8 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
   const now = options.now ?? Date.now;
   const status = (r: NodeRecord) => nodeStatus(r, policies, now(), options.boundRequests);
   const table = new SummaryTable(store, policies, now, options.boundRequests);
-  const queueLimit = options.watchQueueLimit ?? 1024;
+  const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
+  const slots = new WatchSlots(limits, options.onLimited);
   const unavailable = () => {
     const why = options.notReady();
     return why ? { code: grpc.status.UNAVAILABLE, details: `gateway not ready: ${why}; retry shortly` } : undefined;
@@ -91,7 +95,8 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     }
   };
 
-  const open: NodeUsageHandlers = {
+  // WatchNodes takes the caller its slots count by: the authorized service passes the user, local mode the connection.
+  const open: NodeUsageHandlers & { WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, caller?: string): void } = {
     GetNode(call, callback) {
       const u = unavailable();
       if (u) return callback(u);
@@ -137,7 +142,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       }
     },
 
-    WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>) {
+    WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, caller: string = `connection ${call.getPeer()}`) {
       const u = unavailable();
       if (u) return call.emit('error', u);
       let filter: RowFilter;
@@ -146,65 +151,88 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       } catch (err) {
         return call.emit('error', badSelector(err));
       }
-      // Subscribe before the snapshot so no change falls between the two.
-      const pending: NodeEvent[] = [];
+      const slot = slots.take(caller);
+      if (typeof slot !== 'function') return call.emit('error', slot);
+      // Nothing waits for the client but what grpc-js holds (its high-water
+      // mark of messages) and one name per node changed since it was last
+      // sent: the snapshot is computed as the client reads it, and a node
+      // that changes again before it was sent is sent once, as it is then.
+      // A client that reads nothing for watchStallMs is ended, so what a
+      // watch holds is bounded by the store, never by how long it stalls.
+      const names = store.list().map((r) => r.name);
+      let next = 0;
       let synced = false;
       let ended = false;
+      const changed = new Set<string>();
       const shown = new Set<string>();
-      // grpc-js buffers every write a client has not taken yet (call.write
-      // returns false, and keeps buffering): a client that stops reading would
-      // grow the gateway without end. The snapshot, one more event per node
-      // shown and queueLimit may wait; past that, the watch ends.
-      let limit = Infinity;
-      const tooSlow = () => {
-        const waiting = call.writableLength;
+      let stall: NodeJS.Timeout | undefined;
+      const stop = () => {
         ended = true;
+        clearTimeout(stall);
+        slot();
+        store.off('updated', onChange);
+        store.off('removed', onRemoved);
+        call.off('drain', pump);
+      };
+      const tooSlow = () => {
+        if (ended) return;
+        const waiting = changed.size + names.length - next;
         stop();
         options.onWatchEnded?.('slow-reader');
         call.emit('error', {
           code: grpc.status.RESOURCE_EXHAUSTED,
-          details: `watch ended: ${waiting} events were waiting for this client to read them (limit ${limit}); read the stream continuously and watch again, or poll with ListNodeSummaries`,
+          details: `watch ended: the client read nothing for ${limits.watchStallMs / 1000}s with ${waiting} nodes waiting to be sent; read the stream continuously and watch again, or poll with ListNodeSummaries`,
         });
       };
-      const write = (e: NodeEvent) => {
-        if (ended) return;
-        if (call.writableLength >= limit) return tooSlow();
-        call.write(e);
-      };
-      const send = (e: NodeEvent) => (synced ? write(e) : pending.push(e));
-      const onUpdated = (r: NodeRecord) => {
-        const s = status(r);
-        if (filter(r, s.policy ?? '')) {
-          shown.add(r.name);
-          send({ type: 'UPDATED', node: s });
-        } else if (shown.delete(r.name)) {
-          send({ type: 'REMOVED', node: { name: r.name } }); // no longer matches
+      /** The node as it is now: sent if it matches, removed if it no longer does. */
+      const sendCurrent = (name: string, type: 'SNAPSHOT' | 'UPDATED') => {
+        const r = store.get(name);
+        const s = r && status(r);
+        if (r && s && filter(r, s.policy ?? '')) {
+          shown.add(name);
+          call.write({ type, node: s });
+        } else if (shown.delete(name)) {
+          call.write({ type: 'REMOVED', node: { name } });
         }
       };
-      const onRemoved = (name: string) => {
-        if (shown.delete(name)) send({ type: 'REMOVED', node: { name } });
-      };
-      store.on('updated', onUpdated);
+      function pump() {
+        if (ended) return;
+        clearTimeout(stall);
+        stall = undefined;
+        while (!call.writableNeedDrain) {
+          if (next < names.length) {
+            const name = names[next++]!;
+            changed.delete(name);
+            sendCurrent(name, 'SNAPSHOT');
+          } else if (!synced) {
+            synced = true;
+            call.write({ type: 'SYNCED' });
+          } else {
+            const first = changed.values().next().value as string | undefined;
+            if (first === undefined) return;
+            changed.delete(first);
+            sendCurrent(first, 'UPDATED');
+          }
+        }
+        stall = setTimeout(tooSlow, limits.watchStallMs);
+        stall.unref();
+      }
+      function onChange(r: NodeRecord) {
+        changed.add(r.name);
+        if (!call.writableNeedDrain) pump();
+      }
+      function onRemoved(name: string) {
+        changed.add(name);
+        if (!call.writableNeedDrain) pump();
+      }
+      store.on('updated', onChange);
       store.on('removed', onRemoved);
-      const stop = () => {
-        store.off('updated', onUpdated);
-        store.off('removed', onRemoved);
-      };
+      call.on('drain', pump);
       call.on('cancelled', stop);
       call.on('close', stop);
       call.on('error', stop);
-
-      for (const r of store.list()) {
-        const s = status(r);
-        if (filter(r, s.policy ?? '')) {
-          shown.add(r.name);
-          call.write({ type: 'SNAPSHOT', node: s });
-        }
-      }
-      call.write({ type: 'SYNCED' });
-      limit = 2 * (shown.size + 1) + queueLimit;
-      synced = true;
-      for (const e of pending) write(e);
+      call.on('finish', stop);
+      pump();
     },
 
     ListPolicies(_call, callback) {
@@ -265,7 +293,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     WatchNodes: (call) =>
       void check(call, 'watch').then(
         (grant) => {
-          open.WatchNodes(call);
+          open.WatchNodes(call, grant.caller);
           guard(call, grant);
         },
         (e: grpc.StatusObject) => call.emit('error', e),

@@ -39,6 +39,8 @@ export async function startTestGateway(
     webhookClientCa?: string;
     /** The grant-signing key; replicas that share it trust each other's records. */
     proofKey?: Buffer;
+    connections?: GatewayOptions['connections'];
+    queryLimits?: GatewayOptions['queryLimits'];
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -60,6 +62,8 @@ export async function startTestGateway(
     ...(over.auth && { auth: over.auth }),
     ...(over.webhookClientCa && { webhookClientCa: over.webhookClientCa }),
     ...(over.proofKey && { proofKey: over.proofKey }),
+    ...(over.connections && { connections: over.connections }),
+    ...(over.queryLimits && { queryLimits: over.queryLimits }),
   });
   return { ...gw, ca: cert.ca };
 }
