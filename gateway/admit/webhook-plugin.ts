@@ -18,6 +18,13 @@ export interface WebhookPluginOptions extends FastifyPluginOptions {
    * watch reads the same inputs from the stored objects (ingest/node-watch.ts).
    */
   observe?(node: string, observed: NodeObservation): void;
+  /**
+   * Whether reviews set the per-node gauges. Off when the caller cannot be
+   * known to be the API server (no client certificate required) and the node
+   * watch sets them from what the API server stored: anyone who reaches the
+   * port could otherwise post reviews that move a node's gauges and alerts.
+   */
+  perNodeMetrics?: boolean;
   metrics: GatewayMetrics;
   log: Logger;
 }
@@ -66,6 +73,7 @@ export class UntouchedLog {
 
 export async function webhookPlugin(app: FastifyInstance, options: WebhookPluginOptions): Promise<void> {
   const { deps, metrics, log, observe: keep } = options;
+  const perNode = options.perNodeMetrics ?? true;
   const changes = new ChangeLog(log);
   const untouched = new UntouchedLog(log);
 
@@ -97,8 +105,13 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
       if (keep && result.observed && result.node && !result.dryRun) keep(result.node, result.observed);
       if (result.decision && result.node && result.outcome !== 'no-data' && !result.dryRun) {
         const d = result.decision;
-        metrics.decision(result.node, 'cpu', d.cpu);
-        metrics.decision(result.node, 'memory', d.memory);
+        if (perNode) {
+          metrics.decision(result.node, 'cpu', d.cpu);
+          metrics.decision(result.node, 'memory', d.memory);
+        } else {
+          metrics.decisionCounted('cpu', d.cpu.bound);
+          metrics.decisionCounted('memory', d.memory.bound);
+        }
         changes.note(result.node, `${d.cpu.applied}/${d.memory.applied}`, {
           cpu: `${d.cpu.raw}m->${d.cpu.applied}m (${d.cpu.bound})`,
           memory: `${d.memory.raw}->${d.memory.applied} (${d.memory.bound})`,

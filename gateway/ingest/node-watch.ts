@@ -7,7 +7,7 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import type { GrantProof } from '../decide/grant-proof.js';
-import { observeStoredNode } from '../decide/node-decision.js';
+import { observeStoredNode, type StoredNodeObservation } from '../decide/node-decision.js';
 import { keepWatching, type Watching } from '../../lib/keep-watching.js';
 import type { NodeStore } from '../store/node-store.js';
 
@@ -25,6 +25,8 @@ export interface NodeWatchOptions {
   proof: GrantProof;
   log: Logger;
   now: () => number;
+  /** Each stored node as observed: what the API server accepted, unlike a review anyone may post (webhook-plugin.ts perNodeMetrics). */
+  onObserved?: (name: string, observed: StoredNodeObservation) => void;
 }
 
 export class NodeWatch implements NodeCache {
@@ -43,7 +45,9 @@ export class NodeWatch implements NodeCache {
       const name = node.metadata?.name;
       if (!name) return;
       const status = node.status ?? {};
-      this.#o.store.observe(name, observeStoredNode(name, node.metadata ?? {}, { allocatable: status.allocatable, capacity: status.capacity }, this.#o.proof), this.#o.now());
+      const observed = observeStoredNode(name, node.metadata ?? {}, { allocatable: status.allocatable, capacity: status.capacity }, this.#o.proof);
+      this.#o.store.observe(name, observed, this.#o.now());
+      this.#o.onObserved?.(name, observed);
     };
     this.#informer.on('add', keep);
     this.#informer.on('update', keep);

@@ -7,11 +7,14 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import { PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Node } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { sumRequests } from '../../lib/pod-requests.js';
 import { formatMilli } from '../../lib/quantity.js';
+import { scrapeMetric } from '../helpers/metrics.js';
+import { kubeletReview } from '../helpers/node-reviews.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, core, kubeletPatchStatus, kubeletStatus, objects } from './cluster.js';
 import { OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, podsOn, removeWebhook, startGatewayProcess, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
@@ -173,6 +176,28 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
       return s.metadata?.annotations?.[ANNOTATION.reason]?.includes(`requests ${bound}m`) ? s : undefined;
     });
     assert.equal(cpuOf(stored), '8', 'the 3 cores the API server has bound, scaled within the cap; not the 100 the agent claims');
+  });
+
+  it('a review posted straight to the webhook, by anyone who reaches it, moves no node\'s gauges: they follow what the API server stored', async () => {
+    const n = await node('e2e-trust-gauges');
+    const rawCpu = () => scrapeMetric(gateway.ports.metrics, 'oversell_node_raw_allocatable', `{node="${n.name}",resource="cpu"}`);
+    await eventually('the node\'s gauges from the node watch', async () => ((await rawCpu()) === 4 ? true : undefined));
+    // A kubelet-shaped review for this node and for one that does not exist, claiming 1,000 cores each.
+    for (const name of [n.name, 'e2e-trust-ghost']) {
+      const r = kubeletReview(name);
+      Object.assign(r.request.object.status.allocatable, { cpu: '1000', memory: '8Ti' });
+      Object.assign(r.request.object.status.capacity, { cpu: '1000', memory: '8Ti' });
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port: gateway.ports.webhook, path: '/mutate/nodes', method: 'POST', ca: gateway.ca, headers: { 'content-type': 'application/json' } }, (res) => {
+          res.resume().on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(r));
+      });
+      assert.equal(status, 200, 'answered, as every review is');
+    }
+    assert.equal(await rawCpu(), 4, 'still the stored node\'s raw');
+    assert.ok(Number.isNaN(await scrapeMetric(gateway.ports.metrics, 'oversell_node_raw_allocatable', '{node="e2e-trust-ghost",resource="cpu"}')), 'no series for a node the API server does not have');
   });
 
   it('a pod created with spec.nodeName counts past the cap only once the kubelet has admitted it', async () => {

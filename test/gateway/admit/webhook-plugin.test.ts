@@ -18,10 +18,11 @@ let clock = 2_000_000;
 const now = () => clock;
 
 /** The plugin as gateway.ts registers it without a cluster: real writes are kept in the store. */
-async function nodeWebhook(bench: ReviewBench): Promise<PluginApp> {
+async function nodeWebhook(bench: ReviewBench, perNodeMetrics?: boolean): Promise<PluginApp> {
   return pluginApp(webhookPlugin, bench.store, {
     deps: bench.deps,
     observe: (name: string, observed: NodeObservation) => bench.store.observe(name, observed, now()),
+    ...(perNodeMetrics !== undefined && { perNodeMetrics }),
   });
 }
 
@@ -189,6 +190,29 @@ describe('webhook plugin: metrics and what it keeps', () => {
       assert.equal(await app.series('oversell_node_applied_ratio{node="dry-1",resource="cpu"}'), 1);
     } finally {
       await close();
+    }
+  });
+});
+
+describe('webhook plugin: reviews from callers it cannot verify', () => {
+  it('with perNodeMetrics off (no client certificate required, a node watch instead) a forged review moves no node\'s gauges; decisions are still counted', async () => {
+    const bench = reviewBench({ now });
+    for (const perNodeMetrics of [true, false]) {
+      const app = await nodeWebhook(bench, perNodeMetrics);
+      try {
+        const node = `forged-${perNodeMetrics}`;
+        bench.report(node, nodeSample(clock));
+        // Anyone who reaches the port can claim to be the node's kubelet: a node of 1,000 cores.
+        const r = kubeletReview(node);
+        Object.assign(r.request.object.status.allocatable, { cpu: '1000', memory: '8Ti' });
+        Object.assign(r.request.object.status.capacity, { cpu: '1000', memory: '8Ti' });
+        assert.equal((await send(app, r)).statusCode, 200);
+        const raw = await app.series(`oversell_node_raw_allocatable{node="${node}",resource="cpu"}`);
+        assert.equal(raw, perNodeMetrics ? 1000 : 0, perNodeMetrics ? 'reviews set the gauges' : 'no gauge for the forged node');
+        assert.ok((await app.series('oversell_decisions_total{resource="cpu",bound="cap"}')) >= 1);
+      } finally {
+        await app.close();
+      }
     }
   });
 });
