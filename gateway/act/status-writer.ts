@@ -322,7 +322,7 @@ export class StatusWriter {
     }
     for (const e of this.#o.policies.entries()) {
       const matchedNodes = counts.get(e.name) ?? 0;
-      const status = { matchedNodes, valid: e.policy !== undefined, message: e.error ?? 'ok' };
+      const status = { matchedNodes, valid: e.policy !== undefined, message: e.error ?? 'ok', warnings: e.warnings ?? [] };
       const key = JSON.stringify(status);
       if (this.#writtenStatus.get(e.name) === key) continue;
       try {

@@ -14,6 +14,8 @@ export interface PolicyEntry {
   /** Undefined when the object failed validation; `error` says why. */
   policy: Policy | undefined;
   error?: string;
+  /** What the operator should know though the policy is valid (policies/policy-spec.ts). */
+  warnings?: string[];
 }
 
 export function matches(selector: LabelSelector, labels: Record<string, string>): boolean {

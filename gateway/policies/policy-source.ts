@@ -54,6 +54,7 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
   const rebuild = () => {
     entries = informer.list().map((o) => toPolicyEntry(o as OversellPolicyObject)).sort(byPrecedence);
     for (const e of entries) if (e.error) log.warn({ policy: e.name, error: e.error }, 'OversellPolicy is invalid: its nodes get no inflation until it is fixed');
+    for (const e of entries) for (const w of e.warnings ?? []) log.warn({ policy: e.name, warning: w }, 'OversellPolicy selects nodes by labels their kubelets may set');
     for (const l of listeners) l();
   };
   const watching = await keepWatching(informer, {

@@ -8,6 +8,18 @@ import { DEFAULT_POLICY, type Policy, type ResourcePolicy } from '../decide/poli
 import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
+import { kubeletSettableKeys, NODE_RESTRICTION_PREFIX } from './kubelet-labels.js';
+
+/** A selector on labels a node's own kubelet may set lets a node choose its policy: said in the policy's status. */
+export function selectorWarnings(selector: LabelSelector): string[] {
+  const keys = kubeletSettableKeys(selector);
+  if (keys.length === 0) return [];
+  return [
+    `spec.nodeSelector uses ${keys.map((k) => JSON.stringify(k)).join(', ')}, which a node's own kubelet may set on its Node: ` +
+      `a node (or a stolen kubelet credential) can move itself into or out of this policy. Select on labels under ${NODE_RESTRICTION_PREFIX}, ` +
+      'which the NodeRestriction admission plugin forbids kubelets to set (docs/policy.md)',
+  ];
+}
 
 export const POLICY_GROUP = 'oversell.io';
 export const POLICY_VERSION = 'v1alpha1';
@@ -103,7 +115,8 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
       startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
     };
-    return { name, priority, selector: sel, policy };
+    const warnings = selectorWarnings(sel);
+    return { name, priority, selector: sel, policy, ...(warnings.length > 0 && { warnings }) };
   } catch (err) {
     return { name, priority, selector: sel, policy: undefined, error: (err as Error).message };
   }

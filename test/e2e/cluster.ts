@@ -99,6 +99,11 @@ export function kubeletPatchStatus(creds: Credentials, name: string, status: obj
   return call<V1Node>(creds, 'PATCH', `/api/v1/nodes/${name}/status${options.dryRun ? '?dryRun=All' : ''}`, 'application/strategic-merge-patch+json', { status });
 }
 
+/** PATCH nodes/<name> (metadata, spec) with a strategic merge patch, as a kubelet with its own credentials may. */
+export function kubeletPatchNode(creds: Credentials, name: string, patch: object): Promise<ApiAnswer<V1Node>> {
+  return call<V1Node>(creds, 'PATCH', `/api/v1/nodes/${name}`, 'application/strategic-merge-patch+json', patch);
+}
+
 /** POST a Node with full status, as the kubelet registers itself. */
 export function kubeletRegister(creds: Credentials, node: V1Node): Promise<ApiAnswer<V1Node>> {
   return call<V1Node>(creds, 'POST', '/api/v1/nodes', 'application/json', node);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
-import { ADMIN_KUBECONFIG, core } from './cluster.js';
+import { ADMIN_KUBECONFIG, core, kubeletPatchNode } from './cluster.js';
 import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventually, fakeNode, installPolicyCrd, installWebhook, pod, podsOn, policyObject, removeWebhook, startGatewayProcess, untilWrite, upsertPolicy, webhookFromDeploy, type FakeNode, type GatewayProc } from './fixtures.js';
 
 const WEBHOOK = 'oversell-policy-e2e';
@@ -33,7 +33,26 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     for (const n of nodes) await n.stop();
     await gateway?.kill();
     await removeWebhook(WEBHOOK).catch(() => {});
-    for (const name of ['pool-a', 'pool-p', 'pool-s']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
+    for (const name of ['pool-a', 'pool-p', 'pool-s', 'pool-k', 'pool-r']) await customObjects().deleteClusterCustomObject({ ...POLICY_REF, name }).catch(() => {});
+  });
+
+  it('a policy selecting on a label the kubelet may set warns in its status; under node-restriction.kubernetes.io/ the kubelet cannot move its node', async () => {
+    type Status = { status?: { valid?: boolean; warnings?: string[] } };
+    const status = async (name: string) => ((await customObjects().getClusterCustomObject({ ...POLICY_REF, name })) as Status).status;
+    await upsertPolicy('pool-k', { nodeSelector: { matchLabels: { 'oversell.io/pool': 'gold' } }, cpu: { maxRatio: 4 } });
+    await upsertPolicy('pool-r', { nodeSelector: { matchLabels: { 'node-restriction.kubernetes.io/oversell-pool': 'gold' } }, cpu: { maxRatio: 4 } });
+    const warned = await eventually('pool-k\'s status warns', async () => ((await status('pool-k'))?.warnings?.length ? status('pool-k') : undefined));
+    assert.match(warned?.warnings?.[0] ?? '', /"oversell\.io\/pool", which a node's own kubelet may set/);
+    const clean = await eventually('pool-r\'s status written', async () => ((await status('pool-r'))?.valid === true ? status('pool-r') : undefined));
+    assert.deepEqual(clean?.warnings, []);
+    // What the warning means, with the node's own credentials (the NodeRestriction admission plugin is on).
+    const n = await fakeNode('e2e-policy-self-label', { labels: OPT_IN });
+    nodes.push(n);
+    const settable = await kubeletPatchNode(n.creds, n.name, { metadata: { labels: { 'oversell.io/pool': 'gold' } } });
+    assert.equal(settable.status, 200, 'a kubelet may move its own node into pool-k');
+    const restricted = await kubeletPatchNode(n.creds, n.name, { metadata: { labels: { 'node-restriction.kubernetes.io/oversell-pool': 'gold' } } });
+    assert.equal(restricted.status, 403, 'but not into pool-r');
+    assert.match(JSON.stringify(restricted.body), /node-restriction\.kubernetes\.io/);
   });
 
   it('the API server refuses invalid policies', async () => {
