@@ -67,7 +67,8 @@ const authTemplate = [
   '  - { name: auth-certs, secret: { secretName: auth-certs } }',
 ].join('\n');
 /** Containers of a pod of the required namespace: the app, then both default templates' sidecars. */
-const REQUIRED_CONTAINERS = ['app', 'mesh-proxy', 'auth-proxy'];
+// Templates are injected in the order of their names (auth, then mesh): gateway/inject/template-source.ts.
+const REQUIRED_CONTAINERS = ['app', 'auth-proxy', 'mesh-proxy'];
 
 function deployment(name: string): V1Deployment {
   const labels = { app: name };
@@ -323,7 +324,8 @@ describe('sidecar injection on a real control plane', { timeout: 5 * 60_000 }, (
             return { ok: false as const, code: e.code ?? 0, message: text };
           }
         };
-        const swapProxy = [{ op: 'replace', path: '/spec/containers/2/image', value: 'example.com/my-own-proxy:1' }];
+        // containers/1 is auth-proxy (REQUIRED_CONTAINERS); the test op makes the patch fail rather than swap another container.
+        const swapProxy = [{ op: 'test', path: '/spec/containers/1/name', value: 'auth-proxy' }, { op: 'replace', path: '/spec/containers/1/image', value: 'example.com/my-own-proxy:1' }];
 
         before(async () => {
           const r = render(path);
