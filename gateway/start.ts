@@ -119,6 +119,8 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     policies,
     sidecars: { source: templates, excludedNamespaces: config.sidecars.excludedNamespaces },
     warmupMs: config.warmupMs,
+    connections: config.connections,
+    queryLimits: config.queryLimits,
     log,
     ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...config.cluster } }),
   });

@@ -137,6 +137,17 @@ function build(o: Record<string, unknown>, env: Env): GatewayConfig {
     grpcTls: transport.grpcTls,
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),
     warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
+    connections: {
+      grpcMaxConnections: Number(o.maxConnections),
+      webhookMaxConnections: Number(o.webhookMaxConnections),
+      handshakeTimeoutMs: parsed(o.handshakeTimeout, (s) => parseDuration(s, '--handshake-timeout')),
+    },
+    queryLimits: {
+      watchesPerCaller: Number(o.queryWatchesPerCaller),
+      watches: Number(o.queryWatches),
+      listsInFlight: Number(o.queryListsInFlight),
+      watchStallMs: parsed(o.queryWatchStall, (s) => parseDuration(s, '--query-watch-stall')),
+    },
     warnings: transport.warning ? [transport.warning] : [],
   };
   const proofKeyFile = str(o.proofKeyFile);

@@ -5,9 +5,11 @@ import type { Command } from 'commander';
 import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { GATEWAY_DEFAULTS } from './defaults.js';
+import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 
 const d = GATEWAY_DEFAULTS;
 const p = DEFAULT_POLICY;
+const q = DEFAULT_QUERY_LIMITS;
 export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-gateway', 'Inflates node allocatable from live usage: agent ingest, admission webhook, query API.', cmd)
   .addOption(flag('--bind-address <ip>', `address every listener binds (default: ${d.bindAddress} with a cluster, 127.0.0.1 in local mode, i.e. no kubeconfig in use)`, 'OVERSELL_BIND_ADDRESS'))
   .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
@@ -50,5 +52,12 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(flag('--agent-service-accounts <list>', 'comma-separated namespace/name of the ServiceAccounts agents run as (default: <lease namespace>/oversell-agent)', 'OVERSELL_AGENT_SERVICE_ACCOUNTS'))
   .addOption(flag('--ca-configmap <name>', 'in a cluster: publish the CA of the serving certificate (no key) in this ConfigMap of the lease namespace, for agents to trust gRPC TLS (empty: off)', 'OVERSELL_CA_CONFIGMAP', 'oversell-gateway-ca'))
   .addOption(flag('--webhook-client-ca-file <file>', 'require a client certificate from this CA on the webhook (the API server\'s admission client certificate; docs/security.md)', 'OVERSELL_WEBHOOK_CLIENT_CA_FILE'))
+  .addOption(numberFlag('--max-connections <n>', 'connections each gRPC listener (--grpc-port, --agent-port) holds at once; past it, new ones are closed as they arrive (10,000 agents per replica fit)', 'OVERSELL_MAX_CONNECTIONS', String(d.connections.grpcMaxConnections), 1))
+  .addOption(numberFlag('--webhook-max-connections <n>', 'connections the webhook holds at once; past it, new ones are closed as they arrive', 'OVERSELL_WEBHOOK_MAX_CONNECTIONS', String(d.connections.webhookMaxConnections), 1))
+  .addOption(durationFlag('--handshake-timeout <duration>', 'a connection to any listener must finish TLS within this, and a gRPC one then send its HTTP/2 preface within this, or it is closed', 'OVERSELL_HANDSHAKE_TIMEOUT', `${d.connections.handshakeTimeoutMs / 1000}s`))
+  .addOption(numberFlag('--query-watches-per-caller <n>', 'WatchNodes streams one query caller (a user; in local mode a connection) may hold open on a replica', 'OVERSELL_QUERY_WATCHES_PER_CALLER', String(q.watchesPerCaller), 1))
+  .addOption(numberFlag('--query-watches <n>', 'WatchNodes streams a replica serves at once, all callers together', 'OVERSELL_QUERY_WATCHES', String(q.watches), 1))
+  .addOption(numberFlag('--query-lists-in-flight <n>', 'ListNodes/ListNodeSummaries answers a replica computes or sends at once (an answer its client does not read stays counted)', 'OVERSELL_QUERY_LISTS_IN_FLIGHT', String(q.listsInFlight), 1))
+  .addOption(durationFlag('--query-watch-stall <duration>', 'a WatchNodes client that reads nothing this long while the gateway has something to send is ended (RESOURCE_EXHAUSTED)', 'OVERSELL_QUERY_WATCH_STALL', `${q.watchStallMs / 1000}s`))
   .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));

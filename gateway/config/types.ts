@@ -37,6 +37,10 @@ export interface CommonConfig {
   grpcTls: boolean;
   webhookClientCaFile?: string;
   warmupMs: number;
+  /** Per listener: connections at once, and how long one may stay silent. */
+  connections: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
+  /** What query callers may hold on a replica. */
+  queryLimits: { watchesPerCaller: number; watches: number; listsInFlight: number; watchStallMs: number };
   /** Said at start, loudly: settings that are allowed but open something up. */
   warnings: string[];
 }

@@ -54,7 +54,7 @@ describe('connections that never speak (300 ms timeout)', () => {
   after(() => gw?.close());
 
   for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
-    it(`${listener}: a TCP connection that never sends a ClientHello is closed within the timeout, counted`, async () => {
+    it(`${listener}: a TCP connection that never sends a ClientHello is closed within the timeout, counted`, { timeout: 10_000 }, async () => {
       const { closed } = silentTcp(port());
       const afterMs = await closed;
       assert.ok(afterMs >= TIMEOUT_MS - 50 && afterMs < TIMEOUT_MS + LATE_MS, `closed after ${afterMs} ms`);
@@ -63,7 +63,7 @@ describe('connections that never speak (300 ms timeout)', () => {
   }
 
   for (const [listener, port] of [['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
-    it(`${listener}: a TLS connection that never sends the HTTP/2 preface is closed within the timeout, counted`, async () => {
+    it(`${listener}: a TLS connection that never sends the HTTP/2 preface is closed within the timeout, counted`, { timeout: 10_000 }, async () => {
       const { closed } = await silentTls(port(), gw.ca);
       const afterMs = await closed;
       assert.ok(afterMs < TIMEOUT_MS + LATE_MS, `closed ${afterMs} ms after the handshake`);
@@ -71,7 +71,7 @@ describe('connections that never speak (300 ms timeout)', () => {
     });
   }
 
-  it('grpc: a client that speaks is served over TLS (certificate checked, ALPN h2) and kept past the timeout', async () => {
+  it('grpc: a client that speaks is served over TLS (certificate checked, ALPN h2) and kept past the timeout', { timeout: 10_000 }, async () => {
     gw.store.attach('n1', 'i', null, 1);
     const client = new (oversellV1().NodeUsage)(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createSsl(Buffer.from(gw.ca)), { 'grpc.ssl_target_name_override': 'localhost' });
     try {
@@ -91,7 +91,7 @@ describe('plaintext gRPC (local mode): a connection that never sends the preface
   });
   after(() => gw?.close());
 
-  it('is closed within the timeout, counted; a client that speaks is served', async () => {
+  it('is closed within the timeout, counted; a client that speaks is served', { timeout: 10_000 }, async () => {
     const { closed } = silentTcp(gw.ports.grpc);
     const afterMs = await closed;
     assert.ok(afterMs >= TIMEOUT_MS - 50 && afterMs < TIMEOUT_MS + LATE_MS, `closed after ${afterMs} ms`);
@@ -119,7 +119,7 @@ describe('connections per listener', () => {
   after(() => gw?.close());
 
   for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
-    it(`${listener}: past ${CAP} open connections the next is closed at once, counted; once one closes, a new one is taken`, async () => {
+    it(`${listener}: past ${CAP} open connections the next is closed at once, counted; once one closes, a new one is taken`, { timeout: 10_000 }, async () => {
       const held = Array.from({ length: CAP }, () => silentTcp(port()));
       try {
         await Promise.all(held.map((h) => new Promise((r) => h.socket.once('connect', r))));
