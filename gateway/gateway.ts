@@ -161,7 +161,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     https: {
       cert: options.tls.cert, key: options.tls.key, headersTimeout: 5_000, connectionsCheckingInterval: 1_000,
       // Node's default is 120 s: a connection that never sends its ClientHello is closed sooner.
-      // REVERT-CHECK handshakeTimeout: connections.handshakeTimeoutMs,
+      handshakeTimeout: connections.handshakeTimeoutMs,
       // A caller without a certificate from this CA fails the handshake; the API server then applies failurePolicy (Ignore).
       ...(options.webhookClientCa && { ca: options.webhookClientCa, requestCert: true, rejectUnauthorized: true }),
     },
@@ -249,7 +249,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   }
 
   // Past the cap, Node closes each new connection as it is accepted ('drop').
-  // REVERT-CHECK webhook.server.maxConnections = connections.webhookMaxConnections;
+  webhook.server.maxConnections = connections.webhookMaxConnections;
   webhook.server.on('drop', () => metrics.connectionRefused('webhook', 'connection-limit'));
   webhook.server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') metrics.connectionRefused('webhook', 'handshake-timeout');
