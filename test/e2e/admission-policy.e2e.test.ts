@@ -5,17 +5,16 @@
 // requests are made as that ServiceAccount (impersonation with the admin
 // credentials), with the RBAC the install grants it.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
-  AdmissionregistrationV1Api, KubeConfig, PatchStrategy, setHeaderOptions,
-  type KubernetesObject, type V1MutatingWebhookConfiguration, type V1NetworkPolicy, type V1NetworkPolicySpec, type V1ValidatingAdmissionPolicy,
+  AdmissionregistrationV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1NetworkPolicy, type V1NetworkPolicySpec, type V1ValidatingAdmissionPolicy,
 } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
-import { REPO, adminConfig, cluster, core, objects } from './cluster.js';
+import { REPO, adminConfig, core, objects } from './cluster.js';
 import { eventually } from './fixtures.js';
+import { one, render, type Obj, type Render } from './renders.js';
 
 const NS = 'oversell';
 const GATEWAY = `system:serviceaccount:${NS}:oversell-gateway`;
@@ -23,26 +22,6 @@ const CONFIG = 'oversell';
 // Marks the webhook configuration this test made, so a crashed run's leftover can be told from a real install.
 const OWNER = { 'e2e.oversell.io/owner': 'admission-policy' };
 
-type Obj = KubernetesObject & Record<string, unknown>;
-type Render = { path: string; docs: Obj[] };
-
-function render(path: 'kustomize' | 'helm'): Render {
-  const text = path === 'kustomize'
-    ? cluster('kubectl', 'kustomize', join(REPO, 'deploy'))
-    : (() => {
-      // Built from the Go module proxy on first use, then cached (test/deploy/build-helm.sh).
-      execFileSync('bash', [join(REPO, 'test/deploy/build-helm.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
-      const helm = execFileSync('bash', [join(REPO, 'test/deploy/build-helm.sh'), '--print-path'], { encoding: 'utf8' }).trim();
-      return execFileSync(helm, ['template', 'oversell', join(REPO, 'deploy/helm/oversell'), '--namespace', NS], { encoding: 'utf8' });
-    })();
-  return { path, docs: yaml.loadAll(text).filter((d): d is Obj => typeof d === 'object' && d !== null) };
-}
-
-const one = (r: Render, kind: string, name?: string): Obj => {
-  const o = r.docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
-  assert.ok(o, `${r.path} renders no ${kind}${name ? `/${name}` : ''}`);
-  return structuredClone(o);
-};
 
 /** A client that is the gateway's ServiceAccount, by impersonation. */
 function asGateway(): AdmissionregistrationV1Api {

@@ -26,9 +26,9 @@ export function render(path: Render['path'], namespace = 'oversell'): Render {
   return { path, docs: yaml.loadAll(text).filter((d): d is Obj => typeof d === 'object' && d !== null) };
 }
 
-/** A copy of the render's one object of this kind and name; fails the test when there is none. */
-export function one(r: Render, kind: string, name: string): Obj {
-  const o = r.docs.find((d) => d.kind === kind && d.metadata?.name === name);
-  assert.ok(o, `${r.path} renders no ${kind}/${name}`);
+/** A copy of the render's one object of this kind (and name, if given); fails the test when there is none. */
+export function one(r: Render, kind: string, name?: string): Obj {
+  const o = r.docs.find((d) => d.kind === kind && (name === undefined || d.metadata?.name === name));
+  assert.ok(o, `${r.path} renders no ${kind}${name === undefined ? '' : `/${name}`}`);
   return structuredClone(o);
 }
