@@ -64,6 +64,22 @@ describe('NodeStore', () => {
     assert.deepEqual(store.get('n')?.labels, {});
   });
 
+  it('tells watchers when a node\'s grant record changes, its unconfirmed raw included, and not when it repeats', () => {
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 1000 });
+    store.attach('n', 'i', null, 1);
+    const raw = { cpuMillicores: 4000n, memoryBytes: 8n * 2n ** 30n };
+    const granted = { cpuMillicores: 7999n, memoryBytes: 8n * 2n ** 30n };
+    let updates = 0;
+    store.on('updated', () => (updates += 1));
+    const observe = (unconfirmed?: { cpuMillicores: bigint }) => store.observe('n', { raw, labels: {}, nodeMaxRatio: {}, lastGrant: { granted, wouldGrant: undefined, unconfirmed } }, 5);
+    observe({ cpuMillicores: 8000n });
+    observe({ cpuMillicores: 8000n });
+    assert.equal(updates, 1, 'the same record twice: one update');
+    observe(); // the kubelet's next write confirmed raw: same grant, marker gone
+    assert.equal(updates, 2);
+    assert.equal(store.get('n')?.lastGrant?.unconfirmed, undefined);
+  });
+
   it('refuses duplicates and samples from a stream that is no longer current', () => {
     const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);

@@ -289,7 +289,10 @@ const sameAllocatable = (a: Allocatable | undefined, b: Allocatable | undefined)
   a === b || (a !== undefined && b !== undefined && a.cpuMillicores === b.cpuMillicores && a.memoryBytes === b.memoryBytes);
 
 function sameGrant(a: PreviousGrant | undefined, b: PreviousGrant | undefined): boolean {
-  return a === b || (a !== undefined && b !== undefined && sameAllocatable(a.granted, b.granted) && sameAllocatable(a.wouldGrant, b.wouldGrant));
+  return a === b || (
+    a !== undefined && b !== undefined && sameAllocatable(a.granted, b.granted) && sameAllocatable(a.wouldGrant, b.wouldGrant) &&
+    a.unconfirmed?.cpuMillicores === b.unconfirmed?.cpuMillicores && a.unconfirmed?.memoryBytes === b.unconfirmed?.memoryBytes
+  );
 }
 
 // On the webhook path: a plain loop, not JSON.stringify of both maps.
