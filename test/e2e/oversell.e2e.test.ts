@@ -101,6 +101,8 @@ describe('oversell on a real control plane', { timeout: 15 * 60_000 }, () => {
       assert.equal(placed.oversold, 8, 'the oversold node holds up to its 2x cap');
     } finally {
       clearInterval(loop);
+      // Its pods too, even when it failed: a later run on the same cluster creates them again by name.
+      for (let i = 0; i < 14; i++) await core().deleteNamespacedPod({ name: `sched-${i}`, namespace: 'default', gracePeriodSeconds: 0 }).catch(() => {});
     }
   });
 
