@@ -9,7 +9,7 @@ import { idsNote } from './notes.js';
 import {
   GapCounter, type PublicMachine, type PublicPod, type PublicWorkload, recorded, type Resources, samplingInterval, SeriesBuilder, TraceFormatError, type UsageSeries,
 } from './public-workload.js';
-import { columns, count, forEachRow, formatError, optionalCount, type RowSource } from './rows.js';
+import { columns, count, forEachRow, formatError, optionalCount, type RowSource, time } from './rows.js';
 
 const FORMAT = 'alibaba-2018';
 
@@ -105,7 +105,7 @@ export async function readAlibaba2018(dir: string, options: Alibaba2018Options):
   const cols = ALIBABA_2018_COLUMNS;
   await forEachRow(source(dir, 'machine_meta'), (f, p) => {
     columns(f, cols.machine_meta.length, p);
-    const t = count(f, 1, 'time_stamp', p);
+    const t = time(f, 1, 'time_stamp', p);
     const memSize = count(f, 5, 'mem_size', p);
     if (memSize > 100) throw formatError(p, `mem_size (column 6): expected a normalized size 0-100, got '${f[5]}'`);
     keepLatest(metas, f[0]!, t, { cpu: count(f, 4, 'cpu_num', p) * 1000, memory: (memSize / 100) * memory }, sameResources);
@@ -117,7 +117,7 @@ export async function readAlibaba2018(dir: string, options: Alibaba2018Options):
   let machineGaps = 0;
   await forEachRow(source(dir, 'machine_usage'), (f, p) => {
     columns(f, cols.machine_usage.length, p);
-    const t = count(f, 1, 'time_stamp', p);
+    const t = time(f, 1, 'time_stamp', p);
     const cpu = optionalCount(f, 2, 'cpu_util_percent', p);
     const mem = optionalCount(f, 3, 'mem_util_percent', p);
     if (!inWindow(t)) return;
@@ -149,13 +149,13 @@ export async function readAlibaba2018(dir: string, options: Alibaba2018Options):
   if (hasContainerMeta) {
     await forEachRow(source(dir, 'container_meta'), (f, p) => {
       columns(f, cols.container_meta.length, p);
-      const t = count(f, 2, 'time_stamp', p);
+      const t = time(f, 2, 'time_stamp', p);
       const request = { cpu: count(f, 5, 'cpu_request', p) * 10, memory: (count(f, 7, 'mem_size', p) / 100) * memory };
       keepLatest(containers, f[0]!, t, { machine: f[1]!, request, cpuLimit: count(f, 6, 'cpu_limit', p) * 10 }, (a, b) => a.machine === b.machine && sameResources(a.request, b.request) && a.cpuLimit === b.cpuLimit);
     });
     await forEachRow(source(dir, 'container_usage'), (f, p) => {
       columns(f, cols.container_usage.length, p);
-      const t = count(f, 2, 'time_stamp', p);
+      const t = time(f, 2, 'time_stamp', p);
       const cpu = optionalCount(f, 3, 'cpu_util_percent', p);
       const mem = optionalCount(f, 4, 'mem_util_percent', p);
       if (!inWindow(t)) return;

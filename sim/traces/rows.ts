@@ -62,15 +62,26 @@ export function count(fields: string[], i: number, name: string, p: RowPlace): n
   return v;
 }
 
+/** A time that may be before the trace's zero (Alibaba's time_stamp counts from a point inside the trace). */
+export function time(fields: string[], i: number, name: string, p: RowPlace): number {
+  const text = fields[i] ?? '';
+  const v = Number(text);
+  if (text === '' || !Number.isFinite(v)) throw formatError(p, `${name} (column ${i + 1}): expected a time in seconds, got '${text}'${headerHint(fields, p)}`);
+  return v;
+}
+
+function headerHint(fields: string[], p: RowPlace): string {
+  const header = p.source.headerless && p.line === 1 && fields.every((f) => f === '' || !Number.isFinite(Number(f)));
+  return header ? ' (these files have no header row)' : '';
+}
+
 /** As count, but an empty field is undefined (the Alibaba usage files leave readings out). */
 export function optionalCount(fields: string[], i: number, name: string, p: RowPlace): number | undefined {
   const text = fields[i] ?? '';
   if (text === '') return undefined;
   const v = Number(text);
   if (!Number.isFinite(v) || v < 0) {
-    const header = p.source.headerless && p.line === 1 && fields.every((f) => f === '' || !Number.isFinite(Number(f)));
-    const hint = header ? ' (these files have no header row)' : '';
-    throw formatError(p, `${name} (column ${i + 1}): expected a number >= 0, got '${text}'${hint}`);
+    throw formatError(p, `${name} (column ${i + 1}): expected a number >= 0, got '${text}'${headerHint(fields, p)}`);
   }
   return v;
 }

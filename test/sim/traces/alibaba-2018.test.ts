@@ -115,6 +115,12 @@ describe('alibaba-2018 (cluster-trace-v2018)', async () => {
     assert.deepEqual([find(one.pods, 'c_1').start, find(one.pods, 'c_1').end], [0, 10]);
   });
 
+  it('reads time stamps before the trace\'s zero', async () => {
+    const m = await readAlibaba2018(traceDir({ machine_usage: 'm_1,-10,10,10,,,,,\nm_1,0,20,10,,,,,\n', container_meta: null, container_usage: null }), { machineMemoryBytes });
+    assert.equal(m.originSeconds, -10);
+    assert.deepEqual([...find(m.machines!, 'm_1').usage.t], [0, 10]);
+  });
+
   it('reads 200,000 usage rows streaming within seconds', async () => {
     const lines: string[] = [];
     for (let i = 0; i < 200_000; i++) lines.push(`m_${1 + (i % 2)},${1000 + 10 * Math.floor(i / 2)},${i % 97},${i % 89},1,1,1,1,1`);
@@ -130,8 +136,9 @@ describe('alibaba-2018 (cluster-trace-v2018)', async () => {
 
   const refusals: [string, Partial<Record<Name, string | null>>, RegExp][] = [
     ['a row with too few columns', { machine_usage: 'm_1,1000,10,40\n' }, /^alibaba-2018: machine_usage\.csv line 1: expected 9 ,-separated columns, got 4$/],
-    ['a header row (the files have none)', { container_meta: 'container_id,machine_id,time_stamp,app_du,status,cpu_request,cpu_limit,mem_size\n' + fixtureText('container_meta') }, /^alibaba-2018: container_meta\.csv line 1: time_stamp \(column 3\): expected a number >= 0, got 'time_stamp' \(these files have no header row\)$/],
+    ['a header row (the files have none)', { container_meta: 'container_id,machine_id,time_stamp,app_du,status,cpu_request,cpu_limit,mem_size\n' + fixtureText('container_meta') }, /^alibaba-2018: container_meta\.csv line 1: time_stamp \(column 3\): expected a time in seconds, got 'time_stamp' \(these files have no header row\)$/],
     ['a reading that is not a number', { container_usage: 'c_1,m_1,1010,lots,50,1,1,1,1,1,1\n' }, /^alibaba-2018: container_usage\.csv line 1: cpu_util_percent \(column 4\): expected a number >= 0, got 'lots'$/],
+    ['a header row in a usage file', { machine_usage: 'machine_id,time_stamp,cpu_util_percent,mem_util_percent,mem_gps,mkpi,net_in,net_out,disk_io_percent\n' }, /^alibaba-2018: machine_usage\.csv line 1: time_stamp \(column 2\): expected a time in seconds, got 'time_stamp' \(these files have no header row\)$/],
     ['a machine mem_size over 100', { machine_meta: 'm_1,0,1,a,96,100,USING\nm_2,0,1,a,96,512,USING\n' }, /^alibaba-2018: machine_meta\.csv line 2: mem_size \(column 6\): expected a normalized size 0-100, got '512'$/],
     ['an empty cpu_request', { container_meta: 'c_1,m_1,0,app_1,started,,800,2\n' }, /^alibaba-2018: container_meta\.csv line 1: cpu_request \(column 6\) is empty: expected a number$/],
     ['container_meta without container_usage', { container_usage: null }, /^alibaba-2018: .* has container_meta\.csv but no container_usage\.csv: container usage is a percentage of the container's request, so both are needed \(or neither, for the machines alone\)$/],
