@@ -29,45 +29,15 @@
 // startupGrace ago: its requests count at once but its usage does not show
 // until it has started, so a rise then would count its requests at the load
 // factor of pods that are running. A fall is never delayed.
-import { COLUMN, UsageWindow } from './usage-window.js';
-import { windowStart, windowStatistic, type Statistic } from './usage-stats.js';
+import { UsageWindow } from './usage-window.js';
+import { windowStart, windowStatistic } from './usage-stats.js';
+import { cpuPressureSince, memoryPressureSince } from './pressure.js';
+import { ExplainedDecision, type ExplainFacts } from './reason.js';
+import { MAX_INT64, type Bound, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
-/** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
-export const MAX_INT64 = 2n ** 63n - 1n;
-
-export interface ResourcePolicy {
-  /** Hard ceiling on granted / raw. */
-  maxRatio: number;
-  /** Share of raw allocatable that real usage may reach once the node is filled. */
-  targetUtilization: number;
-  /** Lower clamp of usage/requests, so near-idle pods cannot justify unbounded grants. */
-  minLoadFactor: number;
-  /** How the window is reduced to one usage figure. */
-  statistic: Statistic;
-  /** PSI "some" avg10 (percent) at or above which the resource is under pressure. */
-  pressureThreshold: number;
-}
-
-export interface Policy {
-  /** The OversellPolicy's name, or "flags" for the gateway's own default. */
-  name: string;
-  /** DryRun computes and reports, but allocatable stays at the floor. */
-  mode: 'Enforce' | 'DryRun';
-  cpu: ResourcePolicy;
-  memory: ResourcePolicy & {
-    /** Working set / capacity at or above which memory is under pressure. */
-    workingSetThreshold: number;
-  };
-  windowMs: number;
-  /** Usage older than this (gateway clock) never inflates. */
-  staleAfterMs: number;
-  /** After pressure, the grant stays at the floor until this long without it. */
-  calmPeriodMs: number;
-  /** A rise smaller than this fraction of the previous grant is held back. */
-  hysteresis: number;
-  /** No rise while the node's newest pod was bound less than this long ago (its usage may not show yet). */
-  startupGraceMs: number;
-}
+// Readers import the decision's types from here, with the decision.
+export * from './decision-types.js';
+export { pressureNow } from './pressure.js';
 
 export const DEFAULT_POLICY: Policy = {
   name: 'flags',
@@ -80,110 +50,6 @@ export const DEFAULT_POLICY: Policy = {
   hysteresis: 0.05,
   startupGraceMs: 30_000,
 };
-
-export interface Allocatable {
-  cpuMillicores: bigint;
-  memoryBytes: bigint;
-}
-
-/** A grant the gateway made for a node: hysteresis compares the next one with it. */
-export interface PreviousGrant {
-  granted: Allocatable;
-  /** Under a DryRun policy: what would have been granted. */
-  wouldGrant: Allocatable | undefined;
-  /**
-   * Per resource, a value that may be the kubelet's raw but was never sent by
-   * it (trusted-raw.ts): the kubelet left our earlier grant of this value in
-   * place. Allocatable must not be written at it, so the kubelet's next write says.
-   */
-  unconfirmed?: Partial<Allocatable> | undefined;
-}
-
-/**
- * What the node object says that a decision needs, as the webhook observed it
- * on the kubelet's last write: the query API decides from the same inputs.
- */
-export interface NodeObservation {
-  raw: Allocatable;
-  labels: Record<string, string>;
-  /** Per-node caps from annotations (they only lower). */
-  nodeMaxRatio: { cpu?: number; memory?: number };
-  /** The grant that write carried away (or, with no patch, the verified one it came with). */
-  lastGrant: PreviousGrant | undefined;
-}
-
-export interface UsageInput {
-  /** Gateway now - when the newest sample arrived. */
-  ageMs: number;
-  /** At least the policy's window and calm period. */
-  window: UsageWindow;
-  capacityMemoryBytes: number;
-  requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
-}
-
-export interface DecisionInput {
-  raw: Allocatable;
-  usage: UsageInput | undefined;
-  /** Undefined when no (valid) policy selects the node: no inflation. */
-  policy: Policy | undefined;
-  /** The grant this node carries from last time (its annotation), for hysteresis. */
-  previous?: Partial<Allocatable>;
-  /** Per-node caps from annotations; they can only lower the policy's maxRatio. */
-  nodeMaxRatio?: { cpu?: number; memory?: number };
-  /**
-   * Requests of the pods the API server has bound to the node, from the
-   * gateway's own watch: used instead of the agent's report, and the only
-   * requests that may hold the floor above the cap. Undefined without that view.
-   */
-  boundRequests?: BoundRequestsInput | undefined;
-  /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
-  avoid?: Partial<Allocatable> | undefined;
-}
-
-/**
- * The requests of the pods bound to a node. Those the kubelet has not admitted
- * yet (no container status, not running) count up to the cap only: a pod
- * created with spec.nodeName and huge requests must not lift the floor past
- * the cap before the kubelet has checked that it fits. `admitted` undefined:
- * every bound pod counts as admitted (callers that cannot tell).
- */
-export interface BoundRequestsInput {
-  cpuMillicores: number;
-  memoryBytes: number;
-  admitted?: { cpuMillicores: number; memoryBytes: number } | undefined;
-  newestPodAgeMs?: number;
-}
-
-export type Bound =
-  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
-  | 'pressure' | 'stale' | 'no-policy' | 'no-data';
-
-export interface ResourceDecision {
-  raw: bigint;
-  /** What the policy grants (in DryRun: what it would grant). */
-  granted: bigint;
-  /** What goes into status.allocatable: granted, or the floor in DryRun. */
-  applied: bigint;
-  bound: Bound;
-  floor: bigint;
-  cap: bigint;
-  /** Bound requests are above the cap: the floor is theirs (from the API server) or stops at the cap (from the agent). */
-  requestsOverCap: boolean;
-  /** The window statistic the headroom was computed from. */
-  usage: number | undefined;
-  headroom: bigint | undefined;
-  /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
-  avoided: bigint | undefined;
-}
-
-export interface Decision {
-  cpu: ResourceDecision;
-  memory: ResourceDecision;
-  policy: string | undefined;
-  dryRun: boolean;
-  /** One line an operator can read in the node annotation. */
-  reason: string;
-}
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
 const minBig = (a: bigint, b: bigint) => (a < b ? a : b);
@@ -293,64 +159,8 @@ function decideResource(c: ResourceContext): ResourceDecision {
   return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
 }
 
-/** The window's point i shows CPU pressure under this policy. */
-function cpuPressureAt(window: UsageWindow, i: number, p: ResourcePolicy): boolean {
-  return window.get(i, COLUMN.cpuPressure) >= p.pressureThreshold;
-}
-
-/** The window's point i shows memory pressure: PSI, or a working set near capacity. */
-function memoryPressureAt(window: UsageWindow, i: number, p: Policy['memory'], capacity: number): boolean {
-  return window.get(i, COLUMN.memoryPressure) >= p.pressureThreshold || (capacity > 0 && window.get(i, COLUMN.memoryBytes) >= p.workingSetThreshold * capacity);
-}
-
-/** The newest point of the window shows pressure of either kind: the one check the status writer makes on every sample. */
-export function pressureNow(window: UsageWindow, policy: Policy, capacityMemoryBytes: number): boolean {
-  const last = window.length - 1;
-  return last >= 0 && (cpuPressureAt(window, last, policy.cpu) || memoryPressureAt(window, last, policy.memory, capacityMemoryBytes));
-}
-
-// Two loops rather than one taking a predicate: decide() runs per review and per sample, and a closure per call is garbage.
-function cpuPressureSince(window: UsageWindow, sinceMs: number, p: ResourcePolicy): boolean {
-  for (let i = window.length - 1; i >= 0 && window.get(i, COLUMN.timestampMs) >= sinceMs; i--) if (cpuPressureAt(window, i, p)) return true;
-  return false;
-}
-
-function memoryPressureSince(window: UsageWindow, sinceMs: number, p: Policy['memory'], capacity: number): boolean {
-  for (let i = window.length - 1; i >= 0 && window.get(i, COLUMN.timestampMs) >= sinceMs; i--) if (memoryPressureAt(window, i, p, capacity)) return true;
-  return false;
-}
-
 /** The window of a node with no usage: never added to. */
 const NO_POINTS = new UsageWindow();
-
-/**
- * The reason is only read where it is written down (the webhook's annotation,
- * describe, the full query view), but formatting it was a third of a
- * decision: it is built on first read, from values copied at decision time
- * (the caller's objects may change later). A getter on the class, so every
- * decision shares one shape.
- */
-class ExplainedDecision implements Decision {
-  #reason: string | undefined;
-  readonly #facts: ExplainFacts;
-  readonly #samples: number;
-
-  constructor(
-    readonly cpu: ResourceDecision,
-    readonly memory: ResourceDecision,
-    readonly policy: string | undefined,
-    readonly dryRun: boolean,
-    facts: ExplainFacts,
-    samples: number,
-  ) {
-    this.#facts = facts;
-    this.#samples = samples;
-  }
-
-  get reason(): string {
-    return (this.#reason ??= explain(this.cpu, this.memory, this.#facts, this.#samples));
-  }
-}
 
 export function decide(input: DecisionInput): Decision {
   const { raw, usage, policy } = input;
@@ -427,73 +237,4 @@ export function decide(input: DecisionInput): Decision {
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
-}
-
-// ---------------------------------------------------------------- reason text
-
-interface ExplainFacts {
-  usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
-  requestsTrusted: boolean;
-  newestPodAgeMs: number | undefined;
-  policy: Policy | undefined;
-  nodeMaxRatio: DecisionInput['nodeMaxRatio'];
-}
-
-const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
-function fmtMem(b: bigint | number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = Number(b);
-  let i = 0;
-  while (Math.abs(v) >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i += 1;
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
-}
-
-const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
-  headroom: () => 'headroom',
-  cap: (_d, r) => `capped at ${r}x raw`,
-  'floor-raw': () => 'floor at raw (no headroom above raw)',
-  'floor-requests': (d, _r, trusted) =>
-    !d.requestsOverCap
-      ? 'floor at bound requests'
-      : d.floor > d.cap
-        ? 'floor at bound requests, above the cap'
-        : trusted
-          ? 'floor at the cap: the requests bound above it include pods the kubelet has not admitted'
-          : 'floor at the cap: bound requests reported above it',
-  hysteresis: () => 'held at the previous grant (rise within hysteresis)',
-  starting: (_d, _r, _t, f) =>
-    `held: a pod bound ${Math.round((f.newestPodAgeMs ?? 0) / 1000)}s ago may not show its usage yet (startupGrace ${Math.round((f.policy?.startupGraceMs ?? 0) / 1000)}s)`,
-  pressure: () => 'pressure: floor until calm',
-  stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
-  'no-policy': () => 'no policy: floor',
-  'no-data': () => 'no data',
-};
-
-function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
-  const p = input.policy?.[name];
-  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
-  const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
-  const bound = `${BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input)}${moved}`;
-  if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
-  const r = input.usage.requests;
-  const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
-  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
-}
-
-function explain(cpu: ResourceDecision, memory: ResourceDecision, input: ExplainFacts, samples: number): string {
-  const { usage, policy } = input;
-  if (usage === undefined || cpu.bound === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
-  const parts: string[] = [];
-  if (!policy) parts.push('no valid OversellPolicy selects this node: no inflation');
-  else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);
-  if (policy && usage.ageMs > policy.staleAfterMs) {
-    parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
-  }
-  parts.push(explainResource('cpu', cpu, input, fmtCpu), explainResource('memory', memory, input, fmtMem));
-  if (policy) parts.push(`${samples} samples in the ${Math.round(policy.windowMs / 1000)}s window`);
-  return parts.join('; ');
 }

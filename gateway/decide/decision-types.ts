@@ -1,0 +1,146 @@
+// The decision's inputs and outputs: what policy.ts decides from and returns,
+// and what its readers (webhook, status writer, query API, simulator) hold.
+import type { UsageWindow } from './usage-window.js';
+import type { Statistic } from './usage-stats.js';
+
+/** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
+export const MAX_INT64 = 2n ** 63n - 1n;
+
+export interface ResourcePolicy {
+  /** Hard ceiling on granted / raw. */
+  maxRatio: number;
+  /** Share of raw allocatable that real usage may reach once the node is filled. */
+  targetUtilization: number;
+  /** Lower clamp of usage/requests, so near-idle pods cannot justify unbounded grants. */
+  minLoadFactor: number;
+  /** How the window is reduced to one usage figure. */
+  statistic: Statistic;
+  /** PSI "some" avg10 (percent) at or above which the resource is under pressure. */
+  pressureThreshold: number;
+}
+
+export interface Policy {
+  /** The OversellPolicy's name, or "flags" for the gateway's own default. */
+  name: string;
+  /** DryRun computes and reports, but allocatable stays at the floor. */
+  mode: 'Enforce' | 'DryRun';
+  cpu: ResourcePolicy;
+  memory: ResourcePolicy & {
+    /** Working set / capacity at or above which memory is under pressure. */
+    workingSetThreshold: number;
+  };
+  windowMs: number;
+  /** Usage older than this (gateway clock) never inflates. */
+  staleAfterMs: number;
+  /** After pressure, the grant stays at the floor until this long without it. */
+  calmPeriodMs: number;
+  /** A rise smaller than this fraction of the previous grant is held back. */
+  hysteresis: number;
+  /** No rise while the node's newest pod was bound less than this long ago (its usage may not show yet). */
+  startupGraceMs: number;
+}
+
+
+export interface Allocatable {
+  cpuMillicores: bigint;
+  memoryBytes: bigint;
+}
+
+/** A grant the gateway made for a node: hysteresis compares the next one with it. */
+export interface PreviousGrant {
+  granted: Allocatable;
+  /** Under a DryRun policy: what would have been granted. */
+  wouldGrant: Allocatable | undefined;
+  /**
+   * Per resource, a value that may be the kubelet's raw but was never sent by
+   * it (trusted-raw.ts): the kubelet left our earlier grant of this value in
+   * place. Allocatable must not be written at it, so the kubelet's next write says.
+   */
+  unconfirmed?: Partial<Allocatable> | undefined;
+}
+
+/**
+ * What the node object says that a decision needs, as the webhook observed it
+ * on the kubelet's last write: the query API decides from the same inputs.
+ */
+export interface NodeObservation {
+  raw: Allocatable;
+  labels: Record<string, string>;
+  /** Per-node caps from annotations (they only lower). */
+  nodeMaxRatio: { cpu?: number; memory?: number };
+  /** The grant that write carried away (or, with no patch, the verified one it came with). */
+  lastGrant: PreviousGrant | undefined;
+}
+
+export interface UsageInput {
+  /** Gateway now - when the newest sample arrived. */
+  ageMs: number;
+  /** At least the policy's window and calm period. */
+  window: UsageWindow;
+  capacityMemoryBytes: number;
+  requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
+}
+
+export interface DecisionInput {
+  raw: Allocatable;
+  usage: UsageInput | undefined;
+  /** Undefined when no (valid) policy selects the node: no inflation. */
+  policy: Policy | undefined;
+  /** The grant this node carries from last time (its annotation), for hysteresis. */
+  previous?: Partial<Allocatable>;
+  /** Per-node caps from annotations; they can only lower the policy's maxRatio. */
+  nodeMaxRatio?: { cpu?: number; memory?: number };
+  /**
+   * Requests of the pods the API server has bound to the node, from the
+   * gateway's own watch: used instead of the agent's report, and the only
+   * requests that may hold the floor above the cap. Undefined without that view.
+   */
+  boundRequests?: BoundRequestsInput | undefined;
+  /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
+  avoid?: Partial<Allocatable> | undefined;
+}
+
+/**
+ * The requests of the pods bound to a node. Those the kubelet has not admitted
+ * yet (no container status, not running) count up to the cap only: a pod
+ * created with spec.nodeName and huge requests must not lift the floor past
+ * the cap before the kubelet has checked that it fits. `admitted` undefined:
+ * every bound pod counts as admitted (callers that cannot tell).
+ */
+export interface BoundRequestsInput {
+  cpuMillicores: number;
+  memoryBytes: number;
+  admitted?: { cpuMillicores: number; memoryBytes: number } | undefined;
+  newestPodAgeMs?: number;
+}
+
+export type Bound =
+  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
+  | 'pressure' | 'stale' | 'no-policy' | 'no-data';
+
+export interface ResourceDecision {
+  raw: bigint;
+  /** What the policy grants (in DryRun: what it would grant). */
+  granted: bigint;
+  /** What goes into status.allocatable: granted, or the floor in DryRun. */
+  applied: bigint;
+  bound: Bound;
+  floor: bigint;
+  cap: bigint;
+  /** Bound requests are above the cap: the floor is theirs (from the API server) or stops at the cap (from the agent). */
+  requestsOverCap: boolean;
+  /** The window statistic the headroom was computed from. */
+  usage: number | undefined;
+  headroom: bigint | undefined;
+  /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
+  avoided: bigint | undefined;
+}
+
+export interface Decision {
+  cpu: ResourceDecision;
+  memory: ResourceDecision;
+  policy: string | undefined;
+  dryRun: boolean;
+  /** One line an operator can read in the node annotation. */
+  reason: string;
+}

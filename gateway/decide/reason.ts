@@ -1,0 +1,101 @@
+// The reason a decision gives, one line an operator reads in the node's
+// oversell.io/reason annotation, in describe and in the query API.
+import type { Bound, Decision, DecisionInput, Policy, ResourceDecision, UsageInput } from './decision-types.js';
+
+
+export interface ExplainFacts {
+  usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
+  requestsTrusted: boolean;
+  newestPodAgeMs: number | undefined;
+  policy: Policy | undefined;
+  nodeMaxRatio: DecisionInput['nodeMaxRatio'];
+}
+
+const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
+function fmtMem(b: bigint | number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Number(b);
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
+}
+
+const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
+  headroom: () => 'headroom',
+  cap: (_d, r) => `capped at ${r}x raw`,
+  'floor-raw': () => 'floor at raw (no headroom above raw)',
+  'floor-requests': (d, _r, trusted) =>
+    !d.requestsOverCap
+      ? 'floor at bound requests'
+      : d.floor > d.cap
+        ? 'floor at bound requests, above the cap'
+        : trusted
+          ? 'floor at the cap: the requests bound above it include pods the kubelet has not admitted'
+          : 'floor at the cap: bound requests reported above it',
+  hysteresis: () => 'held at the previous grant (rise within hysteresis)',
+  starting: (_d, _r, _t, f) =>
+    `held: a pod bound ${Math.round((f.newestPodAgeMs ?? 0) / 1000)}s ago may not show its usage yet (startupGrace ${Math.round((f.policy?.startupGraceMs ?? 0) / 1000)}s)`,
+  pressure: () => 'pressure: floor until calm',
+  stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
+  'no-policy': () => 'no policy: floor',
+  'no-data': () => 'no data',
+};
+
+function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
+  const p = input.policy?.[name];
+  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
+  const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
+  const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
+  const bound = `${BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input)}${moved}`;
+  if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
+  const r = input.usage.requests;
+  const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
+  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
+}
+
+function explain(cpu: ResourceDecision, memory: ResourceDecision, input: ExplainFacts, samples: number): string {
+  const { usage, policy } = input;
+  if (usage === undefined || cpu.bound === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
+  const parts: string[] = [];
+  if (!policy) parts.push('no valid OversellPolicy selects this node: no inflation');
+  else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);
+  if (policy && usage.ageMs > policy.staleAfterMs) {
+    parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
+  }
+  parts.push(explainResource('cpu', cpu, input, fmtCpu), explainResource('memory', memory, input, fmtMem));
+  if (policy) parts.push(`${samples} samples in the ${Math.round(policy.windowMs / 1000)}s window`);
+  return parts.join('; ');
+}
+
+
+/**
+ * The reason is only read where it is written down (the webhook's annotation,
+ * describe, the full query view), but formatting it was a third of a
+ * decision: it is built on first read, from values copied at decision time
+ * (the caller's objects may change later). A getter on the class, so every
+ * decision shares one shape.
+ */
+export class ExplainedDecision implements Decision {
+  #reason: string | undefined;
+  readonly #facts: ExplainFacts;
+  readonly #samples: number;
+
+  constructor(
+    readonly cpu: ResourceDecision,
+    readonly memory: ResourceDecision,
+    readonly policy: string | undefined,
+    readonly dryRun: boolean,
+    facts: ExplainFacts,
+    samples: number,
+  ) {
+    this.#facts = facts;
+    this.#samples = samples;
+  }
+
+  get reason(): string {
+    return (this.#reason ??= explain(this.cpu, this.memory, this.#facts, this.#samples));
+  }
+}
