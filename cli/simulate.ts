@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import yaml from 'js-yaml';
 import { applyOverrides, DEFAULT_SCENARIO, parseScenario, ScenarioError, type OversellPolicyInput, type Scenario } from '../sim/scenario.js';
+import type { Demand } from '../sim/cluster.js';
 import { simulate, type Progress } from '../sim/simulate.js';
 import { parseTrace, traceSeconds, type Trace } from '../sim/trace.js';
 import { buildReport, busierScenario, markdown, reportFiles, reportJson } from '../sim/report.js';
@@ -19,6 +20,8 @@ interface SimulateOptions {
   seed?: number;
   usageScale?: number;
   busier: number | false;
+  demand: Demand;
+  nodesNeeded?: boolean;
   progress?: boolean;
   output: 'markdown' | 'json';
   out?: string;
@@ -73,6 +76,8 @@ function commandLine(o: SimulateOptions): string {
   if (o.hours !== undefined) parts.push(`--hours ${o.hours}`);
   if (o.seed !== undefined) parts.push(`--seed ${o.seed}`);
   if (o.usageScale !== undefined) parts.push(`--usage-scale ${o.usageScale}`);
+  if (o.demand !== 'scenario') parts.push(`--demand ${o.demand}`);
+  if (o.nodesNeeded) parts.push('--nodes-needed');
   if (o.busier === false) parts.push('--no-busier');
   else if (o.busier !== 1.3) parts.push(`--busier ${o.busier}`);
   return parts.join(' ');
@@ -109,6 +114,7 @@ export function runSimulate(o: SimulateOptions): void {
   let trace: Trace | undefined;
   try {
     if (o.trace && o.nodes !== undefined) throw new ScenarioError('--nodes and --trace: the recorded nodes are the cluster');
+    if (o.trace && o.nodesNeeded) throw new ScenarioError('--nodes-needed and --trace: the recorded nodes are the cluster; run --nodes-needed on a scenario');
     trace = o.trace ? traceOf(o.trace) : undefined;
     // A replay lasts as long as the recording unless --hours says otherwise.
     scenario = scenarioOf({ ...o, ...(trace && o.hours === undefined && { hours: Math.max(0.01, traceSeconds(trace) / 3600) }) });
@@ -121,8 +127,12 @@ export function runSimulate(o: SimulateOptions): void {
   const long = o.progress ?? (trace?.polls[0]?.nodes.length ?? scenario.nodes) >= 1000;
   const withBusier = o.busier !== false && scenario.usage.step === undefined;
   const onProgress = long ? progressLine() : undefined;
-  const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })), trace);
-  const busier = withBusier ? simulate(busierScenario(scenario, o.busier as number), onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 })), trace) : undefined;
+  const options = { demand: o.demand, nodesNeeded: o.nodesNeeded };
+  const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })), trace, options);
+  // The busier run asks only about harm: nodes needed are the main run's.
+  const busier = withBusier
+    ? simulate(busierScenario(scenario, o.busier as number), onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 })), trace, { demand: o.demand })
+    : undefined;
   const report = buildReport(main, busier);
   if (o.out) {
     for (const [path, text] of Object.entries(reportFiles(report, commandLine(o)))) {
@@ -148,6 +158,8 @@ export function simulateCommand(): Command {
     .addOption(new Option('--usage-scale <f>', "multiply every pod's usage: a cluster busier than its requests suggest (default 1)").argParser(number(0)))
     .addOption(new Option('--busier <factor>', 'also run the scenario with usage times this from half-way through').argParser(number(0)).default(1.3))
     .option('--no-busier', 'skip that second run')
+    .addOption(new Option('--demand <kind>', 'scenario: the daily curve and job arrivals; saturating: pods keep coming until nothing more fits').choices(['scenario', 'saturating']).default('scenario'))
+    .option('--nodes-needed', 'also find, per policy, the fewest nodes for the scenario\'s demand with no pod waiting (a binary search: about 8 more runs per policy)')
     .option('--progress', 'report progress on stderr (the default from 1000 nodes on)')
     .addOption(new Option('-o, --output <format>', 'markdown or json, on stdout').choices(['markdown', 'json']).default('markdown'))
     .option('--out <dir>', 'write outcome.md, outcome.json and the charts (outcome/*.svg) to this directory instead')

@@ -4,11 +4,12 @@
 // copy of it; Katalyst's realtime formula is the same headroom() the decision
 // uses, without its window statistic, floor, cap, hysteresis or pressure.
 import { decideForNode } from '../gateway/decide/node-decision.js';
-import { DEFAULT_POLICY, headroom, type Allocatable, type Policy, type PreviousGrant } from '../gateway/decide/policy.js';
+import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
+import type { PodProfile } from './workload.js';
 
 /** What a node's agent would report, and what the API server knows is bound to it. */
 export interface NodeSample {
@@ -22,30 +23,54 @@ export interface NodeSample {
   /** PSI some avg10, percent. */
   cpuPressure: number;
   memoryPressure: number;
+  /** Usage of the node's Deployment pods alone: what Koordinator and Crane count as not reclaimable (the system's is in cpu and memory only). */
+  serviceCpu: number;
+  serviceMemory: number;
 }
 
-/** Requests and modelled peaks already on a node, and a pod's own: what the oracle's fit check reads. */
-export interface FitQuery {
-  node: number;
-  boundCpu: number;
-  boundMemory: number;
-  peakCpu: number;
-  peakMemory: number;
-  requestCpu: number;
-  requestMemory: number;
-  podPeakCpu: number;
-  podPeakMemory: number;
+/** A pod as the cluster tracks it: what placement hooks and per-pod observers are told. */
+export interface PodRef {
+  /** Unique per run: a job evicted and started again is a new pod with the same profile. */
+  readonly id: number;
+  readonly profile: PodProfile;
+  /** Step it was bound at. */
+  readonly boundAt: number;
 }
 
-export type PolicyKind = 'none' | 'static' | 'seaiii' | 'katalyst' | 'oracle' | 'oversell';
+/**
+ * A policy that decides placement itself rather than through allocatable: the
+ * physical limit (which knows future usage) and the anchors whose batch pods
+ * draw on a pool of their own (Koordinator, Crane). The cluster tells it every
+ * binding and every pod that leaves.
+ */
+export interface Placement {
+  /** Replaces the scheduler's requests-against-allocatable check. maxPods is still checked. */
+  fits(node: number, pod: PodProfile, t: number): boolean;
+  bound(node: number, pod: PodRef, t: number): void;
+  /** The pod left the node at step t (finished, deleted, evicted): it uses nothing from t on. */
+  removed(node: number, pod: PodRef, t: number): void;
+  /** Whether what it published is below what is bound to it (a pool of its own); otherwise allocatable is compared with bound requests. */
+  belowRequests?(node: number): boolean;
+}
+
+/** A policy that reads each running pod's own usage (the peak predictor's per-pod percentiles). */
+export interface PodObserver {
+  /** Called every this many steps with every running pod's usage. */
+  readonly everySteps: number;
+  pod(node: number, pod: PodRef, cpu: number, memory: number, t: number): void;
+  bound(node: number, pod: PodRef): void;
+  removed(node: number, pod: PodRef): void;
+}
+
+export type PolicyKind = 'none' | 'static' | 'seaiii' | 'katalyst' | 'koordinator' | 'crane' | 'peak-predictor' | 'limit' | 'oversell';
 
 export interface Allocator {
   readonly name: string;
   readonly kind: PolicyKind;
   /** The node's allocatable after this sample, into out. */
   allocate(node: number, s: NodeSample, out: Quantities): void;
-  /** Replaces the scheduler's requests-against-allocatable check (the oracle only). */
-  fits?(q: FitQuery): boolean;
+  readonly placement?: Placement;
+  readonly observer?: PodObserver;
   /** Why allocatable changed, by resource, the decision's bound and direction ("cpu headroom down"): oversell only. */
   readonly changes?: Map<string, number>;
 }
@@ -99,31 +124,6 @@ export function katalystAllocator(shapes: readonly NodeShape[], k: Scenario['pol
       const raw = shapes[node]!.raw;
       out.cpu = Math.max(0, Math.floor(headroom(raw.cpu, s.boundCpu, s.cpu, cpuPolicy)));
       out.memory = Math.max(0, Math.floor(headroom(raw.memory, s.boundMemory, s.memory, memoryPolicy)));
-    },
-  };
-}
-
-/**
- * The clairvoyant reference: a pod fits where its requests fit in raw allocatable, or
- * within the policy's caps while the modelled peaks of every pod there stay under the
- * policy's targets. Its allocatable is what it has placed (never below requests).
- */
-export function oracleAllocator(shapes: readonly NodeShape[], policy: Policy): Allocator {
-  const fitsOne = (bound: number, request: number, raw: number, ratio: number, peaks: number, podPeak: number, target: number, system: number) =>
-    bound + request <= raw || (bound + request <= raw * ratio && peaks + podPeak <= raw * target - system);
-  return {
-    name: 'oracle',
-    kind: 'oracle',
-    allocate(node, s, out) {
-      out.cpu = Math.max(shapes[node]!.raw.cpu, s.boundCpu);
-      out.memory = Math.max(shapes[node]!.raw.memory, s.boundMemory);
-    },
-    fits: (q) => {
-      const { raw, systemUsage } = shapes[q.node]!;
-      return (
-        fitsOne(q.boundCpu, q.requestCpu, raw.cpu, policy.cpu.maxRatio, q.peakCpu, q.podPeakCpu, policy.cpu.targetUtilization, systemUsage.cpu) &&
-        fitsOne(q.boundMemory, q.requestMemory, raw.memory, policy.memory.maxRatio, q.peakMemory, q.podPeakMemory, policy.memory.targetUtilization, systemUsage.memory)
-      );
     },
   };
 }

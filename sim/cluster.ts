@@ -1,10 +1,12 @@
-// One policy's run over the workload: Deployments scale and jobs arrive, the
+// One policy's run over the workload: Deployments scale and jobs arrive (or,
+// under saturating demand, pods keep coming until nothing more fits), the
 // scheduler places pending pods where requests fit in allocatable, every
 // node's usage is its pods' usage plus the system's, the kubelet evicts when
 // memory runs out, and after each sample the policy sets allocatable.
-import type { Allocator, NodeSample, NodeShape } from './allocators.js';
+import type { Allocator, NodeSample, NodeShape, PodRef } from './allocators.js';
 import { NodeSlots } from './node-slots.js';
 import type { Baseline } from './trace.js';
+import { noise } from './random.js';
 import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
@@ -16,12 +18,16 @@ export interface RunMetrics {
   /** Mean over the run of running pods. */
   podsPlaced: number;
   podsPending: number;
+  /** The most pods waiting after any step's scheduling pass. */
+  peakPending: number;
   /** 1 - usage / requests of running pods, over the run. */
   cpuSlack: number;
   memorySlack: number;
   podsHitByMemoryOverload: number;
   memoryOverloadNodeSeconds: number;
   cpuOverCapacityNodeSeconds: number;
+  /** cpuOverCapacityNodeSeconds over all node-seconds of the run. */
+  cpuOverCapacityShare: number;
   overTargetNodeSeconds: number;
   belowRequestsNodeSeconds: number;
   /** Node-seconds with any of: CPU over capacity, memory overloaded, allocatable below bound requests. */
@@ -35,6 +41,15 @@ export interface RunMetrics {
   utilisation: { cpu: number[]; memory: number[] };
 }
 
+/**
+ * Where pods come from. `scenario`: the Deployments' daily curve and the jobs'
+ * arrivals. `saturating`: pending pods never run out: after each scheduling pass
+ * pods of the scenario's classes keep coming, in the scenario's mix, until one of
+ * each class has found no node; a Deployment's pod then stays to the end of the
+ * run and a job runs its drawn time.
+ */
+export type Demand = 'scenario' | 'saturating';
+
 export interface RunOptions {
   scenario: Scenario;
   workload: Workload;
@@ -46,6 +61,9 @@ export interface RunOptions {
   seriesEverySteps: number;
   /** Recorded load that stays on its node (a replayed trace): usage and bound requests on top of the simulated pods'. */
   baseline?: Baseline | undefined;
+  demand?: Demand | undefined;
+  /** End the run at the first step a pod is left waiting (a nodes-needed probe: it only asks whether any does). */
+  stopWhenPending?: boolean | undefined;
   onProgress?: ((doneSteps: number) => void) | undefined;
 }
 
@@ -53,18 +71,31 @@ const PENDING = 0;
 const RUNNING = 1;
 const GONE = 2;
 
-class Pod {
+class Pod implements PodRef {
   node = -1;
   state = PENDING;
   /** Its slot in NodeSlots while running. */
   slot = -1;
-  constructor(readonly profile: PodProfile) {}
+  boundAt = -1;
+  constructor(
+    readonly id: number,
+    readonly profile: PodProfile,
+  ) {}
+}
+
+/** How much of the saturating mix each class is: its pods per node at the scenario's average (replicas, or arrivals x run time). */
+export function classWeights(s: Scenario): number[] {
+  return s.classes.map((c) => (c.kind === 'deployment' ? (c.replicasPerNode.min + c.replicasPerNode.max) / 2 : (c.arrivalsPerNodeHour * c.durationMinutes) / 60));
 }
 
 export function runPolicy(o: RunOptions): RunMetrics {
   const { scenario: s, workload: w, allocator, shapes } = o;
-  const n = s.nodes;
+  // The node count is the shapes': nodes-needed runs the same workload on fewer or more nodes.
+  const n = shapes.length;
   const stepSeconds = s.tickSeconds;
+  const saturating = o.demand === 'saturating';
+  const placement = allocator.placement;
+  const observer = allocator.observer;
   const bursts = s.usage.bursts;
   const growthSwing = s.usage.memoryGrowth.swing;
 
@@ -72,8 +103,6 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const allocMemory = new Float64Array(n);
   const boundCpu = new Float64Array(n);
   const boundMemory = new Float64Array(n);
-  const peakCpu = new Float64Array(n);
-  const peakMemory = new Float64Array(n);
   /** Step of each node's newest binding. */
   const boundAt = new Float64Array(n).fill(-Infinity);
   const slots = new NodeSlots<Pod>(n, s.node.maxPods);
@@ -88,26 +117,31 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const ordinal = new Int32Array(classes.length);
   /** Pods of each Deployment not gone: what the ReplicaSet counts. */
   const aliveCount = new Int32Array(classes.length);
+  /** Pods of each class not gone, running or pending: what the saturating mix balances. */
+  const liveCount = new Int32Array(classes.length);
+  const weights = classWeights(s);
   let pending: Pod[] = [];
   let running = 0;
+  let nextId = 0;
 
   const m = {
-    placedSum: 0, pendingSum: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
+    placedSum: 0, pendingSum: 0, peakPending: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
     hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0,
   };
   const series = { placed: [] as number[], pending: [] as number[] };
   const utilisation = { cpu: new Array<number>(UTILISATION_BUCKETS).fill(0), memory: new Array<number>(UTILISATION_BUCKETS).fill(0) };
   const bucket = (share: number) => Math.min(UTILISATION_BUCKETS - 1, Math.max(0, Math.floor(share * 10)));
 
-  const create = (classIndex: number, runSteps: number) => {
+  const create = (classIndex: number, runSteps: number): Pod => {
     const k = ordinal[classIndex]!;
     ordinal[classIndex] = k + 1;
-    const pod = new Pod(w.profile(classIndex, k, runSteps));
-    pending.push(pod);
+    const pod = new Pod(nextId++, w.profile(classIndex, k, runSteps));
+    liveCount[classIndex] = liveCount[classIndex]! + 1;
     if (classes[classIndex]!.kind === 'deployment') {
       alive[classIndex]!.push(pod);
       aliveCount[classIndex] = aliveCount[classIndex]! + 1;
     }
+    return pod;
   };
 
   const bind = (pod: Pod, node: number, t: number) => {
@@ -115,58 +149,126 @@ export function runPolicy(o: RunOptions): RunMetrics {
     pod.node = node;
     pod.state = RUNNING;
     pod.slot = slots.add(node, pod, p, t);
+    pod.boundAt = t;
     boundAt[node] = t;
     boundCpu[node]! += p.requestCpu;
     boundMemory[node]! += p.requestMemory;
-    peakCpu[node]! += p.peakCpu;
-    peakMemory[node]! += p.peakMemory;
     running += 1;
+    placement?.bound(node, pod, t);
+    observer?.bound(node, pod);
   };
 
-  const remove = (pod: Pod) => {
+  /** The pod is gone at step t: deleted, finished or evicted. */
+  const remove = (pod: Pod, t: number) => {
     const c = pod.profile.classIndex;
-    if (pod.state !== GONE && pod.profile.runSteps === 0) aliveCount[c] = aliveCount[c]! - 1;
+    if (pod.state !== GONE) {
+      liveCount[c] = liveCount[c]! - 1;
+      if (pod.profile.runSteps === 0) aliveCount[c] = aliveCount[c]! - 1;
+    }
     if (pod.state === RUNNING) {
       const moved = slots.remove(pod.node, pod.slot);
       if (moved) moved.slot = pod.slot;
       const p = pod.profile;
       boundCpu[pod.node]! -= p.requestCpu;
       boundMemory[pod.node]! -= p.requestMemory;
-      peakCpu[pod.node]! -= p.peakCpu;
-      peakMemory[pod.node]! -= p.peakMemory;
       running -= 1;
+      placement?.removed(pod.node, pod, t);
+      observer?.removed(pod.node, pod);
     }
     pod.state = GONE;
   };
 
   /** A ReplicaSet scaling down deletes unscheduled pods first, then the newest. */
-  const scaleDown = (list: Pod[], count: number) => {
+  const scaleDown = (list: Pod[], count: number, t: number) => {
     for (const state of [PENDING, RUNNING]) {
       for (let i = list.length - 1; i >= 0 && count > 0; i--) {
         if (list[i]!.state !== state) continue;
-        remove(list[i]!);
+        remove(list[i]!, t);
         count -= 1;
       }
     }
   };
 
-  const sample: NodeSample = { tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, newestPodAgeMs: Infinity, cpuPressure: 0, memoryPressure: 0 };
+  const sample: NodeSample = {
+    tMs: 0, cpu: 0, memory: 0, boundCpu: 0, boundMemory: 0, newestPodAgeMs: Infinity, cpuPressure: 0, memoryPressure: 0, serviceCpu: 0, serviceMemory: 0,
+  };
   const out: Quantities = { cpu: 0, memory: 0 };
-  const fitQuery = { node: 0, boundCpu: 0, boundMemory: 0, peakCpu: 0, peakMemory: 0, requestCpu: 0, requestMemory: 0, podPeakCpu: 0, podPeakMemory: 0 };
   const failed = new Int32Array(classes.length).fill(-1);
   const toFind = feasibleNodesToFind(n);
   let nextStart = 0;
   let nextJob = 0;
 
   const base = o.baseline;
-  if (base) {
-    for (let i = 0; i < n; i++) {
-      peakCpu[i] = base.peakCpu[i]!;
-      peakMemory[i] = base.peakMemory[i]!;
+
+  /**
+   * The scheduler's pass for one pod: the least allocated node where it fits
+   * (requests against allocatable, or the policy's own check), as the default
+   * scheduler's fit check and LeastAllocated score do. A policy with its own
+   * check is scored on bound requests against raw allocatable, so it spreads
+   * pods as the others do.
+   */
+  const place = (pod: Pod, t: number): boolean => {
+    const p = pod.profile;
+    let best = -1;
+    let bestScore = -Infinity;
+    let found = 0;
+    let scanned = 0;
+    for (; scanned < n && found < toFind; scanned++) {
+      const i = (nextStart + scanned) % n;
+      if (slots.full(i)) continue; // the kubelet's maxPods
+      let score: number;
+      if (placement) {
+        if (!placement.fits(i, p, t)) continue;
+        const raw = shapes[i]!.raw;
+        score = (raw.cpu - boundCpu[i]! - p.requestCpu) / Math.max(1, raw.cpu) + (raw.memory - boundMemory[i]! - p.requestMemory) / Math.max(1, raw.memory);
+      } else {
+        const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
+        const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
+        if (freeCpu < 0 || freeMemory < 0) continue;
+        score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
+      }
+      found += 1;
+      if (score > bestScore) {
+        bestScore = score;
+        best = i;
+      }
     }
-  }
+    nextStart = (nextStart + scanned) % n;
+    if (best < 0) {
+      failed[p.classIndex] = t;
+      return false;
+    }
+    bind(pod, best, t);
+    return true;
+  };
+
+  /** Under saturating demand, how long a job runs: drawn from its class's mean, by its ordinal, the same under every policy. */
+  const saturatingRunSteps = (classIndex: number): number => {
+    const c = classes[classIndex]!;
+    if (c.kind !== 'job') return 0;
+    const u = noise(s.seed, 5000 + classIndex, ordinal[classIndex]!);
+    return Math.max(1, Math.round((-Math.log(1 - u) * c.durationMinutes * 60_000) / w.stepMs));
+  };
+
+  /** Saturating demand: the class furthest below its share of the mix that has not yet failed this step, or -1. */
+  const nextClass = (t: number): number => {
+    let best = -1;
+    let bestShare = Infinity;
+    for (let c = 0; c < classes.length; c++) {
+      if (!(weights[c]! > 0) || failed[c] === t) continue;
+      const share = liveCount[c]! / weights[c]!;
+      if (share < bestShare) {
+        bestShare = share;
+        best = c;
+      }
+    }
+    return best;
+  };
+
+  let steps = 0;
 
   for (let t = 0; t < w.steps; t++) {
+    steps = t + 1;
     // Recorded pods come and go as the trace says: bound requests follow it.
     if (base) {
       for (let i = 0, j = t * n; i < n; i++, j++) {
@@ -175,20 +277,21 @@ export function runPolicy(o: RunOptions): RunMetrics {
       }
     }
     // Deployments follow the daily curve; gone pods leave their class's list here.
-    for (let c = 0; c < classes.length; c++) {
+    for (let c = 0; c < classes.length && !saturating; c++) {
       const want = w.replicas[c];
       if (!want) continue;
       let list = alive[c]!;
       // Gone pods stay in the list until they are most of it: filtering every step was a tenth of the run.
       if (list.length > 2 * aliveCount[c]! + 64) alive[c] = list = list.filter((p) => p.state !== GONE);
       const diff = want[t]! - aliveCount[c]!;
-      if (diff > 0) for (let k = 0; k < diff; k++) create(c, 0);
-      else if (diff < 0) scaleDown(list, -diff);
+      if (diff > 0) for (let k = 0; k < diff; k++) pending.push(create(c, 0));
+      else if (diff < 0) scaleDown(list, -diff, t);
     }
-    while (nextJob < w.jobs.length && w.jobs[nextJob]!.step <= t) {
+    while (!saturating && nextJob < w.jobs.length && w.jobs[nextJob]!.step <= t) {
       const j = w.jobs[nextJob++]!;
-      create(j.classIndex, j.runSteps);
+      pending.push(create(j.classIndex, j.runSteps));
     }
+    const observing = observer !== undefined && t % observer.everySteps === 0;
 
     for (let i = 0; i < n; i++) {
       const shape = shapes[i]!;
@@ -197,6 +300,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
       let memory = shape.systemUsage.memory;
       let reqCpu = 0;
       let reqMemory = 0;
+      let serviceCpu = 0;
+      let serviceMemory = 0;
       if (base) {
         const j = t * n + i;
         cpu += base.cpu[j]!;
@@ -210,7 +315,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
         const age = t - slots.start[j]!;
         const runSteps = slots.runSteps[j]!;
         if (runSteps > 0 && age >= runSteps) {
-          remove(slots.owner[j]!); // the job is done
+          remove(slots.owner[j]!, t); // the job is done
           continue;
         }
         reqCpu += slots.requestCpu[j]!;
@@ -223,8 +328,14 @@ export function runPolicy(o: RunOptions): RunMetrics {
         const phase = slots.memoryPhase[j]!;
         const usedMemory = podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
         slots.usageMemory[j] = usedMemory;
-        cpu += podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        const usedCpu = podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        cpu += usedCpu;
         memory += usedMemory;
+        if (runSteps === 0) {
+          serviceCpu += usedCpu;
+          serviceMemory += usedMemory;
+        }
+        if (observing) observer.pod(i, slots.owner[j]!, usedCpu, usedMemory, t);
       }
       m.usageCpu += cpu - shape.systemUsage.cpu;
       m.usageMemory += memory - shape.systemUsage.memory;
@@ -246,11 +357,11 @@ export function runPolicy(o: RunOptions): RunMetrics {
         m.memoryOverload += stepSeconds;
         memory = evict(slots, i, memory, memoryLimit, (pod) => {
           m.hits += 1;
-          remove(pod);
-          // A Deployment's replacement comes with the next scaling pass; a job starts over.
+          remove(pod, t);
+          // A Deployment's replacement comes with the next scaling pass (or the saturating mix); a job starts over.
           if (pod.profile.runSteps > 0) {
-            const again = new Pod(pod.profile);
-            pending.push(again);
+            pending.push(new Pod(nextId++, pod.profile));
+            liveCount[pod.profile.classIndex] = liveCount[pod.profile.classIndex]! + 1;
           }
         });
       }
@@ -258,11 +369,13 @@ export function runPolicy(o: RunOptions): RunMetrics {
       sample.boundCpu = boundCpu[i]!;
       sample.boundMemory = boundMemory[i]!;
       sample.newestPodAgeMs = (t - boundAt[i]!) * w.stepMs;
+      sample.serviceCpu = serviceCpu;
+      sample.serviceMemory = serviceMemory;
       allocator.allocate(i, sample, out);
       if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
       allocCpu[i] = out.cpu;
       allocMemory[i] = out.memory;
-      const below = out.cpu < boundCpu[i]! || out.memory < boundMemory[i]!;
+      const below = placement?.belowRequests ? placement.belowRequests(i) : out.cpu < boundCpu[i]! || out.memory < boundMemory[i]!;
       if (below) m.below += stepSeconds;
       if (below || sample.cpuPressure > 0 || sample.memoryPressure > 0) m.risk += stepSeconds;
     }
@@ -272,70 +385,38 @@ export function runPolicy(o: RunOptions): RunMetrics {
     const still: Pod[] = [];
     for (const pod of pending) {
       if (pod.state === GONE) continue;
-      const p = pod.profile;
-      if (failed[p.classIndex] === t) {
-        still.push(pod);
-        continue;
-      }
-      let best = -1;
-      let bestScore = -Infinity;
-      let found = 0;
-      let scanned = 0;
-      for (; scanned < n && found < toFind; scanned++) {
-        const i = (nextStart + scanned) % n;
-        const freeCpu = allocCpu[i]! - boundCpu[i]! - p.requestCpu;
-        const freeMemory = allocMemory[i]! - boundMemory[i]! - p.requestMemory;
-        if (allocator.fits) {
-          fitQuery.node = i;
-          fitQuery.boundCpu = boundCpu[i]!;
-          fitQuery.boundMemory = boundMemory[i]!;
-          fitQuery.peakCpu = peakCpu[i]!;
-          fitQuery.peakMemory = peakMemory[i]!;
-          fitQuery.requestCpu = p.requestCpu;
-          fitQuery.requestMemory = p.requestMemory;
-          fitQuery.podPeakCpu = p.peakCpu;
-          fitQuery.podPeakMemory = p.peakMemory;
-          if (!allocator.fits(fitQuery)) continue;
-        } else if (freeCpu < 0 || freeMemory < 0) continue;
-        if (slots.full(i)) continue; // the kubelet's maxPods
-        found += 1;
-        // LeastAllocated, as the default scheduler scores.
-        const score = freeCpu / Math.max(1, allocCpu[i]!) + freeMemory / Math.max(1, allocMemory[i]!);
-        if (score > bestScore) {
-          bestScore = score;
-          best = i;
-        }
-      }
-      nextStart = (nextStart + scanned) % n;
-      if (best < 0) {
-        failed[p.classIndex] = t;
-        still.push(pod);
-      } else {
-        bind(pod, best, t);
-      }
+      if (failed[pod.profile.classIndex] === t || !place(pod, t)) still.push(pod);
+    }
+    // Saturating demand: more pods, in the scenario's mix, until each class has one that found no node.
+    for (let c = saturating ? nextClass(t) : -1; c >= 0; c = nextClass(t)) {
+      const pod = create(c, saturatingRunSteps(c));
+      if (!place(pod, t)) still.push(pod);
     }
     pending = still;
 
     m.placedSum += running;
     m.pendingSum += pending.length;
+    m.peakPending = Math.max(m.peakPending, pending.length);
     if (t % o.seriesEverySteps === 0) {
       series.placed.push(running);
       series.pending.push(pending.length);
     }
     o.onProgress?.(t);
+    if (o.stopWhenPending && pending.length > 0) break;
   }
 
-  const steps = w.steps;
   return {
     name: allocator.name,
     kind: allocator.kind,
     podsPlaced: m.placedSum / steps,
     podsPending: m.pendingSum / steps,
+    peakPending: m.peakPending,
     cpuSlack: m.requestCpu > 0 ? 1 - m.usageCpu / m.requestCpu : 0,
     memorySlack: m.requestMemory > 0 ? 1 - m.usageMemory / m.requestMemory : 0,
     podsHitByMemoryOverload: m.hits,
     memoryOverloadNodeSeconds: m.memoryOverload,
     cpuOverCapacityNodeSeconds: m.cpuOver,
+    cpuOverCapacityShare: m.cpuOver / (n * steps * stepSeconds),
     overTargetNodeSeconds: m.overTarget,
     belowRequestsNodeSeconds: m.below,
     riskNodeSeconds: m.risk,

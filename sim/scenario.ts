@@ -83,6 +83,12 @@ export interface Scenario {
     static: { cpu: number; memory: number };
     /** Katalyst's realtime formula; targets and load floor default to the default OversellPolicy's. */
     katalyst: { cpuTarget: number; memoryTarget: number; minLoadFactor: number };
+    /** Koordinator's batch resources: reclaim thresholds as shares of capacity (its code's defaults: 60 % CPU, 65 % memory). */
+    koordinator: { cpuThreshold: number; memoryThreshold: number };
+    /** Crane's elastic resources: reserve shares of allocatable (crane-agent's default: none), and the forecast that stands in for its 1-hour prediction. */
+    crane: { cpuReserve: number; memoryReserve: number; forecastPercentile: number; forecastWindowMinutes: number };
+    /** Bashir et al.'s peak predictor: max(mean + n x sd of the node's usage, sum of per-pod percentiles), both over a trailing window. */
+    peakPredictor: { n: number; percentile: number; windowMinutes: number };
     /** OversellPolicies, each run on the whole cluster. Empty: the default policy, named "oversell". */
     oversell: OversellPolicyInput[];
   };
@@ -124,6 +130,9 @@ export const DEFAULT_SCENARIO: Scenario = {
   policies: {
     static: { cpu: 1.5, memory: 1.5 },
     katalyst: { cpuTarget: 0.6, memoryTarget: 0.8, minLoadFactor: 0.1 },
+    koordinator: { cpuThreshold: 0.6, memoryThreshold: 0.65 },
+    crane: { cpuReserve: 0, memoryReserve: 0, forecastPercentile: 0.95, forecastWindowMinutes: 60 },
+    peakPredictor: { n: 5, percentile: 0.99, windowMinutes: 60 },
     oversell: [],
   },
 };
@@ -237,9 +246,12 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
   const diurnal = usage.child('diurnal').only(['peakHour', 'cpuSwing', 'memorySwing']);
   const bursts = usage.child('bursts').only(['share', 'factor', 'seconds']);
   const growth = usage.child('memoryGrowth').only(['swing', 'periodHours']);
-  const policies = r.child('policies').only(['static', 'katalyst', 'oversell']);
+  const policies = r.child('policies').only(['static', 'katalyst', 'koordinator', 'crane', 'peakPredictor', 'oversell']);
   const st = policies.child('static').only(['cpu', 'memory']);
   const kat = policies.child('katalyst').only(['cpuTarget', 'memoryTarget', 'minLoadFactor']);
+  const koord = policies.child('koordinator').only(['cpuThreshold', 'memoryThreshold']);
+  const crane = policies.child('crane').only(['cpuReserve', 'memoryReserve', 'forecastPercentile', 'forecastWindowMinutes']);
+  const peak = policies.child('peakPredictor').only(['n', 'percentile', 'windowMinutes']);
   const b = base;
 
   let step = b.usage.step;
@@ -299,6 +311,21 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
         cpuTarget: kat.number('cpuTarget', b.policies.katalyst.cpuTarget, 0.01, 1),
         memoryTarget: kat.number('memoryTarget', b.policies.katalyst.memoryTarget, 0.01, 1),
         minLoadFactor: kat.number('minLoadFactor', b.policies.katalyst.minLoadFactor, 0.01, 1),
+      },
+      koordinator: {
+        cpuThreshold: koord.number('cpuThreshold', b.policies.koordinator.cpuThreshold, 0, 1),
+        memoryThreshold: koord.number('memoryThreshold', b.policies.koordinator.memoryThreshold, 0, 1),
+      },
+      crane: {
+        cpuReserve: crane.number('cpuReserve', b.policies.crane.cpuReserve, 0, 1),
+        memoryReserve: crane.number('memoryReserve', b.policies.crane.memoryReserve, 0, 1),
+        forecastPercentile: crane.number('forecastPercentile', b.policies.crane.forecastPercentile, 0, 1),
+        forecastWindowMinutes: crane.number('forecastWindowMinutes', b.policies.crane.forecastWindowMinutes, 1, 7 * 24 * 60, true),
+      },
+      peakPredictor: {
+        n: peak.number('n', b.policies.peakPredictor.n, 0, 100),
+        percentile: peak.number('percentile', b.policies.peakPredictor.percentile, 0, 1),
+        windowMinutes: peak.number('windowMinutes', b.policies.peakPredictor.windowMinutes, 1, 7 * 24 * 60, true),
       },
       oversell,
     },

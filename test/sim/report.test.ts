@@ -7,22 +7,22 @@ import { busierScenario, buildReport, charts, CHARTS, checks, markdown } from '.
 const row = (name: string, kind: PolicyResult['kind'], o: Partial<PolicyResult> = {}): PolicyResult => ({
   name, kind, podsPlaced: 100, podsPending: 0, cpuSlack: 0.46, memorySlack: 0.46, podsHitByMemoryOverload: 0, memoryOverloadNodeSeconds: 0,
   cpuOverCapacityNodeSeconds: 0, overTargetNodeSeconds: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds: 0, allocatableChangesPerNodeHour: 0,
-  densityVsNone: 1, densityVsOracle: 1, series: { placed: [90, 100], pending: [0, 0] }, utilisation: { cpu: [1, 2], memory: [3, 4] }, ...o,
+  cpuOverCapacityShare: 0, peakPending: 0, densityVsNone: 1, gainCaptured: 0, series: { placed: [90, 100], pending: [0, 0] }, utilisation: { cpu: [1, 2], memory: [3, 4] }, ...o,
 });
 const result = (policies: PolicyResult[]): SimulationResult => ({
-  scenario: DEFAULT_SCENARIO, steps: 2, seriesEverySeconds: 3600, targets: { cpu: 0.6, memory: 0.8 }, caps: { cpu: 2, memory: 1.25 }, policies,
+  scenario: DEFAULT_SCENARIO, demand: 'saturating', limit: { podsPlaced: 110 }, steps: 2, seriesEverySeconds: 3600, targets: { cpu: 0.6, memory: 0.8 }, caps: { cpu: 2, memory: 1.25 }, policies,
 });
 const base = () => [
   row('none', 'none'),
   row('static', 'static', { podsPlaced: 120, densityVsNone: 1.2, riskNodeSeconds: 500, podsHitByMemoryOverload: 3 }),
   row('seaiii', 'seaiii'),
   row('katalyst', 'katalyst', { podsPlaced: 105, densityVsNone: 1.05, riskNodeSeconds: 100, belowRequestsNodeSeconds: 100 }),
-  row('oracle', 'oracle', { podsPlaced: 110, densityVsNone: 1.1 }),
-  row('oversell', 'oversell', { podsPlaced: 108, densityVsNone: 1.08, densityVsOracle: 108 / 110, riskNodeSeconds: 60 }),
+  row('limit', 'limit', { podsPlaced: 110, densityVsNone: 1.1, gainCaptured: 1 }),
+  row('oversell', 'oversell', { podsPlaced: 108, densityVsNone: 1.08, gainCaptured: 0.8, riskNodeSeconds: 60 }),
 ];
 
 describe('simulation report', () => {
-  it('checks the three targets of issue 22', () => {
+  it('checks the three targets of issue 31', () => {
     const busier = result(base().map((p) => (p.kind === 'static' ? { ...p, podsHitByMemoryOverload: 7 } : p)));
     const c = checks(result(base()), busier);
     assert.deepEqual(c.map((x) => x.met), [true, true, true]);
@@ -30,14 +30,24 @@ describe('simulation report', () => {
   });
 
   it('says where a target is missed, and why', () => {
-    const rows = base().map((p) => (p.kind === 'oversell' ? { ...p, densityVsOracle: 0.85, belowRequestsNodeSeconds: 10 } : p));
-    assert.equal(checks(result(rows), undefined)[0]!.met, false);
+    const under = base().map((p) => (p.kind === 'oversell' ? { ...p, gainCaptured: 0.59 } : p));
+    assert.equal(checks(result(under), undefined)[0]!.met, false, 'below 60 % of the limit\'s gain');
+    const below = base().map((p) => (p.kind === 'oversell' ? { ...p, belowRequestsNodeSeconds: 10 } : p));
+    assert.equal(checks(result(below), undefined)[0]!.met, false, 'a node-second below requests');
+    const throttled = base().map((p) => (p.kind === 'oversell' ? { ...p, cpuOverCapacityShare: 0.0011 } : p));
+    assert.equal(checks(result(throttled), undefined)[0]!.met, false, 'CPU over capacity above 0.1 % of node-time');
+    assert.equal(checks(result(base()), undefined)[0]!.met, true);
+    const degenerate = base().map((p) => (p.kind === 'oversell' ? { ...p, gainCaptured: null } : p));
+    const d = checks(result(degenerate), undefined)[0]!;
+    assert.equal(d.met, false);
+    assert.match(d.detail, /the reference degenerates/);
+    assert.doesNotMatch(d.detail, /100/);
     const denserAndSafer = base().map((p) => (p.kind === 'katalyst' ? { ...p, podsPlaced: 109, riskNodeSeconds: 60 } : p));
     const c = checks(result(denserAndSafer), undefined);
     assert.equal(c[1]!.met, false);
     assert.equal(c.length, 2, 'no busier run, no busier check');
-    const quietStatic = result(base().map((p) => (p.kind === 'static' ? { ...p, podsHitByMemoryOverload: 0 } : p)));
-    assert.equal(checks(result(base()), quietStatic)[2]!.met, false, 'the busier run must show the static ratio hitting pods');
+    const hit = result(base().map((p) => (p.kind === 'oversell' ? { ...p, podsHitByMemoryOverload: 1 } : p)));
+    assert.equal(checks(result(base()), hit)[2]!.met, false, 'the busier run must hit no pod under oversell');
   });
 
   it('the page says what was run and links every chart it writes; without charts it links none', () => {
@@ -48,6 +58,17 @@ describe('simulation report', () => {
     assert.deepEqual(Object.keys(charts(r)).sort(), Object.values(CHARTS).sort());
     for (const svg of Object.values(charts(r))) assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"[\s\S]*<\/svg>\n$/);
     assert.doesNotMatch(markdown(r, false, 'x'), /\.svg\)/);
+  });
+
+  it('with nodes needed, the page leads with the nodes oversell saves against none', () => {
+    const needed: Record<string, number | null> = { none: 120, static: 100, seaiii: 120, katalyst: null, limit: 90, oversell: 110 };
+    const r = { ...result(base().map((p) => ({ ...p, nodesNeeded: needed[p.name]! }))), nodesNeeded: { demand: 'scenario' as const, maxNodes: 400, runs: 48 } };
+    const page = markdown(buildReport(r, undefined), false, 'x');
+    const lead = page.indexOf('**Nodes saved: 10.**');
+    assert.ok(lead > 0 && lead < page.indexOf('## What the run shows'), 'nodes saved come before everything else the run shows');
+    assert.match(page, /oversell needs 110 nodes where no oversell needs 120 \(8\.3 % fewer\); the physical limit would need 90/);
+    assert.match(page, /\| katalyst \| more than the search tried \|/);
+    assert.doesNotMatch(markdown(buildReport(result(base()), undefined), false, 'x'), /Nodes saved/, 'no search, no claim');
   });
 
   it('the busier scenario steps usage up half-way through and changes nothing else', () => {

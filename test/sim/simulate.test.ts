@@ -14,10 +14,27 @@ const byName = (policies: PolicyResult[], name: string) => {
 describe('oversell simulate', () => {
   const base = simulate(small());
 
-  it('runs every policy on the same workload: none, static, seaiii, katalyst, oracle, oversell', () => {
-    assert.deepEqual(base.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'oracle', 'oversell']);
+  it('runs every policy on the same workload: none, the anchors, the limit, oversell', () => {
+    assert.deepEqual(base.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'koordinator', 'crane', 'peak-predictor', 'limit', 'oversell']);
     assert.equal(byName(base.policies, 'none').densityVsNone, 1);
-    assert.equal(byName(base.policies, 'oracle').densityVsOracle, 1);
+    assert.equal(byName(base.policies, 'limit').gainCaptured, 1);
+    assert.equal(base.limit.podsPlaced, byName(base.policies, 'limit').podsPlaced);
+    const o = byName(base.policies, 'oversell');
+    assert.equal(o.gainCaptured, Math.round(((o.podsPlaced - base.policies[0]!.podsPlaced) / (base.limit.podsPlaced - base.policies[0]!.podsPlaced)) * 1e4) / 1e4);
+  });
+
+  it('saturating demand: pods never run out, so every policy leaves some waiting at every step and the limit places more than none', () => {
+    const r = simulate(small({ hours: 2 }), undefined, undefined, { demand: 'saturating' });
+    assert.equal(r.demand, 'saturating');
+    for (const p of r.policies) {
+      assert.ok(p.series.pending.every((x) => x > 0), `${p.name}: a step with no pod waiting`);
+      assert.ok(p.podsPending >= 1, p.name);
+    }
+    const none = byName(r.policies, 'none');
+    assert.ok(r.limit.podsPlaced > none.podsPlaced * 1.2, `limit ${r.limit.podsPlaced} against none ${none.podsPlaced}`);
+    // The scenario's own demand is met at this size and hour: saturating is what makes policies differ.
+    const quiet = simulate(small({ hours: 2, usage: { diurnal: { peakHour: 14 } } }));
+    assert.equal(byName(quiet.policies, 'none').podsPending, 0);
   });
 
   it('is deterministic: the same seed gives the same JSON, another seed another', () => {
@@ -73,5 +90,6 @@ describe('oversell simulate', () => {
 
   it('refuses two policies of one name', () => {
     assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'static', spec: {} }] } })), /two policies are named "static"/);
+    assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'limit', spec: {} }] } })), /two policies are named "limit"/);
   });
 });
