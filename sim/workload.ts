@@ -28,7 +28,7 @@ export interface PodProfile extends UsageSubject {
   memoryPhase: number;
   /** Steps a job runs once started; 0 for a Deployment's pod. */
   runSteps: number;
-  /** The highest usage the model can give this pod over its life (the oracle's view). */
+  /** A modelled peak of this pod (no policy reads it since the targets-bound oracle was dropped; the limit computes its own bound). */
   peakCpu: number;
   peakMemory: number;
 }
@@ -104,7 +104,7 @@ export function buildWorkload(s: Scenario): Workload {
 
   const burstSteps = Math.max(1, Math.round((u.bursts.seconds * 1000) / stepMs));
   const memoryPeriodSteps = Math.max(1, Math.round((u.memoryGrowth.periodHours * 3_600_000) / stepMs));
-  // The oracle's peak: the daily peak, the largest scale, the top of memory growth, and a burst if bursts reach p95.
+  // A modelled peak: the daily peak, the largest scale, the top of memory growth, and a burst if bursts reach p95.
   const cpuPeak = ((1 + u.diurnal.cpuSwing) * maxScale * (u.bursts.share > 0.05 ? u.bursts.factor : 1)) / burstMean;
   const memoryPeak = (1 + u.diurnal.memorySwing) * maxScale * (1 + u.memoryGrowth.swing);
   const profile = (classIndex: number, ordinal: number, runSteps: number): PodProfile => {
