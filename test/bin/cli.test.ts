@@ -80,6 +80,6 @@ describe('the oversell binary against a real gateway', () => {
     const r = await run(['simulate', '--nodes', '3', '--hours', '0.2', '--no-busier', '--output', 'json']);
     assert.equal(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { policies: { name: string }[] };
-    assert.deepEqual(out.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'oracle', 'oversell']);
+    assert.deepEqual(out.policies.map((p) => p.name), ['none', 'static', 'seaiii', 'katalyst', 'koordinator', 'crane', 'peak-predictor', 'limit', 'oversell']);
   });
 });
