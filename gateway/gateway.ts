@@ -234,7 +234,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           if (!o.raw) return;
           // The decision the kubelet's next write gets, as the query API shows it.
           const d = decideForNode({ raw: o.raw, signed: o.lastGrant, nodeMaxRatio: o.nodeMaxRatio, usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: boundRequests(name) });
-          if (d.cpu.bound === 'no-data') return;
+          if (d.cpu.decidedBy === 'no-data') return;
           metrics.nodeGauges(name, 'cpu', d.cpu);
           metrics.nodeGauges(name, 'memory', d.memory);
         },

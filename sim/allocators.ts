@@ -182,8 +182,8 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };
       const before = previous[node]?.granted;
       if (before) {
-        count('cpu', before.cpuMillicores, granted.cpuMillicores, d.cpu.bound);
-        count('memory', before.memoryBytes, granted.memoryBytes, d.memory.bound);
+        count('cpu', before.cpuMillicores, granted.cpuMillicores, d.cpu.decidedBy);
+        count('memory', before.memoryBytes, granted.memoryBytes, d.memory.decidedBy);
       }
       previous[node] = { granted, wouldGrant: d.dryRun ? { cpuMillicores: d.cpu.granted, memoryBytes: d.memory.granted } : undefined };
       out.cpu = Number(granted.cpuMillicores);

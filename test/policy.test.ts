@@ -44,7 +44,7 @@ describe('decide', () => {
   it('applies the Katalyst headroom formula when it is below the cap', () => {
     // A=7910, R=6000, U=3000: L = 0.5, headroom = 6000 + (4746 - 3000)/0.5 = 9492
     const d = decide(input(usage({ cpu: 3000 })));
-    assert.equal(d.cpu.bound, 'headroom');
+    assert.equal(d.cpu.decidedBy, 'headroom');
     assert.equal(d.cpu.granted, 9492n);
     assert.equal(d.cpu.applied, 9492n);
     assert.equal(headroom(7910, 6000, 3000, DEFAULT_POLICY.cpu), 9492);
@@ -52,9 +52,9 @@ describe('decide', () => {
 
   it('caps at raw * maxRatio (cpu 2x, memory 1.25x by default)', () => {
     const d = decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 })));
-    assert.equal(d.cpu.bound, 'cap');
+    assert.equal(d.cpu.decidedBy, 'cap');
     assert.equal(d.cpu.granted, 15820n);
-    assert.equal(d.memory.bound, 'cap');
+    assert.equal(d.memory.decidedBy, 'cap');
     assert.equal(d.memory.granted, 4722825n * 1024n); // 1.25 * 3778260Ki exactly
     assert.match(d.reason, /cpu 7910m->15820m \(capped at 2x raw/);
     assert.match(d.reason, /^policy flags; /);
@@ -63,7 +63,7 @@ describe('decide', () => {
   it('never goes below raw allocatable when the node is busy', () => {
     const d = decide(input(usage({ cpu: 7500, mem: 3.4 * GI })));
     assert.equal(d.cpu.granted, raw.cpuMillicores);
-    assert.equal(d.cpu.bound, 'floor-raw');
+    assert.equal(d.cpu.decidedBy, 'floor-raw');
     assert.equal(d.memory.granted, raw.memoryBytes);
   });
 
@@ -72,7 +72,7 @@ describe('decide', () => {
     const d = decide(input(usage({ cpu: 7900, reqCpu: 20000 })));
     assert.equal(d.cpu.cap, 15820n);
     assert.equal(d.cpu.granted, 15820n);
-    assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.decidedBy, 'floor-requests');
     assert.equal(d.cpu.requestsOverCap, true);
     assert.equal(d.memory.requestsOverCap, false);
     assert.match(d.reason, /floor at the cap: bound requests reported above it/);
@@ -86,7 +86,7 @@ describe('decide', () => {
     // 20 cores really bound on a 7.91-core node capped at 2x: a kubelet restart must re-admit them all.
     const d = decide(input(usage({ cpu: 7900, reqCpu: 100 }), { boundRequests: { cpuMillicores: 20000, memoryBytes: 1 * GI } }));
     assert.equal(d.cpu.granted, 20000n);
-    assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.decidedBy, 'floor-requests');
     assert.equal(d.cpu.requestsOverCap, true);
     assert.match(d.reason, /floor at bound requests, above the cap/);
     // The agent claims 9e18 millicores, the API server knows of 3 cores: the agent's number is not used at all.
@@ -136,26 +136,26 @@ describe('decide', () => {
   it('never goes below the requests already bound while they are under the cap', () => {
     const d = decide(input(usage({ cpu: 7900, reqCpu: 12000 })));
     assert.equal(d.cpu.granted, 12000n);
-    assert.equal(d.cpu.bound, 'floor-requests');
+    assert.equal(d.cpu.decidedBy, 'floor-requests');
     assert.equal(d.cpu.requestsOverCap, false);
   });
 
   it('does not inflate on stale data, but keeps the floor at bound requests', () => {
     const d = decide(input(usage({ ageMs: 41_000, cpu: 100, reqCpu: 9000 })));
-    assert.equal(d.cpu.bound, 'stale');
+    assert.equal(d.cpu.decidedBy, 'stale');
     assert.equal(d.cpu.granted, 9000n);
-    assert.equal(d.memory.bound, 'stale');
+    assert.equal(d.memory.decidedBy, 'stale');
     assert.equal(d.memory.granted, raw.memoryBytes);
     assert.match(d.reason, /41s old \(staleAfter 40s\)/);
   });
 
   it('exactly at the staleness limit, data is still fresh', () => {
-    assert.equal(decide(input(usage({ ageMs: 40_000, cpu: 100 }))).cpu.bound, 'cap');
+    assert.equal(decide(input(usage({ ageMs: 40_000, cpu: 100 }))).cpu.decidedBy, 'cap');
   });
 
   it('reports no-data and keeps raw when there is no usage', () => {
     const d = decide(input(undefined));
-    assert.equal(d.cpu.bound, 'no-data');
+    assert.equal(d.cpu.decidedBy, 'no-data');
     assert.equal(d.cpu.granted, raw.cpuMillicores);
     assert.equal(d.memory.granted, raw.memoryBytes);
     assert.match(d.reason, /no usage data/);
@@ -163,7 +163,7 @@ describe('decide', () => {
 
   it('without a policy: no inflation (the cap is raw, so bound requests above raw are flagged), and the reason says so', () => {
     const d = decide(input(usage({ cpu: 100, reqCpu: 9000 }), { policy: undefined }));
-    assert.equal(d.cpu.bound, 'no-policy');
+    assert.equal(d.cpu.decidedBy, 'no-policy');
     assert.equal(d.cpu.applied, raw.cpuMillicores);
     assert.equal(d.cpu.requestsOverCap, true);
     assert.equal(d.memory.applied, raw.memoryBytes);
@@ -180,7 +180,7 @@ describe('decide', () => {
   it('rounds memory down to whole KiB so the API server keeps our string', () => {
     // raw 1024007 B; 1.25x = 1280008.75 B -> 1250 KiB exactly
     const d = decide({ raw: { cpuMillicores: 1000n, memoryBytes: 1000n * 1024n + 7n }, usage: usage({ mem: 1, reqMem: 900 * 1024 }), policy: DEFAULT_POLICY });
-    assert.equal(d.memory.bound, 'cap');
+    assert.equal(d.memory.decidedBy, 'cap');
     assert.equal(d.memory.granted, 1250n * 1024n);
   });
 
@@ -216,26 +216,26 @@ describe('decide: pressure', () => {
     const pts = points(300, 1 * GI);
     pts[59] = { ...pts[59]!, cpuPressure: 40 };
     const d = decide(input(usage({ pts })));
-    assert.equal(d.cpu.bound, 'pressure');
+    assert.equal(d.cpu.decidedBy, 'pressure');
     assert.equal(d.cpu.granted, raw.cpuMillicores);
-    assert.equal(d.memory.bound, 'cap');
+    assert.equal(d.memory.decidedBy, 'cap');
   });
 
   it('memory PSI or working set over the threshold drops memory to the floor', () => {
     const psi = points(300, 1 * GI);
     psi[59] = { ...psi[59]!, memoryPressure: 10 };
-    assert.equal(decide(input(usage({ pts: psi }))).memory.bound, 'pressure');
+    assert.equal(decide(input(usage({ pts: psi }))).memory.decidedBy, 'pressure');
     const full = points(300, 3.7 * GI); // 0.925 of 4Gi capacity >= 0.9
-    assert.equal(decide(input(usage({ pts: full, reqMem: 0 }))).memory.bound, 'pressure');
+    assert.equal(decide(input(usage({ pts: full, reqMem: 0 }))).memory.decidedBy, 'pressure');
   });
 
   it('stays at the floor for the calm period after pressure, then rises again', () => {
     const pts = points(300, 1 * GI, {}, 120).map((p) => ({ ...p, cpuPressure: p.timestampMs === 30_000 ? 80 : 0 }));
     // newest point at 120 s; pressure at 30 s; calm period 60 s -> calm since 90 s ago: inflated
-    assert.equal(decide(input(usage({ pts }))).cpu.bound, 'cap');
+    assert.equal(decide(input(usage({ pts }))).cpu.decidedBy, 'cap');
     // calm period 100 s: pressure at 30 s is still within it
     const d = decide(input(usage({ pts }), { policy: { ...DEFAULT_POLICY, calmPeriodMs: 100_000 } }));
-    assert.equal(d.cpu.bound, 'pressure');
+    assert.equal(d.cpu.decidedBy, 'pressure');
     assert.match(d.reason, /pressure: floor until calm/);
   });
 });
@@ -245,7 +245,7 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
     // fresh grant 9492m (see the formula test); previous 9100m: +4.3% < 5%
     const held = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9100n } }));
     assert.equal(held.cpu.granted, 9100n);
-    assert.equal(held.cpu.bound, 'hysteresis');
+    assert.equal(held.cpu.decidedBy, 'hysteresis');
     // previous 9000m: +5.5% > 5%: the rise goes through
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9000n } })).cpu.granted, 9492n);
   });
@@ -255,29 +255,29 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
     const bound = (newestPodAgeMs: number) => ({ boundRequests: { cpuMillicores: 6000, memoryBytes: 3 * GI, newestPodAgeMs } });
     const held = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, ...bound(10_000) }));
     assert.equal(held.cpu.granted, 8000n, 'held at the previous grant, though the rise is well past hysteresis');
-    assert.equal(held.cpu.bound, 'starting');
+    assert.equal(held.cpu.decidedBy, 'starting');
     assert.match(held.reason, /cpu 7910m->8000m \(held: a pod bound 10s ago may not show its usage yet \(startupGrace 30s\)/);
     // With no previous grant it holds at the floor.
     const first = decide(input(usage({ cpu: 3000 }), bound(10_000)));
-    assert.deepEqual([first.cpu.granted, first.cpu.bound], [7910n, 'starting']);
+    assert.deepEqual([first.cpu.granted, first.cpu.decidedBy], [7910n, 'starting']);
     // Once the newest pod is older than the grace, the rise goes through; with startupGrace 0 it always does.
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, ...bound(30_000) })).cpu.granted, 9492n);
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, policy: { ...DEFAULT_POLICY, startupGraceMs: 0 }, ...bound(0) })).cpu.granted, 9492n);
     // Never a fall: a grant above today's headroom still drops.
     const fall = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9600n }, ...bound(1_000) }));
-    assert.deepEqual([fall.cpu.granted, fall.cpu.bound], [9492n, 'headroom']);
+    assert.deepEqual([fall.cpu.granted, fall.cpu.decidedBy], [9492n, 'headroom']);
   });
 
   it('never delays a fall', () => {
     const d = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9600n } }));
     assert.equal(d.cpu.granted, 9492n);
-    assert.equal(d.cpu.bound, 'headroom');
+    assert.equal(d.cpu.decidedBy, 'headroom');
   });
 
   it('a held value is still clamped into today\'s bounds', () => {
     const d = decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 9100n }, nodeMaxRatio: { cpu: 1.1 } }));
     assert.equal(d.cpu.granted, 8701n); // cap 7910 * 1.1
-    assert.equal(d.cpu.bound, 'cap');
+    assert.equal(d.cpu.decidedBy, 'cap');
   });
 
   it('DryRun: the grant is computed and reported, allocatable stays at the floor', () => {
@@ -384,8 +384,8 @@ describe('decide: properties over random inputs', () => {
           const floorOf = rawV > clamped ? rawV : clamped;
           const floor = admitted !== undefined && admitted > floorOf ? admitted : floorOf;
           for (const v of [res.granted, res.applied]) {
-            assert.ok(v >= floor, `${v} < floor ${floor} (${res.bound})`);
-            assert.ok(v <= ceiling, `${v} > ceiling ${ceiling} (${res.bound})`);
+            assert.ok(v >= floor, `${v} < floor ${floor} (${res.decidedBy})`);
+            assert.ok(v <= ceiling, `${v} > ceiling ${ceiling} (${res.decidedBy})`);
           }
           assert.equal(res.requestsOverCap, bound > res.cap);
           const policyCap = i.policy ? (rawV * BigInt(Math.round(Math.max(1, i.policy.cpu.maxRatio, i.policy.memory.maxRatio) * 1e6))) / 1_000_000n : rawV;

@@ -239,7 +239,7 @@ export class StatusWriter {
       raw, signed: trusted.signed, nodeMaxRatio: inputs.nodeMaxRatio, usage: this.#o.store.usage(name, this.#o.now()),
       entry: this.#o.policies.select(inputs.labels), boundRequests: this.#o.boundRequests?.(name),
     });
-    if (decision.cpu.bound === 'no-data') return;
+    if (decision.cpu.decidedBy === 'no-data') return;
     if (decision.cpu.requestsOverCap || decision.memory.requestsOverCap) this.#reportOverCap(node, decision);
     const { incoming } = facts;
     const lower = decision.cpu.applied < incoming.cpuMillicores || decision.memory.applied < incoming.memoryBytes;
@@ -259,7 +259,7 @@ export class StatusWriter {
       .then(
         () => {
           this.#o.metrics.statusWrite('lowered');
-          this.#o.log.info({ node: name, cpu: `${decision.cpu.bound}`, memory: `${decision.memory.bound}`, reason: decision.reason }, 'lowered allocatable without waiting for the kubelet');
+          this.#o.log.info({ node: name, cpu: `${decision.cpu.decidedBy}`, memory: `${decision.memory.decidedBy}`, reason: decision.reason }, 'lowered allocatable without waiting for the kubelet');
         },
         (err: unknown) => {
           this.#o.metrics.statusWrite('failed');

@@ -83,7 +83,7 @@ export function reviewNode(body: unknown, deps: NodeReviewDeps): NodeReviewResul
   const dryRun = req.dryRun === true;
   const decision = decideForNode({ raw, signed: trusted.signed, nodeMaxRatio: maxRatio, usage: deps.usage(name), entry: deps.policyFor(labels), boundRequests: deps.boundRequests?.(name) });
   const observed = (lastGrant: PreviousGrant | undefined): NodeObservation => ({ raw, labels, nodeMaxRatio: maxRatio, lastGrant });
-  if (decision.cpu.bound === 'no-data') {
+  if (decision.cpu.decidedBy === 'no-data') {
     return { review: allow(req.uid), outcome: 'no-data', node: name, decision, dryRun, observed: observed(trusted.signed) };
   }
 

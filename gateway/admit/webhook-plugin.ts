@@ -109,12 +109,12 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
           metrics.decision(result.node, 'cpu', d.cpu);
           metrics.decision(result.node, 'memory', d.memory);
         } else {
-          metrics.decisionCounted('cpu', d.cpu.bound);
-          metrics.decisionCounted('memory', d.memory.bound);
+          metrics.decisionCounted('cpu', d.cpu.decidedBy);
+          metrics.decisionCounted('memory', d.memory.decidedBy);
         }
         changes.note(result.node, `${d.cpu.applied}/${d.memory.applied}`, {
-          cpu: `${d.cpu.raw}m->${d.cpu.applied}m (${d.cpu.bound})`,
-          memory: `${d.memory.raw}->${d.memory.applied} (${d.memory.bound})`,
+          cpu: `${d.cpu.raw}m->${d.cpu.applied}m (${d.cpu.decidedBy})`,
+          memory: `${d.memory.raw}->${d.memory.applied} (${d.memory.decidedBy})`,
           reason: d.reason,
         });
       }

@@ -114,7 +114,8 @@ export interface BoundRequestsInput {
   newestPodAgeMs?: number;
 }
 
-export type Bound =
+/** What set a resource's value: the limit that won, or why there was none (no policy, no data, stale data, pressure). */
+export type DecidedBy =
   | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
   | 'pressure' | 'stale' | 'no-policy' | 'no-data';
 
@@ -124,7 +125,7 @@ export interface ResourceDecision {
   granted: bigint;
   /** What goes into status.allocatable: granted, or the floor in DryRun. */
   applied: bigint;
-  bound: Bound;
+  decidedBy: DecidedBy;
   floor: bigint;
   cap: bigint;
   /** Bound requests are above the cap: the floor is theirs (from the API server) or stops at the cap (from the agent). */

@@ -35,7 +35,7 @@ export function decideForNode(input: NodeDecisionInput): Decision {
     boundRequests,
     avoid: signed?.unconfirmed,
   });
-  if (entry?.error && decision.cpu.bound !== 'no-data') {
+  if (entry?.error && decision.cpu.decidedBy !== 'no-data') {
     return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };
   }
   return decision;

@@ -33,7 +33,7 @@ import { UsageWindow } from './usage-window.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
-import { MAX_INT64, type Bound, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
+import { MAX_INT64, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
@@ -97,11 +97,11 @@ interface ResourceContext {
 // No object spread: `{ ...a, x }` leaves V8 with a slow-mode object that every
 // later field access pays for. Every ResourceDecision is built by this one
 // literal, so they all share one shape.
-function resourceDecision(c: ResourceContext, granted: bigint, bound: Bound, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
+function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
   let applied = c.dryRun ? floor : granted;
   let avoided: bigint | undefined;
   // One unit off a value the kubelet may hold as raw without saying so: down while that keeps the floor, else up within the cap.
-  if (c.avoid !== undefined && applied === c.avoid && bound !== 'no-data') {
+  if (c.avoid !== undefined && applied === c.avoid && decidedBy !== 'no-data') {
     const moved = applied - c.unit >= floor ? applied - c.unit : applied + c.unit <= maxBig(cap, floor) ? applied + c.unit : applied;
     if (moved !== applied) {
       avoided = applied;
@@ -109,7 +109,7 @@ function resourceDecision(c: ResourceContext, granted: bigint, bound: Bound, flo
       if (!c.dryRun) granted = moved;
     }
   }
-  return { raw: c.raw, granted, applied, bound, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, avoided };
+  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, avoided };
 }
 
 /** A request figure as a bigint in its unit: NaN and negatives count as nothing, infinity as past any cap. */
@@ -134,7 +134,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
   const h = headroom(Number(c.raw), c.requests ?? 0, usage, c.policy);
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
-  let which: Bound;
+  let which: DecidedBy;
   if (granted === floor && minBig(cap, hRounded) <= floor) which = floor > c.raw ? 'floor-requests' : 'floor-raw';
   else which = hRounded > cap ? 'cap' : 'headroom';
 

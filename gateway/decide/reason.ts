@@ -1,6 +1,6 @@
 // The reason a decision gives, one line an operator reads in the node's
 // oversell.io/reason annotation, in describe and in the query API.
-import type { Bound, Decision, DecisionInput, Policy, ResourceDecision, UsageInput } from './decision-types.js';
+import type { DecidedBy, Decision, DecisionInput, Policy, ResourceDecision, UsageInput } from './decision-types.js';
 
 
 export interface ExplainFacts {
@@ -23,7 +23,7 @@ function fmtMem(b: bigint | number): string {
   return `${Number.isInteger(v) ? v : v.toFixed(1)}${units[i]}`;
 }
 
-const BOUND_TEXT: Record<Bound, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
+const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
   headroom: () => 'headroom',
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
@@ -49,7 +49,7 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
   const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
-  const bound = `${BOUND_TEXT[d.bound](d, maxRatio, input.requestsTrusted, input)}${moved}`;
+  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${moved}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
@@ -58,7 +58,7 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
 
 function explain(cpu: ResourceDecision, memory: ResourceDecision, input: ExplainFacts, samples: number): string {
   const { usage, policy } = input;
-  if (usage === undefined || cpu.bound === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
+  if (usage === undefined || cpu.decidedBy === 'no-data') return 'no usage data for this node: allocatable left as the kubelet wrote it';
   const parts: string[] = [];
   if (!policy) parts.push('no valid OversellPolicy selects this node: no inflation');
   else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);

@@ -1,7 +1,7 @@
 // The gateway's Prometheus series. One registry per gateway instance, so tests
 // can run several gateways in one process without their counters mixing.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Bound } from '../decide/policy.js';
+import type { DecidedBy } from '../decide/policy.js';
 import type { SampleRefusal } from '../store/sample-check.js';
 
 /** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
@@ -10,7 +10,7 @@ import type { IngestResult, NodeStore } from '../store/node-store.js';
 
 /** What a node's gauges show of one resource's decision. */
 export interface NodeGaugeValues {
-  bound: Bound;
+  decidedBy: DecidedBy;
   raw: bigint;
   granted: bigint;
   applied: bigint;
@@ -174,13 +174,13 @@ export class GatewayMetrics {
 
   /** A decision made: counted, and the node's gauges follow it. */
   decision(node: string, resource: 'cpu' | 'memory', d: NodeGaugeValues): void {
-    this.#decisions.inc({ resource, bound: d.bound });
+    this.#decisions.inc({ resource, bound: d.decidedBy });
     this.nodeGauges(node, resource, d);
   }
 
   /** A decision only counted: its node's gauges follow another source (GatewayOptions.webhookClientCa). */
-  decisionCounted(resource: 'cpu' | 'memory', bound: Bound): void {
-    this.#decisions.inc({ resource, bound });
+  decisionCounted(resource: 'cpu' | 'memory', decidedBy: DecidedBy): void {
+    this.#decisions.inc({ resource, bound: decidedBy });
   }
 
   /** The node's per-node gauges (raw, granted, applied, over cap) at a decision. */

@@ -40,8 +40,8 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
       cap: pair(d.cpu.cap, d.memory.cap),
       // Under pressure or stale data no statistic was needed; show the window's anyway.
       usage: { cpuMillicores: Math.round(d.cpu.usage ?? summary.cpuP95Millicores), memoryBytes: Math.round(d.memory.usage ?? summary.memoryMaxBytes) },
-      cpuBound: d.cpu.bound,
-      memoryBound: d.memory.bound,
+      cpuBound: d.cpu.decidedBy,
+      memoryBound: d.memory.decidedBy,
       reason: d.reason,
       dryRun: d.dryRun,
     };

@@ -175,8 +175,8 @@ export class SummaryTable {
       const d = decideForNode({ raw, signed: record.lastGrant, nodeMaxRatio: record.nodeMaxRatio, usage, entry, boundRequests: this.#boundRequests?.(record.name) });
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
       n.allocatableMemoryBytes[slot] = Number(d.memory.applied);
-      n.cpuBound[slot] = texts.of(d.cpu.bound);
-      n.memoryBound[slot] = texts.of(d.memory.bound);
+      n.cpuBound[slot] = texts.of(d.cpu.decidedBy);
+      n.memoryBound[slot] = texts.of(d.memory.decidedBy);
     } else {
       n.allocatableCpuMillicores[slot] = 0;
       n.allocatableMemoryBytes[slot] = 0;

@@ -211,7 +211,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
     assert.equal(result.dryRun, false);
     assert.deepEqual(result.observed?.raw, { cpuMillicores: 7910n, memoryBytes: 31369912n * 1024n });
     assert.deepEqual(result.observed?.lastGrant?.granted, { cpuMillicores: 15820n, memoryBytes: 39212390n * 1024n });
-    assert.equal(result.decision?.cpu.bound, 'cap');
+    assert.equal(result.decision?.cpu.decidedBy, 'cap');
     const dry = run({ ...rows[0]!, write: (r) => (r.request.dryRun = true) });
     assert.equal(dry.result.dryRun, true);
   });
@@ -547,7 +547,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
 describe('nodePatch: the ops that make a node object carry a decision', () => {
   const proof = new GrantProof(Buffer.alloc(32, 7));
   const resource = (raw: bigint, granted: bigint, applied: bigint): ResourceDecision => ({
-    raw, granted, applied, bound: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined,
+    raw, granted, applied, decidedBy: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined,
   });
   const GI = 1024n ** 3n;
   const raw = { cpuMillicores: 4000n, memoryBytes: 8n * GI };
