@@ -8,33 +8,18 @@ import { AuthError, jwtExpiry, type Identity } from '../gateway/auth/identity.js
 import { queryAuthorizer } from '../gateway/auth/query-authorizer.js';
 import type { TokenReviewer } from '../gateway/auth/token-review.js';
 import type { NodeEvent__Output } from '../proto/gen/oversell/v1/NodeEvent.js';
-import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { queryClient } from './helpers/grpc.js';
+import { bearer, heapUsedAfterGc, plainSample, queryClient } from './helpers/grpc.js';
 import { scrapeMetric } from './helpers/metrics.js';
 import { waitUntil } from '../scripts/harness/wait.js';
 
-const sample = (seq: number): Sample__Output => ({
-  seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
-  capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
-  requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, podsIncluded: false, pods: [],
-});
 const jwt = (sub: string, expSeconds: number) =>
   `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, exp: expSeconds })).toString('base64url')}.sig`;
-const md = (token?: string) => {
-  const m = new grpc.Metadata();
-  if (token) m.set('authorization', `Bearer ${token}`);
-  return m;
-};
-const heapUsed = () => {
-  global.gc?.();
-  return process.memoryUsage().heapUsed;
-};
 
 /** A watch whose end (status) is kept; events counted. */
 function watch(gw: TestGateway, token?: string) {
   const client = queryClient(gw.ports.grpc);
-  const call = client.WatchNodes({ labelSelector: '', policy: '' }, md(token));
+  const call = client.WatchNodes({ labelSelector: '', policy: '' }, bearer(token));
   const state: { events: number; synced: boolean; lastSeq?: number; error?: grpc.ServiceError; endedAtMs?: number } = { events: 0, synced: false };
   call.on('data', (e: NodeEvent__Output) => {
     state.events += 1;
@@ -53,7 +38,7 @@ describe('a watcher that stops reading', () => {
   before(async () => {
     gw = await startTestGateway({ queryLimits: { watchStallMs: 300 } });
     gw.store.attach('n1', 'i', null, 1);
-    gw.store.ingest('n1', 1, sample(1), Date.now());
+    gw.store.ingest('n1', 1, plainSample(1), Date.now());
   });
   after(() => gw?.close());
 
@@ -63,14 +48,14 @@ describe('a watcher that stops reading', () => {
     try {
       await waitUntil('synced', () => (w.state.synced ? true : undefined), 5000);
       w.call.pause(); // the client stops reading; grpc-js stops taking data off the connection
-      const before = heapUsed();
+      const before = heapUsedAfterGc();
       // In bursts, so the gateway writes between them: more than the connection's flow-control window takes.
       for (let seq = 2; seq < 20_002; seq++) {
-        gw.store.ingest('n1', 1, sample(seq), Date.now());
+        gw.store.ingest('n1', 1, plainSample(seq), Date.now());
         if (seq % 100 === 0) await new Promise((r) => setTimeout(r, 2));
       }
       await waitUntil('the watch is ended', async () => ((await scrapeMetric(gw.ports.metrics, 'oversell_query_watches_ended_total', '{reason="slow-reader"}')) === 1 ? true : undefined), 5000);
-      const grown = heapUsed() - before;
+      const grown = heapUsedAfterGc() - before;
       console.log(`heap growth with a paused watcher over 20,000 changes: ${(grown / 2 ** 20).toFixed(1)} MiB`);
       // The store's own window of 20,000 samples is most of it; every change queued for the client would be 12 MB more.
       assert.ok(grown < 12 * 2 ** 20, `heap grew ${grown} bytes`);
@@ -92,7 +77,7 @@ describe('a watcher that stops reading', () => {
       await waitUntil('synced', () => (w.state.synced ? true : undefined), 5000);
       // 2,000 changes a second for one node (an agent sends 10 at most).
       for (let seq = 30_000; seq < 35_000; seq++) {
-        gw.store.ingest('n1', 1, sample(seq), Date.now());
+        gw.store.ingest('n1', 1, plainSample(seq), Date.now());
         if (seq % 100 === 0) await new Promise((r) => setTimeout(r, 50));
       }
       await waitUntil('the last change delivered', () => (w.state.lastSeq === 34_999 ? true : undefined), 10_000);
@@ -124,7 +109,7 @@ describe('a watch and its caller\'s token and access', () => {
       },
     });
     gw.store.attach('n1', 'i', null, 1);
-    gw.store.ingest('n1', 1, sample(1), Date.now());
+    gw.store.ingest('n1', 1, plainSample(1), Date.now());
   });
   after(() => gw?.close());
 

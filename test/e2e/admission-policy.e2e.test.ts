@@ -12,7 +12,7 @@ import {
   AdmissionregistrationV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1NetworkPolicy, type V1NetworkPolicySpec, type V1ValidatingAdmissionPolicy,
 } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
-import { REPO, adminConfig, core, objects } from './cluster.js';
+import { REPO, adminConfig, apiFailure, core, objects } from './cluster.js';
 import { eventually } from './fixtures.js';
 import { one, render, type Obj, type Render } from './renders.js';
 
@@ -39,20 +39,13 @@ function asGateway(): AdmissionregistrationV1Api {
 const admin = () => adminConfig().makeApiClient(AdmissionregistrationV1Api);
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
-interface Failure { code?: number; body?: unknown }
 /** The patch's outcome: 'ok', or the status code and message of the refusal. */
 async function tryPatch(api: AdmissionregistrationV1Api, body: object[], dryRun?: 'All'): Promise<{ ok: true } | { ok: false; code: number; message: string }> {
   try {
     await api.patchMutatingWebhookConfiguration({ name: CONFIG, body, ...(dryRun && { dryRun }) }, jsonPatch);
     return { ok: true };
   } catch (err) {
-    const e = err as Failure;
-    const text = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? (err as Error).message);
-    let message = text;
-    try {
-      message = (JSON.parse(text) as { message?: string }).message ?? text;
-    } catch { /* not JSON */ }
-    return { ok: false, code: e.code ?? 0, message };
+    return apiFailure(err);
   }
 }
 

@@ -22,6 +22,17 @@ export async function clusterAsync(...args: string[]): Promise<string> {
   return (await promisify(execFile)('bash', [CLUSTER_SH, ...args], { encoding: 'utf8' })).stdout;
 }
 
+/** A refused API call as a test reads it: the status code and the API server's message. */
+export function apiFailure(err: unknown): { ok: false; code: number; message: string } {
+  const e = err as { code?: number; body?: unknown };
+  const text = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? (err as Error).message);
+  let message = text;
+  try {
+    message = (JSON.parse(text) as { message?: string }).message ?? text;
+  } catch { /* not JSON */ }
+  return { ok: false, code: e.code ?? 0, message };
+}
+
 export function adminConfig(): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(ADMIN_KUBECONFIG);

@@ -15,7 +15,7 @@ import {
 import { loweringPatch } from '../../gateway/act/status-writer.js';
 import { GrantProof } from '../../gateway/decide/grant-proof.js';
 import type { Decision, ResourceDecision } from '../../gateway/decide/policy.js';
-import { adminConfig, core, objects } from './cluster.js';
+import { adminConfig, apiFailure, core, objects } from './cluster.js';
 import { deleteNamespaceAndWait, eventually } from './fixtures.js';
 import { one, render, type Obj, type Render } from './renders.js';
 
@@ -40,13 +40,7 @@ async function outcome(call: () => Promise<unknown>): Promise<Outcome> {
     await call();
     return { ok: true };
   } catch (err) {
-    const e = err as { code?: number; body?: unknown };
-    const text = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? (err as Error).message);
-    let message = text;
-    try {
-      message = (JSON.parse(text) as { message?: string }).message ?? text;
-    } catch { /* not JSON */ }
-    return { ok: false, code: e.code ?? 0, message };
+    return apiFailure(err);
   }
 }
 

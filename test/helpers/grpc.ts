@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent__Output } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
+import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { oversellV1 } from '../../proto/load.js';
 import { waitUntil } from '../../scripts/harness/wait.js';
 
@@ -33,4 +34,26 @@ export function collectWatch(client: NodeUsageClient): { events: NodeEvent__Outp
   call.on('data', (e: NodeEvent__Output) => events.push(e));
   call.on('error', () => {});
   return { events, cancel: () => call.cancel() };
+}
+
+/** Metadata with `authorization: Bearer <token>`, or none without a token. */
+export function bearer(token?: string): grpc.Metadata {
+  const m = new grpc.Metadata();
+  if (token) m.set('authorization', `Bearer ${token}`);
+  return m;
+}
+
+/** An 8-core, 16 GiB node's sample: 500m and 1 GiB used, 4 cores and 8 GiB requested by 4 pods, stamped now. */
+export function plainSample(seq: number): Sample__Output {
+  return {
+    seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
+    capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
+    requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, podsIncluded: false, pods: [],
+  };
+}
+
+/** Heap in use after a full collection (run node with --expose-gc; without it, without the collection). */
+export function heapUsedAfterGc(): number {
+  global.gc?.();
+  return process.memoryUsage().heapUsed;
 }

@@ -11,38 +11,23 @@ import { queryAuthorizer } from '../../../gateway/auth/query-authorizer.js';
 import type { TokenReviewer } from '../../../gateway/auth/token-review.js';
 import type { NodeEvent__Output } from '../../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeUsageClient } from '../../../proto/gen/oversell/v1/NodeUsage.js';
-import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
-import { queryClient } from '../../helpers/grpc.js';
+import { bearer, heapUsedAfterGc, plainSample, queryClient } from '../../helpers/grpc.js';
 import { oversellV1 } from '../../../proto/load.js';
 import { scrapeMetric } from '../../helpers/metrics.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
 
-const sample = (seq: number): Sample__Output => ({
-  seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
-  capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
-  requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, podsIncluded: false, pods: [],
-});
-const md = (token?: string) => {
-  const m = new grpc.Metadata();
-  if (token) m.set('authorization', `Bearer ${token}`);
-  return m;
-};
-const heapUsed = () => {
-  global.gc?.();
-  return process.memoryUsage().heapUsed;
-};
 const fill = (gw: TestGateway, nodes: number) => {
   for (let i = 0; i < nodes; i++) {
     const name = `node-${String(i).padStart(5, '0')}`;
     gw.store.attach(name, 'i', null, i + 1);
-    gw.store.ingest(name, i + 1, sample(1), Date.now());
+    gw.store.ingest(name, i + 1, plainSample(1), Date.now());
   }
 };
 
 /** A watch, on the client given or a new one; its status kept. */
 function watch(port: number, token?: string, client: NodeUsageClient = queryClient(port)) {
-  const call = client.WatchNodes({ labelSelector: '', policy: '' }, md(token));
+  const call = client.WatchNodes({ labelSelector: '', policy: '' }, bearer(token));
   const state: { events: number; synced: boolean; error?: grpc.ServiceError } = { events: 0, synced: false };
   call.on('data', (e: NodeEvent__Output) => {
     state.events += 1;
@@ -153,7 +138,7 @@ describe('watches that never read, over a 10,000-node store', () => {
 
   it('40 paused watches hold a bounded heap (the snapshot is not buffered for them), and each is ended as a slow reader, counted', async () => {
     const listeners = gw.store.listenerCount('updated');
-    const before = heapUsed();
+    const before = heapUsedAfterGc();
     // Paused before the first event: the clients take nothing off their connections.
     const ws = Array.from({ length: 40 }, () => {
       const w = watch(gw.ports.grpc);
@@ -162,7 +147,7 @@ describe('watches that never read, over a 10,000-node store', () => {
     });
     try {
       await new Promise((r) => setTimeout(r, 150)); // every watch has started and filled what its connection takes
-      const grown = heapUsed() - before;
+      const grown = heapUsedAfterGc() - before;
       console.log(`heap growth with 40 paused watches over 10,000 nodes: ${(grown / 2 ** 20).toFixed(1)} MiB`);
       // Unbounded, each watch would hold its 10,000-event snapshot: about 40 MiB per watch.
       assert.ok(grown < 48 * 2 ** 20, `heap grew ${(grown / 2 ** 20).toFixed(1)} MiB`);
@@ -187,7 +172,7 @@ describe('watches that never read, over a 10,000-node store', () => {
       await w.synced();
       assert.equal(w.state.events, 10_001);
       for (let seq = 2; seq < 12; seq++) {
-        gw.store.ingest('node-00000', 1, sample(seq), Date.now());
+        gw.store.ingest('node-00000', 1, plainSample(seq), Date.now());
         await new Promise((r) => setTimeout(r, 50));
       }
       await waitUntil('every change delivered', () => (w.state.events === 10_011 ? true : undefined), 5000);
