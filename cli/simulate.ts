@@ -10,10 +10,19 @@ import type { Demand } from '../sim/cluster.js';
 import { simulate, type Progress } from '../sim/simulate.js';
 import { parseTrace, traceSeconds, type Trace } from '../sim/trace.js';
 import { buildReport, busierScenario, markdown, reportFiles, reportJson } from '../sim/report.js';
+import { publicReplay, type PublicReplay } from '../sim/public-replay.js';
+import { isPublicTraceFormat, readPublicTrace, type PublicTraceOptions } from '../sim/traces/read.js';
+import { TraceFormatError, type PublicWorkload } from '../sim/traces/public-workload.js';
+import { parseBytes } from '../lib/quantity.js';
+
+const TRACE_FORMATS = ['jsonl', 'bitbrains', 'alibaba-2018'] as const;
 
 interface SimulateOptions {
   scenario?: string;
   trace?: string;
+  traceFormat: (typeof TRACE_FORMATS)[number];
+  machineMemory?: { text: string; bytes: number };
+  traceWindow?: { text: string; from: number; to: number };
   policy?: string[];
   nodes?: number;
   hours?: number;
@@ -32,6 +41,25 @@ const number = (min: number, integer = false) => (v: string) => {
   if (v.trim() === '' || !Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) throw new InvalidArgumentError(`${JSON.stringify(v)} is not ${integer ? 'an integer' : 'a number'} >= ${min}`);
   return n;
 };
+
+/** A Kubernetes quantity of bytes (64Gi), positive. */
+function bytes(v: string): { text: string; bytes: number } {
+  let b: bigint;
+  try {
+    b = parseBytes(v, 'memory');
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+  if (b <= 0n) throw new InvalidArgumentError(`${JSON.stringify(v)} is not a positive quantity of bytes (e.g. 64Gi)`);
+  return { text: v, bytes: Number(b) };
+}
+
+/** FROM-TO in trace seconds; either may be negative (Alibaba's time_stamp can be before the trace's zero). */
+function window(v: string): { text: string; from: number; to: number } {
+  const m = /^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$/.exec(v);
+  if (!m || !(Number(m[1]) < Number(m[2]))) throw new InvalidArgumentError(`${JSON.stringify(v)} is not FROM-TO in trace seconds with FROM before TO (e.g. 86400-172800)`);
+  return { text: v, from: Number(m[1]), to: Number(m[2]) };
+}
 
 function readYaml(file: string): unknown[] {
   try {
@@ -71,6 +99,9 @@ function commandLine(o: SimulateOptions): string {
   const parts = ['oversell simulate'];
   if (o.scenario) parts.push(`--scenario ${o.scenario}`);
   if (o.trace) parts.push(`--trace ${o.trace}`);
+  if (o.traceFormat !== 'jsonl') parts.push(`--trace-format ${o.traceFormat}`);
+  if (o.machineMemory) parts.push(`--machine-memory ${o.machineMemory.text}`);
+  if (o.traceWindow) parts.push(`--trace-window ${o.traceWindow.text}`);
   for (const p of o.policy ?? []) parts.push(`--policy ${p}`);
   if (o.nodes !== undefined) parts.push(`--nodes ${o.nodes}`);
   if (o.hours !== undefined) parts.push(`--hours ${o.hours}`);
@@ -109,29 +140,60 @@ function traceOf(file: string): Trace {
   }
 }
 
-export function runSimulate(o: SimulateOptions): void {
-  let scenario: Scenario;
-  let trace: Trace | undefined;
-  try {
+/** The flags a public trace needs and the ones it refuses, before any file is read. */
+function checkTraceFlags(o: SimulateOptions): void {
+  const alibaba = o.traceFormat === 'alibaba-2018';
+  if (!o.trace && (o.traceFormat !== 'jsonl' || o.machineMemory || o.traceWindow)) throw new ScenarioError('--trace-format, --machine-memory and --trace-window describe a trace: give it with --trace PATH');
+  if (alibaba && !o.machineMemory) {
+    throw new ScenarioError('--trace-format alibaba-2018 needs --machine-memory: the trace gives memory normalized to 0-100, so give the bytes of a machine whose mem_size is 100 (e.g. --machine-memory 96Gi)');
+  }
+  if (!alibaba && o.machineMemory) throw new ScenarioError(`--machine-memory applies to --trace-format alibaba-2018 only: ${o.traceFormat === 'bitbrains' ? 'Bitbrains gives memory in KB' : 'a recording by oversell record gives memory in bytes'}`);
+  if (!alibaba && o.traceWindow) throw new ScenarioError('--trace-window applies to --trace-format alibaba-2018 only (its usage files are too large to read whole)');
+  if (o.traceFormat === 'jsonl') {
     if (o.trace && o.nodes !== undefined) throw new ScenarioError('--nodes and --trace: the recorded nodes are the cluster');
     if (o.trace && o.nodesNeeded) throw new ScenarioError('--nodes-needed and --trace: the recorded nodes are the cluster; run --nodes-needed on a scenario');
-    trace = o.trace ? traceOf(o.trace) : undefined;
+  }
+  if (alibaba && o.nodes !== undefined) throw new ScenarioError('--nodes and --trace-format alibaba-2018: the trace\'s machines are the cluster');
+}
+
+async function publicWorkloadOf(o: SimulateOptions): Promise<PublicWorkload | undefined> {
+  if (!o.trace || !isPublicTraceFormat(o.traceFormat)) return undefined;
+  const options: PublicTraceOptions = {
+    ...(o.machineMemory && { machineMemoryBytes: o.machineMemory.bytes }),
+    ...(o.traceWindow && { window: { from: o.traceWindow.from, to: o.traceWindow.to } }),
+  };
+  return readPublicTrace(o.traceFormat, o.trace, options);
+}
+
+export async function runSimulate(o: SimulateOptions): Promise<void> {
+  let scenario: Scenario;
+  let trace: Trace | undefined;
+  let pw: PublicWorkload | undefined;
+  let replayed: PublicReplay | undefined;
+  try {
+    checkTraceFlags(o);
+    pw = await publicWorkloadOf(o);
+    trace = o.trace && !pw ? traceOf(o.trace) : undefined;
     // A replay lasts as long as the recording unless --hours says otherwise.
-    scenario = scenarioOf({ ...o, ...(trace && o.hours === undefined && { hours: Math.max(0.01, traceSeconds(trace) / 3600) }) });
+    const recordedSeconds = pw ? pw.durationSeconds : trace ? traceSeconds(trace) : undefined;
+    scenario = scenarioOf({ ...o, ...(recordedSeconds !== undefined && o.hours === undefined && { hours: Math.max(0.01, recordedSeconds / 3600) }) });
+    replayed = pw && publicReplay(pw, scenario);
   } catch (err) {
-    if (!(err instanceof ScenarioError)) throw err;
+    if (!(err instanceof ScenarioError) && !(err instanceof TraceFormatError)) throw err;
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(2);
   }
   // Long runs say how far they are; a day of 100 nodes takes seconds and stays quiet.
-  const long = o.progress ?? (trace?.polls[0]?.nodes.length ?? scenario.nodes) >= 1000;
+  const long = o.progress ?? (trace?.polls[0]?.nodes.length ?? replayed?.shapes.length ?? scenario.nodes) >= 1000;
   const withBusier = o.busier !== false && scenario.usage.step === undefined;
   const onProgress = long ? progressLine() : undefined;
-  const options = { demand: o.demand, nodesNeeded: o.nodesNeeded };
+  const options = { demand: o.demand, nodesNeeded: o.nodesNeeded, publicTrace: replayed };
   const main = simulate(scenario, onProgress && ((p) => onProgress({ ...p, done: withBusier ? p.done / 2 : p.done })), trace, options);
   // The busier run asks only about harm: nodes needed are the main run's.
-  const busier = withBusier
-    ? simulate(busierScenario(scenario, o.busier as number), onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 })), trace, { demand: o.demand })
+  const busierOf = (s: Scenario) => ({ scenario: s, publicTrace: pw && publicReplay(pw, s) });
+  const b = withBusier ? busierOf(busierScenario(scenario, o.busier as number)) : undefined;
+  const busier = b
+    ? simulate(b.scenario, onProgress && ((p) => onProgress({ ...p, done: 0.5 + p.done / 2 })), trace, { demand: o.demand, publicTrace: b.publicTrace })
     : undefined;
   const report = buildReport(main, busier);
   if (o.out) {
@@ -150,7 +212,10 @@ export function simulateCommand(): Command {
   return new Command('simulate')
     .description('simulate a cluster under each policy, side by side: pods placed, and what it risks (no cluster needed)')
     .option('--scenario <file>', 'scenario YAML (fields not given keep their defaults: examples/simulate.yaml)')
-    .option('--trace <file>', 'replay a cluster recorded by `oversell record`: its nodes and their load, the scenario\'s pods on top')
+    .option('--trace <path>', 'replay a trace: by default a cluster recorded by `oversell record` (its nodes and their load, the scenario\'s pods on top); with --trace-format a public trace whose VMs or containers are the workload')
+    .addOption(new Option('--trace-format <format>', 'jsonl: `oversell record`; bitbrains: a directory of GWA-T-12 VM files (or one file), onto --nodes nodes of the scenario\'s shape; alibaba-2018: a directory of cluster-trace-v2018 CSV files, onto its machines').choices([...TRACE_FORMATS]).default('jsonl'))
+    .addOption(new Option('--machine-memory <quantity>', 'alibaba-2018 (required there): the memory of a machine whose normalized mem_size is 100, e.g. 96Gi').argParser(bytes))
+    .addOption(new Option('--trace-window <from-to>', 'alibaba-2018: read only usage rows with FROM <= time_stamp < TO (trace seconds)').argParser(window))
     .option('--policy <file...>', 'OversellPolicy YAML to run as well (several, or several documents in one file)')
     .addOption(new Option('--nodes <n>', 'nodes in the cluster (default 100)').argParser(number(1, true)))
     .addOption(new Option('--hours <h>', 'simulated hours (default 24)').argParser(number(0.01)))
@@ -163,5 +228,5 @@ export function simulateCommand(): Command {
     .option('--progress', 'report progress on stderr (the default from 1000 nodes on)')
     .addOption(new Option('-o, --output <format>', 'markdown or json, on stdout').choices(['markdown', 'json']).default('markdown'))
     .option('--out <dir>', 'write outcome.md, outcome.json and the charts (outcome/*.svg) to this directory instead')
-    .action((o: SimulateOptions) => runSimulate(o));
+    .action(async (o: SimulateOptions) => runSimulate(o));
 }

@@ -7,7 +7,7 @@ import type { Allocator, NodeSample, NodeShape, PodRef } from './allocators.js';
 import { NodeSlots } from './node-slots.js';
 import type { Baseline } from './trace.js';
 import { noise } from './random.js';
-import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
+import { podCpu, podMemory, recordedAt, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
 export const UTILISATION_BUCKETS = 12; // 0-10 %, ..., 100-110 %, 110 % and over
@@ -39,6 +39,13 @@ export interface RunMetrics {
   series: { placed: number[]; pending: number[] };
   /** Node-steps by usage / capacity, in 10 % buckets. */
   utilisation: { cpu: number[]; memory: number[] };
+  /**
+   * A replay with recorded load: what the recording did that no policy chose,
+   * and that is therefore not charged to one. Node-steps where a rise of the
+   * recorded requests did not fit the node's allocatable (the rise waits until
+   * it fits), and node-seconds where the recorded load alone was over capacity.
+   */
+  recorded?: { requestRisesNotFitting: number; overCapacityNodeSeconds: number };
 }
 
 /**
@@ -126,7 +133,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
 
   const m = {
     placedSum: 0, pendingSum: 0, peakPending: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
-    hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0,
+    hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0, risesNotFitting: 0, recordedOver: 0,
   };
   const series = { placed: [] as number[], pending: [] as number[] };
   const utilisation = { cpu: new Array<number>(UTILISATION_BUCKETS).fill(0), memory: new Array<number>(UTILISATION_BUCKETS).fill(0) };
@@ -161,7 +168,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
   /** The pod is gone at step t: deleted, finished or evicted. */
   const remove = (pod: Pod, t: number) => {
     const c = pod.profile.classIndex;
-    if (pod.state !== GONE) {
+    if (pod.state !== GONE && !pod.profile.recorded) {
       liveCount[c] = liveCount[c]! - 1;
       if (pod.profile.runSteps === 0) aliveCount[c] = aliveCount[c]! - 1;
     }
@@ -199,6 +206,12 @@ export function runPolicy(o: RunOptions): RunMetrics {
   let nextJob = 0;
 
   const base = o.baseline;
+  /** The recorded requests counted on each node so far: a rise is counted once it fits. */
+  const recordedCpu = new Float64Array(n);
+  const recordedMemory = new Float64Array(n);
+  const tracePods = w.trace;
+  let nextArrival = 0;
+  let cursor = 0;
 
   /**
    * The scheduler's pass for one pod: the least allocated node where it fits
@@ -265,15 +278,42 @@ export function runPolicy(o: RunOptions): RunMetrics {
     return best;
   };
 
+  /**
+   * Saturating demand on a public trace: the next of the trace's pods, in its
+   * seeded cycle, that is running at this step (a copy uses the original's
+   * recorded usage and leaves when it does) and whose request shape has not
+   * yet failed this step; or -1.
+   */
+  const nextCopy = (t: number): number => {
+    const cycle = tracePods!.cycle;
+    for (let k = 0; k < cycle.length; k++) {
+      const i = cycle[cursor]!;
+      cursor = (cursor + 1) % cycle.length;
+      const p = tracePods!.profiles[i]!;
+      if (p.recorded!.startStep <= t && t + 1 < p.recorded!.endStep && failed[p.classIndex] !== t) return i;
+    }
+    return -1;
+  };
+
   let steps = 0;
 
   for (let t = 0; t < w.steps; t++) {
     steps = t + 1;
-    // Recorded pods come and go as the trace says: bound requests follow it.
+    // Recorded pods come and go as the trace says: bound requests follow it, as the
+    // recording starts, and then a fall at once and a rise once it fits what the node
+    // allocates: a recorded pod that would not fit here is a fact of the recording.
     if (base) {
       for (let i = 0, j = t * n; i < n; i++, j++) {
-        boundCpu[i] = boundCpu[i]! + base.requestCpu[j]! - (t > 0 ? base.requestCpu[j - n]! : 0);
-        boundMemory[i] = boundMemory[i]! + base.requestMemory[j]! - (t > 0 ? base.requestMemory[j - n]! : 0);
+        const upCpu = base.requestCpu[j]! - recordedCpu[i]!;
+        const upMemory = base.requestMemory[j]! - recordedMemory[i]!;
+        const fits = t === 0 || (boundCpu[i]! + Math.max(0, upCpu) <= allocCpu[i]! && boundMemory[i]! + Math.max(0, upMemory) <= allocMemory[i]!);
+        if (!fits && (upCpu > 0 || upMemory > 0)) m.risesNotFitting += 1;
+        const dCpu = fits || upCpu < 0 ? upCpu : 0;
+        const dMemory = fits || upMemory < 0 ? upMemory : 0;
+        recordedCpu[i] = recordedCpu[i]! + dCpu;
+        recordedMemory[i] = recordedMemory[i]! + dMemory;
+        boundCpu[i] = boundCpu[i]! + dCpu;
+        boundMemory[i] = boundMemory[i]! + dMemory;
       }
     }
     // Deployments follow the daily curve; gone pods leave their class's list here.
@@ -291,6 +331,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
       const j = w.jobs[nextJob++]!;
       pending.push(create(j.classIndex, j.runSteps));
     }
+    // A public trace's pods arrive at their recorded start.
+    while (tracePods && nextArrival < tracePods.arrivals.length && tracePods.profiles[tracePods.arrivals[nextArrival]!]!.recorded!.startStep <= t) {
+      pending.push(new Pod(nextId++, tracePods.profiles[tracePods.arrivals[nextArrival++]!]!));
+    }
     const observing = observer !== undefined && t % observer.everySteps === 0;
 
     for (let i = 0; i < n; i++) {
@@ -302,33 +346,39 @@ export function runPolicy(o: RunOptions): RunMetrics {
       let reqMemory = 0;
       let serviceCpu = 0;
       let serviceMemory = 0;
+      let recordedOverCpu = false;
+      let recordedOverMemory = false;
       if (base) {
         const j = t * n + i;
         cpu += base.cpu[j]!;
         memory += base.memory[j]!;
-        reqCpu += base.requestCpu[j]!;
-        reqMemory += base.requestMemory[j]!;
+        reqCpu += recordedCpu[i]!;
+        reqMemory += recordedMemory[i]!;
+        recordedOverCpu = cpu > shape.capacity.cpu;
+        recordedOverMemory = memory > memoryLimit;
+        if (recordedOverCpu || recordedOverMemory) m.recordedOver += stepSeconds;
       }
       const first = i * slots.maxPods;
       // Backwards: a finished job's slot takes the last pod, which was already counted.
       for (let j = first + slots.count[i]! - 1; j >= first; j--) {
         const age = t - slots.start[j]!;
         const runSteps = slots.runSteps[j]!;
-        if (runSteps > 0 && age >= runSteps) {
-          remove(slots.owner[j]!, t); // the job is done
+        const rec = slots.recorded[j];
+        if (rec !== undefined ? t >= rec.endStep : runSteps > 0 && age >= runSteps) {
+          remove(slots.owner[j]!, t); // the job is done, or the recorded pod ended
           continue;
         }
         reqCpu += slots.requestCpu[j]!;
         reqMemory += slots.requestMemory[j]!;
-        // Still starting: bound (its requests count), using nothing yet.
-        if (age <= w.startSteps) {
+        // Still starting: bound (its requests count), using nothing yet. A recorded pod's usage includes its start.
+        if (rec === undefined && age <= w.startSteps) {
           slots.usageMemory[j] = 0;
           continue;
         }
         const phase = slots.memoryPhase[j]!;
-        const usedMemory = podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
+        const usedMemory = rec ? recordedAt(rec.memory, rec, t) * w.memoryFactor[t]! : podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
         slots.usageMemory[j] = usedMemory;
-        const usedCpu = podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        const usedCpu = rec ? recordedAt(rec.cpu, rec, t) * w.cpuFactor[t]! : podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
         cpu += usedCpu;
         memory += usedMemory;
         if (runSteps === 0) {
@@ -343,7 +393,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
       m.requestMemory += reqMemory;
       utilisation.cpu[bucket(cpu / shape.capacity.cpu)]! += 1;
       utilisation.memory[bucket(memory / shape.capacity.memory)]! += 1;
-      if (cpu > shape.capacity.cpu) m.cpuOver += stepSeconds;
+      // Recorded load alone over the line is the recording's, not the policy's doing.
+      if (cpu > shape.capacity.cpu && !recordedOverCpu) m.cpuOver += stepSeconds;
       if (cpu > o.targets.cpu * shape.raw.cpu || memory > o.targets.memory * shape.raw.memory) m.overTarget += stepSeconds;
 
       // What the agent reports: usage and PSI as they were before the kubelet acts.
@@ -354,12 +405,15 @@ export function runPolicy(o: RunOptions): RunMetrics {
       sample.memoryPressure = memory > memoryLimit ? 50 : 0;
 
       if (memory > memoryLimit) {
-        m.memoryOverload += stepSeconds;
+        if (!recordedOverMemory) m.memoryOverload += stepSeconds;
         memory = evict(slots, i, memory, memoryLimit, (pod) => {
-          m.hits += 1;
+          if (!recordedOverMemory) m.hits += 1;
           remove(pod, t);
-          // A Deployment's replacement comes with the next scaling pass (or the saturating mix); a job starts over.
-          if (pod.profile.runSteps > 0) {
+          // A Deployment's replacement comes with the next scaling pass (or the saturating mix); a job starts over; a recorded pod waits to run again until its recorded end.
+          const rec = pod.profile.recorded;
+          if (rec) {
+            if (t + 1 < rec.endStep) pending.push(new Pod(nextId++, pod.profile));
+          } else if (pod.profile.runSteps > 0) {
             pending.push(new Pod(nextId++, pod.profile));
             liveCount[pod.profile.classIndex] = liveCount[pod.profile.classIndex]! + 1;
           }
@@ -375,7 +429,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
       if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
       allocCpu[i] = out.cpu;
       allocMemory[i] = out.memory;
-      const below = placement?.belowRequests ? placement.belowRequests(i) : out.cpu < boundCpu[i]! || out.memory < boundMemory[i]!;
+      // Recorded requests beyond raw allocatable are the recording's: the policy answers for its own pods on top of the rest.
+      const below = placement?.belowRequests
+        ? placement.belowRequests(i)
+        : out.cpu < boundCpu[i]! - Math.max(0, recordedCpu[i]! - shape.raw.cpu) || out.memory < boundMemory[i]! - Math.max(0, recordedMemory[i]! - shape.raw.memory);
       if (below) m.below += stepSeconds;
       if (below || sample.cpuPressure > 0 || sample.memoryPressure > 0) m.risk += stepSeconds;
     }
@@ -385,10 +442,21 @@ export function runPolicy(o: RunOptions): RunMetrics {
     const still: Pod[] = [];
     for (const pod of pending) {
       if (pod.state === GONE) continue;
+      // A recorded pod still waiting when its recorded end comes never runs.
+      if (pod.profile.recorded && t + 1 >= pod.profile.recorded.endStep) {
+        remove(pod, t);
+        continue;
+      }
       if (failed[pod.profile.classIndex] === t || !place(pod, t)) still.push(pod);
     }
     // Saturating demand: more pods, in the scenario's mix, until each class has one that found no node.
-    for (let c = saturating ? nextClass(t) : -1; c >= 0; c = nextClass(t)) {
+    if (saturating && tracePods) {
+      for (let k = nextCopy(t); k >= 0; k = nextCopy(t)) {
+        const pod = new Pod(nextId++, tracePods.profiles[k]!);
+        if (!place(pod, t)) still.push(pod);
+      }
+    }
+    for (let c = saturating && !tracePods ? nextClass(t) : -1; c >= 0; c = nextClass(t)) {
       const pod = create(c, saturatingRunSteps(c));
       if (!place(pod, t)) still.push(pod);
     }
@@ -428,6 +496,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
     }),
     series,
     utilisation,
+    ...(base && { recorded: { requestRisesNotFitting: m.risesNotFitting, overCapacityNodeSeconds: m.recordedOver } }),
   };
 }
 

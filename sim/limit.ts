@@ -11,14 +11,15 @@
 // --demand saturating, where Deployments never scale down. Under the scenario's
 // daily curve a pod deleted earlier hands its reserved future back when it
 // goes (removed()), so what is reserved never falls below what is really used:
-// the limit never overloads a node. It can refuse a pod for a clash after the
+// the limit never overloads a node. A public trace's pod (profile.recorded)
+// uses its recorded usage and stays until its recorded end, both known. It can refuse a pod for a clash after the
 // pod's real deletion, which it cannot know, because which pod a ReplicaSet
 // deletes depends on which pods are running: there it is a safe placement in
 // the scheduler's order, not a proof that nothing could place more.
 import type { Allocator, NodeShape, Placement, PodRef } from './allocators.js';
 import type { Scenario } from './scenario.js';
 import type { Baseline } from './trace.js';
-import { podCpu, podMemory, type PodProfile, type Workload } from './workload.js';
+import { podCpu, podMemory, recordedAt, type PodProfile, type Workload } from './workload.js';
 
 /** Steps per block of the max-tree: the tree holds one value per block, the block is scanned. */
 const BLOCK = 16;
@@ -125,7 +126,8 @@ export function limitAllocator(shapes: readonly NodeShape[], s: Scenario, w: Wor
   const podCpuAt = (t: number): number => {
     if (cpuStamp[t] !== stamp) {
       const p = current!;
-      cpuAt[t] = podCpu(w, p.cpuBase, p.key, p.memoryPhase, t, bursts.factor, bursts.share);
+      const r = p.recorded;
+      cpuAt[t] = r ? recordedAt(r.cpu, r, t) * w.cpuFactor[t]! : podCpu(w, p.cpuBase, p.key, p.memoryPhase, t, bursts.factor, bursts.share);
       cpuStamp[t] = stamp;
     }
     return cpuAt[t]!;
@@ -133,13 +135,17 @@ export function limitAllocator(shapes: readonly NodeShape[], s: Scenario, w: Wor
   const podMemoryAt = (t: number): number => {
     if (memoryStamp[t] !== stamp) {
       const p = current!;
-      memoryAt[t] = podMemory(w, p.memoryBase, p.memoryPhase, t, t - currentStart, memoryGrowth.swing);
+      const r = p.recorded;
+      memoryAt[t] = r ? recordedAt(r.memory, r, t) * w.memoryFactor[t]! : podMemory(w, p.memoryBase, p.memoryPhase, t, t - currentStart, memoryGrowth.swing);
       memoryStamp[t] = stamp;
     }
     return memoryAt[t]!;
   };
   /** The steps a pod bound at t uses anything: after it has started, until its job ends (the cluster's own rule). */
-  const stay = (p: PodProfile, t: number): [number, number] => [t + w.startSteps + 1, p.runSteps > 0 ? Math.min(steps, t + p.runSteps) : steps];
+  const stay = (p: PodProfile, t: number): [number, number] => {
+    if (p.recorded) return [t + 1, Math.min(steps, p.recorded.endStep)];
+    return [t + w.startSteps + 1, p.runSteps > 0 ? Math.min(steps, t + p.runSteps) : steps];
+  };
 
   const change = (node: number, pod: PodRef, from: number, sign: 1 | -1) => {
     const p = pod.profile;
@@ -161,8 +167,8 @@ export function limitAllocator(shapes: readonly NodeShape[], s: Scenario, w: Wor
       use(p, t);
       const [start, end] = stay(p, t);
       return (
-        !memory[node]!.exceeds(start, end, memoryLimit[node]!, p.memoryBase * memoryCeiling, podMemoryAt) &&
-        !cpu[node]!.exceeds(start, end, cpuLimit[node]!, p.cpuBase * cpuCeiling, podCpuAt)
+        !memory[node]!.exceeds(start, end, memoryLimit[node]!, p.recorded ? p.peakMemory * maxMemoryFactor : p.memoryBase * memoryCeiling, podMemoryAt) &&
+        !cpu[node]!.exceeds(start, end, cpuLimit[node]!, p.recorded ? p.peakCpu * maxCpuFactor : p.cpuBase * cpuCeiling, podCpuAt)
       );
     },
     bound: (node, pod) => change(node, pod, 0, 1),

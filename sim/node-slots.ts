@@ -3,6 +3,7 @@
 // sits in typed arrays at its slot. A node's pods are then contiguous in
 // memory: with one object per pod, scattered on the heap, cache misses were
 // most of a 1000-node run.
+import type { RecordedUsage } from './workload.js';
 
 export interface SlotFields {
   requestCpu: number;
@@ -12,6 +13,8 @@ export interface SlotFields {
   key: number;
   memoryPhase: number;
   runSteps: number;
+  /** A public trace's pod: its recorded usage, read instead of the model's. */
+  recorded?: RecordedUsage | undefined;
 }
 
 export class NodeSlots<T> {
@@ -27,6 +30,7 @@ export class NodeSlots<T> {
   /** Filled in by the per-step loop, read by eviction. */
   readonly usageMemory: Float64Array;
   readonly owner: (T | undefined)[];
+  readonly recorded: (RecordedUsage | undefined)[];
 
   constructor(
     nodes: number,
@@ -44,6 +48,7 @@ export class NodeSlots<T> {
     this.memoryPhase = new Float64Array(size);
     this.usageMemory = new Float64Array(size);
     this.owner = new Array<T | undefined>(size).fill(undefined);
+    this.recorded = new Array<RecordedUsage | undefined>(size).fill(undefined);
   }
 
   full(node: number): boolean {
@@ -64,6 +69,7 @@ export class NodeSlots<T> {
     this.key[j] = f.key;
     this.memoryPhase[j] = f.memoryPhase;
     this.usageMemory[j] = 0;
+    this.recorded[j] = f.recorded;
     return j;
   }
 
@@ -84,8 +90,10 @@ export class NodeSlots<T> {
       this.key[j] = this.key[last]!;
       this.memoryPhase[j] = this.memoryPhase[last]!;
       this.usageMemory[j] = this.usageMemory[last]!;
+      this.recorded[j] = this.recorded[last];
     }
     this.owner[last] = undefined;
+    this.recorded[last] = undefined;
     return moved;
   }
 }

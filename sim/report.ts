@@ -1,6 +1,7 @@
 // The report of a simulation: the checks against issue 31's targets, the
 // markdown page with its SVG charts, and the JSON for tools. Pure: files are
 // returned as text, the CLI writes them.
+import type { PublicTraceSummary } from './public-replay.js';
 import type { Scenario } from './scenario.js';
 import type { PolicyResult, SimulationResult } from './simulate.js';
 import { lineChart, scatter, type Series } from './svg.js';
@@ -35,7 +36,8 @@ export function oversellOf(r: SimulationResult): PolicyResult {
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
-const gain = (x: number) => {
+const gain = (x: number | null) => {
+  if (x === null) return '-';
   const v = Math.round((x - 1) * 1000) / 10;
   return `${v >= 0 ? '+' : ''}${(v === 0 ? 0 : v).toFixed(1)} %`;
 };
@@ -50,7 +52,17 @@ export function captured(p: PolicyResult): string {
 export const TARGET_GAIN = 0.6;
 export const TARGET_CPU_OVER = 0.001;
 
+/** The public trace a run replayed, if it did (`oversell record`'s traces have polls instead). */
+export function publicTraceOf(r: SimulationResult): PublicTraceSummary | undefined {
+  return r.trace && 'format' in r.trace ? r.trace : undefined;
+}
+
+/** What the page says instead of a comparison when the trace does not give its pods' requests. */
+export const REQUESTS_UNKNOWN =
+  'Requests are unknown: this trace does not say what its pods request, so the policies are not compared on it (no density, no share of the limit\'s gain, no targets). The figures below are the recorded load on the trace\'s machines.';
+
 export function checks(main: SimulationResult, busier: SimulationResult | undefined): Check[] {
+  if (publicTraceOf(main)?.requestsKnown === false) return [];
   const o = oversellOf(main);
   const note = main.demand === 'saturating' ? '' : ' (this run: the scenario\'s own demand; the target is set for --demand saturating)';
   const out: Check[] = [
@@ -123,7 +135,7 @@ export function charts(r: Report): Record<(typeof CHARTS)[keyof typeof CHARTS], 
     [CHARTS.placed]: lineChart({ title: 'Pods running over the day', xLabel: 'hour', yLabel: 'pods running' }, series((p) => p.series.placed)),
     [CHARTS.riskGain]: scatter(
       { title: 'Risk against gain', xLabel: '% more pods running than without oversell', yLabel: 'risk node-seconds (log scale)' },
-      m.policies.map((p) => ({ name: p.name, color: color.get(p.name)!, x: (p.densityVsNone - 1) * 100, y: p.riskNodeSeconds })),
+      m.policies.map((p) => ({ name: p.name, color: color.get(p.name)!, x: ((p.densityVsNone ?? 1) - 1) * 100, y: p.riskNodeSeconds })),
     ),
     [CHARTS.cpu]: lineChart({ title: `Node CPU usage / capacity (last bucket: ${last} % and over)`, xLabel: 'CPU usage, % of capacity', yLabel: '% of node-time' }, distribution('cpu'), 0),
     [CHARTS.memory]: lineChart({ title: `Node memory usage / capacity (last bucket: ${last} % and over)`, xLabel: 'memory usage, % of capacity', yLabel: '% of node-time' }, distribution('memory'), 0),
@@ -196,16 +208,58 @@ function bounds(r: SimulationResult): string[] {
   ];
 }
 
+const FORMAT_NAMES: Record<PublicTraceSummary['format'], [string, string]> = { bitbrains: ['Bitbrains (GWA-T-12)', 'VMs'], 'alibaba-2018': ['Alibaba cluster-trace-v2018', 'containers'] };
+
+/** The page's opening on a public trace: what was replayed on what, and what the reader had to infer. */
+function publicIntro(m: SimulationResult, t: PublicTraceSummary): string[] {
+  const s = m.scenario;
+  const [name, pods] = FORMAT_NAMES[t.format];
+  const nodes = t.machines
+    ? `the trace's ${t.machines.length} machines`
+    : `${s.nodes} nodes of ${s.node.capacity.cpu / 1000} cores and ${(s.node.capacity.memory / 1024 ** 3).toFixed(0)} GiB (the trace has no hosts)`;
+  const what = t.requestsKnown ? `The ${t.pods} ${pods} of a public ${name} trace` : `A public ${name} trace with no ${pods}`;
+  return [
+    `${what} (${(t.seconds / 3600).toFixed(2)} hours, sampled every ${t.sampleSeconds} s)${t.requestsKnown ? ', each with its recorded requests and usage,' : ''} on ${nodes}, over ${+s.hours.toFixed(3)} hours in ${s.tickSeconds} s steps.`,
+    '',
+    m.demand === 'saturating'
+      ? `Demand is saturating: besides the recorded ${pods}, copies of them (each with its recorded requests and usage, leaving when it does, in a fixed order drawn from the seed) keep coming until nothing more fits.`
+      : `Demand is the trace's own: each of its ${pods} arrives at its recorded start and leaves at its recorded end.`,
+    '',
+    ...(t.requestsKnown ? [] : [`**${REQUESTS_UNKNOWN}**`, '']),
+    '### What the reader inferred',
+    '',
+    ...t.notes.map((n) => `- ${n}`),
+    '',
+  ];
+}
+
+/** What a replay's recording did that no policy chose (not counted as any policy's risk). */
+function recordedFacts(m: SimulationResult): string[] {
+  const facts = m.policies.filter((p) => p.recorded && (p.recorded.requestRisesNotFitting > 0 || p.recorded.overCapacityNodeSeconds > 0));
+  if (facts.length === 0) return [];
+  return [
+    'Recorded facts, not charged to any policy: ' +
+      facts.map((p) => `${p.name}: ${p.recorded!.requestRisesNotFitting} node-steps where a recorded rise of requests did not fit, ${nodeHours(p.recorded!.overCapacityNodeSeconds)} node-hours with the recorded load alone over capacity`).join('; ') +
+      '.',
+    '',
+  ];
+}
+
 export function markdown(r: Report, withCharts: boolean, command: string): string {
   const m = r.main;
   const s = m.scenario;
   const o = oversellOf(m);
   const none = m.policies[0]!;
+  const pub = publicTraceOf(m);
+  const compared = pub?.requestsKnown !== false;
   const lines: string[] = [
     '# What oversell is worth: a simulated day',
     '',
     `Generated by \`${command}\` (seed ${s.seed}; [the model](simulate.md)); do not edit.`,
-    m.trace
+  ];
+  if (pub) lines.push(...publicIntro(m, pub));
+  else lines.push(
+    m.trace && 'polls' in m.trace
       ? `The ${m.trace.nodes.length} nodes of a recorded cluster (${m.trace.polls} polls over ${(m.trace.seconds / 60).toFixed(1)} minutes, replayed over ${s.hours} hours, ${s.tickSeconds} s steps) keep their recorded load; the scenario's pods are placed on top;`
       : `${s.nodes} nodes of ${s.node.capacity.cpu / 1000} cores and ${(s.node.capacity.memory / 1024 ** 3).toFixed(0)} GiB over ${s.hours} hours, ${s.tickSeconds} s steps;`,
     `pods use on average ${pct(1 - s.usage.memorySlack)} of their memory requests and ${pct(1 - s.usage.cpuSlack)} of their CPU requests`,
@@ -215,16 +269,17 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
       ? 'Demand is saturating: pods of the scenario\'s classes, in its mix, keep coming until nothing more fits, so every policy is bound by what the nodes hold.'
       : 'Demand is the scenario\'s own: Deployments follow the daily curve and jobs arrive at random.',
     '',
-    ...nodesSaved(m, o),
-    '## What the run shows',
-    '',
+  );
+  lines.push(...(compared ? nodesSaved(m, o) : []), '## What the run shows', '');
+  if (compared) lines.push(
     `- Without oversell, ${none.podsPlaced.toFixed(0)} pods run on average and ${none.podsPending.toFixed(0)} wait; the physical limit runs ${m.limit.podsPlaced.toFixed(0)}. ` +
       `**${o.name}** runs ${o.podsPlaced.toFixed(0)} (${gain(o.densityVsNone)}), capturing ${captured(o)} of the limit's gain over none, ` +
       `with ${o.podsHitByMemoryOverload} pods hit by memory overload, ${nodeHours(o.belowRequestsNodeSeconds)} node-hours with allocatable below bound requests ` +
       `and ${nodeHours(o.cpuOverCapacityNodeSeconds)} node-hours of CPU demand over capacity; its allocatable changes ${o.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour${causes(o)}.`,
-  ];
+  );
+  else lines.push(`- Not compared: ${REQUESTS_UNKNOWN}`);
   for (const p of m.policies) {
-    if (p === o || p.kind === 'none') continue;
+    if (p === o || p.kind === 'none' || !compared) continue;
     const risks = [
       p.podsHitByMemoryOverload > 0 && `${p.podsHitByMemoryOverload} pods hit by memory overload`,
       p.cpuOverCapacityNodeSeconds > 0 && `${nodeHours(p.cpuOverCapacityNodeSeconds)} node-hours of CPU over capacity`,
@@ -234,9 +289,13 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
     const share = p.kind === 'limit' || p.gainCaptured === null ? '' : `, ${pct(p.gainCaptured)} of the limit's gain`;
     lines.push(`- **${p.name}** runs ${p.podsPlaced.toFixed(0)} (${gain(p.densityVsNone)}${share})${risks.length ? `, with ${risks.join(', ')}` : ', with no risk counted'}.`);
   }
-  lines.push('', '## Against the targets of issue 31', '', '| target | met | figures |', '|---|---|---|');
-  for (const c of r.checks) lines.push(`| ${c.target} | ${c.met ? 'yes' : '**no**'} | ${c.detail} |`);
-  lines.push('', '## Policies side by side', '', ...table(m.policies), '');
+  lines.push('', ...recordedFacts(m));
+  if (compared) {
+    lines.push('## Against the targets of issue 31', '', '| target | met | figures |', '|---|---|---|');
+    for (const c of r.checks) lines.push(`| ${c.target} | ${c.met ? 'yes' : '**no**'} | ${c.detail} |`);
+    lines.push('');
+  }
+  lines.push('## Policies side by side', '', ...table(m.policies), '');
   lines.push(
     "Pods running and pending are means over the run. *Of the limit's gain* is (pods - none's) / (the limit's - none's). Slack is 1 - usage / requests of running pods. *Risk* counts node-seconds with CPU demand over capacity (throttling), " +
       'memory over capacity minus the eviction threshold (pods evicted or OOM-killed; each counted as hit) or allocatable below bound requests (pods a kubelet restart would reject). ' +
@@ -248,8 +307,9 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
     lines.push('## Charts', '', `![Pods running over the day, per policy](${CHARTS.placed})`, '', `![Risk node-seconds against pods placed, per policy](${CHARTS.riskGain})`, '');
     lines.push(`![Distribution of node CPU usage](${CHARTS.cpu})`, '', `![Distribution of node memory usage](${CHARTS.memory})`, '');
   }
-  lines.push('## What bounds the gain', '', ...bounds(m), '');
-  lines.push(
+  // The bounds are the model's slack and daily curve: a public trace has its own usage.
+  if (!pub) lines.push('## What bounds the gain', '', ...bounds(m), '');
+  if (compared) lines.push(
     'The physical limit knows every pod\'s future usage and places a pod only where the node\'s summed usage stays within capacity (memory: capacity minus the eviction threshold) for the pod\'s whole stay: ' +
       'no targets, no caps, no requests. The targets and caps above are what keep oversell below it.',
     '',

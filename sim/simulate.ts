@@ -10,12 +10,14 @@ import { craneAllocator, koordinatorAllocator, peakPredictorAllocator } from './
 import { runPolicy, type Demand, type RunMetrics } from './cluster.js';
 import { limitAllocator } from './limit.js';
 import { nodesNeeded } from './nodes-needed.js';
+import type { PublicReplay, PublicTraceSummary } from './public-replay.js';
 import { rawAllocatable, type Scenario } from './scenario.js';
-import { replay, traceSeconds, type Trace } from './trace.js';
+import { replay, traceSeconds, type Baseline, type Trace } from './trace.js';
 import { buildWorkload } from './workload.js';
 
 export interface PolicyResult extends RunMetrics {
-  densityVsNone: number;
+  /** Its pods over none's; null when requests are unknown (a public trace without them) or none places nothing: no density to compare. */
+  densityVsNone: number | null;
   /**
    * (its pods - none's) / (the limit's - none's): the share of the physical limit's
    * gain it captures. null when the limit places no more than none: the reference
@@ -28,8 +30,11 @@ export interface PolicyResult extends RunMetrics {
 
 export interface SimulationResult {
   scenario: Scenario;
-  /** The replayed recording, if any: its nodes replace the scenario's. */
-  trace?: { nodes: string[]; polls: number; seconds: number };
+  /**
+   * The replayed recording, if any: `oversell record`'s (its nodes replace the
+   * scenario's), or a public trace's (its pods replace the scenario's classes).
+   */
+  trace?: { nodes: string[]; polls: number; seconds: number } | PublicTraceSummary;
   demand: Demand;
   steps: number;
   /** Points of each series are this many simulated seconds apart. */
@@ -54,6 +59,8 @@ export interface SimulateOptions {
   demand?: Demand | undefined;
   /** Also search each policy's nodes needed (under the scenario's own demand: saturating demand always leaves pods waiting). */
   nodesNeeded?: boolean | undefined;
+  /** A public trace as the workload (sim/public-replay.ts): its scenario, pods and nodes replace the given scenario's. */
+  publicTrace?: PublicReplay | undefined;
 }
 
 /** The policy names every run has, in order; OversellPolicies follow. */
@@ -74,19 +81,24 @@ export function gainCaptured(pods: number, none: number, limit: number): number 
  * shape, and its recorded load, under which the scenario's pods are placed.
  */
 export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void, trace?: Trace, options: SimulateOptions = {}): SimulationResult {
-  const s = trace ? { ...scenario, nodes: trace.polls[0]!.nodes.length } : scenario;
+  const pub = options.publicTrace;
+  if (trace && pub) throw new Error('one trace at a time: a recorded cluster or a public trace');
+  const s = pub ? pub.scenario : trace ? { ...scenario, nodes: trace.polls[0]!.nodes.length } : scenario;
   const demand = options.demand ?? 'scenario';
   if (trace && options.nodesNeeded) throw new Error('nodes needed does not apply to a replayed trace: its nodes are the cluster');
-  const workload = buildWorkload(s);
+  const workload = pub ? pub.workload : buildWorkload(s);
   const recorded = trace && replay(trace, workload.steps, s.tickSeconds);
   const shape: NodeShape = { raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage };
-  const shapesOf = (nodes: number): NodeShape[] => new Array(nodes).fill(shape);
-  const shapes: NodeShape[] = recorded?.shapes ?? shapesOf(s.nodes);
+  // nodes-needed's clusters: nodes of the scenario's shape, or the first k of a public trace's machines.
+  const nodesOf = (nodes: number): { shapes: NodeShape[]; baseline: Baseline | undefined } => (pub ? pub.nodes(nodes) : { shapes: new Array(nodes).fill(shape), baseline: undefined });
+  const shapes: NodeShape[] = pub?.shapes ?? recorded?.shapes ?? nodesOf(s.nodes).shapes;
+  const baseline = pub ? pub.baseline : recorded?.baseline;
+  const requestsKnown = pub ? pub.summary.requestsKnown : true;
   const entries = (s.policies.oversell.length > 0 ? s.policies.oversell : [DEFAULT_OVERSELL]).map(policyEntry);
   const first: Policy = entries[0]?.policy ?? DEFAULT_POLICY;
   const p = s.policies;
   // Each policy as a function of its nodes: nodes-needed runs it on other node counts.
-  const factories: ((sh: NodeShape[]) => Allocator)[] = [
+  const factories: ((sh: NodeShape[], b: Baseline | undefined) => Allocator)[] = [
     (sh) => noneAllocator(sh),
     (sh) => staticAllocator(sh, p.static),
     (sh) => seaiiiAllocator(sh),
@@ -94,7 +106,7 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
     (sh) => koordinatorAllocator(sh, p.koordinator, s.node.reserved, s.tickSeconds),
     (sh) => craneAllocator(sh, p.crane, s.tickSeconds),
     (sh) => peakPredictorAllocator(sh, p.peakPredictor, s.node.evictionHardMemory, s.tickSeconds),
-    (sh) => limitAllocator(sh, s, workload, sh === shapes ? recorded?.baseline : undefined),
+    (sh, b) => limitAllocator(sh, s, workload, b),
     ...entries.map((e) => (sh: NodeShape[]) => oversellAllocator(sh, e)),
   ];
   const names = [...FIXED_POLICIES, ...entries.map((e) => e.name)];
@@ -104,26 +116,26 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
   const seriesEverySteps = Math.max(1, Math.ceil(workload.steps / 288));
   const targets = { cpu: first.cpu.targetUtilization, memory: first.memory.targetUtilization };
   const runs = factories.map((make, k) => {
-    const allocator = make(shapes);
+    const allocator = make(shapes, baseline);
     return runPolicy({
-      scenario: s, workload, allocator, shapes, targets, seriesEverySteps, baseline: recorded?.baseline, demand,
+      scenario: s, workload, allocator, shapes, targets, seriesEverySteps, baseline, demand,
       onProgress: onProgress && ((t) => onProgress({ policy: allocator.name, done: (k + t / workload.steps) / factories.length })),
     });
   });
 
   let needed: (number | null)[] | undefined;
   let neededRuns = 0;
-  const maxNodes = NODES_NEEDED_FACTOR * s.nodes;
+  const maxNodes = pub ? pub.maxNodes : NODES_NEEDED_FACTOR * s.nodes;
   if (options.nodesNeeded) {
     needed = factories.map((make, k) => {
       const search = nodesNeeded(
         (nodes) => {
-          const sh = shapesOf(nodes);
-          const r = runPolicy({ scenario: s, workload, allocator: make(sh), shapes: sh, targets, seriesEverySteps, demand: 'scenario', stopWhenPending: true });
+          const c = nodesOf(nodes);
+          const r = runPolicy({ scenario: s, workload, allocator: make(c.shapes, c.baseline), shapes: c.shapes, targets, seriesEverySteps, baseline: c.baseline, demand: 'scenario', stopWhenPending: true });
           onProgress?.({ policy: `${names[k]} on ${nodes} nodes`, done: 1 });
           return r.peakPending === 0;
         },
-        s.nodes,
+        Math.min(s.nodes, maxNodes),
         maxNodes,
       );
       neededRuns += search.probes.length;
@@ -139,8 +151,10 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
       ...r,
       podsPlaced: pods,
       podsPending: round(r.podsPending, 1),
-      densityVsNone: round(none > 0 ? pods / none : 0, 4),
-      gainCaptured: gainCaptured(pods, none, limit),
+      // Without known requests the pods placed are no one's choice to compare: no density, no share of the limit.
+      // none placing nothing is no reference either: a ratio to zero is not a density.
+      densityVsNone: requestsKnown && none > 0 ? round(pods / none, 4) : null,
+      gainCaptured: requestsKnown ? gainCaptured(pods, none, limit) : null,
       ...(needed && { nodesNeeded: needed[k]! }),
       cpuOverCapacityShare: round(r.cpuOverCapacityShare, 6),
       cpuSlack: round(r.cpuSlack, 4),
@@ -151,6 +165,7 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
   return {
     scenario: s,
     ...(trace && recorded && { trace: { nodes: recorded.names, polls: trace.polls.length, seconds: traceSeconds(trace) } }),
+    ...(pub && { trace: pub.summary }),
     demand,
     steps: workload.steps,
     seriesEverySeconds: seriesEverySteps * s.tickSeconds,

@@ -28,9 +28,38 @@ export interface PodProfile extends UsageSubject {
   memoryPhase: number;
   /** Steps a job runs once started; 0 for a Deployment's pod. */
   runSteps: number;
-  /** A modelled peak of this pod (no policy reads it since the targets-bound oracle was dropped; the limit computes its own bound). */
+  /** A modelled peak of this pod (no policy reads it since the targets-bound oracle was dropped; the limit computes its own bound); a recorded pod's recorded peak. */
   peakCpu: number;
   peakMemory: number;
+  /** A public trace's pod: its usage is the trace's (x the run's usage factors), not the model's, and it leaves at its recorded end. */
+  recorded?: RecordedUsage | undefined;
+}
+
+/** A recorded pod's usage on the run's grid, with when it arrives and leaves. */
+export interface RecordedUsage {
+  /** Per cell of `stepsPerCell` steps, from cell `firstCell` on: the highest usage within it (a cell never hides a peak). */
+  cpu: Float64Array;
+  memory: Float64Array;
+  stepsPerCell: number;
+  firstCell: number;
+  /** The step it arrives at (is pending from), and the step it is gone at. */
+  startStep: number;
+  endStep: number;
+}
+
+/** A recorded pod's usage at step t, before the run's usage factors. */
+export function recordedAt(series: Float64Array, r: RecordedUsage, t: number): number {
+  return series[Math.floor(t / r.stepsPerCell) - r.firstCell] ?? 0;
+}
+
+/** A public trace's pods, in place of the scenario's Deployments and jobs. */
+export interface TracePods {
+  /** One per recorded pod; its classIndex is its request shape's. */
+  profiles: PodProfile[];
+  /** Indices into profiles, by arrival step. */
+  arrivals: Int32Array;
+  /** Indices into profiles in a fixed, seeded order: what saturating demand submits copies of, cycling. */
+  cycle: Int32Array;
 }
 
 export interface JobArrival {
@@ -53,8 +82,10 @@ export interface Workload {
   /** Steps a pod's CPU burst lasts. */
   burstSteps: number;
   memoryPeriodSteps: number;
-  /** A pod bound at step t shows usage from step t + 1 + startSteps on. */
+  /** A pod bound at step t shows usage from step t + 1 + startSteps on (a recorded pod from t + 1: its recorded usage includes its start). */
   startSteps: number;
+  /** A public trace's pods: then replicas and jobs are empty. */
+  trace?: TracePods | undefined;
 }
 
 /** cos of the hour's distance from the peak: 1 at the peak, -1 twelve hours away. */
