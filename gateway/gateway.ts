@@ -30,7 +30,7 @@ import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { NodeWatch } from './ingest/node-watch.js';
-import { decideForNode, type StoredNodeObservation } from './decide/node-decision.js';
+import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/keep-watching.js';
 import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
@@ -232,8 +232,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       ...(nodeGaugesFromWatch && {
         onObserved: (name: string, o: StoredNodeObservation) => {
           if (!o.raw) return;
-          // The decision the kubelet's next write gets, as the query API shows it.
-          const d = decideForNode({ raw: o.raw, signed: o.lastGrant, nodeMaxRatio: o.nodeMaxRatio, usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: boundRequests(name) });
+          const d = decideObserved(o.raw, o, { usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: boundRequests(name) });
           if (d.cpu.decidedBy === 'no-data') return;
           metrics.nodeGauges(name, 'cpu', d.cpu);
           metrics.nodeGauges(name, 'memory', d.memory);

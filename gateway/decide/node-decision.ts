@@ -42,6 +42,19 @@ export function decideForNode(input: NodeDecisionInput): Decision {
 }
 
 /**
+ * The decision the kubelet's next write gets, from what its node object says
+ * (the store's record, or the node watch's observation of the stored object):
+ * the query API and the node gauges decide with this.
+ */
+export function decideObserved(
+  raw: Allocatable,
+  observed: Pick<NodeObservation, 'lastGrant' | 'nodeMaxRatio'>,
+  context: Pick<NodeDecisionInput, 'usage' | 'entry' | 'boundRequests'>,
+): Decision {
+  return decideForNode({ raw, signed: observed.lastGrant, nodeMaxRatio: observed.nodeMaxRatio, usage: context.usage, entry: context.entry, boundRequests: context.boundRequests });
+}
+
+/**
  * What a node object says about its allocatable: the incoming values, capacity
  * (absent parts undefined) and annotations. Throws QuantityError when
  * allocatable cpu or memory is missing or does not parse.

@@ -1,7 +1,7 @@
 // A store record as the query API shows it, with the decision the next kubelet
 // write would get (same pure policy the webhook uses).
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { decideForNode } from '../decide/node-decision.js';
+import { decideObserved } from '../decide/node-decision.js';
 import { summarize, windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
@@ -31,7 +31,7 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
   };
   if (record.raw) {
     status.rawAllocatable = { cpuMillicores: Number(record.raw.cpuMillicores), memoryBytes: Number(record.raw.memoryBytes) };
-    const d = decideForNode({ raw: record.raw, signed: record.lastGrant, nodeMaxRatio: record.nodeMaxRatio, usage, entry, boundRequests: boundRequests?.(record.name) });
+    const d = decideObserved(record.raw, record, { usage, entry, boundRequests: boundRequests?.(record.name) });
     const pair = (cpu: bigint, memory: bigint) => ({ cpuMillicores: Number(cpu), memoryBytes: Number(memory) });
     status.decision = {
       allocatable: pair(d.cpu.applied, d.memory.applied),

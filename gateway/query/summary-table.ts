@@ -6,7 +6,7 @@
 // nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import type { SampleField } from '../../wire/sample-row.js';
-import { decideForNode } from '../decide/node-decision.js';
+import { decideObserved } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../decide/usage-stats.js';
@@ -172,7 +172,7 @@ export class SummaryTable {
     const usage = usageOf(record, nowMs);
     this.#decidedStale[slot] = usage !== undefined && usage.ageMs > staleAfterMs ? 1 : 0;
     if (raw) {
-      const d = decideForNode({ raw, signed: record.lastGrant, nodeMaxRatio: record.nodeMaxRatio, usage, entry, boundRequests: this.#boundRequests?.(record.name) });
+      const d = decideObserved(raw, record, { usage, entry, boundRequests: this.#boundRequests?.(record.name) });
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
       n.allocatableMemoryBytes[slot] = Number(d.memory.applied);
       n.cpuBound[slot] = texts.of(d.cpu.decidedBy);
