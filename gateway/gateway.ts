@@ -135,8 +135,6 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const grpcServer = new grpc.Server({
     ...GRPC_SERVER_OPTIONS,
     'grpc.max_receive_message_length': maxReceiveMessageBytes,
-    // Agents ping through idle periods; allow it rather than send GOAWAY.
-    'grpc.keepalive_permit_without_calls': 1,
     interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
   const V1 = oversellV1();

@@ -156,7 +156,6 @@ if (unfixed) log.warn(unfixed);
 const server = new grpc.Server({
   ...GRPC_SERVER_OPTIONS,
   'grpc.max_receive_message_length': data.maxReceiveMessageBytes,
-  'grpc.keepalive_permit_without_calls': 1,
 });
 server.addService(oversellV1().AgentStream.service, service);
 new HealthImplementation({ '': 'SERVING', 'oversell.v1.AgentStream': 'SERVING' }).addToServer(server);
