@@ -171,7 +171,7 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
         clearTimeout(stall);
         slot();
         store.off('updated', onChange);
-        store.off('removed', onRemoved);
+        store.off('removed', markChanged);
         call.off('drain', pump);
       };
       const tooSlow = () => {
@@ -217,16 +217,16 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
         stall = setTimeout(tooSlow, limits.watchStallMs);
         stall.unref();
       }
-      function onChange(r: NodeRecord) {
-        changed.add(r.name);
-        if (!call.writableNeedDrain) pump();
-      }
-      function onRemoved(name: string) {
+      // Updated or removed alike: the node is sent as it is when the client can take it.
+      function markChanged(name: string) {
         changed.add(name);
         if (!call.writableNeedDrain) pump();
       }
+      function onChange(r: NodeRecord) {
+        markChanged(r.name);
+      }
       store.on('updated', onChange);
-      store.on('removed', onRemoved);
+      store.on('removed', markChanged);
       call.on('drain', pump);
       call.on('cancelled', stop);
       call.on('close', stop);
