@@ -43,7 +43,7 @@ export interface SimulationResult {
   targets: { cpu: number; memory: number };
   caps: { cpu: number; memory: number };
   policies: PolicyResult[];
-  /** The physical limit's pods: the reference of gainCaptured. */
+  /** The physical limit's pods: the reference of gainCaptured (0 when `only` left the limit out). */
   limit: { podsPlaced: number };
   /** With --nodes-needed: the search's bounds and how many runs it took. */
   nodesNeeded?: { demand: 'scenario'; maxNodes: number; runs: number };
@@ -61,6 +61,12 @@ export interface SimulateOptions {
   nodesNeeded?: boolean | undefined;
   /** A public trace as the workload (sim/public-replay.ts): its scenario, pods and nodes replace the given scenario's. */
   publicTrace?: PublicReplay | undefined;
+  /**
+   * Run only the policies of these names (a sweep runs one point at a time).
+   * densityVsNone needs none among them, gainCaptured none and the limit; each
+   * is null otherwise, and the caller that ran those once compares with them itself.
+   */
+  only?: readonly string[] | undefined;
 }
 
 /** The policy names every run has, in order; OversellPolicies follow. */
@@ -98,7 +104,7 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
   const first: Policy = entries[0]?.policy ?? DEFAULT_POLICY;
   const p = s.policies;
   // Each policy as a function of its nodes: nodes-needed runs it on other node counts.
-  const factories: ((sh: NodeShape[], b: Baseline | undefined) => Allocator)[] = [
+  const allFactories: ((sh: NodeShape[], b: Baseline | undefined) => Allocator)[] = [
     (sh) => noneAllocator(sh),
     (sh) => staticAllocator(sh, p.static),
     (sh) => seaiiiAllocator(sh),
@@ -109,9 +115,14 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
     (sh, b) => limitAllocator(sh, s, workload, b),
     ...entries.map((e) => (sh: NodeShape[]) => oversellAllocator(sh, e)),
   ];
-  const names = [...FIXED_POLICIES, ...entries.map((e) => e.name)];
-  const clash = names.find((x, i) => names.indexOf(x) !== i);
+  const allNames = [...FIXED_POLICIES, ...entries.map((e) => e.name)];
+  const clash = allNames.find((x, i) => allNames.indexOf(x) !== i);
   if (clash) throw new Error(`two policies are named ${JSON.stringify(clash)}; OversellPolicies need names other than ${FIXED_POLICIES.join(', ')}`);
+  const unknown = options.only?.find((x) => !allNames.includes(x));
+  if (unknown !== undefined) throw new Error(`no policy is named ${JSON.stringify(unknown)} (this run has ${allNames.join(', ')})`);
+  const picked = allNames.map((_, k) => k).filter((k) => !options.only || options.only.includes(allNames[k]!));
+  const factories = picked.map((k) => allFactories[k]!);
+  const names = picked.map((k) => allNames[k]!);
 
   const seriesEverySteps = Math.max(1, Math.ceil(workload.steps / 288));
   const targets = { cpu: first.cpu.targetUtilization, memory: first.memory.targetUtilization };
@@ -143,8 +154,10 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
     });
   }
 
-  const none = round(runs[0]!.podsPlaced, 1);
-  const limit = round(runs.find((r) => r.kind === 'limit')!.podsPlaced, 1);
+  const noneRun = runs.find((r) => r.kind === 'none');
+  const limitRun = runs.find((r) => r.kind === 'limit');
+  const none = noneRun ? round(noneRun.podsPlaced, 1) : 0;
+  const limit = limitRun ? round(limitRun.podsPlaced, 1) : 0;
   const policies = runs.map((r, k): PolicyResult => {
     const pods = round(r.podsPlaced, 1);
     return {
@@ -154,7 +167,7 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
       // Without known requests the pods placed are no one's choice to compare: no density, no share of the limit.
       // none placing nothing is no reference either: a ratio to zero is not a density.
       densityVsNone: requestsKnown && none > 0 ? round(pods / none, 4) : null,
-      gainCaptured: requestsKnown ? gainCaptured(pods, none, limit) : null,
+      gainCaptured: requestsKnown && noneRun && limitRun ? gainCaptured(pods, none, limit) : null,
       ...(needed && { nodesNeeded: needed[k]! }),
       cpuOverCapacityShare: round(r.cpuOverCapacityShare, 6),
       cpuSlack: round(r.cpuSlack, 4),

@@ -130,3 +130,57 @@ export function scatter(a: Axes, points: Point[]): string {
   out.push('</svg>');
   return out.join('\n') + '\n';
 }
+
+export interface FrontierSeries {
+  name: string;
+  color: string;
+  /** Every point of the family, [risk share of node-time, y]. */
+  points: [number, number][];
+  /** Its frontier: the points no other of the family beats, risk ascending. */
+  frontier: [number, number][];
+}
+
+/** Decades of risk shown left of 100 % at least, so one risky point does not squeeze the rest. */
+const MIN_DECADES = 3;
+
+/**
+ * y against a risk share on a log scale, with zero risk one decade left of the
+ * smallest share that occurs (risk runs from none to all of node-time). Each
+ * series is markers at all its points and a line along its frontier; each
+ * reference is a dashed horizontal line.
+ */
+export function frontierChart(a: Axes, series: FrontierSeries[], references: { name: string; color: string; y: number }[]): string {
+  const w = a.width ?? W;
+  const h = a.height ?? H;
+  const all = series.flatMap((s) => s.points);
+  const positive = all.map((p) => p[0]).filter((x) => x > 0);
+  const lo = Math.min(-MIN_DECADES + 1, ...positive.map((x) => Math.floor(Math.log10(x) + 1e-9)));
+  // Slot 0 is zero risk; decade 10^lo sits at slot 1, 10^0 (all node-time) at the right.
+  const slot = (x: number) => (x <= 0 ? 0 : 1 + Math.log10(x) - lo);
+  const slots = 1 - lo;
+  const xt = Array.from({ length: slots + 1 }, (_, i) => i);
+  const ys = [...all.map((p) => p[1]), ...references.map((r) => r.y)];
+  const yt = ticks(Math.min(0, ...ys), Math.max(1, ...ys));
+  const yLo = yt[0]!;
+  const yHi = yt[yt.length - 1]!;
+  const xOf = (s: number) => PAD.left + (s / slots) * (w - PAD.left - PAD.right);
+  const yOf = (y: number) => h - PAD.bottom - ((y - yLo) / (yHi - yLo || 1)) * (h - PAD.top - PAD.bottom);
+  const out = frame(a, [], yt, xOf, yOf);
+  for (const s of xt) {
+    const share = s === 0 ? 0 : 10 ** (s - 1 + lo);
+    out.push(`<text x="${f(xOf(s))}" y="${h - PAD.bottom + 16}" text-anchor="middle">${esc(s === 0 ? '0' : `${Number((share * 100).toPrecision(3))} %`)}</text>`);
+  }
+  for (const r of references) {
+    out.push(`<line x1="${PAD.left}" x2="${w - PAD.right}" y1="${f(yOf(r.y))}" y2="${f(yOf(r.y))}" stroke="${r.color}" stroke-width="2" stroke-dasharray="5 3"/>`);
+  }
+  for (const s of series) {
+    if (s.frontier.length > 1) {
+      const d = s.frontier.map(([x, y], i) => `${i === 0 ? 'M' : 'L'}${f(xOf(slot(x)))} ${f(yOf(y))}`).join('');
+      out.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"/>`);
+    }
+    for (const [x, y] of s.points) out.push(`<circle cx="${f(xOf(slot(x)))}" cy="${f(yOf(y))}" r="4" fill="${s.color}"/>`);
+  }
+  legend(out, a, [...series, ...references.map((r) => ({ ...r, dashed: true }))]);
+  out.push('</svg>');
+  return out.join('\n') + '\n';
+}

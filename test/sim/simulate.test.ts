@@ -92,4 +92,18 @@ describe('oversell simulate', () => {
     assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'static', spec: {} }] } })), /two policies are named "static"/);
     assert.throws(() => simulate(small({ policies: { oversell: [{ name: 'limit', spec: {} }] } })), /two policies are named "limit"/);
   });
+
+  it('only: runs the named policies alone, with the same figures as in the full run; density needs none, the share of gain the limit', () => {
+    const some = simulate(small(), undefined, undefined, { only: ['static', 'oversell'] });
+    assert.deepEqual(some.policies.map((p) => p.name), ['static', 'oversell']);
+    for (const p of some.policies) {
+      const full = byName(base.policies, p.name);
+      assert.deepEqual([p.podsPlaced, p.riskNodeSeconds], [full.podsPlaced, full.riskNodeSeconds], p.name);
+      assert.deepEqual([p.densityVsNone, p.gainCaptured], [null, null], `${p.name}: nothing to compare with`);
+    }
+    const withNone = simulate(small(), undefined, undefined, { only: ['none', 'static'] });
+    assert.equal(byName(withNone.policies, 'static').densityVsNone, byName(base.policies, 'static').densityVsNone);
+    assert.equal(byName(withNone.policies, 'static').gainCaptured, null, 'no limit run: no share of its gain');
+    assert.throws(() => simulate(small(), undefined, undefined, { only: ['statik'] }), /no policy is named "statik"/);
+  });
 });
