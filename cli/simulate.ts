@@ -14,6 +14,7 @@ import { publicReplay, type PublicReplay } from '../sim/public-replay.js';
 import { isPublicTraceFormat, readPublicTrace, type PublicTraceOptions } from '../sim/traces/read.js';
 import { TraceFormatError, type PublicWorkload } from '../sim/traces/public-workload.js';
 import { parseBytes } from '../lib/quantity.js';
+import { checkFrontierFlags, runFrontierCommand } from './frontier.js';
 
 const TRACE_FORMATS = ['jsonl', 'bitbrains', 'alibaba-2018'] as const;
 
@@ -31,6 +32,7 @@ interface SimulateOptions {
   busier: number | false;
   demand: Demand;
   nodesNeeded?: boolean;
+  frontier?: boolean;
   progress?: boolean;
   output: 'markdown' | 'json';
   out?: string;
@@ -109,6 +111,8 @@ function commandLine(o: SimulateOptions): string {
   if (o.usageScale !== undefined) parts.push(`--usage-scale ${o.usageScale}`);
   if (o.demand !== 'scenario') parts.push(`--demand ${o.demand}`);
   if (o.nodesNeeded) parts.push('--nodes-needed');
+  if (o.frontier) parts.push('--frontier');
+  if (o.frontier) return parts.join(' ');
   if (o.busier === false) parts.push('--no-busier');
   else if (o.busier !== 1.3) parts.push(`--busier ${o.busier}`);
   return parts.join(' ');
@@ -172,6 +176,7 @@ export async function runSimulate(o: SimulateOptions): Promise<void> {
   let replayed: PublicReplay | undefined;
   try {
     checkTraceFlags(o);
+    checkFrontierFlags(o);
     pw = await publicWorkloadOf(o);
     trace = o.trace && !pw ? traceOf(o.trace) : undefined;
     // A replay lasts as long as the recording unless --hours says otherwise.
@@ -182,6 +187,10 @@ export async function runSimulate(o: SimulateOptions): Promise<void> {
     if (!(err instanceof ScenarioError) && !(err instanceof TraceFormatError)) throw err;
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(2);
+  }
+  if (o.frontier) {
+    runFrontierCommand({ scenario, demand: o.demand, output: o.output, out: o.out, progress: o.progress ?? true, command: commandLine(o) });
+    return;
   }
   // Long runs say how far they are; a day of 100 nodes takes seconds and stays quiet.
   const long = o.progress ?? (trace?.polls[0]?.nodes.length ?? replayed?.shapes.length ?? scenario.nodes) >= 1000;
@@ -225,7 +234,8 @@ export function simulateCommand(): Command {
     .option('--no-busier', 'skip that second run')
     .addOption(new Option('--demand <kind>', 'scenario: the daily curve and job arrivals; saturating: pods keep coming until nothing more fits').choices(['scenario', 'saturating']).default('scenario'))
     .option('--nodes-needed', 'also find, per policy, the fewest nodes for the scenario\'s demand with no pod waiting (a binary search: about 8 more runs per policy)')
-    .option('--progress', 'report progress on stderr (the default from 1000 nodes on)')
+    .option('--frontier', "sweep each family's knob instead (static ratio, Katalyst's targets, Koordinator's thresholds, Crane's reserve, the peak predictor's n and percentile, oversell's targets and caps; --policy files add oversell settings): who places most at each level of risk (docs/frontier.md)")
+    .option('--progress', 'report progress on stderr (the default from 1000 nodes on, and with --frontier)')
     .addOption(new Option('-o, --output <format>', 'markdown or json, on stdout').choices(['markdown', 'json']).default('markdown'))
     .option('--out <dir>', 'write outcome.md, outcome.json and the charts (outcome/*.svg) to this directory instead')
     .action(async (o: SimulateOptions) => runSimulate(o));
