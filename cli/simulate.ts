@@ -27,6 +27,7 @@ interface SimulateOptions {
   policy?: string[];
   nodes?: number;
   hours?: number;
+  warmupHours?: number;
   seed?: number;
   usageScale?: number;
   busier: number | false;
@@ -93,7 +94,7 @@ export function scenarioOf(o: SimulateOptions): Scenario {
   }
   const extra = (o.policy ?? []).flatMap(policiesFrom);
   if (extra.length > 0) s = { ...s, policies: { ...s.policies, oversell: [...s.policies.oversell, ...extra] } };
-  return applyOverrides(s, { nodes: o.nodes, hours: o.hours, seed: o.seed, usageScale: o.usageScale });
+  return applyOverrides(s, { nodes: o.nodes, hours: o.hours, warmupHours: o.warmupHours, seed: o.seed, usageScale: o.usageScale });
 }
 
 /** The command line that gives this report, for the page to say how to regenerate it. */
@@ -107,6 +108,7 @@ function commandLine(o: SimulateOptions): string {
   for (const p of o.policy ?? []) parts.push(`--policy ${p}`);
   if (o.nodes !== undefined) parts.push(`--nodes ${o.nodes}`);
   if (o.hours !== undefined) parts.push(`--hours ${o.hours}`);
+  if (o.warmupHours !== undefined) parts.push(`--warmup-hours ${o.warmupHours}`);
   if (o.seed !== undefined) parts.push(`--seed ${o.seed}`);
   if (o.usageScale !== undefined) parts.push(`--usage-scale ${o.usageScale}`);
   if (o.demand !== 'scenario') parts.push(`--demand ${o.demand}`);
@@ -228,6 +230,7 @@ export function simulateCommand(): Command {
     .option('--policy <file...>', 'OversellPolicy YAML to run as well (several, or several documents in one file)')
     .addOption(new Option('--nodes <n>', 'nodes in the cluster (default 100)').argParser(number(1, true)))
     .addOption(new Option('--hours <h>', 'simulated hours (default 24)').argParser(number(0.01)))
+    .addOption(new Option('--warmup-hours <h>', 'hours run before them on the same daily curve and not measured, so policies that learn have a history (default 24; none with a trace)').argParser(number(0)))
     .addOption(new Option('--seed <s>', 'seed of the workload (default 1)').argParser(number(0, true)))
     .addOption(new Option('--usage-scale <f>', "multiply every pod's usage: a cluster busier than its requests suggest (default 1)").argParser(number(0)))
     .addOption(new Option('--busier <factor>', 'also run the scenario with usage times this from half-way through').argParser(number(0)).default(1.3))

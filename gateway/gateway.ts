@@ -115,10 +115,10 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const { log } = options;
   const now = options.now ?? Date.now;
   const { policies } = options;
-  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs });
   // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
   const bound = new BoundRequests();
   const boundRequests = (node: string) => bound.of(node, now());
+  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs, boundRequests: (node, nowMs) => bound.of(node, nowMs) });
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
   if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);

@@ -7,6 +7,7 @@ import { decideForNode } from '../gateway/decide/node-decision.js';
 import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
+import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../gateway/decide/load-history.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
 import type { PodProfile } from './workload.js';
@@ -150,6 +151,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
   const retainMs = Math.min(600_000, Math.max(policy.windowMs, policy.calmPeriodMs));
   const raws: Allocatable[] = shapes.map((sh) => ({ cpuMillicores: BigInt(sh.raw.cpu), memoryBytes: BigInt(sh.raw.memory) }));
   const windows = shapes.map(() => new UsageWindow());
+  const histories = shapes.map(() => new LoadHistory(DEFAULT_HISTORY_HALF_LIFE_MS));
   const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
@@ -172,10 +174,12 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       point.memoryPressure = s.memoryPressure;
       window.add(point);
       const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory, newestPodAgeMs: s.newestPodAgeMs };
+      const history = histories[node]!;
+      recordLoad(history, s.tMs, s, { cpu: s.boundCpu, memory: s.boundMemory }, shapes[node]!.raw, s.newestPodAgeMs < policy.startupGraceMs);
       const d = decideForNode({
         raw: raws[node]!,
         signed: previous[node],
-        usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true } },
+        usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true }, history },
         entry,
         boundRequests: bound,
       });

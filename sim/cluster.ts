@@ -131,12 +131,15 @@ export function runPolicy(o: RunOptions): RunMetrics {
   let running = 0;
   let nextId = 0;
 
-  const m = {
+  const fresh = () => ({
     placedSum: 0, pendingSum: 0, peakPending: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
     hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0, risesNotFitting: 0, recordedOver: 0,
-  };
+  });
+  let m = fresh();
   const series = { placed: [] as number[], pending: [] as number[] };
   const utilisation = { cpu: new Array<number>(UTILISATION_BUCKETS).fill(0), memory: new Array<number>(UTILISATION_BUCKETS).fill(0) };
+  // The warm-up day runs like any other, and then what it measured is dropped.
+  const warm = w.warmupSteps;
   const bucket = (share: number) => Math.min(UTILISATION_BUCKETS - 1, Math.max(0, Math.floor(share * 10)));
 
   const create = (classIndex: number, runSteps: number): Pod => {
@@ -298,7 +301,13 @@ export function runPolicy(o: RunOptions): RunMetrics {
   let steps = 0;
 
   for (let t = 0; t < w.steps; t++) {
-    steps = t + 1;
+    if (t === warm && t > 0) {
+      m = fresh();
+      utilisation.cpu.fill(0);
+      utilisation.memory.fill(0);
+      allocator.changes?.clear();
+    }
+    steps = Math.max(1, t + 1 - warm);
     // Recorded pods come and go as the trace says: bound requests follow it, as the
     // recording starts, and then a fall at once and a rise once it fits what the node
     // allocates: a recorded pod that would not fit here is a fact of the recording.
@@ -465,7 +474,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
     m.placedSum += running;
     m.pendingSum += pending.length;
     m.peakPending = Math.max(m.peakPending, pending.length);
-    if (t % o.seriesEverySteps === 0) {
+    if (t >= warm && (t - warm) % o.seriesEverySteps === 0) {
       series.placed.push(running);
       series.pending.push(pending.length);
     }

@@ -89,23 +89,22 @@ export interface FrontierProgress {
 export const RISK_SHARES = [0, 0.0001, 0.001, 0.01, 0.1, 1] as const;
 
 /**
- * oversell's points: the knobs an OversellPolicy has today, its targets and its
- * caps. Target pairs go from the default (CPU 60 %, memory 80 % of raw
- * allocatable) to CPU 100 % and memory 95 %, each pair less cautious than the
- * last, under three pairs of caps: the default 2x / 1.25x, then looser ones,
- * because on the default scenario the memory cap binds before the target does.
- * This is the one place oversell's sweep is spelled: a new knob (a risk budget)
- * is swept by returning its policies here.
+ * oversell's points: its risk budget. The memory margin (the surge above a
+ * node's history its pods survive) from 0 to 0.25, with CPU allowed over its
+ * prediction 0.1 % of node-time; then CPU at 1 %; then what the caps cost (the
+ * default budget under 3x / 2x, and under the former 1.25x memory cap); and the
+ * budget off, the targets and caps of the default before it (60 % / 80 %, 2x /
+ * 1.25x), for comparison.
  */
 export function oversellSweep(): OversellPolicyInput[] {
-  const targets: [number, number][] = [[0.6, 0.8], [0.7, 0.85], [0.8, 0.9], [0.9, 0.95], [1, 0.95]];
-  const caps: [number, number][] = [[2, 1.25], [2.5, 1.5], [3, 2]];
-  return caps.flatMap(([cpuCap, memoryCap]) =>
-    targets.map(([cpu, memory]) => ({
-      name: `targets ${cpu}/${memory} caps ${cpuCap}/${memoryCap}`,
-      spec: { cpu: { targetUtilization: cpu, maxRatio: cpuCap }, memory: { targetUtilization: memory, maxRatio: memoryCap } },
-    })),
-  );
+  const budget = (cpuOver: number, memoryMargin: number) => ({ cpu: { riskBudget: { overShare: cpuOver } }, memory: { riskBudget: { margin: memoryMargin } } });
+  return [
+    ...[0, 0.05, 0.1, 0.15, 0.25].map((m) => ({ name: `budget: memory margin ${m}`, spec: budget(0.001, m) })),
+    { name: 'budget: CPU over 1 %', spec: budget(0.01, 0.05) },
+    { name: 'budget, caps 3x / 2x', spec: { cpu: { maxRatio: 3 }, memory: { maxRatio: 2 } } },
+    { name: 'budget, memory cap 1.25x', spec: { memory: { maxRatio: 1.25 } } },
+    { name: 'targets 60 % / 80 %, caps 2x / 1.25x', spec: { cpu: { riskBudget: { enabled: false } }, memory: { maxRatio: 1.25, riskBudget: { enabled: false } } } },
+  ];
 }
 
 /** The sweep docs/frontier.md is made of: each anchor's knob around its default, oversell's from oversellSweep(). */

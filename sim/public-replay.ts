@@ -125,7 +125,8 @@ export function publicReplay(pw: PublicWorkload, base: Scenario): PublicReplay {
   const order = profiles.map((_, i) => i);
   const arrivals = Int32Array.from([...order].sort((a, b) => profiles[a]!.recorded!.startStep - profiles[b]!.recorded!.startStep || a - b));
   const workload: Workload = {
-    ...buildWorkload({ ...s, classes: [] }),
+    // A trace is its own timeline: no warm-up day before it.
+    ...buildWorkload({ ...s, warmupHours: 0, classes: [] }),
     cpuFactor: factors.cpu, memoryFactor: factors.memory, replicas: classes.map(() => undefined), jobs: [],
     trace: { profiles, arrivals, cycle: seededOrder(order, s.seed) },
   };

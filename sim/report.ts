@@ -183,28 +183,41 @@ function causes(p: PolicyResult): string {
   return ` (per node-hour, most often ${said.join(', ')}: hysteresis holds back small rises, never a fall)`;
 }
 
-/** What bounds the gain: where usage reaches the target, and the cap. */
+/** What bounds the gain: where usage reaches the target or the risk budget's line, and the cap. */
 function bounds(r: SimulationResult): string[] {
   const s = r.scenario;
-  const line = (name: 'cpu' | 'memory', label: string) => {
-    const u = 1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack);
-    const swing = name === 'cpu' ? s.usage.diurnal.cpuSwing : s.usage.diurnal.memorySwing;
-    const target = r.targets[name];
-    const cap = r.caps[name];
-    const mean = target / u;
-    const peak = target / (u * (1 + swing));
-    const binds = cap <= mean ? `the ${cap}x cap binds first` : `the ${pct(target)} target binds first`;
-    return `- **${label}**: pods use ${pct(u)} of their requests on average (${pct(u * (1 + swing))} at the daily peak), so requests can reach ${mean.toFixed(2)}x raw allocatable before usage reaches the ${pct(target)} target (${peak.toFixed(2)}x at the peak); the cap is ${cap}x: ${binds}.`;
+  const share = (name: 'cpu' | 'memory') => 1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack);
+  const swing = (name: 'cpu' | 'memory') => (name === 'cpu' ? s.usage.diurnal.cpuSwing : s.usage.diurnal.memorySwing);
+  // With a budget, requests grow to raw x (1 - margin) / the peak load factor; with targets, to raw x target / the load factor now.
+  const reach = (name: 'cpu' | 'memory', atPeak: boolean) => {
+    const b = r.budget[name];
+    const u = share(name) * (atPeak || b ? 1 + swing(name) : 1);
+    return Math.min(r.caps[name], (b ? 1 - b.margin : r.targets[name]) / u);
   };
-  const limit = (name: 'cpu' | 'memory', swing: number) => Math.min(r.caps[name], r.targets[name] / ((1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack)) * (1 + swing)));
-  const mean = Math.min(limit('cpu', 0), limit('memory', 0));
-  const peak = Math.min(limit('cpu', s.usage.diurnal.cpuSwing), limit('memory', s.usage.diurnal.memorySwing));
+  const line = (name: 'cpu' | 'memory', label: string) => {
+    const u = share(name);
+    const cap = r.caps[name];
+    const b = r.budget[name];
+    const used = `pods use ${pct(u)} of their requests on average (${pct(u * (1 + swing(name)))} at the daily peak)`;
+    if (b) {
+      const line = (1 - b.margin) / (u * (1 + swing(name)));
+      const binds = cap <= line ? `the ${cap}x cap binds first` : 'the budget binds first';
+      return `- **${label}**: ${used}; the risk budget keeps each node's predicted peak (its history's load factor, ${b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'the largest seen'}) within raw allocatable less ${pct(b.margin)}, so requests can reach about ${line.toFixed(2)}x raw at any hour, bursts and memory growth aside; the cap is ${cap}x: ${binds}.`;
+    }
+    const target = r.targets[name];
+    const binds = cap <= target / u ? `the ${cap}x cap binds first` : `the ${pct(target)} target binds first`;
+    return `- **${label}**: ${used}, so requests can reach ${(target / u).toFixed(2)}x raw allocatable before usage reaches the ${pct(target)} target (${(target / (u * (1 + swing(name)))).toFixed(2)}x at the peak); the cap is ${cap}x: ${binds}.`;
+  };
+  const mean = Math.min(reach('cpu', false), reach('memory', false));
+  const peak = Math.min(reach('cpu', true), reach('memory', true));
   return [
     line('cpu', 'CPU'),
     line('memory', 'Memory'),
     '',
-    `A pod needs both, so requests can grow to about ${mean.toFixed(2)}x raw allocatable on average and ${peak.toFixed(2)}x at the daily peak, when pods wait; ` +
-      'pods placed before the peak stay (the floor never drops below bound requests), so the gain over a day sits between the two.',
+    r.budget.cpu || r.budget.memory
+      ? `A pod needs both, so requests can grow to about ${peak.toFixed(2)}x raw allocatable, by night as by day: the budget predicts the daily peak from the node's history (once it spans a day; the targets decide until then).`
+      : `A pod needs both, so requests can grow to about ${mean.toFixed(2)}x raw allocatable on average and ${peak.toFixed(2)}x at the daily peak, when pods wait; ` +
+        'pods placed before the peak stay (the floor never drops below bound requests), so the gain over a day sits between the two.',
   ];
 }
 
@@ -311,7 +324,7 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
   if (!pub) lines.push('## What bounds the gain', '', ...bounds(m), '');
   if (compared) lines.push(
     'The physical limit knows every pod\'s future usage and places a pod only where the node\'s summed usage stays within capacity (memory: capacity minus the eviction threshold) for the pod\'s whole stay: ' +
-      'no targets, no caps, no requests. The targets and caps above are what keep oversell below it.',
+      'no targets, no caps, no requests. The prediction, its margin and the caps above are what keep oversell below it.',
     '',
   );
   if (r.busier) {

@@ -41,6 +41,12 @@ export interface Scenario {
   seed: number;
   nodes: number;
   hours: number;
+  /**
+   * Hours run before the measured ones, on the same daily curve (the day
+   * before), and not measured: a cluster that has run oversell for a day,
+   * whose policies have a history to learn from.
+   */
+  warmupHours: number;
   /** Simulated seconds per step: the agent's sampling interval and the kubelet's status interval in the model. */
   tickSeconds: number;
   node: {
@@ -101,6 +107,7 @@ export const DEFAULT_SCENARIO: Scenario = {
   seed: 1,
   nodes: 100,
   hours: 24,
+  warmupHours: 24,
   tickSeconds: 10,
   node: {
     capacity: { cpu: 16_000, memory: 64 * GiB },
@@ -240,7 +247,7 @@ function oversellPolicy(v: unknown, path: string): OversellPolicyInput {
 
 /** The scenario a file describes (undefined: the defaults). Throws ScenarioError naming the field. */
 export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO): Scenario {
-  const r = Reader.of(file, '').only(['seed', 'nodes', 'hours', 'tickSeconds', 'node', 'usage', 'classes', 'policies']);
+  const r = Reader.of(file, '').only(['seed', 'nodes', 'hours', 'warmupHours', 'tickSeconds', 'node', 'usage', 'classes', 'policies']);
   const node = r.child('node').only(['capacity', 'reserved', 'evictionHardMemory', 'systemUsage', 'maxPods']);
   const usage = r.child('usage').only(['cpuSlack', 'memorySlack', 'concentration', 'scale', 'step', 'diurnal', 'bursts', 'memoryGrowth', 'startSeconds']);
   const diurnal = usage.child('diurnal').only(['peakHour', 'cpuSwing', 'memorySwing']);
@@ -277,6 +284,7 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
     seed: r.number('seed', b.seed, 0, 2 ** 32 - 1, true),
     nodes: r.number('nodes', b.nodes, 1, 100_000, true),
     hours: r.number('hours', b.hours, 0.01, 24 * 365),
+    warmupHours: r.number('warmupHours', b.warmupHours, 0, 24 * 7),
     tickSeconds: r.number('tickSeconds', b.tickSeconds, 1, 3600, true),
     node: {
       capacity: node.quantities('capacity', b.node.capacity),
@@ -341,6 +349,7 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
 export interface ScenarioOverrides {
   nodes?: number | undefined;
   hours?: number | undefined;
+  warmupHours?: number | undefined;
   seed?: number | undefined;
   usageScale?: number | undefined;
 }
@@ -350,6 +359,7 @@ export function applyOverrides(s: Scenario, o: ScenarioOverrides): Scenario {
     {
       ...(o.nodes !== undefined && { nodes: o.nodes }),
       ...(o.hours !== undefined && { hours: o.hours }),
+      ...(o.warmupHours !== undefined && { warmupHours: o.warmupHours }),
       ...(o.seed !== undefined && { seed: o.seed }),
       ...(o.usageScale !== undefined && { usage: { scale: o.usageScale } }),
     },

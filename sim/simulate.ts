@@ -1,7 +1,7 @@
 // A simulation: every policy run on the same workload and seed, and the
 // figures that compare them. Pure: no clock, no files; the same scenario
 // gives the same result, byte for byte.
-import { DEFAULT_POLICY, type Policy } from '../gateway/decide/policy.js';
+import { DEFAULT_POLICY, type Policy, type RiskBudget } from '../gateway/decide/policy.js';
 import {
   DEFAULT_OVERSELL, katalystAllocator, noneAllocator, oversellAllocator, policyEntry, seaiiiAllocator, staticAllocator,
   type Allocator, type NodeShape,
@@ -42,6 +42,8 @@ export interface SimulationResult {
   /** The targets risk is measured against: the first OversellPolicy's. */
   targets: { cpu: number; memory: number };
   caps: { cpu: number; memory: number };
+  /** The first OversellPolicy's risk budget per resource (undefined where it is off). */
+  budget: { cpu: RiskBudget | undefined; memory: RiskBudget | undefined };
   policies: PolicyResult[];
   /** The physical limit's pods: the reference of gainCaptured (0 when `only` left the limit out). */
   limit: { podsPlaced: number };
@@ -89,7 +91,8 @@ export function gainCaptured(pods: number, none: number, limit: number): number 
 export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void, trace?: Trace, options: SimulateOptions = {}): SimulationResult {
   const pub = options.publicTrace;
   if (trace && pub) throw new Error('one trace at a time: a recorded cluster or a public trace');
-  const s = pub ? pub.scenario : trace ? { ...scenario, nodes: trace.polls[0]!.nodes.length } : scenario;
+  // A trace is its own timeline: no warm-up day before it.
+  const s = pub ? { ...pub.scenario, warmupHours: 0 } : trace ? { ...scenario, nodes: trace.polls[0]!.nodes.length, warmupHours: 0 } : scenario;
   const demand = options.demand ?? 'scenario';
   if (trace && options.nodesNeeded) throw new Error('nodes needed does not apply to a replayed trace: its nodes are the cluster');
   const workload = pub ? pub.workload : buildWorkload(s);
@@ -124,7 +127,7 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
   const factories = picked.map((k) => allFactories[k]!);
   const names = picked.map((k) => allNames[k]!);
 
-  const seriesEverySteps = Math.max(1, Math.ceil(workload.steps / 288));
+  const seriesEverySteps = Math.max(1, Math.ceil((workload.steps - workload.warmupSteps) / 288));
   const targets = { cpu: first.cpu.targetUtilization, memory: first.memory.targetUtilization };
   const runs = factories.map((make, k) => {
     const allocator = make(shapes, baseline);
@@ -180,10 +183,11 @@ export function simulate(scenario: Scenario, onProgress?: (p: Progress) => void,
     ...(trace && recorded && { trace: { nodes: recorded.names, polls: trace.polls.length, seconds: traceSeconds(trace) } }),
     ...(pub && { trace: pub.summary }),
     demand,
-    steps: workload.steps,
+    steps: workload.steps - workload.warmupSteps,
     seriesEverySeconds: seriesEverySteps * s.tickSeconds,
     targets,
     caps: { cpu: first.cpu.maxRatio, memory: first.memory.maxRatio },
+    budget: { cpu: first.cpu.riskBudget.enabled ? first.cpu.riskBudget : undefined, memory: first.memory.riskBudget.enabled ? first.memory.riskBudget : undefined },
     policies,
     limit: { podsPlaced: limit },
     ...(needed && { nodesNeeded: { demand: 'scenario' as const, maxNodes, runs: neededRuns } }),

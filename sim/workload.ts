@@ -86,6 +86,8 @@ export interface Workload {
   startSteps: number;
   /** A public trace's pods: then replicas and jobs are empty. */
   trace?: TracePods | undefined;
+  /** The first steps are the warm-up (Scenario.warmupHours): run, not measured. steps includes them. */
+  warmupSteps: number;
 }
 
 /** cos of the hour's distance from the peak: 1 at the peak, -1 twelve hours away. */
@@ -95,7 +97,8 @@ export function dailyCurve(hour: number, peakHour: number): number {
 
 export function buildWorkload(s: Scenario): Workload {
   const stepMs = s.tickSeconds * 1000;
-  const steps = Math.max(1, Math.round((s.hours * 3_600_000) / stepMs));
+  const warmupSteps = Math.round((s.warmupHours * 3_600_000) / stepMs);
+  const steps = warmupSteps + Math.max(1, Math.round((s.hours * 3_600_000) / stepMs));
   const u = s.usage;
   const cpuFactor = new Float64Array(steps);
   const memoryFactor = new Float64Array(steps);
@@ -104,7 +107,8 @@ export function buildWorkload(s: Scenario): Workload {
   const burstMean = 1 + u.bursts.share * (u.bursts.factor - 1);
   let maxScale = 0;
   for (let t = 0; t < steps; t++) {
-    const hour = (t * stepMs) / 3_600_000;
+    // The warm-up is the day before: hours before 0.
+    const hour = ((t - warmupSteps) * stepMs) / 3_600_000;
     const d = dailyCurve(hour, u.diurnal.peakHour);
     curve[t] = d;
     const scale = u.scale * (u.step && hour >= u.step.atHour ? u.step.factor : 1);
@@ -152,7 +156,7 @@ export function buildWorkload(s: Scenario): Workload {
     };
   };
   const startSteps = Math.round((u.startSeconds * 1000) / stepMs);
-  return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps, startSteps };
+  return { steps, stepMs, cpuFactor, memoryFactor, replicas, jobs, profile, burstSteps, memoryPeriodSteps, startSteps, warmupSteps };
 }
 
 /** A pod's CPU use (millicores) at step t (arguments from its profile: UsageSubject). */

@@ -110,7 +110,7 @@ function checkPatch(review: Record<string, unknown>, patchB64: string): void {
   assert.ok(Array.isArray(ops) && ops.length > 0, 'a patch is a non-empty JSON array');
   const object = (review.request as { object: { status: { allocatable: Record<string, unknown> } } }).object;
   const out = jsonpatch.applyPatch(structuredClone(object), ops, true, false).newDocument as { status: { allocatable: Record<string, unknown> } };
-  for (const [resource, ratio, unit] of [['cpu', 2, 1n], ['memory', 1.25, 1024n]] as const) {
+  for (const [resource, ratio, unit] of [['cpu', DEFAULT_POLICY.cpu.maxRatio, 1n], ['memory', DEFAULT_POLICY.memory.maxRatio, 1024n]] as const) {
     const op = ops.find((o) => o.path === `/status/allocatable/${resource}`);
     if (!op) continue;
     const v = (op as { value: unknown }).value;

@@ -21,15 +21,18 @@ describe('OversellPolicy objects into policies', () => {
   it('reads every field', () => {
     const e = toPolicyEntry(obj('gpu-pool', {
       ...pool('gpu'), priority: 10, mode: 'DryRun', window: '2m', staleAfter: '30s', calmPeriod: '90s', hysteresis: 0.1,
-      cpu: { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25 },
-      memory: { maxRatio: 1.1, statistic: 'p95', workingSetThreshold: 0.85 },
+      cpu: { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25, riskBudget: { enabled: false, overShare: 0.02, margin: 0.1 } },
+      memory: { maxRatio: 1.1, statistic: 'p95', workingSetThreshold: 0.85, riskBudget: { overShare: 0.005, margin: 0.2 } },
+      history: { minSpan: '6h' },
     }));
     assert.equal(e.error, undefined);
     assert.equal(e.policy?.mode, 'DryRun');
     assert.equal(e.policy?.windowMs, 120_000);
     assert.equal(e.policy?.staleAfterMs, 30_000);
     assert.equal(e.policy?.calmPeriodMs, 90_000);
-    assert.deepEqual(e.policy?.cpu, { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25 });
+    assert.deepEqual(e.policy?.cpu, { maxRatio: 3, targetUtilization: 0.5, minLoadFactor: 0.2, statistic: 'p99', pressureThreshold: 25, riskBudget: { enabled: false, overShare: 0.02, margin: 0.1 } });
+    assert.deepEqual(e.policy?.memory.riskBudget, { enabled: true, overShare: 0.005, margin: 0.2 });
+    assert.equal(e.policy?.history.minSpanMs, 6 * 3_600_000);
     assert.equal(e.policy?.memory.workingSetThreshold, 0.85);
     assert.equal(e.policy?.memory.targetUtilization, DEFAULT_POLICY.memory.targetUtilization);
   });

@@ -50,12 +50,12 @@ describe('decide', () => {
     assert.equal(headroom(7910, 6000, 3000, DEFAULT_POLICY.cpu), 9492);
   });
 
-  it('caps at raw * maxRatio (cpu 2x, memory 1.25x by default)', () => {
+  it('caps at raw * maxRatio (cpu 2x, memory 1.5x by default)', () => {
     const d = decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 })));
     assert.equal(d.cpu.decidedBy, 'cap');
     assert.equal(d.cpu.granted, 15820n);
     assert.equal(d.memory.decidedBy, 'cap');
-    assert.equal(d.memory.granted, 4722825n * 1024n); // 1.25 * 3778260Ki exactly
+    assert.equal(d.memory.granted, 5667390n * 1024n); // 1.5 * 3778260Ki exactly
     assert.match(d.reason, /cpu 7910m->15820m \(capped at 2x raw/);
     assert.match(d.reason, /^policy flags; /);
   });
@@ -178,10 +178,10 @@ describe('decide', () => {
   });
 
   it('rounds memory down to whole KiB so the API server keeps our string', () => {
-    // raw 1024007 B; 1.25x = 1280008.75 B -> 1250 KiB exactly
+    // raw 1024007 B; 1.5x = 1536010.5 B -> 1500 KiB exactly
     const d = decide({ raw: { cpuMillicores: 1000n, memoryBytes: 1000n * 1024n + 7n }, usage: usage({ mem: 1, reqMem: 900 * 1024 }), policy: DEFAULT_POLICY });
     assert.equal(d.memory.decidedBy, 'cap');
-    assert.equal(d.memory.granted, 1250n * 1024n);
+    assert.equal(d.memory.granted, 1500n * 1024n);
   });
 
   it('uses the policy statistic: p95 ignores one spike, max does not', () => {
@@ -324,6 +324,12 @@ describe('decide: properties over random inputs', () => {
       memoryBytes: arbRequested(2 ** 43),
       known: fc.boolean(),
     }),
+    // Any history a store could hold, and some it could not (a quantile of NaN or of nothing).
+    history: fc.option(
+      fc.record({ spanMs: fc.integer({ min: 0, max: 3 * 86_400_000 }), cpu: fc.double({ min: 0, max: 10 }), memory: fc.double({ min: 0, max: 10 }) })
+        .map((h) => ({ spanMs: () => h.spanMs, quantile: (r: 'cpu' | 'memory') => h[r] })),
+      { nil: undefined },
+    ),
   });
   const arbResource = fc.record({
     maxRatio: fc.double({ min: 1, max: 10, noNaN: true }),
@@ -331,6 +337,7 @@ describe('decide: properties over random inputs', () => {
     minLoadFactor: fc.double({ min: 0.01, max: 1, noNaN: true }),
     statistic: fc.constantFrom('p50', 'p90', 'p95', 'p99', 'max', 'avg' as const),
     pressureThreshold: fc.double({ min: 1, max: 100, noNaN: true }),
+    riskBudget: fc.record({ enabled: fc.boolean(), overShare: fc.double({ min: 0, max: 0.1, noNaN: true }), margin: fc.double({ min: 0, max: 0.5, noNaN: true }) }),
   });
   const arbPolicy: fc.Arbitrary<Policy> = fc.record({
     name: fc.constant('p'),
@@ -342,6 +349,7 @@ describe('decide: properties over random inputs', () => {
     calmPeriodMs: fc.integer({ min: 0, max: 60_000 }),
     hysteresis: fc.double({ min: 0, max: 0.5, noNaN: true }),
     startupGraceMs: fc.integer({ min: 0, max: 60_000 }),
+    history: fc.record({ minSpanMs: fc.integer({ min: 0, max: 2 * 86_400_000 }) }),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });

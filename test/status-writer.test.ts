@@ -47,7 +47,7 @@ describe('status writer: hold back while blind', () => {
 
 describe('status writer: its patch only lowers', () => {
   const GI = 1024n ** 3n;
-  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, decidedBy: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined });
+  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, decidedBy: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined, loadFactor: undefined, avoided: undefined });
   // The node holds 6 cores / 12 GiB granted over a raw of 4 / 8 GiB.
   const facts = { name: 'n1', incoming: { cpuMillicores: 6000n, memoryBytes: 12n * GI }, capacity: { cpuMillicores: 4000n, memoryBytes: 8n * GI }, annotations: {} };
   const raw = { cpuMillicores: 4000n, memoryBytes: 8n * GI };

@@ -109,4 +109,24 @@ describe('NodeStore', () => {
     assert.deepEqual(removed, ['gone']);
     assert.equal(store.get('here')?.name, 'here');
   });
+  it('learns each node\'s load factor against the API server\'s bound requests (else the agent\'s), never while a pod starts', () => {
+    const bound = new Map<string, { cpuMillicores: number; memoryBytes: number; newestPodAgeMs: number }>();
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000, boundRequests: (n) => bound.get(n) });
+    const raw = { cpuMillicores: 1000n, memoryBytes: 1000n };
+    const sample = (seq: number, cpu: number, memory: number): Sample__Output => ({ ...s(seq, seq * 1000, cpu), memoryWorkingSetBytes: memory, requests: { cpuMillicores: 800, memoryBytes: 800, podCount: 4, known: true } });
+    store.attach('n', 'i', null, 1);
+    store.ingest('n', 1, sample(1, 400, 400), 1);
+    assert.equal(store.usage('n', 1)?.history, undefined, 'no raw yet: nothing to learn against');
+    store.observe('n', { raw, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, 1);
+    store.ingest('n', 1, sample(2, 400, 200), 2);
+    // The agent's requests (800): 0.5 and 0.25.
+    assert.equal(store.usage('n', 2)?.history?.quantile('cpu', 0), Math.ceil(0.5 * 128 + 1e-9) / 128);
+    bound.set('n', { cpuMillicores: 500, memoryBytes: 500, newestPodAgeMs: 5_000 });
+    store.ingest('n', 1, sample(3, 450, 450), 3);
+    assert.equal(store.usage('n', 3)?.history?.quantile('cpu', 0), Math.ceil(0.5 * 128 + 1e-9) / 128, 'a pod bound 5 s ago: not learnt');
+    bound.set('n', { cpuMillicores: 500, memoryBytes: 500, newestPodAgeMs: 60_000 });
+    store.ingest('n', 1, sample(4, 450, 450), 4);
+    assert.equal(store.usage('n', 4)?.history?.quantile('memory', 0), Math.ceil(0.9 * 128) / 128, 'the API server\'s requests (500), not the agent\'s (800)');
+    assert.equal(store.usage('n', 4)?.history?.spanMs(), 2000);
+  });
 });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseArgs, parsed, type Env } from '../../lib/cli.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
-import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
+import { DEFAULT_POLICY, MAX_MEMORY_OVER_SHARE, type Policy, type RiskBudget } from '../decide/policy.js';
 import { chooseTransport } from './local-mode.js';
 import { defineGatewayFlags } from './flags.js';
 import { ignoredFlags } from './ignored-flags.js';
@@ -46,12 +46,25 @@ function namespacedName(v: string, name: string): { namespace: string; name: str
 
 const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
 
+function budgetFlags(o: Record<string, unknown>, resource: 'cpu' | 'memory'): RiskBudget {
+  const on = String(o.riskBudget ?? 'on');
+  if (on !== 'on' && on !== 'off') throw new ConfigError(`--risk-budget must be on or off, got ${JSON.stringify(on)}`);
+  const Resource = resource === 'cpu' ? 'Cpu' : 'Memory';
+  const overShare = Number(o[`budget${Resource}OverShare`]);
+  const margin = Number(o[`budget${Resource}Margin`]);
+  const maxOver = resource === 'memory' ? MAX_MEMORY_OVER_SHARE : 0.1;
+  if (!(overShare >= 0 && overShare <= maxOver)) throw new ConfigError(`--budget-${resource}-over-share must be in [0, ${maxOver}], got ${overShare}`);
+  if (!(margin >= 0 && margin <= 0.5)) throw new ConfigError(`--budget-${resource}-margin must be in [0, 0.5], got ${margin}`);
+  return { enabled: on === 'on', overShare, margin };
+}
+
 function flagsPolicy(o: Record<string, unknown>): Policy {
   const p = DEFAULT_POLICY;
   return {
     ...p,
-    cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu') },
-    memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory') },
+    cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu'), riskBudget: budgetFlags(o, 'cpu') },
+    memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory'), riskBudget: budgetFlags(o, 'memory') },
+    history: { minSpanMs: parsed(o.historyMinSpan, (s) => parseDuration(s, '--history-min-span')) },
     staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
     windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
     calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),

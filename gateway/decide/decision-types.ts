@@ -2,6 +2,7 @@
 // and what its readers (webhook, status writer, query API, simulator) hold.
 import type { UsageWindow } from './usage-window.js';
 import type { Statistic } from './usage-stats.js';
+import type { LoadHistoryView } from './load-history.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
 export const MAX_INT64 = 2n ** 63n - 1n;
@@ -17,6 +18,24 @@ export interface ResourcePolicy {
   statistic: Statistic;
   /** PSI "some" avg10 (percent) at or above which the resource is under pressure. */
   pressureThreshold: number;
+  /** Grant from the node's predicted peak instead of the target, once its history is long enough (Policy.history). */
+  riskBudget: RiskBudget;
+}
+
+/**
+ * The risk an operator accepts, instead of a target: the grant is what keeps
+ * the node's predicted peak (requests x the load factor its history exceeded
+ * for only `overShare` of its time) within raw allocatable less `margin`.
+ */
+/** Memory past its budget evicts pods: at most this share of node-time may be over the predicted peak. */
+export const MAX_MEMORY_OVER_SHARE = 0.01;
+
+export interface RiskBudget {
+  enabled: boolean;
+  /** Share of node-time the predicted load factor may be exceeded; 0: the history's largest. */
+  overShare: number;
+  /** Share of raw allocatable kept free at the predicted peak. */
+  margin: number;
 }
 
 export interface Policy {
@@ -38,6 +57,8 @@ export interface Policy {
   hysteresis: number;
   /** No rise while the node's newest pod was bound less than this long ago (its usage may not show yet). */
   startupGraceMs: number;
+  /** How long a node's load history must span before its risk budget grants above the floor. */
+  history: { minSpanMs: number };
 }
 
 
@@ -79,6 +100,8 @@ export interface UsageInput {
   window: UsageWindow;
   capacityMemoryBytes: number;
   requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
+  /** The node's load factor over hours (load-history.ts); undefined: none kept, targets only. */
+  history?: LoadHistoryView | undefined;
 }
 
 export interface DecisionInput {
@@ -116,7 +139,7 @@ export interface BoundRequestsInput {
 
 /** What set a resource's value: the limit that won, or why there was none (no policy, no data, stale data, pressure). */
 export type DecidedBy =
-  | 'headroom' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
+  | 'headroom' | 'budget' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
   | 'pressure' | 'stale' | 'no-policy' | 'no-data';
 
 export interface ResourceDecision {
@@ -133,6 +156,8 @@ export interface ResourceDecision {
   /** The window statistic the headroom was computed from. */
   usage: number | undefined;
   headroom: bigint | undefined;
+  /** Under a risk budget: the load factor the node's peak was predicted at; undefined under the target. */
+  loadFactor: number | undefined;
   /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
   avoided: bigint | undefined;
 }

@@ -10,6 +10,17 @@
 //
 // i.e. if new pods use their requests in the same proportion L as the pods
 // already there, filling the node up to `headroom` brings usage to A*T.
+// Under a risk budget (ResourcePolicy.riskBudget), once the node's load
+// history spans Policy.history.minSpan, the target gives way to the node's
+// predicted peak. With L = the larger of the load factor the history exceeded
+// for only overShare of its time, the window's U / R, and minLoadFactor, and
+// m = the budget's margin:
+//
+//     headroom = R + (A*(1 - m) - L*R) / L  =  A*(1 - m) / L
+//
+// i.e. filling the node with pods that use their requests as its pods did at
+// the predicted peak brings usage to A*(1 - m). A pod still starting is
+// covered by the startupGrace hold below (its usage is not in the window yet).
 // The grant is bounded by construction:
 //
 //     granted = max(floor, min(cap, headroom)),  cap = A * maxRatio,
@@ -30,6 +41,7 @@
 // until it has started, so a rise then would count its requests at the load
 // factor of pods that are running. A fall is never delayed.
 import { UsageWindow } from './usage-window.js';
+import type { LoadHistoryView } from './load-history.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
@@ -42,13 +54,14 @@ export { pressureNow } from './pressure.js';
 export const DEFAULT_POLICY: Policy = {
   name: 'flags',
   mode: 'Enforce',
-  cpu: { maxRatio: 2.0, targetUtilization: 0.6, minLoadFactor: 0.1, statistic: 'p95', pressureThreshold: 40 },
-  memory: { maxRatio: 1.25, targetUtilization: 0.8, minLoadFactor: 0.1, statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.9 },
+  cpu: { maxRatio: 2.0, targetUtilization: 0.6, minLoadFactor: 0.1, statistic: 'p95', pressureThreshold: 40, riskBudget: { enabled: true, overShare: 0.001, margin: 0 } },
+  memory: { maxRatio: 1.5, targetUtilization: 0.8, minLoadFactor: 0.1, statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.9, riskBudget: { enabled: true, overShare: 0, margin: 0.05 } },
   windowMs: 60_000,
   staleAfterMs: 40_000,
   calmPeriodMs: 60_000,
   hysteresis: 0.05,
   startupGraceMs: 30_000,
+  history: { minSpanMs: 24 * 3_600_000 },
 };
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
@@ -58,6 +71,11 @@ const minBig = (a: bigint, b: bigint) => (a < b ? a : b);
 function scale(raw: bigint, ratio: number, unit: bigint): bigint {
   const v = (raw * BigInt(Math.round(ratio * 1e6))) / 1_000_000n;
   return (v / unit) * unit;
+}
+
+/** Headroom under a risk budget: what brings the predicted peak (load factor x requests) to raw less the margin. */
+export function budgetHeadroom(raw: number, loadFactor: number, margin: number): number {
+  return (raw * (1 - margin)) / loadFactor;
 }
 
 /** Headroom in the resource's unit; negative when the node is already past target. */
@@ -74,6 +92,8 @@ interface ResourceContext {
   maxRatio: number;
   /** The policy's window is the points from index `from` on. */
   window: UsageWindow;
+  /** The node's load history, when it spans the policy's minimum; otherwise undefined (targets). */
+  history: LoadHistoryView | undefined;
   from: number;
   field: 'cpuMillicores' | 'memoryBytes';
   underPressure: boolean;
@@ -97,7 +117,7 @@ interface ResourceContext {
 // No object spread: `{ ...a, x }` leaves V8 with a slow-mode object that every
 // later field access pays for. Every ResourceDecision is built by this one
 // literal, so they all share one shape.
-function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined): ResourceDecision {
+function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined, loadFactor?: number): ResourceDecision {
   let applied = c.dryRun ? floor : granted;
   let avoided: bigint | undefined;
   // One unit off a value the kubelet may hold as raw without saying so: down while that keeps the floor, else up within the cap.
@@ -109,7 +129,7 @@ function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: Decide
       if (!c.dryRun) granted = moved;
     }
   }
-  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, avoided };
+  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, loadFactor, avoided };
 }
 
 /** A request figure as a bigint in its unit: NaN and negatives count as nothing, infinity as past any cap. */
@@ -131,12 +151,18 @@ function decideResource(c: ResourceContext): ResourceDecision {
   if (c.underPressure) return resourceDecision(c, floor, 'pressure', floor, cap, undefined, undefined);
 
   const usage = windowStatistic(c.window, c.from, c.field, c.policy.statistic);
-  const h = headroom(Number(c.raw), c.requests ?? 0, usage, c.policy);
+  const requests = c.requests ?? 0;
+  const budget = c.policy.riskBudget;
+  // Until the history is long enough to have seen the node's peak, and without requests (a load factor then says nothing): the target.
+  const loadFactor = budget.enabled && c.history && requests > 0
+    ? Math.max(c.history.quantile(c.field === 'cpuMillicores' ? 'cpu' : 'memory', budget.overShare), usage / requests, c.policy.minLoadFactor)
+    : undefined;
+  const h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
   let which: DecidedBy;
   if (granted === floor && minBig(cap, hRounded) <= floor) which = floor > c.raw ? 'floor-requests' : 'floor-raw';
-  else which = hRounded > cap ? 'cap' : 'headroom';
+  else which = hRounded > cap ? 'cap' : loadFactor !== undefined ? 'budget' : 'headroom';
 
   // Hold back a small rise; never a fall. The held value is clamped into today's bounds.
   // A previous grant moved one unit off the avoided value (resourceDecision) counts as that value, so a second pass settles where the first did.
@@ -156,7 +182,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
       which = 'starting';
     }
   }
-  return resourceDecision(c, granted, which, floor, cap, usage, hRounded);
+  return resourceDecision(c, granted, which, floor, cap, usage, hRounded, loadFactor);
 }
 
 /** The window of a node with no usage: never added to. */
@@ -178,6 +204,7 @@ export function decide(input: DecisionInput): Decision {
   const newestPodAgeMs = trusted?.newestPodAgeMs;
   const starting = policy !== undefined && newestPodAgeMs !== undefined && newestPodAgeMs < policy.startupGraceMs;
   const dryRun = policy?.mode === 'DryRun';
+  const history = policy && usage?.history && usage.history.spanMs() >= policy.history.minSpanMs ? usage.history : undefined;
 
   const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
   const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity);
@@ -196,6 +223,7 @@ export function decide(input: DecisionInput): Decision {
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
     window,
+    history,
     from,
     field: 'cpuMillicores',
     underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
@@ -217,6 +245,7 @@ export function decide(input: DecisionInput): Decision {
     policy: mem,
     maxRatio: Math.max(1, memMax),
     window,
+    history,
     from,
     field: 'memoryBytes',
     underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),
@@ -225,6 +254,7 @@ export function decide(input: DecisionInput): Decision {
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.
   const facts: ExplainFacts = {
+    historySpanMs: usage?.history?.spanMs(),
     usage: usage && {
       ageMs: usage.ageMs,
       requests: trusted

@@ -4,6 +4,8 @@ import type { DecidedBy, Decision, DecisionInput, Policy, ResourceDecision, Usag
 
 
 export interface ExplainFacts {
+  /** How long the node's load history spans; undefined: none kept. */
+  historySpanMs: number | undefined;
   usage: { ageMs: number; requests: UsageInput['requests'] } | undefined;
   requestsTrusted: boolean;
   newestPodAgeMs: number | undefined;
@@ -25,6 +27,7 @@ function fmtMem(b: bigint | number): string {
 
 const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
   headroom: () => 'headroom',
+  budget: () => 'risk budget',
   cap: (_d, r) => `capped at ${r}x raw`,
   'floor-raw': () => 'floor at raw (no headroom above raw)',
   'floor-requests': (d, _r, trusted) =>
@@ -53,8 +56,18 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
-  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%)`;
+  if (d.loadFactor !== undefined) {
+    const b = p.riskBudget;
+    const over = b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'largest';
+    return `${head} (${bound}; headroom ${fmt(d.headroom)}: predicted peak at ${d.loadFactor.toFixed(3)} of requests ${req} (history ${hours(input.historySpanMs)}, ${over}; ${p.statistic} usage now ${fmt(d.usage)}), margin ${pct(b.margin)})`;
+  }
+  const why = !p.riskBudget.enabled || !input.policy ? '' : !r.known ? '; the risk budget needs requests'
+    : `; the risk budget once the load history spans ${hours(input.policy.history.minSpanMs)} (${hours(input.historySpanMs)} so far)`;
+  return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%${why})`;
 }
+
+const pct = (share: number) => `${Number((share * 100).toPrecision(3))}%`;
+const hours = (ms: number | undefined) => `${Number(((ms ?? 0) / 3_600_000).toFixed(1))}h`;
 
 function explain(cpu: ResourceDecision, memory: ResourceDecision, input: ExplainFacts, samples: number): string {
   const { usage, policy } = input;

@@ -4,7 +4,7 @@
 // edited with validation off, must give a clear error and no inflation, never a
 // crash or a nonsense grant.
 import { parseDuration } from '../../lib/duration.js';
-import { DEFAULT_POLICY, type Policy, type ResourcePolicy } from '../decide/policy.js';
+import { DEFAULT_POLICY, MAX_MEMORY_OVER_SHARE, type Policy, type ResourcePolicy, type RiskBudget } from '../decide/policy.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
@@ -66,11 +66,33 @@ function resource<T extends ResourcePolicy>(spec: Record<string, unknown>, name:
     minLoadFactor: num(r, 'minLoadFactor', defaults.minLoadFactor, 0.01, 1, where),
     statistic: stat as Statistic,
     pressureThreshold: num(r, 'pressureThreshold', defaults.pressureThreshold, 0, 100, where),
+    riskBudget: riskBudget(r, name, defaults.riskBudget, where),
   };
   if (name === 'memory') {
     (out as unknown as Policy['memory']).workingSetThreshold = num(r, 'workingSetThreshold', DEFAULT_POLICY.memory.workingSetThreshold, 0.1, 1, where);
   }
   return out;
+}
+
+function riskBudget(r: Record<string, unknown>, name: 'cpu' | 'memory', defaults: RiskBudget, where: string): RiskBudget {
+  const b = r.riskBudget ?? {};
+  const at = `${where}.riskBudget`;
+  if (!isObject(b)) throw new Error(`${at} must be an object`);
+  const enabled = b.enabled ?? defaults.enabled;
+  if (typeof enabled !== 'boolean') throw new Error(`${at}.enabled must be true or false`);
+  return {
+    enabled,
+    overShare: num(b, 'overShare', defaults.overShare, 0, name === 'memory' ? MAX_MEMORY_OVER_SHARE : 0.1, at),
+    margin: num(b, 'margin', defaults.margin, 0, 0.5, at),
+  };
+}
+
+function history(spec: Record<string, unknown>): Policy['history'] {
+  const h = spec.history ?? {};
+  if (!isObject(h)) throw new Error('spec.history must be an object');
+  const minSpanMs = duration(h, 'minSpan', DEFAULT_POLICY.history.minSpanMs, 'spec.history', true);
+  if (minSpanMs > 7 * 86_400_000) throw new Error('spec.history.minSpan must be at most 168h');
+  return { minSpanMs };
 }
 
 function selector(spec: Record<string, unknown>): LabelSelector {
@@ -114,6 +136,7 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       calmPeriodMs: duration(spec, 'calmPeriod', DEFAULT_POLICY.calmPeriodMs, 'spec', true),
       hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
       startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
+      history: history(spec),
     };
     const warnings = selectorWarnings(sel);
     return { name, priority, selector: sel, policy, ...(warnings.length > 0 && { warnings }) };

@@ -10,6 +10,8 @@ import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js'
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
+import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../decide/load-history.js';
+import { DEFAULT_POLICY } from '../decide/policy.js';
 
 export class NodeRecord {
   readonly name: string;
@@ -36,6 +38,8 @@ export class NodeRecord {
   labels: Record<string, string> = {};
   nodeMaxRatio: NodeObservation['nodeMaxRatio'] = {};
   lastGrant: PreviousGrant | undefined = undefined;
+  /** The node's load factor over hours; created with the first sample that has requests and raw to learn from. */
+  history: LoadHistory | undefined = undefined;
 
   constructor(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number) {
     this.name = name;
@@ -80,6 +84,10 @@ export interface NodeStoreOptions {
   retainMs: number;
   /** Records with no stream and no sample for this long are forgotten. */
   forgetAfterMs: number;
+  /** Half-life of each node's load history (load-history.ts); default DEFAULT_HISTORY_HALF_LIFE_MS. */
+  historyHalfLifeMs?: number;
+  /** Requests the API server has bound to a node (the gateway's pod watch), at nowMs; undefined: the agent's report is all there is. */
+  boundRequests?: (node: string, nowMs: number) => { cpuMillicores: number; memoryBytes: number; newestPodAgeMs: number } | undefined;
 }
 
 export type IngestResult = 'stored' | 'duplicate' | 'not-current-stream' | 'unknown-node';
@@ -94,6 +102,13 @@ interface StoreEvents {
  * mode anyone who reaches the webhook port can name a node.
  */
 const MAX_OBSERVED_WITHOUT_AGENT = 100_000;
+
+/** A pod bound this recently may not show its usage yet: the history does not learn from its node meanwhile (the default startupGrace). */
+const STARTING_MS = DEFAULT_POLICY.startupGraceMs;
+// Reused on every sample, as POINT is.
+const LEARN_USAGE = { cpu: 0, memory: 0 };
+const LEARN_REQUESTS = { cpu: 0, memory: 0 };
+const LEARN_RAW = { cpu: 0, memory: 0 };
 
 /** The point being added: the window copies its numbers, so one object serves every sample. */
 const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
@@ -228,8 +243,35 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       POINT.memoryPressure = record.value('pressure.memorySome.avg10');
       window.add(POINT);
     }
+    this.#learn(record, timestampMs, nowMs);
     this.emit('updated', record);
     return 'stored';
+  }
+
+  /** The sample into the node's load history, against the requests bound at the time (the API server's, else the agent's). */
+  #learn(record: NodeRecord, timestampMs: number, nowMs: number): void {
+    const raw = record.raw;
+    if (!raw) return;
+    const bound = this.#options.boundRequests?.(record.name, nowMs);
+    let cpu: number;
+    let memory: number;
+    let starting = false;
+    if (bound) {
+      cpu = bound.cpuMillicores;
+      memory = bound.memoryBytes;
+      starting = bound.newestPodAgeMs < STARTING_MS;
+    } else if (record.value('requests.known') === 1) {
+      cpu = record.value('requests.cpuMillicores');
+      memory = record.value('requests.memoryBytes');
+    } else return;
+    record.history ??= new LoadHistory(this.#options.historyHalfLifeMs ?? DEFAULT_HISTORY_HALF_LIFE_MS);
+    LEARN_USAGE.cpu = record.value('cpuUsageMillicores');
+    LEARN_USAGE.memory = record.value('memoryWorkingSetBytes');
+    LEARN_REQUESTS.cpu = cpu;
+    LEARN_REQUESTS.memory = memory;
+    LEARN_RAW.cpu = Number(raw.cpuMillicores);
+    LEARN_RAW.memory = Number(raw.memoryBytes);
+    recordLoad(record.history, timestampMs, LEARN_USAGE, LEARN_REQUESTS, LEARN_RAW, starting);
   }
 
   /**
@@ -316,5 +358,6 @@ export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefin
       memoryBytes: record.value('requests.memoryBytes'),
       known: record.value('requests.known') === 1,
     },
+    history: record.history,
   };
 }

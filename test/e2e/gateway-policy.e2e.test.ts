@@ -93,7 +93,7 @@ const FORBIDDEN_NODE: Array<[string, object[], RegExp]> = [
 
 /** The status writer's own write (gateway/act/status-writer.ts loweringPatch): CPU down to 5, memory's rise left out. */
 function statusWriterPatch(node: V1Node): object[] {
-  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, decidedBy: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined });
+  const resource = (raw: bigint, applied: bigint): ResourceDecision => ({ raw, granted: applied, applied, decidedBy: 'headroom', floor: raw, cap: raw * 2n, requestsOverCap: false, usage: undefined, headroom: undefined, loadFactor: undefined, avoided: undefined });
   const decision: Decision = { cpu: resource(4000n, 5000n), memory: resource(8n * GI, 14n * GI), policy: 'default', dryRun: false, reason: 'e2e: lowered ahead of the kubelet' };
   const facts = { name: NODE, incoming: { cpuMillicores: 6000n, memoryBytes: 12n * GI }, capacity: { cpuMillicores: 4000n, memoryBytes: 8n * GI }, annotations: node.metadata?.annotations };
   const held = { cpu: node.status?.allocatable?.cpu ?? '', memory: node.status?.allocatable?.memory ?? '' };

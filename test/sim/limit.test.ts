@@ -19,7 +19,7 @@ const limit = (shapes: NodeShape[], s: Scenario) => limitAllocator(shapes, s, bu
 /** A small random cluster whose pods use more than they ask at times: every fit check matters. */
 function randomScenario(rng: Rng): Scenario {
   const pick = (lo: number, hi: number) => lo + rng.next() * (hi - lo);
-  return parseScenario({
+  return parseScenario({ warmupHours: 0,
     seed: Math.floor(rng.next() * 1e6),
     nodes: 1 + Math.floor(rng.next() * 3),
     hours: pick(0.3, 1.5),
@@ -63,7 +63,7 @@ describe('the physical limit', () => {
 
   it('places at least as many pods as any policy that overloads nothing, where usage is flat and one node makes FIFO placement a prefix', () => {
     for (const seed of [1, 2, 3]) {
-      const s = parseScenario({
+      const s = parseScenario({ warmupHours: 0,
         seed, nodes: 1, hours: 1,
         usage: { concentration: 50, diurnal: { cpuSwing: 0, memorySwing: 0 }, bursts: { share: 0 }, memoryGrowth: { swing: 0 } },
         classes: [
@@ -84,7 +84,7 @@ describe('the physical limit', () => {
   });
 
   it('a deleted pod hands its reserved future back: the second daily peak holds as many pods as the first', () => {
-    const s = parseScenario({
+    const s = parseScenario({ warmupHours: 0,
       nodes: 1, hours: 36, tickSeconds: 60,
       // Pods alike (a narrow share), more wanted at each peak than the node physically holds.
       usage: { concentration: 1000, diurnal: { peakHour: 6, cpuSwing: 0, memorySwing: 0 }, bursts: { share: 0 }, memoryGrowth: { swing: 0 } },
@@ -115,7 +115,7 @@ describe('the physical limit', () => {
     assert.equal(gainCaptured(100, 100, 100), null);
     assert.equal(gainCaptured(120, 100, 90), null, 'a limit below none is no reference either');
     // Demand the nodes hold without oversell: nothing for the limit to add.
-    const s = parseScenario({ nodes: 2, hours: 0.5, classes: [{ name: 'few', requests: { cpu: '1', memory: '1Gi' }, replicasPerNode: { min: 2, max: 2 } }] });
+    const s = parseScenario({ warmupHours: 0, nodes: 2, hours: 0.5, classes: [{ name: 'few', requests: { cpu: '1', memory: '1Gi' }, replicasPerNode: { min: 2, max: 2 } }] });
     const r = simulate(s);
     assert.equal(r.limit.podsPlaced, r.policies[0]!.podsPlaced);
     for (const p of r.policies) assert.equal(p.gainCaptured, null, p.name);

@@ -9,7 +9,7 @@ import { simulate } from '../../sim/simulate.js';
 import { buildWorkload } from '../../sim/workload.js';
 
 // The workload of 6 nodes around its daily peak, run on other node counts.
-const s = parseScenario({ nodes: 6, hours: 3, tickSeconds: 30, usage: { diurnal: { peakHour: 2 } } });
+const s = parseScenario({ warmupHours: 0, nodes: 6, hours: 3, tickSeconds: 30, usage: { diurnal: { peakHour: 2 } } });
 const workload = buildWorkload(s);
 const shapesOf = (k: number): NodeShape[] => new Array(k).fill({ raw: rawAllocatable(s), capacity: s.node.capacity, systemUsage: s.node.systemUsage });
 const waiting = (k: number, make: (sh: NodeShape[]) => Allocator) => {

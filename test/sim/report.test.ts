@@ -10,7 +10,7 @@ const row = (name: string, kind: PolicyResult['kind'], o: Partial<PolicyResult> 
   cpuOverCapacityShare: 0, peakPending: 0, densityVsNone: 1, gainCaptured: 0, series: { placed: [90, 100], pending: [0, 0] }, utilisation: { cpu: [1, 2], memory: [3, 4] }, ...o,
 });
 const result = (policies: PolicyResult[]): SimulationResult => ({
-  scenario: DEFAULT_SCENARIO, demand: 'saturating', limit: { podsPlaced: 110 }, steps: 2, seriesEverySeconds: 3600, targets: { cpu: 0.6, memory: 0.8 }, caps: { cpu: 2, memory: 1.25 }, policies,
+  scenario: DEFAULT_SCENARIO, demand: 'saturating', limit: { podsPlaced: 110 }, steps: 2, seriesEverySeconds: 3600, targets: { cpu: 0.6, memory: 0.8 }, caps: { cpu: 2, memory: 1.25 }, budget: { cpu: undefined, memory: undefined }, policies,
 });
 const base = () => [
   row('none', 'none'),

@@ -4,7 +4,8 @@ import { parseScenario, type Scenario } from '../../sim/scenario.js';
 import { simulate, type PolicyResult } from '../../sim/simulate.js';
 
 // Small enough for the unit suite: 12 nodes over 6 hours around the daily peak.
-const small = (o: Record<string, unknown> = {}): Scenario => parseScenario({ nodes: 12, hours: 6, ...o, usage: { diurnal: { peakHour: 3 }, ...(o.usage as object) } });
+// No warm-up day unless a test asks: the tests reason about the whole run.
+const small = (o: Record<string, unknown> = {}): Scenario => parseScenario({ nodes: 12, hours: 6, warmupHours: 0, ...o, usage: { diurnal: { peakHour: 3 }, ...(o.usage as object) } });
 const byName = (policies: PolicyResult[], name: string) => {
   const p = policies.find((x) => x.name === name);
   assert.ok(p, `policy ${name} in the result`);
@@ -35,6 +36,16 @@ describe('oversell simulate', () => {
     // The scenario's own demand is met at this size and hour: saturating is what makes policies differ.
     const quiet = simulate(small({ hours: 2, usage: { diurnal: { peakHour: 14 } } }));
     assert.equal(byName(quiet.policies, 'none').podsPending, 0);
+  });
+
+  it('runs the warm-up day first and measures only after it: with it, oversell\'s risk budget has a history and decides', () => {
+    const cold = simulate(small({ hours: 3 }), undefined, undefined, { demand: 'saturating', only: ['oversell'] });
+    const warm = simulate(small({ hours: 3, warmupHours: 24 }), undefined, undefined, { demand: 'saturating', only: ['oversell'] });
+    assert.equal(warm.steps, cold.steps, 'the warm-up steps are not measured');
+    assert.equal(warm.policies[0]!.series.placed.length, cold.policies[0]!.series.placed.length);
+    const budget = (r: typeof cold) => Object.keys(r.policies[0]!.changesByBound ?? {}).filter((k) => k.includes(' budget '));
+    assert.deepEqual(budget(cold), [], 'three hours of history: the targets decide');
+    assert.ok(budget(warm).length > 0, `after a day of history the budget decides: ${JSON.stringify(warm.policies[0]!.changesByBound)}`);
   });
 
   it('is deterministic: the same seed gives the same JSON, another seed another', () => {

@@ -6,6 +6,7 @@
 // our own annotations. The transport (HTTPS, body parsing, metrics) is
 // test/gateway/admit/webhook-plugin.test.ts.
 import assert from 'node:assert/strict';
+import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, it } from 'node:test';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
@@ -106,9 +107,9 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
   const rows: Row[] = [
     {
       // cpu: A = 7910m, R = 6000m, U = 600m: L = 0.1, headroom = 6000 + (4746-600)/0.1 -> capped at 2x = 15820m.
-      // memory: A = 31369912Ki, R = 20Gi, U = 6Gi, L = 0.3 -> headroom far above the cap 1.25x = 39212390Ki.
+      // memory: A = 31369912Ki, R = 20Gi, U = 6Gi, L = 0.3 -> headroom far above the cap 1.5x = 47054868Ki.
       what: 'a kubelet nodes/status UPDATE is inflated, with raw values and reason recorded',
-      outcome: 'patched', cpu: '15820m', memory: '39212390Ki',
+      outcome: 'patched', cpu: '15820m', memory: '47054868Ki',
       annotations: { rawCpu: '7910m', rawMemory: '31369912Ki', grantedCpu: '15820m', dryRunCpu: undefined, reason: /^policy flags; cpu 7910m->15820m \(capped at 2x raw/ },
     },
     {
@@ -153,7 +154,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
   it('the quantities it writes are exact: granted values parse back to the decided numbers', () => {
     const { result, out } = run(rows[0]!);
     assert.equal(milliValue(parseQuantity(out.status.allocatable.cpu ?? '')), 15820n);
-    assert.equal(value(parseQuantity(out.status.allocatable.memory ?? '')), 39212390n * 1024n);
+    assert.equal(value(parseQuantity(out.status.allocatable.memory ?? '')), 47054868n * 1024n);
     assert.equal(result.decision?.cpu.applied, 15820n);
   });
 
@@ -210,7 +211,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
     assert.equal(result.node, 'ip-10-0-17-42.eu-west-1.compute.internal');
     assert.equal(result.dryRun, false);
     assert.deepEqual(result.observed?.raw, { cpuMillicores: 7910n, memoryBytes: 31369912n * 1024n });
-    assert.deepEqual(result.observed?.lastGrant?.granted, { cpuMillicores: 15820n, memoryBytes: 39212390n * 1024n });
+    assert.deepEqual(result.observed?.lastGrant?.granted, { cpuMillicores: 15820n, memoryBytes: 47054868n * 1024n });
     assert.equal(result.decision?.cpu.decidedBy, 'cap');
     const dry = run({ ...rows[0]!, write: (r) => (r.request.dryRun = true) });
     assert.equal(dry.result.dryRun, true);
@@ -374,7 +375,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
       keptRawCpu: 4000n,
       check: (out, result) => {
         assert.ok(cpuOf(out) <= 8000n, `cpu ${out.status.allocatable.cpu}`);
-        assert.ok(memOf(out) <= (8n * 1024n ** 3n * 125n) / 100n, `memory ${out.status.allocatable.memory}`);
+        assert.ok(memOf(out) <= (8n * 1024n ** 3n * BigInt(DEFAULT_POLICY.memory.maxRatio * 100)) / 100n, `memory ${out.status.allocatable.memory}`);
         // The plugin shows it as oversell_node_requests_over_cap{resource="cpu"} 1.
         assert.equal(result.decision?.cpu.requestsOverCap, true);
       },
@@ -547,7 +548,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
 describe('nodePatch: the ops that make a node object carry a decision', () => {
   const proof = new GrantProof(Buffer.alloc(32, 7));
   const resource = (raw: bigint, granted: bigint, applied: bigint): ResourceDecision => ({
-    raw, granted, applied, decidedBy: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined, avoided: undefined,
+    raw, granted, applied, decidedBy: 'cap', floor: raw, cap: granted, requestsOverCap: false, usage: undefined, headroom: undefined, loadFactor: undefined, avoided: undefined,
   });
   const GI = 1024n ** 3n;
   const raw = { cpuMillicores: 4000n, memoryBytes: 8n * GI };

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { LoadHistory } from '../../../gateway/decide/load-history.js';
+import { decide, DEFAULT_POLICY, type DecisionInput, type Policy, type UsageInput } from '../../../gateway/decide/policy.js';
+import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { toPolicyEntry } from '../../../gateway/policies/policy-spec.js';
+
+const GI = 1024 ** 3;
+const HOUR = 3_600_000;
+const raw = { cpuMillicores: 16_000n, memoryBytes: 64n * 1024n ** 3n };
+
+/** A history of `hours` at the given factors (one record per 10 s), with a `peak` factor for its last `peakSeconds`. */
+function history(hours: number, cpu: number, memory: number, peak?: { cpu: number; memory: number; seconds: number }): LoadHistory {
+  const h = new LoadHistory(24 * HOUR);
+  const n = (hours * HOUR) / 10_000;
+  for (let i = 0; i <= n; i++) {
+    const atPeak = peak !== undefined && (n - i) * 10 < peak.seconds;
+    h.record(i * 10_000, atPeak ? peak.cpu : cpu, atPeak ? peak.memory : memory);
+  }
+  return h;
+}
+
+function usage(h: LoadHistory | undefined, o: { cpu?: number; memory?: number; reqCpu?: number; reqMemory?: number; known?: boolean } = {}): UsageInput {
+  const points = Array.from({ length: 60 }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: o.cpu ?? 8000, memoryBytes: o.memory ?? 30 * GI, cpuPressure: 0, memoryPressure: 0 }));
+  return {
+    ageMs: 1000,
+    window: UsageWindow.of(points),
+    capacityMemoryBytes: 68 * GI,
+    requests: { cpuMillicores: o.reqCpu ?? 20_000, memoryBytes: o.reqMemory ?? 60 * GI, known: o.known ?? true },
+    history: h,
+  };
+}
+
+const input = (u: UsageInput, policy: Policy = DEFAULT_POLICY, over: Partial<DecisionInput> = {}): DecisionInput => ({ raw, usage: u, policy, ...over });
+
+describe('the risk budget', () => {
+  it('grants raw x (1 - margin) / the predicted load factor, once the history spans minSpan', () => {
+    // CPU at 0.6 of requests, memory at 0.7; now (U / R) 0.4 and 0.5: the history predicts.
+    const d = decide(input(usage(history(25, 0.6, 0.7))));
+    const lCpu = Math.ceil(0.6 * 128) / 128;
+    const lMem = Math.ceil(0.7 * 128) / 128;
+    assert.equal(d.cpu.decidedBy, 'budget');
+    assert.equal(d.cpu.loadFactor, lCpu);
+    assert.equal(d.cpu.granted, BigInt(Math.floor(16_000 / lCpu)));
+    assert.equal(d.memory.decidedBy, 'budget');
+    assert.equal(d.memory.loadFactor, lMem);
+    const mem = Math.floor((64 * GI * 0.95) / lMem / 1024) * 1024;
+    assert.equal(d.memory.granted, BigInt(mem));
+    assert.match(d.reason, /memory 64GiB->[\d.]+GiB \(risk budget; headroom [\d.]+GiB: predicted peak at 0\.703 of requests 60GiB \(history 25h, largest; max usage now 30GiB\), margin 5%\)/);
+  });
+
+  it('before the history spans minSpan, the targets decide and the reason says how much history there is', () => {
+    const d = decide(input(usage(history(5, 0.6, 0.55))));
+    assert.equal(d.cpu.decidedBy, 'headroom');
+    assert.equal(d.cpu.loadFactor, undefined);
+    assert.match(d.reason, /the risk budget once the load history spans 24h \(5h so far\)/);
+    // The same history is enough for a policy that asks for less.
+    const short = decide(input(usage(history(5, 0.6, 0.55)), { ...DEFAULT_POLICY, history: { minSpanMs: 4 * HOUR } }));
+    assert.equal(short.cpu.decidedBy, 'budget');
+  });
+
+  it('yesterday\'s peak holds the grant down at night: the history, not the last minute, predicts', () => {
+    // A day mostly at 0.4, with two hours at 0.7 (the daily peak); now 0.4.
+    const h = history(26, 0.4, 0.4, { cpu: 0.7, memory: 0.7, seconds: 2 * 3600 });
+    const night = decide(input(usage(h, { cpu: 8000, memory: 24 * GI })));
+    assert.ok(night.memory.loadFactor! >= 0.7, `memory predicted at ${night.memory.loadFactor}`);
+    const targets = decide(input(usage(h, { cpu: 8000, memory: 24 * GI }), { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } }));
+    assert.equal(targets.memory.decidedBy, 'cap', 'the target alone fills the night to the cap');
+    assert.ok(night.memory.granted < targets.memory.granted);
+  });
+
+  it('usage above the history now counts at once: the grant falls', () => {
+    const h = history(25, 0.45, 0.5);
+    const calm = decide(input(usage(h, { memory: 30 * GI })));
+    const busy = decide(input(usage(h, { memory: 45 * GI })));
+    assert.equal(busy.memory.loadFactor, 0.75);
+    assert.ok(busy.memory.granted < calm.memory.granted);
+  });
+
+  it('CPU may be exceeded for overShare of the time; memory by default never (its largest factor)', () => {
+    // 0.05 % of the time at 0.9: inside CPU's 0.1 %, not inside memory's 0.
+    const h = history(25, 0.45, 0.45, { cpu: 0.9, memory: 0.9, seconds: 45 });
+    const d = decide(input(usage(h)));
+    assert.ok(d.cpu.loadFactor! < 0.5, `cpu ${d.cpu.loadFactor}`);
+    assert.ok(d.memory.loadFactor! > 0.89, `memory ${d.memory.loadFactor}`);
+  });
+
+  it('the cap still bounds it, and pressure, unknown requests and a disabled budget fall back as before', () => {
+    const idle = decide(input(usage(history(25, 0.01, 0.01), { cpu: 100, memory: GI })));
+    assert.equal(idle.cpu.decidedBy, 'cap');
+    assert.equal(idle.cpu.granted, 32_000n);
+    assert.equal(idle.memory.granted, (BigInt(Math.floor(64 * GI * 1.5)) / 1024n) * 1024n);
+    const u = usage(history(25, 0.45, 0.55));
+    const pressured = { ...u, window: UsageWindow.of(Array.from({ length: 60 }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: 8000, memoryBytes: 30 * GI, cpuPressure: 90, memoryPressure: 0 }))) };
+    assert.equal(decide(input(pressured)).cpu.decidedBy, 'pressure');
+    const unknown = decide(input(usage(history(25, 0.45, 0.55), { known: false })));
+    assert.equal(unknown.cpu.decidedBy, 'floor-raw');
+    assert.match(unknown.reason, /the risk budget needs requests/);
+  });
+
+  it('an OversellPolicy sets it; out-of-range values are refused with the field named', () => {
+    const spec = (s: Record<string, unknown>) => toPolicyEntry({ metadata: { name: 'p' }, spec: { nodeSelector: { matchLabels: { a: 'b' } }, ...s } });
+    const ok = spec({ memory: { riskBudget: { margin: 0.25 } }, history: { minSpan: '2h' } });
+    assert.equal(ok.policy?.memory.riskBudget.margin, 0.25);
+    assert.equal(ok.policy?.memory.riskBudget.enabled, true);
+    assert.equal(ok.policy?.history.minSpanMs, 2 * HOUR);
+    assert.match(spec({ memory: { riskBudget: { overShare: 0.05 } } }).error ?? '', /spec\.memory\.riskBudget\.overShare must be a number in \[0, 0\.01\]/);
+    assert.match(spec({ cpu: { riskBudget: { margin: 0.9 } } }).error ?? '', /spec\.cpu\.riskBudget\.margin/);
+    assert.match(spec({ cpu: { riskBudget: { enabled: 'yes' } } }).error ?? '', /enabled must be true or false/);
+    assert.match(spec({ history: { minSpan: '200h' } }).error ?? '', /minSpan must be at most 168h/);
+    assert.equal(spec({ cpu: { riskBudget: { enabled: false } } }).policy?.cpu.riskBudget.enabled, false);
+  });
+});
