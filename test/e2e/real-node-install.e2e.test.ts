@@ -4,7 +4,7 @@
 // behind its Service (the API server calls the webhook through it; kube-proxy
 // routes), the real kubelet writing its status and admitting real pods.
 //
-// Memory is the resource these tests oversell: its default cap (1.25x) and
+// Memory is the resource these tests oversell: its default cap (1.5x) and
 // target (80%) leave room on this host whatever it runs meanwhile, where CPU
 // (2 cores, busy with the control plane) may have none.
 import assert from 'node:assert/strict';
@@ -16,9 +16,10 @@ import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
+import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -138,8 +139,7 @@ function hostWorkingSet(): number {
 
 async function cleanNode(): Promise<void> {
   if (!node) return;
-  const strip = Object.fromEntries(Object.values(ANNOTATION).map((k) => [k, null]));
-  await patchNodeMetadata(nodeName, { labels: { 'oversell.io/enabled': null }, annotations: strip }).catch(() => {});
+  await optOutNode(nodeName).catch(() => {});
 }
 
 before(async () => {
@@ -221,7 +221,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       const ann = inflated.node.metadata?.annotations ?? {};
       assert.equal(ann[ANNOTATION.rawMemory], rawMemoryText, 'the raw allocatable is kept');
       assert.match(ann[ANNOTATION.reason] ?? '', /policy default; .*memory \S+->\S+/);
-      assert.ok(memoryOf(inflated.node) <= rawMemory * 125n / 100n, `${inflated.node.status?.allocatable?.memory} over the 1.25x cap`);
+      assert.ok(memoryOf(inflated.node) <= (rawMemory * BigInt(DEFAULT_POLICY.memory.maxRatio * 100)) / 100n, `${inflated.node.status?.allocatable?.memory} over the ${DEFAULT_POLICY.memory.maxRatio}x cap`);
       assert.ok(memoryOf(inflated.node) >= bound, 'never below what is bound');
       const windowStart = inflated.at;
       await sleep(WRITES_WINDOW_MS);
@@ -315,7 +315,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     if (!installed) return t.skip('the install test above failed');
     // With fewer pods bound, a smaller load moves the grant: with R bound, A raw, T the
-    // target (80%) and the cap 1.25 A, the grant falls below the cap once usage
+    // target (80%) and the cap (1.5 A by default), the grant falls below the cap once usage
     // passes A*T*R/cap (policy.ts).
     await deletePods(Array.from({ length: REAL_NODE_IDLE_PODS - 2 }, (_, i) => `idle-${i + 3}`));
     const bound = await boundMemory();
@@ -324,7 +324,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     let polling = true;
     try {
       const usage = Number((await getNodeStatus(conn, nodeName)).window?.memoryMaxBytes ?? 0);
-      const cap = (rawMemory * 125n) / 100n;
+      const cap = (rawMemory * BigInt(DEFAULT_POLICY.memory.maxRatio * 100)) / 100n;
       const threshold = (Number(rawMemory) * 0.8 * Number(bound)) / Number(cap);
       // Margin: the kernel may take part of the load's pages from the page cache,
       // so the working set rises by less than the load (a CI host after builds).

@@ -4,8 +4,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PatchStrategy, RbacAuthorizationV1Api, Watch, type V1Node, type V1Pod, type V1ResourceRequirements } from '@kubernetes/client-node';
+import { PatchStrategy, RbacAuthorizationV1Api, Watch, type V1Container, type V1Node, type V1Pod, type V1PodSpec, type V1ResourceRequirements } from '@kubernetes/client-node';
 import { connect, type Connection } from '../../cli/connect.js';
+import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
 import { eventually } from './fixtures.js';
@@ -20,7 +21,17 @@ export async function findRealNode(): Promise<V1Node | undefined> {
   return (await core().listNode({ labelSelector: `${REAL_NODE_LABEL}=true` })).items[0];
 }
 
-/** A pod of the probe image (scripts/cluster/nodeutil) on the real node: args are nodeutil's. */
+/** A container of the probe image (scripts/cluster/nodeutil): args are nodeutil's. */
+export function probeContainer(name: string, args: string[], resources?: V1ResourceRequirements): V1Container {
+  return { name, image: PROBE_IMAGE, imagePullPolicy: 'Never', args, ...(resources && { resources }) };
+}
+
+/** What keeps a pod the scheduler places on the real node, and only there: its label and its taint. */
+export function realNodePlacement(): Required<Pick<V1PodSpec, 'nodeSelector' | 'tolerations'>> {
+  return { nodeSelector: { [REAL_NODE_LABEL]: 'true' }, tolerations: [{ key: REAL_NODE_LABEL, operator: 'Exists', effect: 'NoSchedule' }] };
+}
+
+/** A pod of the probe image on the real node: args are nodeutil's. */
 export function realNodePod(
   name: string,
   args: string[],
@@ -31,10 +42,9 @@ export function realNodePod(
     spec: {
       restartPolicy: 'Never',
       // nodeName skips the scheduler: the kubelet's own admission decides.
-      ...(o.nodeName ? { nodeName: o.nodeName } : { nodeSelector: { [REAL_NODE_LABEL]: 'true' } }),
-      tolerations: [{ key: REAL_NODE_LABEL, operator: 'Exists', effect: 'NoSchedule' }],
+      ...(o.nodeName ? { nodeName: o.nodeName, tolerations: realNodePlacement().tolerations } : realNodePlacement()),
       terminationGracePeriodSeconds: 1,
-      containers: [{ name: 'probe', image: PROBE_IMAGE, imagePullPolicy: 'Never', args, ...(o.resources && { resources: o.resources }) }],
+      containers: [probeContainer('probe', args, o.resources)],
     },
   };
 }
@@ -42,7 +52,7 @@ export function realNodePod(
 /**
  * How many idle pods make the real node oversold: each requests raw/6.5 of
  * memory, so raw allocatable fits one fewer (with room for small pods beside
- * them), and the default memory cap (1.25x raw) fits them all.
+ * them), and the default memory cap (1.5x raw) fits them all.
  */
 export const REAL_NODE_IDLE_PODS = 7;
 
@@ -119,6 +129,12 @@ export async function importImage(tar: string): Promise<void> {
 /** A JSON merge patch of the node's labels and annotations (null removes a key). */
 export async function patchNodeMetadata(name: string, metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> }): Promise<void> {
   await objects().patch({ apiVersion: 'v1', kind: 'Node', metadata: { name, ...metadata } } as never, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
+}
+
+/** The node opted out again: no oversell.io/enabled label, none of the gateway's annotations. */
+export async function optOutNode(name: string): Promise<void> {
+  const strip = Object.fromEntries(Object.values(ANNOTATION).map((k) => [k, null]));
+  await patchNodeMetadata(name, { labels: { 'oversell.io/enabled': null }, annotations: strip });
 }
 
 /** The ServiceAccount (in the caller's namespace) and ClusterRoleBinding queryAsViewer makes; remove the binding when done. */
