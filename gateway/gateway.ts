@@ -31,7 +31,7 @@ import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
-import type { Watching } from '../lib/keep-watching.js';
+import type { Watching } from '../lib/list-watch.js';
 import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import yaml from 'js-yaml';
+import type { KubeConnection } from '../../lib/list-watch.js';
 
 export interface KubeAccess {
   server: URL;
@@ -70,4 +71,21 @@ export function kubeconfigAccess(path: string): KubeAccess {
   else if (tokenFile) access.token = () => readFileSync(tokenFile, 'utf8').trim();
   if (cluster['insecure-skip-tls-verify'] === true) access.insecureSkipTlsVerify = true;
   return access;
+}
+
+/** For lib/list-watch.ts: the token is read again on every request. */
+export function connectionOf(access: KubeAccess): KubeConnection {
+  return {
+    server: access.server,
+    options: () => {
+      const token = access.token?.();
+      return {
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        ...(access.ca && { ca: access.ca }),
+        ...(access.cert && { cert: access.cert }),
+        ...(access.key && { key: access.key }),
+        ...(access.insecureSkipTlsVerify && { rejectUnauthorized: false }),
+      };
+    },
+  };
 }

@@ -9,8 +9,9 @@
 import { readFileSync } from 'node:fs';
 import yaml from 'js-yaml';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { KubeAccess } from '../kube/kube-access.js';
-import { ListRefused, ListWatch } from '../kube/list-watch.js';
+import { connectionOf, type KubeAccess } from '../kube/kube-access.js';
+import { ListRefused, ListWatch } from '../../lib/list-watch.js';
+import { WatchCache } from '../../lib/watch-cache.js';
 import type { Requests__Output } from '../../proto/gen/oversell/v1/Requests.js';
 import type { Logger } from '../../lib/log.js';
 import { sumRequests } from '../../lib/pod-requests.js';
@@ -55,9 +56,17 @@ export function filePodSource(path: string, log: Logger): PodSource {
 /** Watches the pods bound to nodeName; sums are recomputed on each change, not on each sample. */
 export async function watchPodSource(access: KubeAccess, nodeName: string, log: Logger): Promise<PodSource> {
   let current = UNKNOWN;
-  const watch = new ListWatch<V1Pod>(access, '/api/v1/pods', `fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`, (pods) => {
-    current = toRequests(pods, log);
-  }, log);
+  const pods = new WatchCache<V1Pod>(() => (current = toRequests(pods.list(), log)), (p) => p.metadata?.uid);
+  const watch = new ListWatch<V1Pod>({
+    connection: connectionOf(access),
+    path: '/api/v1/pods',
+    fieldSelector: `spec.nodeName=${nodeName}`,
+    decode: (pod) => pod,
+    target: pods,
+    what: 'pods bound to this node',
+    log,
+    userAgent: 'oversell-agent',
+  });
   try {
     await watch.start();
   } catch (err) {

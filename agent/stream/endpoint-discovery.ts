@@ -1,8 +1,9 @@
 // The gateway replicas behind a (headless) Service, from its EndpointSlices:
 // every ready address, on the port named "grpc" (or the slice's only port).
 import type { V1EndpointSlice } from '@kubernetes/client-node';
-import type { KubeAccess } from '../kube/kube-access.js';
-import { ListWatch } from '../kube/list-watch.js';
+import { connectionOf, type KubeAccess } from '../kube/kube-access.js';
+import { ListWatch } from '../../lib/list-watch.js';
+import { WatchCache } from '../../lib/watch-cache.js';
 import type { Logger } from '../../lib/log.js';
 
 export function addressesOf(slices: readonly V1EndpointSlice[]): string[] {
@@ -27,24 +28,28 @@ export async function watchGatewayEndpoints(
 ): Promise<{ stop(): Promise<void> }> {
   let last = '';
   let synced = false;
-  const update = (slices: Iterable<V1EndpointSlice>) => {
+  const update = () => {
     if (!synced) return; // the initial list is decided on once it is complete
-    const addresses = addressesOf([...slices]);
+    const addresses = addressesOf(slices.list());
     const key = addresses.join(',');
     if (key === last) return;
     last = key;
     log.info({ service: `${namespace}/${service}`, addresses }, 'gateway replicas changed');
     onChange(addresses);
   };
-  const watch = new ListWatch<V1EndpointSlice>(
-    access,
-    `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
-    `labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${service}`)}`,
-    update,
+  const slices = new WatchCache<V1EndpointSlice>(update);
+  const watch = new ListWatch<V1EndpointSlice>({
+    connection: connectionOf(access),
+    path: `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
+    labelSelector: `kubernetes.io/service-name=${service}`,
+    decode: (slice) => slice,
+    target: slices,
+    what: `gateway replicas (${namespace}/${service})`,
     log,
-  );
+    userAgent: 'oversell-agent',
+  });
   await watch.start();
   synced = true;
-  update(watch.items());
+  update();
   return { stop: async () => watch.stop() };
 }

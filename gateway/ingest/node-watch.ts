@@ -4,11 +4,13 @@
 // the previous grant), so the query API and CLI decide from the same inputs
 // as the webhook whichever replica they reach. The leader's status writer
 // reads the same cache.
-import { CoreV1Api, makeInformer, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import type { KubeConfig, V1Node } from '@kubernetes/client-node';
+import { kubeConfigConnection } from '../../lib/kube-connection.js';
+import { ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
+import { WatchCache, type Change } from '../../lib/watch-cache.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { observeStoredNode, type StoredNodeObservation } from '../decide/node-decision.js';
-import { keepWatching, type Watching } from '../../lib/keep-watching.js';
 import type { NodeStore } from '../store/node-store.js';
 
 /** What readers of the node cache need: the status writer lists and gets. */
@@ -31,40 +33,55 @@ export interface NodeWatchOptions {
 
 export class NodeWatch implements NodeCache {
   readonly #o: NodeWatchOptions;
-  readonly #informer;
-  #watching: Watching | undefined;
+  readonly #nodes = new WatchCache<V1Node>((changes) => this.#changed(changes));
+  readonly #watch: ListWatch<V1Node>;
 
   constructor(options: NodeWatchOptions) {
     this.#o = options;
-    const core = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#informer = makeInformer<V1Node>(options.kubeConfig, '/api/v1/nodes', () => core.listNode({ labelSelector: options.optInSelector }), options.optInSelector);
+    this.#watch = new ListWatch<V1Node>({
+      connection: kubeConfigConnection(options.kubeConfig),
+      path: '/api/v1/nodes',
+      labelSelector: options.optInSelector,
+      decode: (node) => node,
+      target: this.#nodes,
+      what: 'nodes',
+      log: options.log,
+    });
   }
 
   async start(): Promise<void> {
-    const keep = (node: V1Node) => {
+    try {
+      await this.#watch.start();
+    } catch (err) {
+      throw new Error(`cannot list the opted-in nodes: ${(err as Error).message}; the gateway needs list and watch on nodes (deploy/base/rbac.yaml)`);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.#watch.stop();
+  }
+
+  list(): readonly V1Node[] {
+    return this.#nodes.list();
+  }
+
+  get(name: string): V1Node | undefined {
+    return this.#nodes.get(name);
+  }
+
+  #changed(changes: readonly Change<V1Node>[]): void {
+    for (const { type, object: node } of changes) {
       const name = node.metadata?.name;
-      if (!name) return;
+      if (!name) continue;
+      // A node relabelled out of the opt-in selector is a delete for this watch, as is a deleted node.
+      if (type === 'DELETED') {
+        this.#o.store.forgetObservation(name);
+        continue;
+      }
       const status = node.status ?? {};
       const observed = observeStoredNode(name, node.metadata ?? {}, { allocatable: status.allocatable, capacity: status.capacity }, this.#o.proof);
       this.#o.store.observe(name, observed, this.#o.now());
       this.#o.onObserved?.(name, observed);
-    };
-    this.#informer.on('add', keep);
-    this.#informer.on('update', keep);
-    // A node relabelled out of the opt-in selector is a delete for this informer, as is a deleted node.
-    this.#informer.on('delete', (node) => node.metadata?.name && this.#o.store.forgetObservation(node.metadata.name));
-    this.#watching = await keepWatching(this.#informer, { what: 'node', log: this.#o.log });
-  }
-
-  async stop(): Promise<void> {
-    await (this.#watching?.stop() ?? this.#informer.stop());
-  }
-
-  list(): readonly V1Node[] {
-    return this.#informer.list();
-  }
-
-  get(name: string): V1Node | undefined {
-    return this.#informer.get(name);
+    }
   }
 }

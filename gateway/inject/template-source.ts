@@ -2,9 +2,11 @@
 // oversell.io/sidecar-template=true in the gateway's namespace (watched,
 // applied without restart), a file for local runs, or none.
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import type { KubeConfig, V1ConfigMap } from '@kubernetes/client-node';
+import { kubeConfigConnection } from '../../lib/kube-connection.js';
+import { ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching } from '../../lib/keep-watching.js';
+import { WatchCache } from '../../lib/watch-cache.js';
 import { TEMPLATE_LABEL, templateFromConfigMap, templatesFromFile, type TemplateEntry } from './sidecar-template.js';
 
 export interface TemplateSource {
@@ -33,33 +35,39 @@ function logInvalid(entries: readonly TemplateEntry[], log: Logger): void {
 }
 
 export async function configMapTemplateSource(kubeConfig: KubeConfig, namespace: string, log: Logger): Promise<TemplateSource> {
-  const api = kubeConfig.makeApiClient(CoreV1Api);
-  const selector = `${TEMPLATE_LABEL}=true`;
-  const informer = makeInformer<V1ConfigMap>(
-    kubeConfig,
-    `/api/v1/namespaces/${namespace}/configmaps`,
-    () => api.listNamespacedConfigMap({ namespace, labelSelector: selector }),
-    selector,
-  );
   let entries: TemplateEntry[] = [];
+  let started = false;
   const listeners: Array<() => void> = [];
+  const configMaps = new WatchCache<V1ConfigMap>(() => {
+    // The first list is applied below, once start() has it all.
+    if (started) rebuild();
+  });
   const rebuild = () => {
-    entries = informer.list().map(templateFromConfigMap).sort((a, b) => a.name.localeCompare(b.name));
+    entries = configMaps.list().map(templateFromConfigMap).sort((a, b) => a.name.localeCompare(b.name));
     logInvalid(entries, log);
     for (const l of listeners) l();
   };
-  const watching = await keepWatching(informer, {
-    what: 'sidecar template',
+  const watch = new ListWatch<V1ConfigMap>({
+    connection: kubeConfigConnection(kubeConfig),
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`,
+    labelSelector: `${TEMPLATE_LABEL}=true`,
+    decode: (cm) => cm,
+    target: configMaps,
+    what: 'sidecar templates',
     log,
-    onChange: rebuild,
-    cannotStart: (message) => `cannot list ConfigMaps in ${namespace} (${message}); may the gateway list and watch them (deploy/base/rbac.yaml)? --sidecars none turns injection off`,
   });
+  try {
+    await watch.start();
+  } catch (err) {
+    throw new Error(`cannot list ConfigMaps in ${namespace} (${(err as Error).message}); may the gateway list and watch them (deploy/base/rbac.yaml)? --sidecars none turns injection off`);
+  }
+  started = true;
   rebuild();
   log.info({ namespace, templates: entries.map((e) => e.name) }, 'watching sidecar templates');
   return {
     kind: 'configmap',
     templates: () => entries,
     onChange: (l) => listeners.push(l),
-    stop: () => watching.stop(),
+    stop: async () => watch.stop(),
   };
 }

@@ -1,9 +1,11 @@
 // Where the gateway's policies come from: the OversellPolicy objects of the
 // cluster (watched, applied without restart), or one policy from flags for
 // local runs and clusters without the CRD.
-import { CustomObjectsApi, type KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { kubeConfigConnection } from '../../lib/kube-connection.js';
+import { ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
-import { keepWatching } from '../../lib/keep-watching.js';
+import { WatchCache } from '../../lib/watch-cache.js';
 import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
 import { byPrecedence, selectPolicy, type PolicyEntry } from '../decide/select-policy.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION, toPolicyEntry, type OversellPolicyObject } from './policy-spec.js';
@@ -40,29 +42,32 @@ export function flagsPolicySource(policy: Policy): PolicySource {
 }
 
 export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Promise<PolicySource> {
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
-  const path = `/apis/${POLICY_GROUP}/${POLICY_VERSION}/${POLICY_PLURAL}`;
-  const informer = makeInformer<KubernetesObject>(kubeConfig, path, async () =>
-    (await api.listClusterCustomObject({ group: POLICY_GROUP, version: POLICY_VERSION, plural: POLICY_PLURAL })) as {
-      items: KubernetesObject[];
-      metadata: { resourceVersion?: string };
-    },
-  );
   let entries: PolicyEntry[] = [];
   let synced = false;
   const listeners: Array<() => void> = [];
+  const policies = new WatchCache<OversellPolicyObject>(() => {
+    // The first list is applied below, once start() has it all.
+    if (synced) rebuild();
+  });
   const rebuild = () => {
-    entries = informer.list().map((o) => toPolicyEntry(o as OversellPolicyObject)).sort(byPrecedence);
+    entries = policies.list().map(toPolicyEntry).sort(byPrecedence);
     for (const e of entries) if (e.error) log.warn({ policy: e.name, error: e.error }, 'OversellPolicy is invalid: its nodes get no inflation until it is fixed');
     for (const e of entries) for (const w of e.warnings ?? []) log.warn({ policy: e.name, warning: w }, 'OversellPolicy selects nodes by labels their kubelets may set');
     for (const l of listeners) l();
   };
-  const watching = await keepWatching(informer, {
-    what: 'OversellPolicy',
+  const watch = new ListWatch<OversellPolicyObject>({
+    connection: kubeConfigConnection(kubeConfig),
+    path: `/apis/${POLICY_GROUP}/${POLICY_VERSION}/${POLICY_PLURAL}`,
+    decode: (o) => o,
+    target: policies,
+    what: 'OversellPolicies',
     log,
-    onChange: rebuild,
-    cannotStart: (message) => `cannot list OversellPolicies (${message}); is the CRD installed (deploy/base/crd.yaml) and may the gateway list them?`,
   });
+  try {
+    await watch.start();
+  } catch (err) {
+    throw new Error(`cannot list OversellPolicies (${(err as Error).message}); is the CRD installed (deploy/base/crd.yaml) and may the gateway list them?`);
+  }
   synced = true;
   rebuild();
   log.info({ policies: entries.map((e) => e.name) }, 'watching OversellPolicies');
@@ -73,6 +78,6 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     retainMs: () => Math.min(600_000, retainOf(entries)),
     notReady: () => (synced ? undefined : 'OversellPolicy watch not synced'),
     onChange: (l) => listeners.push(l),
-    stop: () => watching.stop(),
+    stop: async () => watch.stop(),
   };
 }

@@ -1,0 +1,80 @@
+// The gateway's bound-pods watch (gateway/ingest/bound-pods-watch.ts) against a
+// real HTTP server speaking the list/watch protocol: BoundRequests is synced
+// only once the whole paged list is in, the watch's changes land per pod, the
+// sums stay in force (synced) while the API server is away, and a 410 Gone
+// replaces them with the pods bound now, not a mix of old and new.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
+import { BoundRequests } from '../../../gateway/store/bound-requests.js';
+import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
+import { waitUntil } from '../../../scripts/harness/wait.js';
+
+const PODS = '/api/v1/pods';
+const pod = (name: string, node: string, cpu: string, phase = 'Running'): FakeObject => ({
+  metadata: { name, namespace: 'default', uid: `uid-${name}` },
+  spec: { nodeName: node, containers: [{ name: 'c', resources: { requests: { cpu, memory: '1Mi' } } }] },
+  status: { phase },
+});
+const cpuOf = (bound: BoundRequests, node: string) => bound.of(node, Date.now())?.cpuMillicores;
+
+describe('watchBoundPods', () => {
+  let api: FakeKubeApi;
+  const log = pino({ level: 'silent' });
+  before(async () => {
+    api = await FakeKubeApi.start([PODS]);
+  });
+  after(() => api.close());
+
+  it('lists every bound pod in pages of 500, then follows the watch; unbound and finished pods hold nothing', async () => {
+    for (let i = 0; i < 501; i++) api.put(PODS, pod(`p${i}`, 'node-a', '1m'));
+    api.put(PODS, { ...pod('pending', '', '5'), spec: { containers: [] } });
+    api.put(PODS, pod('done', 'node-a', '7', 'Succeeded'));
+    const bound = new BoundRequests();
+    assert.equal(bound.synced, false);
+    const watching = await watchBoundPods(api.kubeConfig(), bound, log);
+    try {
+      assert.equal(bound.synced, true);
+      assert.equal(cpuOf(bound, 'node-a'), 501);
+      const lists = api.listRequests();
+      assert.equal(lists.length, 2, 'two pages');
+      for (const q of lists) {
+        assert.equal(q.get('fieldSelector'), 'spec.nodeName!=');
+        assert.equal(q.get('limit'), '500');
+      }
+      api.put(PODS, pod('big', 'node-b', '2'));
+      api.put(PODS, pod('p0', 'node-a', '1m', 'Failed'));
+      await waitUntil('the watch applied', () => (cpuOf(bound, 'node-b') === 2000 && cpuOf(bound, 'node-a') === 500 ? true : undefined));
+
+      // The API server goes away: the sums stay, synced.
+      api.refuse = { watch: 503, list: 503 };
+      api.endWatches();
+      await waitUntil('a refused reconnect', () => (api.watchRequests().length >= 2 ? true : undefined), 5000);
+      assert.equal(bound.synced, true);
+      assert.equal(cpuOf(bound, 'node-b'), 2000);
+
+      // Meanwhile node-b's pod goes, node-c gets one, and the history is compacted: 410, one list, the sums as they are now.
+      api.remove(PODS, 'default/big');
+      api.put(PODS, pod('c', 'node-c', '3'));
+      api.compact();
+      const lists0 = api.listRequests().length;
+      api.refuse = {};
+      await waitUntil('listed again', () => (cpuOf(bound, 'node-c') === 3000 ? true : undefined), 10_000);
+      assert.equal(cpuOf(bound, 'node-b'), 0, 'the pod that went while away is gone');
+      assert.equal(cpuOf(bound, 'node-a'), 500);
+      assert.ok(api.listRequests().length > lists0);
+    } finally {
+      await watching.stop();
+    }
+  });
+
+  it('a refused list fails the start and says what the gateway needs', async () => {
+    api.refuse = { list: 403 };
+    try {
+      await assert.rejects(watchBoundPods(api.kubeConfig(), new BoundRequests(), log), /cannot list the pods bound to nodes: .*HTTP 403.*list and watch on pods/);
+    } finally {
+      api.refuse = {};
+    }
+  });
+});
