@@ -1,15 +1,17 @@
 // Does the message-row path pay? The ingest thread hands samples to the main
 // thread's store either as rows of numbers (one Float64Array per 5 ms batch,
-// NodeStore.ingestRow) or as the decoded objects (structured clone,
-// NodeStore.ingest). Same worker, same store of 10,000 nodes, 10,000
+// copied by NodeStore.ingest) or as the decoded objects (structured clone,
+// then written into a row for NodeStore.ingest, as the gateway did before). Same worker, same store of 10,000 nodes, 10,000
 // samples/s; main-thread and ingest-thread active time per sample, modes
 // alternated. Not part of npm run bench; run it alone:
 //   node --expose-gc --import tsx bench/message-row.ts   (PAIRS, SECONDS_PER_MODE)
 // Results: docs/performance-log.md, 2026-11-25.
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { moduleWorker } from '../lib/module-worker.js';
 import { performance } from 'node:perf_hooks';
 import { sampleRow } from '../wire/sample-row.js';
 import { NodeStore } from '../gateway/store/node-store.js';
+import { storeSample } from '../test/helpers/store-sample.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 
 const NODES = 10_000;
@@ -38,19 +40,18 @@ if (isMainThread) {
   for (let p = 0; p < pairs; p++) {
     const order: Array<'rows' | 'objects'> = p % 2 === 0 ? ['rows', 'objects'] : ['objects', 'rows'];
     for (const mode of order) {
-      // A worker does not inherit tsx's hooks on Node 20: it registers them itself.
-      const worker = new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`, { eval: true, workerData: { mode, seqBase } });
+      const worker = moduleWorker(new URL('./message-row.js', import.meta.url), { workerData: { mode, seqBase } });
       let applied = 0;
       worker.on('message', (m: { rows?: Float64Array; samples?: Array<{ node: number; sample: Sample__Output }> }) => {
         if (m.rows) {
           for (let at = 0; at < m.rows.length; at += stride) {
             const node = m.rows[at]!;
-            store.ingestRow(`n${node}`, node + 1, m.rows, at + ROW0, m.rows[at + 1]!);
+            store.ingest(`n${node}`, node + 1, m.rows, at + ROW0, m.rows[at + 1]!);
             applied += 1;
           }
         } else if (m.samples) {
           for (const s of m.samples) {
-            store.ingest(`n${s.node}`, s.node + 1, s.sample, Date.now());
+            storeSample(store, `n${s.node}`, s.node + 1, s.sample, Date.now());
             applied += 1;
           }
         }

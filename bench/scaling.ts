@@ -4,6 +4,7 @@
 import { NodeStore } from '../gateway/store/node-store.js';
 import { bestOf, handlerRounds } from './webhook.js';
 import { round, runIfMain, type BenchResult } from './result.js';
+import { storeSample } from '../test/helpers/store-sample.js';
 
 /** V8 heap plus array buffers: a node's usage window and newest sample are Float64Arrays, whose bytes are outside the heap. */
 const storeBytes = () => {
@@ -27,7 +28,7 @@ async function bytesPerNode(nodes: number): Promise<number> {
   for (let i = 0; i < nodes; i++) {
     store.attach(`node-${i}`, `agent-${i}`, null, i + 1);
     for (let s = 1; s <= 60; s++) {
-      store.ingest(`node-${i}`, i + 1, {
+      storeSample(store, `node-${i}`, i + 1, {
         seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 },
         pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } },

@@ -18,6 +18,7 @@ import { ensureOha, oha, OHA_VERSION } from './oha.js';
 import { ensureLoadgen } from './loadgen.js';
 import { freePort, REPO, startChild, startGateway } from './processes.js';
 import { round, runIfMain, type BenchResult } from './result.js';
+import { storeSample } from '../test/helpers/store-sample.js';
 
 const NODE = 'bench-0';
 
@@ -69,7 +70,7 @@ export function handlerRounds(nodes = 1): { review: (calls: number) => number; r
     const name = `bench-${i}`;
     store.attach(name, 'i', null, i + 1);
     for (let s = 1; s <= 60; s++) {
-      store.ingest(name, i + 1, {
+      storeSample(store, name, i + 1, {
         seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500 + (s % 5) * 50, memoryWorkingSetBytes: 4 * 2 ** 30,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 }, pressure: null,
         requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, podsIncluded: false, pods: [],

@@ -23,7 +23,7 @@ import { LeaderLease } from './act/leader-lease.js';
 import { StatusWriter } from './act/status-writer.js';
 import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
-import { agentStreamService } from './ingest/agent-stream-service.js';
+import { agentStreamService, storeTarget } from './ingest/agent-stream-service.js';
 import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
@@ -138,7 +138,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
   const V1 = oversellV1();
-  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store, metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   const notReady = () => (ready ? ingestThreadDown ?? policies.notReady() : 'listeners starting');
   grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies, notReady, now, boundRequests,

@@ -15,6 +15,7 @@ import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { formatBytes, formatMilli, milliValue, parseQuantity, value } from '../lib/quantity.js';
 import { getNode, queryClient } from './helpers/grpc.js';
 import { listPolicySource, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { storeSample } from './helpers/store-sample.js';
 
 interface NodeObject {
   metadata: { name: string; labels: Record<string, string>; annotations: Record<string, string> };
@@ -86,7 +87,7 @@ describe('one decision path: the query API shows what the webhook writes', () =>
         const raw = { cpu: formatMilli(c.rawCpu), memory: formatBytes(c.rawMemoryGi * GI) };
         const stream = 1000 + i;
         gw.store.attach(name, 'i', null, stream);
-        c.samples.forEach((s, k) => gw.store.ingest(name, stream, {
+        c.samples.forEach((s, k) => storeSample(gw.store, name, stream, {
           seq: k + 1, timestampMs: clock - (c.samples.length - k) * 1000,
           cpuUsageMillicores: Math.round(s.cpuShare * c.rawCpu), memoryWorkingSetBytes: Math.round(s.memShare * c.rawMemoryGi * GI),
           capacity: { cpuMillicores: capacity.cpu, memoryBytes: capacity.memory },
@@ -105,7 +106,7 @@ describe('one decision path: the query API shows what the webhook writes', () =>
 
         // Usage and requests move a little before the next write: the previous grant then matters (hysteresis).
         const last = gw.store.get(name)!.latest!;
-        gw.store.ingest(name, stream, {
+        storeSample(gw.store, name, stream, {
           ...last, seq: c.samples.length + 1, timestampMs: clock,
           cpuUsageMillicores: Math.round(last.cpuUsageMillicores * c.usageDrift),
           requests: { ...last.requests!, cpuMillicores: Math.round(last.requests!.cpuMillicores * c.requestsDrift) },

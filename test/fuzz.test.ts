@@ -20,6 +20,7 @@ import { NodeStore } from '../gateway/store/node-store.js';
 import { formatQuantity, milliValue, parseQuantity, value } from '../lib/quantity.js';
 import { apimachineryQuantities } from './helpers/apimachinery-quantity.js';
 import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { storeSample } from './helpers/store-sample.js';
 
 const CASES = Number(process.env.FUZZ_CASES ?? 100_000);
 const HTTP_CASES = Math.max(200, Math.round(CASES / 50));
@@ -157,7 +158,7 @@ function deps(): NodeReviewDeps {
   store.attach(NODE, 'i', null, 1);
   const now = Date.now();
   for (let s = 1; s <= 30; s++) {
-    store.ingest(NODE, 1, {
+    storeSample(store, NODE, 1, {
       seq: s, timestampMs: now - (30 - s) * 1000, cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
       requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, podsIncluded: false, pods: [],
@@ -213,7 +214,7 @@ describe(`fuzz over real HTTPS: ${HTTP_CASES} reviews and byte garbage`, () => {
   before(async () => {
     gw = await startTestGateway({ bodyLimitBytes: 4 * 1024 * 1024 });
     gw.store.attach(NODE, 'i', null, 1);
-    gw.store.ingest(NODE, 1, {
+    storeSample(gw.store, NODE, 1, {
       seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
       requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, podsIncluded: false, pods: [],

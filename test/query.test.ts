@@ -18,6 +18,7 @@ import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { listPolicySource, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { GATEWAY_DEFAULTS } from '../gateway/config/defaults.js';
+import { storeSample } from './helpers/store-sample.js';
 
 const sample = (seq: number): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30,
@@ -35,7 +36,7 @@ let stream = 100;
 function report(name: string, labels: Record<string, string>) {
   stream += 1;
   gw.store.attach(name, 'i', null, stream);
-  gw.store.ingest(name, stream, sample(1), Date.now());
+  storeSample(gw.store, name, stream, sample(1), Date.now());
   gw.store.observe(name, { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
 }
 
@@ -101,7 +102,7 @@ describe('NodeUsage over real gRPC', () => {
       await eventually(() => (events.some((e) => e.node?.name === 'b-3') ? true : undefined), 3000, 'b-3');
       // b-1 moves to the web pool: it leaves this watch.
       gw.store.observe('b-1', { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels: { pool: 'web' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
-      gw.store.ingest('b-1', gw.store.get('b-1')?.streamId ?? 0, sample(2), Date.now());
+      storeSample(gw.store, 'b-1', gw.store.get('b-1')?.streamId ?? 0, sample(2), Date.now());
       await eventually(() => (events.some((e) => e.type === 'REMOVED' && e.node?.name === 'b-1') ? true : undefined), 3000, 'REMOVED b-1');
       assert.ok(!events.some((e) => e.node?.name === 'w-2'), 'a node outside the selector was sent');
       const afterSync = events.slice(3);
@@ -157,7 +158,7 @@ describe('NodeUsage over real gRPC', () => {
 describe('ListNodeSummaries: the columns of oversell top', () => {
   const NOW = Date.now();
   let g: TestGateway;
-  const ingest = (name: string, streamId: number, s: Sample__Output) => g.store.ingest(name, streamId, s, NOW - 700);
+  const ingest = (name: string, streamId: number, s: Sample__Output) => storeSample(g.store, name, streamId, s, NOW - 700);
   before(async () => {
     g = await startTestGateway({ policies, now: () => NOW });
     const nodes: Array<[string, Record<string, string>, Partial<Sample__Output>, boolean]> = [
@@ -238,7 +239,7 @@ describe('ListNodeSummaries keeps up with the store between calls', () => {
   const join = (name: string, labels: Record<string, string>) => {
     id += 1;
     g.store.attach(name, 'i', null, id);
-    for (let seq = 1; seq <= 3; seq++) g.store.ingest(name, id, { ...sample(seq), timestampMs: clock - (4 - seq) * 1000 }, clock);
+    for (let seq = 1; seq <= 3; seq++) storeSample(g.store, name, id, { ...sample(seq), timestampMs: clock - (4 - seq) * 1000 }, clock);
     g.store.observe(name, { raw: raw, labels, nodeMaxRatio: {}, lastGrant: undefined }, clock);
   };
   const both = async (req: { labelSelector?: string; policy?: string } = {}) => {
@@ -267,7 +268,7 @@ describe('ListNodeSummaries keeps up with the store between calls', () => {
     assert.notEqual((await both())['n-0001']?.decision?.cpuBound, 'stale');
     clock += 31_000; // past the policy's staleAfter: no event marks it
     assert.equal((await both())['n-0001']?.decision?.cpuBound, 'stale');
-    g.store.ingest('n-0001', 1002, { ...sample(4), timestampMs: clock }, clock);
+    storeSample(g.store, 'n-0001', 1002, { ...sample(4), timestampMs: clock }, clock);
     const rows = await both();
     assert.notEqual(rows['n-0001']?.decision?.cpuBound, 'stale');
     assert.equal(rows['n-0003']?.decision?.cpuBound, 'stale');
@@ -306,8 +307,8 @@ describe('ListNodeSummaries when a row cannot be computed', () => {
       g.store.attach('ok', 'i', null, 1);
       g.store.attach('bad', 'i', null, 2);
       g.store.observe('bad', { raw: { cpuMillicores: 7910n, memoryBytes: 2n ** 34n }, labels: { boom: 'yes' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
-      assert.equal(g.store.ingest('bad', 2, sample(1), Date.now()), 'stored');
-      assert.equal(g.store.ingest('ok', 1, sample(1), Date.now()), 'stored');
+      assert.equal(storeSample(g.store, 'bad', 2, sample(1), Date.now()), 'stored');
+      assert.equal(storeSample(g.store, 'ok', 1, sample(1), Date.now()), 'stored');
       const c = queryClient(g.ports.grpc);
       await assert.rejects(
         new Promise((resolve, reject) => c.ListNodeSummaries({ labelSelector: '', policy: '' }, (err, r) => (err ? reject(err) : resolve(r)))),

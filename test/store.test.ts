@@ -4,6 +4,7 @@ import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { summarize } from '../gateway/decide/usage-stats.js';
 import { UsageWindow } from '../gateway/decide/usage-window.js';
+import { storeSample } from './helpers/store-sample.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, capacity: null, pressure: null,
@@ -14,7 +15,7 @@ describe('NodeStore', () => {
   it('keeps a window cut on the agent timeline and summarizes it', () => {
     const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
-    for (let i = 1; i <= 30; i++) store.ingest('n', 1, s(i, i * 1000, i === 30 ? 9000 : 100), 500_000 + i);
+    for (let i = 1; i <= 30; i++) storeSample(store, 'n', 1, s(i, i * 1000, i === 30 ? 9000 : 100), 500_000 + i);
     const r = store.get('n');
     assert.equal(r?.window.length, 10);
     assert.equal(r?.window.point(0).timestampMs, 21_000);
@@ -28,13 +29,13 @@ describe('NodeStore', () => {
   it('restarts the window when the agent clock steps back past it: one far-future timestamp does not shut later samples out', () => {
     const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
-    for (let i = 1; i <= 5; i++) store.ingest('n', 1, s(i, i * 1000), i);
-    store.ingest('n', 1, s(6, 3_600_000), 6); // an hour ahead: the old points are cut
+    for (let i = 1; i <= 5; i++) storeSample(store, 'n', 1, s(i, i * 1000), i);
+    storeSample(store, 'n', 1, s(6, 3_600_000), 6); // an hour ahead: the old points are cut
     assert.deepEqual(store.get('n')?.window.points().map((p) => p.timestampMs), [3_600_000]);
-    for (let i = 7; i <= 9; i++) store.ingest('n', 1, s(i, i * 1000), i);
+    for (let i = 7; i <= 9; i++) storeSample(store, 'n', 1, s(i, i * 1000), i);
     assert.deepEqual(store.get('n')?.window.points().map((p) => p.timestampMs), [7000, 8000, 9000]);
     // A small step back within the window is kept as it always was (in seq order, not sorted).
-    store.ingest('n', 1, s(10, 8500), 10);
+    storeSample(store, 'n', 1, s(10, 8500), 10);
     assert.equal(store.get('n')?.window.length, 4);
   });
 
@@ -83,11 +84,11 @@ describe('NodeStore', () => {
   it('refuses duplicates and samples from a stream that is no longer current', () => {
     const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
-    assert.equal(store.ingest('n', 1, s(1, 1), 1), 'stored');
-    assert.equal(store.ingest('n', 1, s(1, 1), 2), 'duplicate');
+    assert.equal(storeSample(store, 'n', 1, s(1, 1), 1), 'stored');
+    assert.equal(storeSample(store, 'n', 1, s(1, 1), 2), 'duplicate');
     assert.equal(store.attach('n', 'i', null, 2), 1);
-    assert.equal(store.ingest('n', 1, s(2, 2), 3), 'not-current-stream');
-    assert.equal(store.ingest('x', 1, s(1, 1), 3), 'unknown-node');
+    assert.equal(storeSample(store, 'n', 1, s(2, 2), 3), 'not-current-stream');
+    assert.equal(storeSample(store, 'x', 1, s(1, 1), 3), 'unknown-node');
     // The old stream closing does not mark the node disconnected.
     store.detach('n', 1);
     assert.equal(store.connectedCount(), 1);
@@ -100,9 +101,9 @@ describe('NodeStore', () => {
     const removed: string[] = [];
     store.on('removed', (n) => removed.push(n));
     store.attach('gone', 'i', null, 1);
-    store.ingest('gone', 1, s(1, 1), 100);
+    storeSample(store, 'gone', 1, s(1, 1), 100);
     store.attach('here', 'i', null, 2);
-    store.ingest('here', 2, s(1, 1), 100);
+    storeSample(store, 'here', 2, s(1, 1), 100);
     store.detach('gone', 1);
     assert.deepEqual(store.prune(1000), []);
     assert.deepEqual(store.prune(1101), ['gone']);
@@ -115,17 +116,17 @@ describe('NodeStore', () => {
     const raw = { cpuMillicores: 1000n, memoryBytes: 1000n };
     const sample = (seq: number, cpu: number, memory: number): Sample__Output => ({ ...s(seq, seq * 1000, cpu), memoryWorkingSetBytes: memory, requests: { cpuMillicores: 800, memoryBytes: 800, podCount: 4, known: true } });
     store.attach('n', 'i', null, 1);
-    store.ingest('n', 1, sample(1, 400, 400), 1);
+    storeSample(store, 'n', 1, sample(1, 400, 400), 1);
     assert.equal(store.usage('n', 1)?.history, undefined, 'no raw yet: nothing to learn against');
     store.observe('n', { raw, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, 1);
-    store.ingest('n', 1, sample(2, 400, 200), 2);
+    storeSample(store, 'n', 1, sample(2, 400, 200), 2);
     // The agent's requests (800): 0.5 and 0.25.
     assert.equal(store.usage('n', 2)?.history?.quantile('cpu', 0), Math.ceil(0.5 * 128 + 1e-9) / 128);
     bound.set('n', { cpuMillicores: 500, memoryBytes: 500, newestPodAgeMs: 5_000 });
-    store.ingest('n', 1, sample(3, 450, 450), 3);
+    storeSample(store, 'n', 1, sample(3, 450, 450), 3);
     assert.equal(store.usage('n', 3)?.history?.quantile('cpu', 0), Math.ceil(0.5 * 128 + 1e-9) / 128, 'a pod bound 5 s ago: not learnt');
     bound.set('n', { cpuMillicores: 500, memoryBytes: 500, newestPodAgeMs: 60_000 });
-    store.ingest('n', 1, sample(4, 450, 450), 4);
+    storeSample(store, 'n', 1, sample(4, 450, 450), 4);
     assert.equal(store.usage('n', 4)?.history?.quantile('memory', 0), Math.ceil(0.9 * 128) / 128, 'the API server\'s requests (500), not the agent\'s (800)');
     assert.equal(store.usage('n', 4)?.history?.spanMs(), 2000);
   });

@@ -12,6 +12,7 @@ import { startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { bearer, heapUsedAfterGc, plainSample, queryClient } from './helpers/grpc.js';
 import { scrapeMetric } from './helpers/metrics.js';
 import { waitUntil } from '../scripts/harness/wait.js';
+import { storeSample } from './helpers/store-sample.js';
 
 const jwt = (sub: string, expSeconds: number) =>
   `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, exp: expSeconds })).toString('base64url')}.sig`;
@@ -38,7 +39,7 @@ describe('a watcher that stops reading', () => {
   before(async () => {
     gw = await startTestGateway({ queryLimits: { watchStallMs: 300 } });
     gw.store.attach('n1', 'i', null, 1);
-    gw.store.ingest('n1', 1, plainSample(1), Date.now());
+    storeSample(gw.store, 'n1', 1, plainSample(1), Date.now());
   });
   after(() => gw?.close());
 
@@ -51,7 +52,7 @@ describe('a watcher that stops reading', () => {
       const before = heapUsedAfterGc();
       // In bursts, so the gateway writes between them: more than the connection's flow-control window takes.
       for (let seq = 2; seq < 20_002; seq++) {
-        gw.store.ingest('n1', 1, plainSample(seq), Date.now());
+        storeSample(gw.store, 'n1', 1, plainSample(seq), Date.now());
         if (seq % 100 === 0) await new Promise((r) => setTimeout(r, 2));
       }
       await waitUntil('the watch is ended', async () => ((await scrapeMetric(gw.ports.metrics, 'oversell_query_watches_ended_total', '{reason="slow-reader"}')) === 1 ? true : undefined), 5000);
@@ -77,7 +78,7 @@ describe('a watcher that stops reading', () => {
       await waitUntil('synced', () => (w.state.synced ? true : undefined), 5000);
       // 2,000 changes a second for one node (an agent sends 10 at most).
       for (let seq = 30_000; seq < 35_000; seq++) {
-        gw.store.ingest('n1', 1, plainSample(seq), Date.now());
+        storeSample(gw.store, 'n1', 1, plainSample(seq), Date.now());
         if (seq % 100 === 0) await new Promise((r) => setTimeout(r, 50));
       }
       await waitUntil('the last change delivered', () => (w.state.lastSeq === 34_999 ? true : undefined), 10_000);
@@ -109,7 +110,7 @@ describe('a watch and its caller\'s token and access', () => {
       },
     });
     gw.store.attach('n1', 'i', null, 1);
-    gw.store.ingest('n1', 1, plainSample(1), Date.now());
+    storeSample(gw.store, 'n1', 1, plainSample(1), Date.now());
   });
   after(() => gw?.close());
 

@@ -8,7 +8,8 @@ import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
-import type { NodeStore } from '../store/node-store.js';
+import type { IngestResult, NodeStore } from '../store/node-store.js';
+import { sampleRow } from '../../wire/sample-row.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
@@ -18,27 +19,35 @@ import { checkSample, isRefused, refusalLog, type SampleRefused } from '../store
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * Where a stream's hello and samples go: the NodeStore itself, or (on the
- * ingest thread) a link that forwards them to the store on the main thread,
- * where attach answers later.
+ * Where a stream's hello and samples go: the NodeStore itself
+ * (storeTarget()), or (on the ingest thread) a link that forwards them to the
+ * store on the main thread in batches.
  */
 export interface IngestTarget {
   /**
-   * superseded: called if the store later refuses this stream's samples
-   * because a newer stream reports for the node (a link learns it late).
+   * Resolves to the last seq stored for this agent instance. A promise on
+   * both targets: the thread's answer comes from the main thread, and a hello
+   * is once per stream, not on the per-sample path, so the store's one
+   * microtask costs nothing. superseded: called if the store later refuses
+   * this stream's samples because a newer stream reports for the node (a
+   * link learns it late).
    */
-  attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): number | Promise<number>;
-  /** Stores the sample; a target that checksSamples may instead refuse it (having consumed its seq). */
-  ingest(...args: Parameters<NodeStore['ingest']>): ReturnType<NodeStore['ingest']> | SampleRefused;
+  attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): Promise<number>;
+  /** Stores a sample the service checked, as NodeStore.ingest() takes it: its row of numbers and the pods it carried. */
+  ingest: NodeStore['ingest'];
   /** Takes a refused sample's seq as received (NodeStore.consume). */
   consume: NodeStore['consume'];
   detach: NodeStore['detach'];
-  /**
-   * ingest() checks each sample itself (sample-check.ts) and returns
-   * refused-<reason> for one that fails: the ingest thread checks the row it
-   * writes anyway rather than a second copy.
-   */
-  checksSamples?: true;
+}
+
+/** The store as a stream's target, on the thread it lives on. */
+export function storeTarget(store: NodeStore): IngestTarget {
+  return {
+    attach: async (name, instanceId, host, streamId) => store.attach(name, instanceId, host, streamId),
+    ingest: (name, streamId, rows, at, nowMs, pods) => store.ingest(name, streamId, rows, at, nowMs, pods),
+    consume: (name, streamId, seq) => store.consume(name, streamId, seq),
+    detach: (name, streamId) => store.detach(name, streamId),
+  };
 }
 
 export interface AgentStreamServiceOptions {
@@ -83,6 +92,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const now = options.now ?? Date.now;
   const rate = options.maxSamplesPerSecond ?? 10;
   const burst = options.replayBurst ?? 200;
+  // Each sample is written here, checked here and handed on from here: the store copies it.
+  const row = new Float64Array(sampleRow().width);
 
   return {
     Report(call: grpc.ServerDuplexStream<AgentMessage__Output, GatewayMessage>) {
@@ -168,10 +179,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
             call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
           };
-          const attached = store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede);
-          if (typeof attached === 'number') return welcome(attached);
           waiting = [];
-          attached.then(
+          store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede).then(
             (lastSeq) => {
               if (ended) return;
               welcome(lastSeq);
@@ -188,13 +197,14 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             return;
           }
           const receivedAtMs = now();
-          const refused = store.checksSamples ? undefined : checkSample(msg.sample, receivedAtMs);
-          let result: ReturnType<IngestTarget['ingest']>;
+          const { sample } = msg;
+          const refused = checkSample(sample, receivedAtMs, row, 0);
+          let result: IngestResult | SampleRefused;
           if (refused) {
-            const consumed = store.consume(node, streamId, msg.sample.seq);
+            const consumed = store.consume(node, streamId, sample.seq);
             result = consumed === 'consumed' ? `refused-${refused}` : consumed;
           } else {
-            result = store.ingest(node, streamId, msg.sample, receivedAtMs);
+            result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined);
           }
           metrics.sampleReceived(result);
           if (result === 'not-current-stream') return supersede();
@@ -204,7 +214,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           if (isRefused(result)) logRefusal(node, result);
           if ((result === 'stored' || isRefused(result)) && ++sinceAck >= ackEvery) {
             sinceAck = 0;
-            call.write({ ack: { lastSeq: msg.sample.seq } });
+            call.write({ ack: { lastSeq: sample.seq } });
           }
         }
       };

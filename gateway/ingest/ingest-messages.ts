@@ -1,9 +1,9 @@
 // What the ingest thread and the main thread say to each other. Only plain
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
-// (wire/sample-row.ts) behind its stream id and arrival time, or
-// structured-cloned when it carries pods.
+// (wire/sample-row.ts) behind its stream id and arrival time, or, when it
+// carries pods, its row and the pods structured-cloned.
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
-import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
+import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
 import type { SampleRefused } from '../store/sample-check.js';
@@ -29,7 +29,8 @@ export interface IngestThreadData {
  */
 export type IngestOp =
   | { op: 'attach'; after: number; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
-  | { op: 'sample'; after: number; name: string; streamId: number; sample: Sample__Output; receivedAtMs: number }
+  /** A sample with pods: its row, and the pods a row cannot hold. */
+  | { op: 'sample'; after: number; name: string; streamId: number; row: Float64Array; pods: PodUsage__Output[]; receivedAtMs: number }
   | { op: 'detach'; after: number; name: string; streamId: number }
   /** A sample the thread refused (sample-check.ts): the store takes its seq as received. */
   | { op: 'consume'; after: number; name: string; streamId: number; seq: number };

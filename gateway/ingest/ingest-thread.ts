@@ -17,7 +17,6 @@ import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
-import { checkPods, checkSampleRow } from '../store/sample-check.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 
 // A sample waits at most this long on this thread before the store has it.
@@ -33,8 +32,9 @@ const log = createLogger('oversell-gateway', data.logLevel);
 const post = (m: ToMain) => port.postMessage(m);
 
 let ops: IngestOp[] = [];
-const row = sampleRow();
-const stride = ROW_SAMPLE + row.width;
+const { width } = sampleRow();
+const SEQ = sampleRow().offsetOf('seq');
+const stride = ROW_SAMPLE + width;
 /** The batch's samples as numbers; grown as needed, copied out at each flush. */
 let rows = new Float64Array(256 * stride);
 let rowsUsed = 0;
@@ -86,36 +86,27 @@ const store: IngestTarget = {
       return seq;
     });
   },
-  // Samples are checked here, on the row written into the batch: the main
-  // thread stores what this thread sends without checking it again.
-  checksSamples: true,
-  ingest(name, streamId, sample, receivedAtMs) {
+  // The service checked the sample (sample-check.ts) on its row: here it is copied into the batch, or crosses with its pods.
+  ingest(name, streamId, sampleRows, sampleAt, receivedAtMs, pods) {
     const last = lastSeq.get(streamId);
     if (last === undefined) return 'not-current-stream';
-    if (sample.seq <= last) return 'duplicate';
-    const at = rowsUsed * stride;
-    if (at + stride > rows.length) {
-      const bigger = new Float64Array(rows.length * 2);
-      bigger.set(rows);
-      rows = bigger;
-    }
-    // A row holds no pods: a sample with pods is written all the same (into
-    // the next free row, not taken) for the rule to run on its numbers, and
-    // crosses as an object.
-    const hasPods = sample.pods.length > 0;
-    row.write(hasPods ? { ...sample, pods: [] } : sample, rows, at + ROW_SAMPLE);
-    const refused = checkSampleRow(rows, at + ROW_SAMPLE, receivedAtMs) ?? (hasPods ? checkPods(sample) : undefined);
-    if (refused) {
-      store.consume(name, streamId, sample.seq);
-      return `refused-${refused}`;
-    }
-    lastSeq.set(streamId, sample.seq);
-    if (!hasPods) {
+    const seq = sampleRows[sampleAt + SEQ]!;
+    if (seq <= last) return 'duplicate';
+    lastSeq.set(streamId, seq);
+    if (pods) {
+      ops.push({ op: 'sample', after: rowsUsed, name, streamId, row: sampleRows.slice(sampleAt, sampleAt + width), pods, receivedAtMs });
+    } else {
+      const at = rowsUsed * stride;
+      if (at + stride > rows.length) {
+        const bigger = new Float64Array(rows.length * 2);
+        bigger.set(rows);
+        rows = bigger;
+      }
       rows[at + ROW_STREAM_ID] = streamId;
       rows[at + ROW_RECEIVED_AT_MS] = receivedAtMs;
+      // A loop, not set(subarray()): no view object per sample.
+      for (let i = 0; i < width; i++) rows[at + ROW_SAMPLE + i] = sampleRows[sampleAt + i]!;
       rowsUsed += 1;
-    } else {
-      ops.push({ op: 'sample', after: rowsUsed, name, streamId, sample, receivedAtMs });
     }
     // The store's verdict is counted on the main thread.
     return 'stored';

@@ -1,7 +1,8 @@
 // The main thread's side of the ingest thread (ingest-thread.ts): starts it,
 // applies what its streams did to the store in order, answers its hellos with
 // the store's last seq, reviews its agents' tokens, and counts its metrics.
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { moduleWorker } from '../../lib/module-worker.js';
 import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
@@ -47,12 +48,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     maxReceiveMessageBytes: options.maxReceiveMessageBytes,
     limits: options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs },
   };
-  const worker = import.meta.url.endsWith('.ts')
-    // From source, under tsx (tests, bench): on Node 20 a worker does not
-    // inherit the loader hooks that let the parent import .ts, so the thread
-    // registers tsx itself before importing its entry point.
-    ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL('./ingest-thread.ts', import.meta.url).href)}); })`, { eval: true, workerData: data })
-    : new Worker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });
+  const worker = moduleWorker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });
   const send = (m: ToThread) => worker.postMessage(m);
   let closed: (() => void) | undefined;
 
@@ -66,7 +62,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   // Samples were checked on the thread (sample-check.ts), which counted and logged those it refused.
   const applyOne = (op: IngestOp) => {
     if (op.op === 'sample') {
-      counted(store.ingest(op.name, op.streamId, op.sample, op.receivedAtMs), op.streamId);
+      counted(store.ingest(op.name, op.streamId, op.row, 0, op.receivedAtMs, op.pods), op.streamId);
     } else if (op.op === 'consume') {
       if (store.consume(op.name, op.streamId, op.seq) === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {
@@ -82,7 +78,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     const name = nodeOf.get(streamId);
     // The thread sends rows only for streams it attached; a row without one has no node to go to.
     if (name === undefined) return counted('unknown-node', streamId);
-    counted(store.ingestRow(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
+    counted(store.ingest(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
   };
   const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
     const rows = m.rows;

@@ -65,12 +65,6 @@ export class NodeRecord {
     return this.#row ? this.#row[sampleAt()[field]]! : 0;
   }
 
-  /** Keeps a decoded sample as the newest (its pods are the caller's to keep). */
-  setLatest(sample: Sample__Output): void {
-    this.#row ??= new Float64Array(sampleRow().width);
-    sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, this.#row, 0);
-  }
-
   /** Keeps the sample at rows[at .. at + width) as the newest. */
   setLatestRow(rows: Float64Array, at: number): void {
     const width = sampleRow().width;
@@ -182,22 +176,17 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     }
   }
 
-  ingest(name: string, streamId: number, sample: Sample__Output, nowMs: number): IngestResult {
-    const record = this.#current(name, streamId, sample.seq);
-    if (typeof record === 'string') return record;
-    // Copied into the record's row: the decoded message then dies young.
-    record.setLatest(sample);
-    if (sample.podsIncluded) record.pods = sample.pods;
-    return this.#stored(record, nowMs);
-  }
-
-  /** ingest() for a sample handed over as a row of numbers (wire/sample-row.ts), copied into the record's row. */
-  ingestRow(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number): IngestResult {
+  /**
+   * Stores a checked sample (gateway/store/sample-check.ts), handed over as
+   * its row of numbers at rows[at .. at + width) (wire/sample-row.ts), which
+   * is copied into the record's row: whatever decoded it lets go of it. pods:
+   * the pod list it carried, when it carried one (a row holds no lists).
+   */
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodUsage__Output[]): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
     record.setLatestRow(rows, at);
-    // A sample with pods crosses as an object: one here carried an empty list.
-    if (record.value('podsIncluded') === 1 && record.pods.length > 0) record.pods = [];
+    if (record.value('podsIncluded') === 1) record.pods = pods ?? (record.pods.length > 0 ? [] : record.pods);
     return this.#stored(record, nowMs);
   }
 

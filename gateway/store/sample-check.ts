@@ -1,9 +1,10 @@
 // What an agent may report, checked before a sample is stored. An agent is a
 // process on a node anyone with root there controls, or a bug: its numbers
 // are inputs, not facts. The rule runs on the sample's row of numbers
-// (wire/sample-row.ts), the form both ingest paths have without allocating:
-// the ingest thread checks the row it writes into its batch anyway, the main
-// thread a decoded sample written into one reused row. The bounds and why:
+// (wire/sample-row.ts), the form the store takes a sample in: the stream
+// service (gateway/ingest/agent-stream-service.ts, on either thread) writes
+// each decoded sample into a reused row, checks it there, and hands the row
+// on. The bounds and why:
 //
 // - every number finite and non-negative;
 // - timestamp at most a day ahead of the gateway's clock: a node's clock may
@@ -115,13 +116,15 @@ export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
 
 let scratch: Float64Array | undefined;
 
-/** checkSampleRow() for a decoded sample, written into one reused row, and checkPods(). */
-export function checkSample(sample: Sample__Output, nowMs: number): SampleRefusal | undefined {
-  const rows = sampleRow();
-  const row = (scratch ??= new Float64Array(rows.width));
+/**
+ * Writes a decoded sample into row[at .. at + width) (one reused row by
+ * default), the form the store takes it in, and checks it there
+ * (checkSampleRow(), then checkPods()).
+ */
+export function checkSample(sample: Sample__Output, nowMs: number, row: Float64Array = (scratch ??= new Float64Array(sampleRow().width)), at = 0): SampleRefusal | undefined {
   // A row holds no repeated field: the pods are checked on the object.
-  rows.write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, row, 0);
-  return checkSampleRow(row, 0, nowMs) ?? (sample.pods.length > 0 ? checkPods(sample) : undefined);
+  sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, row, at);
+  return checkSampleRow(row, at, nowMs) ?? (sample.pods.length > 0 ? checkPods(sample) : undefined);
 }
 
 export function isRefused(result: string): result is SampleRefused {

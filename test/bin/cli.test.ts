@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { storeSample } from '../helpers/store-sample.js';
 
 const GI = 1024 ** 3;
 /** An 8-core node using 600m of 6000m requested. */
@@ -32,7 +33,7 @@ describe('the oversell binary against a real gateway', () => {
   before(async () => {
     gw = await startTestGateway();
     gw.store.attach('n1', 'i', null, 1);
-    gw.store.ingest('n1', 1, { ...SAMPLE, seq: 1, timestampMs: Date.now() }, Date.now());
+    storeSample(gw.store, 'n1', 1, { ...SAMPLE, seq: 1, timestampMs: Date.now() }, Date.now());
     gw.store.observe('n1', { raw: { cpuMillicores: 7910n, memoryBytes: 30n * 2n ** 30n }, labels: { pool: 'batch' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
   });
   after(() => gw.close());

@@ -12,6 +12,7 @@ import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { record, traceNodes } from '../../cli/record.js';
 import { parseTrace } from '../../sim/trace.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { storeSample } from '../helpers/store-sample.js';
 
 const GiB = 2 ** 30;
 const main = fileURLToPath(new URL('../../cli/main.ts', import.meta.url));
@@ -39,12 +40,12 @@ describe('oversell record', () => {
     for (const [name, cpu] of [['n-1', 1200], ['n-2', 2500]] as const) {
       stream += 1;
       gw.store.attach(name, 'i', null, stream);
-      gw.store.ingest(name, stream, sample(1, cpu), Date.now());
+      storeSample(gw.store, name, stream, sample(1, cpu), Date.now());
       gw.store.observe(name, { raw: { cpuMillicores: 7500n, memoryBytes: 30n * BigInt(GiB) }, labels: { pool: 'a' }, nodeMaxRatio: {}, lastGrant: undefined }, Date.now());
     }
     // An agent with no raw allocatable established yet: not recordable.
     gw.store.attach('n-3', 'i', null, 99);
-    gw.store.ingest('n-3', 99, sample(1, 100), Date.now());
+    storeSample(gw.store, 'n-3', 99, sample(1, 100), Date.now());
   });
   after(async () => {
     await gw?.close();

@@ -15,6 +15,7 @@ import { GrantProof } from '../../gateway/decide/grant-proof.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { flagsPolicySource, type PolicySource } from '../../gateway/policies/policy-source.js';
 import { NodeStore } from '../../gateway/store/node-store.js';
+import { storeSample } from './store-sample.js';
 
 export interface NodeObject {
   metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; [k: string]: unknown };
@@ -89,7 +90,7 @@ export function reviewBench(options: { now: () => number; policies?: PolicySourc
     report(node, sample) {
       streamId += 1;
       store.attach(node, 'instance-a', null, streamId);
-      store.ingest(node, streamId, sample, now());
+      storeSample(store, node, streamId, sample, now());
     },
     review: (r) => reviewNode(readJsonFields(Buffer.from(JSON.stringify(r)), NODE_REVIEW_FIELDS), deps),
   };

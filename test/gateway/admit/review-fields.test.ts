@@ -14,6 +14,7 @@ import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { NodeStore } from '../../../gateway/store/node-store.js';
 import { applied, kubeletReview, nodeSample, patchOf, type NodeReview } from '../../helpers/node-reviews.js';
+import { storeSample } from '../../helpers/store-sample.js';
 
 /** `value` behind proxies that add every property path read (get, has, own keys) to `paths`. */
 function recording<T>(value: T, paths: Set<string>, at = ''): T {
@@ -63,7 +64,7 @@ describe('the fields reviewNode() reads are the fields the webhook\'s reader bui
   const policies = flagsPolicySource(DEFAULT_POLICY);
   const deps: NodeReviewDeps = { usage: (n) => store.usage(n, 1_000_000), policyFor: (l) => policies.select(l), proof, boundRequests: () => ({ cpuMillicores: 6000, memoryBytes: 20 * 1024 ** 3 }) };
   store.attach('ip-10-0-17-42.eu-west-1.compute.internal', 'i', null, 1);
-  store.ingest('ip-10-0-17-42.eu-west-1.compute.internal', 1, nodeSample(1_000_000), 1_000_000);
+  storeSample(store, 'ip-10-0-17-42.eu-west-1.compute.internal', 1, nodeSample(1_000_000), 1_000_000);
 
   /** Every kind of review: patched, our own output again, dry run, registration, another writer, unverified, no data, not a node. */
   function reviews(): Array<[string, NodeReview]> {

@@ -13,6 +13,7 @@ import type { Logger } from '../../../lib/log.js';
 import { listPolicySource, postHttps, startTestGateway } from '../../helpers/gateway.js';
 import { FIXTURE_NODE, NODE_FIXTURE, applied, kubeletReview, nodeSample, patchOf, reviewBench, type NodeReview, type ReviewBench } from '../../helpers/node-reviews.js';
 import { pluginApp, type PluginApp } from '../../helpers/plugin-app.js';
+import { storeSample } from '../../helpers/store-sample.js';
 
 let clock = 2_000_000;
 const now = () => clock;
@@ -222,7 +223,7 @@ describe('webhook plugin over real HTTPS (smoke)', () => {
     const gw = await startTestGateway({ now });
     try {
       gw.store.attach(FIXTURE_NODE, 'instance-a', null, 1);
-      gw.store.ingest(FIXTURE_NODE, 1, nodeSample(clock), clock);
+      storeSample(gw.store, FIXTURE_NODE, 1, nodeSample(clock), clock);
       const r = kubeletReview();
       const res = await postHttps(gw, '/mutate/nodes', NODE_FIXTURE);
       assert.equal(res.status, 200, res.body);

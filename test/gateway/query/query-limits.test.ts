@@ -16,12 +16,13 @@ import { bearer, heapUsedAfterGc, plainSample, queryClient } from '../../helpers
 import { oversellV1 } from '../../../proto/load.js';
 import { scrapeMetric } from '../../helpers/metrics.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
+import { storeSample } from '../../helpers/store-sample.js';
 
 const fill = (gw: TestGateway, nodes: number) => {
   for (let i = 0; i < nodes; i++) {
     const name = `node-${String(i).padStart(5, '0')}`;
     gw.store.attach(name, 'i', null, i + 1);
-    gw.store.ingest(name, i + 1, plainSample(1), Date.now());
+    storeSample(gw.store, name, i + 1, plainSample(1), Date.now());
   }
 };
 
@@ -172,7 +173,7 @@ describe('watches that never read, over a 10,000-node store', () => {
       await w.synced();
       assert.equal(w.state.events, 10_001);
       for (let seq = 2; seq < 12; seq++) {
-        gw.store.ingest('node-00000', 1, plainSample(seq), Date.now());
+        storeSample(gw.store, 'node-00000', 1, plainSample(seq), Date.now());
         await new Promise((r) => setTimeout(r, 50));
       }
       await waitUntil('every change delivered', () => (w.state.events === 10_011 ? true : undefined), 5000);
