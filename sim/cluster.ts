@@ -479,7 +479,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
       series.pending.push(pending.length);
     }
     o.onProgress?.(t);
-    if (o.stopWhenPending && pending.length > 0) break;
+    if (o.stopWhenPending && pending.length > 0 && t >= warm) break; // the day measured, not the day before
   }
 
   return {

@@ -91,7 +91,9 @@ export const RISK_SHARES = [0, 0.0001, 0.001, 0.01, 0.1, 1] as const;
 /**
  * oversell's points: its risk budget. The memory margin (the surge above a
  * node's history its pods survive) from 0 to 0.25, with CPU allowed over its
- * prediction 0.1 % of node-time; then CPU at 1 %; then what the caps cost (the
+ * prediction 0.1 % of node-time; then CPU at 1 %; then riskier settings under
+ * looser caps (CPU over 1 to 10 %, memory margin 0 or over 1 %), to see how far
+ * its frontier reaches; then what the caps cost (the
  * default budget under 3x / 2x, and under the former 1.25x memory cap); and the
  * budget off, the targets and caps of the default before it (60 % / 80 %, 2x /
  * 1.25x), for comparison.
@@ -101,6 +103,12 @@ export function oversellSweep(): OversellPolicyInput[] {
   return [
     ...[0, 0.05, 0.1, 0.15, 0.25].map((m) => ({ name: `budget: memory margin ${m}`, spec: budget(0.001, m) })),
     { name: 'budget: CPU over 1 %', spec: budget(0.01, 0.05) },
+    // Riskier, under looser caps: how far the budget's frontier reaches.
+    ...([[0.01, 0], [0.05, 0], [0.1, 0]] as const).map(([cpuOver, m]) => ({
+      name: `budget: CPU over ${cpuOver * 100} %, memory margin ${m}, caps 3x / 2x`,
+      spec: { cpu: { maxRatio: 3, riskBudget: { overShare: cpuOver } }, memory: { maxRatio: 2, riskBudget: { margin: m } } },
+    })),
+    { name: 'budget: CPU over 10 %, memory over 1 %, caps 3x / 2x', spec: { cpu: { maxRatio: 3, riskBudget: { overShare: 0.1 } }, memory: { maxRatio: 2, riskBudget: { overShare: 0.01, margin: 0.05 } } } },
     { name: 'budget, caps 3x / 2x', spec: { cpu: { maxRatio: 3 }, memory: { maxRatio: 2 } } },
     { name: 'budget, memory cap 1.25x', spec: { memory: { maxRatio: 1.25 } } },
     { name: 'targets 60 % / 80 %, caps 2x / 1.25x', spec: { cpu: { riskBudget: { enabled: false } }, memory: { maxRatio: 1.25, riskBudget: { enabled: false } } } },

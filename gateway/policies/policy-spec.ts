@@ -80,12 +80,19 @@ function riskBudget(r: Record<string, unknown>, name: 'cpu' | 'memory', defaults
   if (!isObject(b)) throw new Error(`${at} must be an object`);
   const enabled = b.enabled ?? defaults.enabled;
   if (typeof enabled !== 'boolean') throw new Error(`${at}.enabled must be true or false`);
-  return {
+  const out = {
     enabled,
     overShare: num(b, 'overShare', defaults.overShare, 0, name === 'memory' ? MAX_MEMORY_OVER_SHARE : 0.1, at),
     margin: num(b, 'margin', defaults.margin, 0, 0.5, at),
   };
+  if (name === 'memory' && out.enabled && out.overShare > 0 && out.margin < MIN_MEMORY_MARGIN_WHEN_EXCEEDED) {
+    throw new Error(`${at}: a memory budget that may be exceeded (overShare above 0) needs a margin of at least ${MIN_MEMORY_MARGIN_WHEN_EXCEEDED}, or the exceeding is evictions`);
+  }
+  return out;
 }
+
+/** The CRD's rule, checked again: memory over its prediction needs room below the eviction line. */
+const MIN_MEMORY_MARGIN_WHEN_EXCEEDED = 0.05;
 
 function history(spec: Record<string, unknown>): Policy['history'] {
   const h = spec.history ?? {};

@@ -51,7 +51,7 @@ async function bindPods(n: FakeNode, prefix: string, count: number, cpu: string,
   }
 }
 
-/** A 4-cpu, 8Gi node with 3 cpu and 6Gi bound and an agent: inflated to 8 cpu, 10Gi. */
+/** A 4-cpu, 8Gi node with 3 cpu and 6Gi bound and an agent: inflated to 8 cpu, 12Gi (the 1.5x memory cap). */
 async function node(name: string): Promise<FakeNode> {
   const n = await fakeNode(name, { labels: OPT_IN, raw: { cpu: '4', memory: '8Gi' } });
   nodes.push(n);
@@ -119,7 +119,7 @@ describe('trust on a real control plane', { timeout: 10 * 60_000 }, () => {
       const stored = await n.heartbeat();
       assert.equal(cpuOf(stored), '8', 'still 2 x the kubelet\'s 4 cores, not 2 x 1000');
       assert.equal(stored.metadata?.annotations?.[ANNOTATION.rawCpu], '4');
-      assert.equal(stored.status?.allocatable?.memory, '10Gi');
+      assert.equal(stored.status?.allocatable?.memory, '12Gi');
     }
   });
 

@@ -108,6 +108,8 @@ describe('the risk budget', () => {
     assert.match(spec({ cpu: { riskBudget: { margin: 0.9 } } }).error ?? '', /spec\.cpu\.riskBudget\.margin/);
     assert.match(spec({ cpu: { riskBudget: { enabled: 'yes' } } }).error ?? '', /enabled must be true or false/);
     assert.match(spec({ history: { minSpan: '200h' } }).error ?? '', /minSpan must be at most 168h/);
+    assert.match(spec({ memory: { riskBudget: { overShare: 0.001, margin: 0.01 } } }).error ?? '', /needs a margin of at least 0\.05/);
+    assert.equal(spec({ memory: { riskBudget: { overShare: 0.001, margin: 0.05 } } }).error, undefined);
     assert.equal(spec({ cpu: { riskBudget: { enabled: false } } }).policy?.cpu.riskBudget.enabled, false);
   });
 });
