@@ -16,11 +16,13 @@
 // for only overShare of its time, the window's U / R, and minLoadFactor, and
 // m = the budget's margin:
 //
-//     headroom = R + (A*(1 - m) - L*R) / L  =  A*(1 - m) / L
+//     headroom = R + (A*(1 - m) - L*(R - S) - S) / L
 //
-// i.e. filling the node with pods that use their requests as its pods did at
-// the predicted peak brings usage to A*(1 - m). A pod still starting is
-// covered by the startupGrace hold below (its usage is not in the window yet).
+// where S is the part of R not yet running (bound, not admitted: no usage to
+// see), counted at its requests. With S = 0 it is A*(1 - m) / L: filling the
+// node with pods that use their requests as its pods did at the predicted
+// peak brings usage to A*(1 - m). A pod running but not yet showing its usage
+// is covered by the startupGrace hold below.
 // The grant is bounded by construction:
 //
 //     granted = max(floor, min(cap, headroom)),  cap = A * maxRatio,
@@ -73,9 +75,13 @@ function scale(raw: bigint, ratio: number, unit: bigint): bigint {
   return (v / unit) * unit;
 }
 
-/** Headroom under a risk budget: what brings the predicted peak (load factor x requests) to raw less the margin. */
-export function budgetHeadroom(raw: number, loadFactor: number, margin: number): number {
-  return (raw * (1 - margin)) / loadFactor;
+/**
+ * Headroom under a risk budget: what brings the predicted peak to raw less the
+ * margin, the pods already running at the load factor and those not yet
+ * running (`starting`, their usage unseen) at their requests.
+ */
+export function budgetHeadroom(raw: number, requests: number, starting: number, loadFactor: number, margin: number): number {
+  return requests + (raw * (1 - margin) - loadFactor * (requests - starting) - starting) / loadFactor;
 }
 
 /** Headroom in the resource's unit; negative when the node is already past target. */
@@ -157,7 +163,9 @@ function decideResource(c: ResourceContext): ResourceDecision {
   const loadFactor = budget.enabled && c.history && requests > 0
     ? Math.max(c.history.quantile(c.field === 'cpuMillicores' ? 'cpu' : 'memory', budget.overShare), usage / requests, c.policy.minLoadFactor)
     : undefined;
-  const h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
+  // Pods bound but not yet admitted (not running: no usage to see) count at their requests.
+  const starting = c.requestsTrusted && c.admitted !== undefined ? Math.max(0, Math.min(requests, requests - c.admitted)) : 0;
+  const h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), requests, starting, loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
   let which: DecidedBy;

@@ -69,6 +69,18 @@ describe('the risk budget', () => {
     assert.ok(night.memory.granted < targets.memory.granted);
   });
 
+  it('a pod bound but not yet running counts at its requests: the grant falls by what its unseen usage might be', () => {
+    const h = history(25, 0.6, 0.7);
+    const bound = { cpuMillicores: 20_000, memoryBytes: 60 * GI };
+    const running = decide(input(usage(h), DEFAULT_POLICY, { boundRequests: { ...bound, admitted: bound } }));
+    const waiting = decide(input(usage(h), DEFAULT_POLICY, { boundRequests: { ...bound, admitted: { cpuMillicores: 16_000, memoryBytes: 50 * GI } } }));
+    const lMem = Math.ceil(0.7 * 128) / 128;
+    // 10 GiB not running: (1/L - 1) x 10 GiB less.
+    const expected = 60 * GI + (64 * GI * 0.95 - lMem * 50 * GI - 10 * GI) / lMem;
+    assert.equal(waiting.memory.granted, BigInt(Math.floor(expected / 1024)) * 1024n);
+    assert.ok(running.memory.granted - waiting.memory.granted > BigInt(4 * GI));
+  });
+
   it('usage above the history now counts at once: the grant falls', () => {
     const h = history(25, 0.45, 0.5);
     const calm = decide(input(usage(h, { memory: 30 * GI })));
