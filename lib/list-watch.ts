@@ -53,7 +53,7 @@ export interface ListWatchOptions<T extends KubeObject, U> {
   onSynced?(): void;
   /** Each failure, after it is logged: what failed and when the next attempt is. */
   onError?(err: Error, retryInMs: number): void;
-  /** Default: 500 ms doubling to 30 s. */
+  /** Default: BACKOFF.fleet. */
   backoff?: BackoffOptions;
   random?: () => number;
   userAgent?: string;
@@ -64,7 +64,17 @@ export interface Watching {
   stop(): Promise<void>;
 }
 
-export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30_000 };
+/**
+ * One policy, two ceilings. Thousands of agents spread their retries over up
+ * to 30 s, so an API server coming back is not met by all of them at once
+ * (client-go's reflector caps at 30 s too); the gateway's few replicas stop
+ * at 5 s (what their fixed retry was), because the nodes, policies and bound
+ * requests they watch feed every decision.
+ */
+export const BACKOFF = {
+  fleet: { initialMs: 500, maxMs: 30_000 },
+  replicas: { initialMs: 500, maxMs: 5000 },
+} as const satisfies Record<string, BackoffOptions>;
 /** The API server ends each watch after this; it is also how long a silent connection is trusted. */
 const WATCH_SECONDS = 300;
 const LIST_TIMEOUT_MS = 60_000;
@@ -102,7 +112,7 @@ export class ListWatch<T extends KubeObject, U = T> {
 
   constructor(options: ListWatchOptions<T, U>) {
     this.#o = options;
-    this.#backoff = new Backoff(options.backoff ?? DEFAULT_BACKOFF, options.random);
+    this.#backoff = new Backoff(options.backoff ?? BACKOFF.fleet, options.random);
   }
 
   /** A complete list has been handed over; stays true while the watch is broken (the last known state stays in force). */
@@ -282,7 +292,6 @@ export class ListWatch<T extends KubeObject, U = T> {
         (e: unknown) => this.#again(e instanceof Error ? e : new Error(String(e)), true),
       );
     }, delay);
-    this.#timer.unref();
   }
 }
 

@@ -7,7 +7,7 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { BackoffOptions } from '../../lib/backoff.js';
 import { kubeConfigConnection } from '../../lib/kube-connection.js';
-import { ListWatch, type Watching } from '../../lib/list-watch.js';
+import { BACKOFF, ListWatch, type Watching } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 import { admittedByKubelet, boundAtMs, holdsResources, podRequests } from '../../lib/pod-requests.js';
 import type { BoundRequests } from '../store/bound-requests.js';
@@ -53,7 +53,7 @@ export async function watchBoundPods(kubeConfig: KubeConfig, target: BoundReques
     },
     what: 'bound pods',
     log,
-    ...(backoff && { backoff }),
+    backoff: backoff ?? BACKOFF.replicas,
   });
   try {
     await watch.start();

@@ -6,7 +6,7 @@
 // reads the same cache.
 import type { KubeConfig, V1Node } from '@kubernetes/client-node';
 import { kubeConfigConnection } from '../../lib/kube-connection.js';
-import { ListWatch } from '../../lib/list-watch.js';
+import { BACKOFF, ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 import { WatchCache, type Change } from '../../lib/watch-cache.js';
 import type { GrantProof } from '../decide/grant-proof.js';
@@ -46,6 +46,7 @@ export class NodeWatch implements NodeCache {
       target: this.#nodes,
       what: 'nodes',
       log: options.log,
+      backoff: BACKOFF.replicas,
     });
   }
 

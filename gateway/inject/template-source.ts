@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { KubeConfig, V1ConfigMap } from '@kubernetes/client-node';
 import { kubeConfigConnection } from '../../lib/kube-connection.js';
-import { ListWatch } from '../../lib/list-watch.js';
+import { BACKOFF, ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 import { WatchCache } from '../../lib/watch-cache.js';
 import { TEMPLATE_LABEL, templateFromConfigMap, templatesFromFile, type TemplateEntry } from './sidecar-template.js';
@@ -55,6 +55,7 @@ export async function configMapTemplateSource(kubeConfig: KubeConfig, namespace:
     target: configMaps,
     what: 'sidecar templates',
     log,
+    backoff: BACKOFF.replicas,
   });
   try {
     await watch.start();

@@ -3,7 +3,7 @@
 // local runs and clusters without the CRD.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeConfigConnection } from '../../lib/kube-connection.js';
-import { ListWatch } from '../../lib/list-watch.js';
+import { BACKOFF, ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 import { WatchCache } from '../../lib/watch-cache.js';
 import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
@@ -62,6 +62,7 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     target: policies,
     what: 'OversellPolicies',
     log,
+    backoff: BACKOFF.replicas,
   });
   try {
     await watch.start();

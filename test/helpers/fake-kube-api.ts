@@ -66,6 +66,8 @@ export class FakeKubeApi {
 
   private constructor() {
     this.server = createServer((req, res) => this.#serve(req, res));
+    // Idle kept-alive connections go soon, so a test can wait for a stopped client's to be gone.
+    this.server.keepAliveTimeout = 200;
   }
 
   static async start(collections: string[]): Promise<FakeKubeApi> {
@@ -81,6 +83,11 @@ export class FakeKubeApi {
 
   get resourceVersion(): string {
     return String(this.#rv);
+  }
+
+  /** Open client connections (a stopped client's requests may still be on their way until this is 0). */
+  connections(): Promise<number> {
+    return new Promise((resolve, reject) => this.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
   }
 
   get openWatches(): number {
