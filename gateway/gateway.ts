@@ -1,5 +1,8 @@
 // The gateway as a function: every listener on its own port, all of them
 // closable, so tests start it on random ports and main.ts starts it on fixed ones.
+// buildGateway() constructs the parts (store, metrics, servers, watches), each
+// registering its own start and close (lib/lifecycle.ts); start() listens and
+// watches in the order built, close() undoes it in reverse.
 //
 //   ingest (gRPC AgentStream) -> store -> decide -> admit (HTTPS webhook)
 //                                      \-> query (gRPC NodeUsage)
@@ -32,6 +35,7 @@ import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/list-watch.js';
+import { Lifecycle, type Part } from '../lib/lifecycle.js';
 import type { NodeObservation } from './decide/policy.js';
 import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
@@ -105,53 +109,100 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
-  await app.listen({ host, port });
-  const address = app.server.address();
-  return typeof address === 'object' && address ? address.port : port;
+/** The gateway built, not listening: every part constructed, none started. */
+export interface BuiltGateway {
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  /** Starts the parts in the order they were built (listeners first, then watches); on a failure closes them all and rejects. */
+  start(): Promise<RunningGateway>;
+  /** Closes every part, last built first; before start too. */
+  close(): Promise<void>;
 }
 
-export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
-  const { log } = options;
-  const now = options.now ?? Date.now;
-  const { policies } = options;
-  // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
-  const bound = new BoundRequests();
-  const boundRequests = (node: string) => bound.of(node, now());
-  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs, boundRequests: (node, nowMs) => bound.of(node, nowMs) });
-  policies.onChange(() => store.setRetain(policies.retainMs()));
-  const metrics = new GatewayMetrics(store, now);
-  if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
-  store.on('removed', (name) => metrics.forgetNode(name));
-  let ready = false;
-  let ingestThreadDown: string | undefined;
+/** What the parts share: built once by buildGateway. */
+interface Shared {
+  options: GatewayOptions;
+  log: Logger;
+  now: () => number;
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  proof: GrantProof;
+  boundRequests: (node: string) => ReturnType<BoundRequests['of']>;
+  connections: NonNullable<GatewayOptions['connections']>;
+  /** Why the gateway is not ready, undefined when it is. */
+  notReady: () => string | undefined;
+  /** With a cluster and no webhook client CA, node gauges follow the node objects rather than reviews. */
+  nodeGaugesFromWatch: boolean;
+}
 
-  const unfixed = streamDecoderWarning(fixStreamDecoder());
-  if (unfixed) log.warn(unfixed);
-  const maxReceiveMessageBytes = 4 * 1024 * 1024;
-  const connections = options.connections ?? GATEWAY_DEFAULTS.connections;
+const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+const GRPC_SERVICES = ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream'];
+
+/** The gRPC port: agent streams on the main thread, the query API, health and reflection. */
+function grpcPart(s: Shared) {
+  const { options, store, metrics, log, now } = s;
   const queryLimits = { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits };
   const lists = new Set(['/oversell.v1.NodeUsage/ListNodes', '/oversell.v1.NodeUsage/ListNodeSummaries']);
-  const grpcServer = new grpc.Server({
+  const server = new grpc.Server({
     ...GRPC_SERVER_OPTIONS,
-    'grpc.max_receive_message_length': maxReceiveMessageBytes,
+    'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
     interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
-  const V1 = oversellV1();
-  grpcServer.addService(V1.AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
-  const notReady = () => (ready ? ingestThreadDown ?? policies.notReady() : 'listeners starting');
-  grpcServer.addService(nodeUsageDefinition(), nodeUsageService({
-    store, policies, notReady, now, boundRequests,
+  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  server.addService(nodeUsageDefinition(), nodeUsageService({
+    store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
     onWatchEnded: (reason) => metrics.watchEnded(reason),
     limits: queryLimits,
     onLimited: (reason) => metrics.queryRefused(reason),
   }));
   // grpcurl and load balancers work without our proto files.
-  const health = new HealthImplementation({ '': 'NOT_SERVING', 'oversell.v1.NodeUsage': 'NOT_SERVING', 'oversell.v1.AgentStream': 'NOT_SERVING' });
-  health.addToServer(grpcServer);
-  new ReflectionService(packageDefinition()).addToServer(grpcServer);
+  const health = new HealthImplementation(Object.fromEntries(GRPC_SERVICES.map((service) => [service, 'NOT_SERVING'])));
+  health.addToServer(server);
+  new ReflectionService(packageDefinition()).addToServer(server);
+  let listener: GrpcListener | undefined;
+  return {
+    name: 'gRPC port',
+    get port() {
+      return listener?.port ?? NaN;
+    },
+    setServing: (serving: boolean) => {
+      for (const service of GRPC_SERVICES) health.setStatus(service, serving ? 'SERVING' : 'NOT_SERVING');
+    },
+    setTls: (tls: { cert: string; key: string }) => listener?.setTls(tls),
+    async start() {
+      listener = await listenGrpc(server, {
+        host: options.bindAddress,
+        port: options.grpcPort,
+        ...(options.grpcTls && { tls: options.tls }),
+        limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
+        onRefused: (reason) => metrics.connectionRefused('grpc', reason),
+      });
+    },
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        // Open agent streams would hold tryShutdown forever.
+        setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 2000).unref();
+      });
+      await listener?.close();
+    },
+  };
+}
 
+async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
+  await app.listen({ host, port });
+  const address = app.server.address();
+  return typeof address === 'object' && address ? address.port : port;
+}
+
+/** The webhook's HTTPS port: node status reviews and sidecar injection. */
+async function webhookPart(s: Shared, templates: TemplateSource) {
+  const { options, store, metrics, log, now } = s;
+  const { connections } = s;
   const webhook = Fastify({
     // Slow clients: headers must arrive within 5 s and a whole request within 10 s,
     // checked every second (Node's default check runs every 30 s), so connections
@@ -170,25 +221,34 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     requestTimeout: 10_000,
     connectionTimeout: 10_000,
   });
-  const proof = new GrantProof(options.proofKey ?? randomBytes(32));
-  const nodeGaugesFromWatch = options.cluster !== undefined && !options.webhookClientCa;
+  let port = NaN;
+  const part = {
+    name: 'webhook port',
+    get port() {
+      return port;
+    },
+    setTls: (tls: { cert: string; key: string }) =>
+      (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) }),
+    async start() {
+      port = await listen(webhook, options.bindAddress, options.webhookPort);
+    },
+    close: () => webhook.close(),
+  };
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),
-      policyFor: (labels) => policies.select(labels),
-      proof,
-      boundRequests,
+      policyFor: (labels) => options.policies.select(labels),
+      proof: s.proof,
+      boundRequests: s.boundRequests,
     },
     // One source of node inputs: with a cluster the node watch reads them from
     // the stored objects; without one the kubelet-shaped reviews are all there is.
     ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
     // Without the API server's client certificate any caller may post reviews: with a cluster, node gauges follow what it stored.
-    perNodeMetrics: !nodeGaugesFromWatch,
+    perNodeMetrics: !s.nodeGaugesFromWatch,
     metrics,
     log,
   });
-
-  const templates = options.sidecars?.source ?? noTemplates();
   const countTemplates = () => {
     const all = templates.templates();
     metrics.sidecarTemplates(all.filter((t) => t.template).length, all.filter((t) => t.error).length);
@@ -203,130 +263,184 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     metrics,
     log,
   });
-
-  const probes = Fastify({ logger: false });
-  let warmUntil = Infinity;
-  await probes.register(probesPlugin, {
-    metrics,
-    notReady: () => notReady() ?? (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined),
-  });
-  const healthTimer = setInterval(() => {
-    const status = notReady() ? 'NOT_SERVING' : 'SERVING';
-    for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, status);
-  }, 1000);
-  healthTimer.unref();
-
-  const prune = setInterval(() => store.prune(now()), 30_000);
-  prune.unref();
-
-  let lease: LeaderLease | undefined;
-  let writer: StatusWriter | undefined;
-  let nodes: NodeWatch | undefined;
-  if (options.cluster) {
-    const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = options.cluster;
-    lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
-    nodes = new NodeWatch({
-      kubeConfig, optInSelector, store, proof, log, now,
-      ...(nodeGaugesFromWatch && {
-        onObserved: (name: string, o: StoredNodeObservation) => {
-          if (!o.raw) return;
-          const d = decideObserved(o.raw, o, { usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: boundRequests(name) });
-          if (d.cpu.decidedBy === 'no-data') return;
-          metrics.nodeGauges(name, 'cpu', d.cpu);
-          metrics.nodeGauges(name, 'memory', d.memory);
-        },
-      }),
-    });
-    writer = new StatusWriter({
-      kubeConfig, nodes, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, now,
-      notReady: () => notReady(),
-      identity,
-      boundRequests,
-    });
-  }
-
   // Past the cap, Node closes each new connection as it is accepted ('drop').
   webhook.server.maxConnections = connections.webhookMaxConnections;
   webhook.server.on('drop', () => metrics.connectionRefused('webhook', 'connection-limit'));
   webhook.server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') metrics.connectionRefused('webhook', 'handshake-timeout');
   });
+  return part;
+}
 
-  let ingestWorker: IngestWorker | undefined;
-  let grpcListener: GrpcListener | undefined;
-  let boundPods: Watching | undefined;
-  const closeAll = async () => {
-    clearInterval(prune);
-    clearInterval(healthTimer);
-    await boundPods?.stop();
-    writer?.stop();
-    await nodes?.stop();
-    await lease?.stop();
-    await policies.stop();
-    await templates.stop();
-    await Promise.allSettled([
-      webhook.close(),
-      probes.close(),
-      ingestWorker?.close(),
-      new Promise<void>((resolve) => {
-        grpcServer.tryShutdown(() => resolve());
-        // Open agent streams would hold tryShutdown forever.
-        setTimeout(() => {
-          grpcServer.forceShutdown();
-          resolve();
-        }, 2000).unref();
-      }).then(() => grpcListener?.close()),
-    ]);
+/** /metrics, /healthz and /readyz on their own port. */
+async function probesPart(s: Shared, warmingUp: () => string | undefined) {
+  const probes = Fastify({ logger: false });
+  await probes.register(probesPlugin, { metrics: s.metrics, notReady: () => s.notReady() ?? warmingUp() });
+  let port = NaN;
+  return {
+    name: 'metrics port',
+    get port() {
+      return port;
+    },
+    async start() {
+      port = await listen(probes, s.options.bindAddress, s.options.metricsPort);
+    },
+    close: () => probes.close(),
   };
+}
 
-  try {
-    const listeners = {
-      grpc: (grpcListener = await listenGrpc(grpcServer, {
-        host: options.bindAddress,
-        port: options.grpcPort,
+/** Agent streams on their own port, decoded by the ingest thread (--agent-port). */
+function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string | undefined) => void) {
+  const { options } = s;
+  let worker: IngestWorker | undefined;
+  return {
+    name: 'ingest thread',
+    get port() {
+      return worker?.port;
+    },
+    setTls: (tls: { cert: string; key: string }) => worker?.setTls(tls),
+    async start() {
+      worker = await startSupervisedIngest({
+        store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
         ...(options.grpcTls && { tls: options.tls }),
-        limits: { maxConnections: connections.grpcMaxConnections, handshakeTimeoutMs: connections.handshakeTimeoutMs },
-        onRefused: (reason) => metrics.connectionRefused('grpc', reason),
-      })).port,
-      webhook: await listen(webhook, options.bindAddress, options.webhookPort),
-      metrics: await listen(probes, options.bindAddress, options.metricsPort),
-    };
-    if (options.agentPort !== undefined) {
-      ingestWorker = await startSupervisedIngest({
-        store, metrics, log, bindAddress: options.bindAddress, port: options.agentPort, maxReceiveMessageBytes,
-        ...(options.grpcTls && { tls: options.tls }),
-        limits: { maxConnections: connections.grpcMaxConnections, handshakeTimeoutMs: connections.handshakeTimeoutMs },
+        limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
-        onDown: (reason) => (ingestThreadDown = reason),
+        onDown,
       });
-    }
-    const ports = { ...listeners, ...(ingestWorker && { agent: ingestWorker.port }) };
-    if (options.cluster && options.cluster.watchBoundPods !== false) {
-      boundPods = await watchBoundPods(options.cluster.kubeConfig, bound, log);
-    }
-    await nodes?.start();
-    if (writer && lease) {
-      writer.start();
-      lease.start();
-    }
-    ready = true;
-    warmUntil = now() + (options.warmupMs ?? 0);
-    if (!notReady()) for (const service of ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream']) health.setStatus(service, 'SERVING');
-    log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
-    const setTls = (tls: { cert: string; key: string }) => {
-      (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) });
-      if (options.grpcTls) {
-        grpcListener?.setTls(tls);
-        ingestWorker?.setTls(tls);
+    },
+    close: () => worker?.close(),
+  };
+}
+
+/** With a cluster: the pods bound to nodes, the node objects, and the leader's status writes. */
+function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>, bound: BoundRequests): Part[] {
+  const { store, metrics, log, now, proof } = s;
+  const { policies } = s.options;
+  const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = cluster;
+  const parts: Part[] = [];
+  if (cluster.watchBoundPods !== false) {
+    let boundPods: Watching | undefined;
+    parts.push({
+      name: 'bound pods watch',
+      start: async () => void (boundPods = await watchBoundPods(kubeConfig, bound, log)),
+      close: () => boundPods?.stop(),
+    });
+  }
+  const nodes = new NodeWatch({
+    kubeConfig, optInSelector, store, proof, log, now,
+    ...(s.nodeGaugesFromWatch && {
+      onObserved: (name: string, o: StoredNodeObservation) => {
+        if (!o.raw) return;
+        const d = decideObserved(o.raw, o, { usage: store.usage(name, now()), entry: policies.select(o.labels), boundRequests: s.boundRequests(name) });
+        if (d.cpu.decidedBy === 'no-data') return;
+        metrics.nodeGauges(name, 'cpu', d.cpu);
+        metrics.nodeGauges(name, 'memory', d.memory);
+      },
+    }),
+  });
+  parts.push({ name: 'node watch', start: () => nodes.start(), close: () => nodes.stop() });
+  const lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
+  const writer = new StatusWriter({
+    kubeConfig, nodes, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, now,
+    notReady: s.notReady,
+    identity,
+    boundRequests: s.boundRequests,
+  });
+  // The writer listens for the lease before the lease runs: it hears the first leadership.
+  parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
+  parts.push({ name: 'leader lease', start: () => lease.start(), close: () => lease.stop() });
+  return parts;
+}
+
+/**
+ * Builds every part of the gateway (store, metrics, servers, watches) without
+ * listening or watching; start() then starts them in the order built, and
+ * close() closes them in reverse.
+ */
+export async function buildGateway(options: GatewayOptions): Promise<BuiltGateway> {
+  const { log, policies } = options;
+  const now = options.now ?? Date.now;
+  const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'a gateway part did not close cleanly; closing the rest'));
+  // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
+  const bound = new BoundRequests();
+  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs, boundRequests: (node, nowMs) => bound.of(node, nowMs) });
+  policies.onChange(() => store.setRetain(policies.retainMs()));
+  const metrics = new GatewayMetrics(store, now);
+  if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
+  store.on('removed', (name) => metrics.forgetNode(name));
+  const unfixed = streamDecoderWarning(fixStreamDecoder());
+  if (unfixed) log.warn(unfixed);
+
+  let started = false;
+  let ingestThreadDown: string | undefined;
+  let warmUntil = Infinity;
+  const s: Shared = {
+    options, log, now, store, metrics,
+    proof: new GrantProof(options.proofKey ?? randomBytes(32)),
+    boundRequests: (node) => bound.of(node, now()),
+    connections: options.connections ?? GATEWAY_DEFAULTS.connections,
+    notReady: () => (started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
+    nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
+  };
+  // The gateway owns its sources from here: they stop after everything that reads them.
+  const templates = options.sidecars?.source ?? noTemplates();
+  life.add({ name: 'policies', close: () => policies.stop() });
+  life.add({ name: 'sidecar templates', close: () => templates.stop() });
+  try {
+    const grpcPort = life.add(grpcPart(s));
+    const webhook = life.add(await webhookPart(s, templates));
+    const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
+    const ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason)));
+    if (options.cluster) for (const part of clusterParts(s, options.cluster, bound)) life.add(part);
+    let healthTimer: NodeJS.Timeout | undefined;
+    let prune: NodeJS.Timeout | undefined;
+    life.add({
+      name: 'timers',
+      start: () => {
+        healthTimer = setInterval(() => grpcPort.setServing(!s.notReady()), 1000);
+        healthTimer.unref();
+        prune = setInterval(() => store.prune(now()), 30_000);
+        prune.unref();
+      },
+      close: () => {
+        clearInterval(healthTimer);
+        clearInterval(prune);
+      },
+    });
+
+    const start = async (): Promise<RunningGateway> => {
+      try {
+        await life.start();
+      } catch (err) {
+        throw portInUse(err as NodeJS.ErrnoException) ?? err;
       }
+      started = true;
+      warmUntil = now() + (options.warmupMs ?? 0);
+      if (!s.notReady()) grpcPort.setServing(true);
+      const ports = { grpc: grpcPort.port, webhook: webhook.port, metrics: probes.port, ...(ingest?.port !== undefined && { agent: ingest.port }) };
+      log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
+      const setTls = (tls: { cert: string; key: string }) => {
+        webhook.setTls(tls);
+        if (options.grpcTls) {
+          grpcPort.setTls(tls);
+          ingest?.setTls(tls);
+        }
+      };
+      return { store, metrics, ports, setTls, close: () => life.close() };
     };
-    return { store, metrics, ports, setTls, close: closeAll };
+    return { store, metrics, start, close: () => life.close() };
   } catch (err) {
-    await closeAll();
-    const e = err as NodeJS.ErrnoException;
-    if (e.code === 'EADDRINUSE' || /address already in use|No address added/i.test(e.message)) {
-      throw new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--agent-port/--metrics-port`);
-    }
+    await life.close();
     throw err;
   }
+}
+
+function portInUse(e: NodeJS.ErrnoException): Error | undefined {
+  if (e.code !== 'EADDRINUSE' && !/address already in use|No address added/i.test(e.message)) return undefined;
+  return new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--agent-port/--metrics-port`);
+}
+
+/** Builds the gateway and starts it: every listener on its port, the watches running. */
+export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
+  return (await buildGateway(options)).start();
 }
