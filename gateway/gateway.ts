@@ -92,6 +92,8 @@ export interface GatewayOptions {
   connections?: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
   /** What query callers may hold (default DEFAULT_QUERY_LIMITS). */
   queryLimits?: Partial<QueryLimits>;
+  /** What agents are told about batches (default AGENT_SENDING). */
+  agentSending?: { maxBatchSamples: number; sendEveryMs: number };
   /**
    * The key every replica signs its grants with (docs/security.md). Without
    * one, a random key of this process: records from before a restart are then
@@ -148,7 +150,7 @@ function grpcPart(s: Shared) {
     'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
     interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
-  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.agentSending && { sending: options.agentSending }), ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
@@ -305,6 +307,7 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
+        ...(options.agentSending && { sending: options.agentSending }),
         onDown,
       });
     },

@@ -121,6 +121,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     warmupMs: config.warmupMs,
     connections: config.connections,
     queryLimits: config.queryLimits,
+    agentSending: config.agentSending,
     log,
     ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...config.cluster } }),
   });

@@ -42,8 +42,15 @@ export class ReportStream {
   #retryTimer: NodeJS.Timeout | undefined;
   #silenceTimer: NodeJS.Timeout | undefined;
   #connects = 0;
+  /** How the current gateway takes samples (its welcome); undefined: one message per sample, at once. */
+  #sending: Sending | undefined;
+  /** The highest seq written on the current call, and the sample it carried. */
+  #sentSeq = 0;
+  #lastSent: Sample__Output | undefined;
   reconnects = 0;
   ackedSeq = 0;
+  /** Messages written (samples or batches), for the agent's metrics. */
+  messagesSent = 0;
 
   constructor(options: ReportStreamOptions) {
     this.#options = {
@@ -75,7 +82,37 @@ export class ReportStream {
   push(sample: Sample__Output): void {
     this.#buffer.push(sample);
     if (this.#buffer.length > this.#options.bufferSize) this.#buffer.shift();
-    if (this.#live) this.#call?.write({ sample });
+    if (!this.#live) return;
+    const sending = this.#sending;
+    const oldest = this.#buffer.find((x) => x.seq > this.#sentSeq);
+    if (!sending || sendsAtOnce(sample, this.#lastSent) || (oldest !== undefined && sample.timestampMs - oldest.timestampMs >= sending.sendEveryMs) || this.#unsent() >= sending.maxBatchSamples) {
+      this.#flush();
+    }
+  }
+
+  /** Buffered samples not yet written on the current call. */
+  #unsent(): number {
+    let n = 0;
+    for (let i = this.#buffer.length - 1; i >= 0 && this.#buffer[i]!.seq > this.#sentSeq; i--) n += 1;
+    return n;
+  }
+
+  /** Writes every buffered sample not yet sent: one message each, or batches when the gateway takes them. */
+  #flush(): void {
+    const call = this.#call;
+    if (!call) return;
+    const unsent = this.#buffer.filter((x) => x.seq > this.#sentSeq);
+    const size = this.#sending?.maxBatchSamples ?? 1;
+    for (let i = 0; i < unsent.length; i += size) {
+      const chunk = unsent.slice(i, i + size);
+      call.write(chunk.length === 1 ? { sample: chunk[0] } : { batch: { samples: chunk } });
+      this.messagesSent += 1;
+    }
+    const last = unsent[unsent.length - 1];
+    if (last) {
+      this.#sentSeq = last.seq;
+      this.#lastSent = last;
+    }
   }
 
   async stop(): Promise<void> {
@@ -120,15 +157,19 @@ export class ReportStream {
       this.#dropUpTo(lastSeq);
       this.#live = true;
       this.#backoff.reset();
+      this.#sending = sendingOf(msg.welcome.settings);
+      this.#sentSeq = lastSeq;
+      this.#lastSent = undefined;
       this.#options.log.info(
-        { gateway: this.#options.gatewayAddress, gatewayLastSeq: lastSeq, replaying: this.#buffer.length },
+        { gateway: this.#options.gatewayAddress, gatewayLastSeq: lastSeq, replaying: this.#buffer.length, batches: this.#sending?.maxBatchSamples ?? 0, sendEveryMs: this.#sending?.sendEveryMs ?? 0 },
         'connected to gateway',
       );
-      for (const sample of this.#buffer) call.write({ sample });
+      this.#flush();
       if (msg.welcome.settings) this.#options.onSettings?.(msg.welcome.settings);
     } else if (msg.ack) {
       this.#dropUpTo(msg.ack.lastSeq);
     } else if (msg.settings) {
+      if (msg.settings.maxBatchSamples > 0) this.#sending = sendingOf(msg.settings);
       this.#options.onSettings?.(msg.settings);
     }
   }
@@ -159,4 +200,37 @@ export class ReportStream {
       this.#options.silenceTimeoutMs,
     );
   }
+}
+
+interface Sending {
+  maxBatchSamples: number;
+  sendEveryMs: number;
+}
+
+/** What a gateway's settings say about batches; undefined from a gateway that takes none (an older one says nothing). */
+function sendingOf(settings: Settings__Output | null | undefined): Sending | undefined {
+  if (!settings || !(settings.maxBatchSamples > 1)) return undefined;
+  return { maxBatchSamples: Math.min(settings.maxBatchSamples, 256), sendEveryMs: Math.max(0, settings.sendEveryMs) };
+}
+
+// A change the gateway must see at once: a rise lowers allocatable, and a fall
+// this large moves the grant. Below these, the sample waits for the next send.
+const CPU_CHANGE = { share: 0.1, millicores: 50 };
+const MEMORY_CHANGE = { share: 0.02, bytes: 16 * 1024 * 1024 };
+/** PSI avg10 points: any rise of pressure by this much is sent at once. */
+const PRESSURE_RISE = 1;
+
+/** Whether a sample goes out at once rather than with the next batch. */
+export function sendsAtOnce(s: Sample__Output, last: Sample__Output | undefined): boolean {
+  if (!last || s.podsIncluded) return true;
+  const changed = (now: number, before: number, share: number, floor: number) => Math.abs(now - before) > Math.max(floor, share * before);
+  if (changed(s.cpuUsageMillicores, last.cpuUsageMillicores, CPU_CHANGE.share, CPU_CHANGE.millicores)) return true;
+  if (changed(s.memoryWorkingSetBytes, last.memoryWorkingSetBytes, MEMORY_CHANGE.share, MEMORY_CHANGE.bytes)) return true;
+  const p = s.pressure;
+  const q = last.pressure;
+  if (p && (p.cpuSome?.avg10 ?? 0) >= (q?.cpuSome?.avg10 ?? 0) + PRESSURE_RISE) return true;
+  if (p && (p.memorySome?.avg10 ?? 0) >= (q?.memorySome?.avg10 ?? 0) + PRESSURE_RISE) return true;
+  const r = s.requests;
+  const o = last.requests;
+  return r?.cpuMillicores !== o?.cpuMillicores || r?.memoryBytes !== o?.memoryBytes || r?.known !== o?.known;
 }

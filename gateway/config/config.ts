@@ -155,6 +155,10 @@ function build(o: Record<string, unknown>, env: Env): GatewayConfig {
       webhookMaxConnections: Number(o.webhookMaxConnections),
       handshakeTimeoutMs: parsed(o.handshakeTimeout, (s) => parseDuration(s, '--handshake-timeout')),
     },
+    agentSending: {
+      maxBatchSamples: Number(o.agentBatchSamples),
+      sendEveryMs: parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every')),
+    },
     queryLimits: {
       watchesPerCaller: Number(o.queryWatchesPerCaller),
       watches: Number(o.queryWatches),

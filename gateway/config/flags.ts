@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
-import { GATEWAY_DEFAULTS } from './defaults.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS } from './defaults.js';
 import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 
 const d = GATEWAY_DEFAULTS;
@@ -61,6 +61,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--max-connections <n>', 'connections each gRPC listener (--grpc-port, --agent-port) holds at once; past it, new ones are closed as they arrive (10,000 agents per replica fit)', 'OVERSELL_MAX_CONNECTIONS', String(d.connections.grpcMaxConnections), 1))
   .addOption(numberFlag('--webhook-max-connections <n>', 'connections the webhook holds at once; past it, new ones are closed as they arrive', 'OVERSELL_WEBHOOK_MAX_CONNECTIONS', String(d.connections.webhookMaxConnections), 1))
   .addOption(durationFlag('--handshake-timeout <duration>', 'a connection to any listener must finish TLS within this, and a gRPC one then send its HTTP/2 preface within this, or it is closed', 'OVERSELL_HANDSHAKE_TIMEOUT', `${d.connections.handshakeTimeoutMs / 1000}s`))
+  .addOption(numberFlag('--agent-batch-samples <n>', 'agents send their 1 s samples in batches of at most this many, told in the welcome (0: one message per sample, as gateways before batches)', 'OVERSELL_AGENT_BATCH_SAMPLES', String(AGENT_SENDING.maxBatchSamples)))
+  .addOption(durationFlag('--agent-send-every <duration>', 'with batches: the longest a sample waits before its agent sends it; a change of usage, pressure or requests is sent at once', 'OVERSELL_AGENT_SEND_EVERY', `${AGENT_SENDING.sendEveryMs / 1000}s`))
   .addOption(numberFlag('--query-watches-per-caller <n>', 'WatchNodes streams one query caller (a user; in local mode a connection) may hold open on a replica', 'OVERSELL_QUERY_WATCHES_PER_CALLER', String(q.watchesPerCaller), 1))
   .addOption(numberFlag('--query-watches <n>', 'WatchNodes streams a replica serves at once, all callers together', 'OVERSELL_QUERY_WATCHES', String(q.watches), 1))
   .addOption(numberFlag('--query-lists-in-flight <n>', 'ListNodes/ListNodeSummaries answers a replica computes or sends at once (an answer its client does not read stays counted)', 'OVERSELL_QUERY_LISTS_IN_FLIGHT', String(q.listsInFlight), 1))

@@ -39,6 +39,8 @@ export interface CommonConfig {
   warmupMs: number;
   /** Per listener: connections at once, and how long one may stay silent. */
   connections: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
+  /** How agents send: batches of at most maxBatchSamples (0: none), a sample waiting at most sendEveryMs. */
+  agentSending: { maxBatchSamples: number; sendEveryMs: number };
   /** What query callers may hold on a replica. */
   queryLimits: { watchesPerCaller: number; watches: number; listsInFlight: number; watchStallMs: number };
   /** Said at start, loudly: settings that are allowed but open something up. */

@@ -3,6 +3,7 @@
 // never throws into the server.
 import * as grpc from '@grpc/grpc-js';
 import type { AgentMessage__Output } from '../../proto/gen/oversell/v1/AgentMessage.js';
+import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { AgentStreamHandlers } from '../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage } from '../../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Logger } from '../../lib/log.js';
@@ -11,6 +12,7 @@ import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
+import { AGENT_SENDING } from '../config/defaults.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import { checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
@@ -67,7 +69,16 @@ export interface AgentStreamServiceOptions {
   now?: () => number;
   /** Stream ids unique among every service writing to one store. */
   nextStreamId?: () => number;
+  /**
+   * What the welcome announces: batches of at most maxSamples, each sample
+   * waiting at most sendEveryMs (rises are sent at once). maxSamples 0: no
+   * batches, as a gateway older than them. Default: AGENT_SENDING.
+   */
+  sending?: { maxBatchSamples: number; sendEveryMs: number };
 }
+
+/** A batch larger than this is refused whatever was announced: it would hold the thread. */
+const MAX_BATCH = 256;
 
 
 // Messages held per stream before its token is reviewed or its hello attached.
@@ -92,6 +103,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const now = options.now ?? Date.now;
   const rate = options.maxSamplesPerSecond ?? 10;
   const burst = options.replayBurst ?? 200;
+  const sending = options.sending ?? AGENT_SENDING;
   // Each sample is written here, checked here and handed on from here: the store copies it.
   const row = new Float64Array(sampleRow().width);
 
@@ -177,7 +189,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           const { agentVersion } = msg.hello;
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
-            call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
+            call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: sending.maxBatchSamples, sendEveryMs: sending.sendEveryMs } } });
           };
           waiting = [];
           store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede).then(
@@ -190,33 +202,48 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           );
           return;
         }
-        if (msg.sample) {
+        if (msg.sample || msg.batch) {
           if (node === undefined) return fail(grpc.status.FAILED_PRECONDITION, 'sample before hello; send hello first');
-          if (!bucket.take()) {
-            metrics.sampleReceived('rate-limited');
-            return;
-          }
+          const samples = msg.sample ? [msg.sample] : msg.batch!.samples;
+          if (samples.length > MAX_BATCH) return fail(grpc.status.INVALID_ARGUMENT, `a batch of ${samples.length} samples; at most ${MAX_BATCH}`);
           const receivedAtMs = now();
-          const { sample } = msg;
-          const refused = checkSample(sample, receivedAtMs, row, 0);
-          let result: IngestResult | SampleRefused;
-          if (refused) {
-            const consumed = store.consume(node, streamId, sample.seq);
-            result = consumed === 'consumed' ? `refused-${refused}` : consumed;
-          } else {
-            result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined);
+          let lastTaken = 0;
+          for (const sample of samples) {
+            const result = take(node, sample, receivedAtMs);
+            if (result === 'not-current-stream') return supersede();
+            if (result !== undefined) lastTaken = sample.seq;
           }
-          metrics.sampleReceived(result);
-          if (result === 'not-current-stream') return supersede();
-          // A refused sample is acknowledged like a stored one: the agent drops
-          // it, and an agent whose every sample is refused still hears from the
-          // gateway instead of reconnecting and replaying them.
-          if (isRefused(result)) logRefusal(node, result);
-          if ((result === 'stored' || isRefused(result)) && ++sinceAck >= ackEvery) {
+          // A batch is acknowledged as a whole: its samples were sent together and are dropped together.
+          if (lastTaken > 0 && (sinceAck >= ackEvery || samples.length > 1)) {
             sinceAck = 0;
-            call.write({ ack: { lastSeq: sample.seq } });
+            call.write({ ack: { lastSeq: lastTaken } });
           }
         }
+      };
+      /** One sample into the store: what became of it, or undefined when the stream's rate was exceeded. */
+      const take = (node: string, sample: Sample__Output, receivedAtMs: number): IngestResult | SampleRefused | undefined => {
+        if (!bucket.take()) {
+          metrics.sampleReceived('rate-limited');
+          return undefined;
+        }
+        const refused = checkSample(sample, receivedAtMs, row, 0);
+        let result: IngestResult | SampleRefused;
+        if (refused) {
+          const consumed = store.consume(node, streamId, sample.seq);
+          result = consumed === 'consumed' ? `refused-${refused}` : consumed;
+        } else {
+          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined);
+        }
+        metrics.sampleReceived(result);
+        // A refused sample is acknowledged like a stored one: the agent drops
+        // it, and an agent whose every sample is refused still hears from the
+        // gateway instead of reconnecting and replaying them.
+        if (isRefused(result)) logRefusal(node, result);
+        if (result === 'stored' || isRefused(result)) {
+          sinceAck += 1;
+          return result;
+        }
+        return result === 'not-current-stream' ? result : undefined;
       };
       call.on('data', onMessage);
 

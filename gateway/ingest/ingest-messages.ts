@@ -20,6 +20,8 @@ export interface IngestThreadData {
   maxReceiveMessageBytes: number;
   /** Connections the agent port holds at once, and how long one may stay silent. */
   limits: ConnectionLimits;
+  /** What the agents are told about batches (default AGENT_SENDING). */
+  sending?: { maxBatchSamples: number; sendEveryMs: number };
 }
 
 /**

@@ -136,6 +136,7 @@ const service = agentStreamService({
     authRefused: (_api, reason) => count('auth', reason),
   },
   nextStreamId: () => ++streamIds,
+  ...(data.sending && { sending: data.sending }),
   ...(data.authenticate && {
     authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => post({ type: 'authenticate', id, authorization })),
   }),

@@ -25,6 +25,8 @@ export interface IngestWorkerOptions {
   maxReceiveMessageBytes: number;
   /** Connections the agent port holds at once, and how long one may stay silent (default: the gRPC port's). */
   limits?: ConnectionLimits;
+  /** What the agents are told about batches (default AGENT_SENDING). */
+  sending?: { maxBatchSamples: number; sendEveryMs: number };
   /** The thread died after it started: its agents are cut off (startSupervisedIngest starts another). */
   onFailed(err: Error): void;
 }
@@ -46,6 +48,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     ...(options.tls && { tls: options.tls }),
     authenticate: options.authenticate !== undefined,
     maxReceiveMessageBytes: options.maxReceiveMessageBytes,
+    ...(options.sending && { sending: options.sending }),
     limits: options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs },
   };
   const worker = moduleWorker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });

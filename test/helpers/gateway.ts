@@ -41,6 +41,7 @@ export async function startTestGateway(
     proofKey?: Buffer;
     connections?: GatewayOptions['connections'];
     queryLimits?: GatewayOptions['queryLimits'];
+    agentSending?: GatewayOptions['agentSending'];
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -64,6 +65,7 @@ export async function startTestGateway(
     ...(over.proofKey && { proofKey: over.proofKey }),
     ...(over.connections && { connections: over.connections }),
     ...(over.queryLimits && { queryLimits: over.queryLimits }),
+    ...(over.agentSending && { agentSending: over.agentSending }),
   });
   return { ...gw, ca: cert.ca };
 }
