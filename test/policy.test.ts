@@ -349,7 +349,7 @@ describe('decide: properties over random inputs', () => {
     calmPeriodMs: fc.integer({ min: 0, max: 60_000 }),
     hysteresis: fc.double({ min: 0, max: 0.5, noNaN: true }),
     startupGraceMs: fc.integer({ min: 0, max: 60_000 }),
-    history: fc.record({ minSpanMs: fc.integer({ min: 0, max: 2 * 86_400_000 }) }),
+    history: fc.record({ minSpanMs: fc.integer({ min: 0, max: 2 * 86_400_000 }), learning: fc.constantFrom('Targets', 'Floor' as const) }),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });

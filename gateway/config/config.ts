@@ -46,6 +46,12 @@ function namespacedName(v: string, name: string): { namespace: string; name: str
 
 const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
 
+function learningFlag(v: unknown): 'Targets' | 'Floor' {
+  const s = String(v ?? 'Targets');
+  if (s !== 'Targets' && s !== 'Floor') throw new ConfigError(`--history-learning must be Targets or Floor, got ${JSON.stringify(s)}`);
+  return s;
+}
+
 function budgetFlags(o: Record<string, unknown>, resource: 'cpu' | 'memory'): RiskBudget {
   const on = String(o.riskBudget ?? 'on');
   if (on !== 'on' && on !== 'off') throw new ConfigError(`--risk-budget must be on or off, got ${JSON.stringify(on)}`);
@@ -64,7 +70,7 @@ function flagsPolicy(o: Record<string, unknown>): Policy {
     ...p,
     cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu'), riskBudget: budgetFlags(o, 'cpu') },
     memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory'), riskBudget: budgetFlags(o, 'memory') },
-    history: { minSpanMs: parsed(o.historyMinSpan, (s) => parseDuration(s, '--history-min-span')) },
+    history: { minSpanMs: parsed(o.historyMinSpan, (s) => parseDuration(s, '--history-min-span')), learning: learningFlag(o.historyLearning) },
     staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
     windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
     calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),

@@ -33,6 +33,7 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--budget-memory-over-share <share>', 'risk budget: share of node-time the predicted memory load factor may be exceeded (0-0.01; 0: the largest seen)', 'OVERSELL_BUDGET_MEMORY_OVER_SHARE', String(p.memory.riskBudget.overShare)))
   .addOption(numberFlag('--budget-memory-margin <share>', 'risk budget: share of raw allocatable memory kept free at the predicted peak: the surge above anything seen that pods survive (0-0.5)', 'OVERSELL_BUDGET_MEMORY_MARGIN', String(p.memory.riskBudget.margin)))
   .addOption(durationFlag('--history-min-span <duration>', 'risk budget: how long a node\'s load history must span before it is used (the targets until then)', 'OVERSELL_HISTORY_MIN_SPAN', `${p.history.minSpanMs / 3_600_000}h`))
+  .addOption(flag('--history-learning <Targets|Floor>', 'risk budget: what decides until the history spans --history-min-span: the targets, or nothing above the floor', 'OVERSELL_HISTORY_LEARNING', p.history.learning))
   .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
   .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
   .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))

@@ -57,8 +57,12 @@ export interface Policy {
   hysteresis: number;
   /** No rise while the node's newest pod was bound less than this long ago (its usage may not show yet). */
   startupGraceMs: number;
-  /** How long a node's load history must span before its risk budget grants above the floor. */
-  history: { minSpanMs: number };
+  /**
+   * How long a node's load history must span before its risk budget is used,
+   * and what decides until then: the targets (Targets), or nothing above the
+   * floor (Floor: a night is not mistaken for the peak).
+   */
+  history: { minSpanMs: number; learning: 'Targets' | 'Floor' };
 }
 
 
@@ -140,7 +144,7 @@ export interface BoundRequestsInput {
 /** What set a resource's value: the limit that won, or why there was none (no policy, no data, stale data, pressure). */
 export type DecidedBy =
   | 'headroom' | 'budget' | 'cap' | 'floor-raw' | 'floor-requests' | 'hysteresis' | 'starting'
-  | 'pressure' | 'stale' | 'no-policy' | 'no-data';
+  | 'learning' | 'pressure' | 'stale' | 'no-policy' | 'no-data';
 
 export interface ResourceDecision {
   raw: bigint;

@@ -63,7 +63,7 @@ export const DEFAULT_POLICY: Policy = {
   calmPeriodMs: 60_000,
   hysteresis: 0.05,
   startupGraceMs: 30_000,
-  history: { minSpanMs: 24 * 3_600_000 },
+  history: { minSpanMs: 24 * 3_600_000, learning: 'Targets' },
 };
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
@@ -100,6 +100,8 @@ interface ResourceContext {
   window: UsageWindow;
   /** The node's load history, when it spans the policy's minimum; otherwise undefined (targets). */
   history: LoadHistoryView | undefined;
+  /** Policy.history.learning is Floor. */
+  learnAtFloor: boolean;
   from: number;
   field: 'cpuMillicores' | 'memoryBytes';
   underPressure: boolean;
@@ -159,7 +161,9 @@ function decideResource(c: ResourceContext): ResourceDecision {
   const usage = windowStatistic(c.window, c.from, c.field, c.policy.statistic);
   const requests = c.requests ?? 0;
   const budget = c.policy.riskBudget;
-  // Until the history is long enough to have seen the node's peak, and without requests (a load factor then says nothing): the target.
+  // Until the history is long enough to have seen the node's peak: the target, or with learning Floor nothing above the floor.
+  // Without requests a load factor says nothing: the target.
+  if (budget.enabled && !c.history && c.learnAtFloor && requests > 0) return resourceDecision(c, floor, 'learning', floor, cap, usage, undefined);
   const loadFactor = budget.enabled && c.history && requests > 0
     ? Math.max(c.history.quantile(c.field === 'cpuMillicores' ? 'cpu' : 'memory', budget.overShare), usage / requests, c.policy.minLoadFactor)
     : undefined;
@@ -213,6 +217,7 @@ export function decide(input: DecisionInput): Decision {
   const starting = policy !== undefined && newestPodAgeMs !== undefined && newestPodAgeMs < policy.startupGraceMs;
   const dryRun = policy?.mode === 'DryRun';
   const history = policy && usage?.history && usage.history.spanMs() >= policy.history.minSpanMs ? usage.history : undefined;
+  const learnAtFloor = policy?.history.learning === 'Floor';
 
   const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
   const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity);
@@ -232,6 +237,7 @@ export function decide(input: DecisionInput): Decision {
     maxRatio: Math.max(1, cpuMax),
     window,
     history,
+    learnAtFloor,
     from,
     field: 'cpuMillicores',
     underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
@@ -254,6 +260,7 @@ export function decide(input: DecisionInput): Decision {
     maxRatio: Math.max(1, memMax),
     window,
     history,
+    learnAtFloor,
     from,
     field: 'memoryBytes',
     underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),

@@ -41,6 +41,8 @@ const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number,
   hysteresis: () => 'held at the previous grant (rise within hysteresis)',
   starting: (_d, _r, _t, f) =>
     `held: a pod bound ${Math.round((f.newestPodAgeMs ?? 0) / 1000)}s ago may not show its usage yet (startupGrace ${Math.round((f.policy?.startupGraceMs ?? 0) / 1000)}s)`,
+  learning: (_d, _r, _t, f) =>
+    `learning the node: floor until its load history spans ${hours(f.policy?.history.minSpanMs)} (${hours(f.historySpanMs)} so far)`,
   pressure: () => 'pressure: floor until calm',
   stale: (d) => (d.floor > d.raw ? 'stale data: floor at bound requests' : 'stale data: raw'),
   'no-policy': () => 'no policy: floor',

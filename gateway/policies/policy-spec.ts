@@ -99,7 +99,9 @@ function history(spec: Record<string, unknown>): Policy['history'] {
   if (!isObject(h)) throw new Error('spec.history must be an object');
   const minSpanMs = duration(h, 'minSpan', DEFAULT_POLICY.history.minSpanMs, 'spec.history', true);
   if (minSpanMs > 7 * 86_400_000) throw new Error('spec.history.minSpan must be at most 168h');
-  return { minSpanMs };
+  const learning = h.learning ?? DEFAULT_POLICY.history.learning;
+  if (learning !== 'Targets' && learning !== 'Floor') throw new Error('spec.history.learning must be Targets or Floor');
+  return { minSpanMs, learning };
 }
 
 function selector(spec: Record<string, unknown>): LabelSelector {

@@ -55,8 +55,18 @@ describe('the risk budget', () => {
     assert.equal(d.cpu.loadFactor, undefined);
     assert.match(d.reason, /the risk budget once the load history spans 24h \(5h so far\)/);
     // The same history is enough for a policy that asks for less.
-    const short = decide(input(usage(history(5, 0.6, 0.55)), { ...DEFAULT_POLICY, history: { minSpanMs: 4 * HOUR } }));
+    const short = decide(input(usage(history(5, 0.6, 0.55)), { ...DEFAULT_POLICY, history: { minSpanMs: 4 * HOUR, learning: 'Targets' } }));
     assert.equal(short.cpu.decidedBy, 'budget');
+  });
+
+  it('with learning Floor, nothing above the floor until the history spans minSpan; then the budget', () => {
+    const floorWhileLearning = { ...DEFAULT_POLICY, history: { minSpanMs: 24 * HOUR, learning: 'Floor' as const } };
+    const learning = decide(input(usage(history(5, 0.6, 0.7)), floorWhileLearning));
+    assert.equal(learning.cpu.decidedBy, 'learning');
+    assert.equal(learning.cpu.granted, 20_000n, 'the floor: bound requests');
+    assert.match(learning.reason, /learning the node: floor until its load history spans 24h \(5h so far\)/);
+    assert.equal(decide(input(usage(history(25, 0.6, 0.7)), floorWhileLearning)).cpu.decidedBy, 'budget');
+    assert.equal(decide(input(usage(history(5, 0.6, 0.7)))).cpu.decidedBy, 'headroom', 'the default learns under the targets');
   });
 
   it('yesterday\'s peak holds the grant down at night: the history, not the last minute, predicts', () => {
@@ -116,6 +126,9 @@ describe('the risk budget', () => {
     assert.equal(ok.policy?.memory.riskBudget.margin, 0.25);
     assert.equal(ok.policy?.memory.riskBudget.enabled, true);
     assert.equal(ok.policy?.history.minSpanMs, 2 * HOUR);
+    assert.equal(ok.policy?.history.learning, 'Targets');
+    assert.equal(spec({ history: { learning: 'Floor' } }).policy?.history.learning, 'Floor');
+    assert.match(spec({ history: { learning: 'Never' } }).error ?? '', /learning must be Targets or Floor/);
     assert.match(spec({ memory: { riskBudget: { overShare: 0.05 } } }).error ?? '', /spec\.memory\.riskBudget\.overShare must be a number in \[0, 0\.01\]/);
     assert.match(spec({ cpu: { riskBudget: { margin: 0.9 } } }).error ?? '', /spec\.cpu\.riskBudget\.margin/);
     assert.match(spec({ cpu: { riskBudget: { enabled: 'yes' } } }).error ?? '', /enabled must be true or false/);
