@@ -190,7 +190,13 @@ describe('oversell simulate against the real node', { timeout: 15 * 60_000 }, ()
       if (s.policy !== POLICY) return undefined;
       const full = s.window.spanMs >= DEFAULT_POLICY.windowMs - 5_000;
       return full && s.window.cpuP95Millicores <= QUIET_CPU_MILLICORES && s.decision?.cpuBound !== 'pressure' ? s : undefined;
-    }, 5 * 60_000, 1_000).catch((err: Error) => assert.fail(`${err.message}; last seen: ${seen}. Other work on this host counts as the node's usage: run the check on a quiet host`));
+    }, 5 * 60_000, 1_000).catch((err: Error) => {
+      const why = `${err.message}; last seen: ${seen}. Other work on this host counts as the node's usage: run the check on a quiet host`;
+      // CI hosts are shared: there the check is skipped, loudly, rather than failed; run it with OVERSELL_E2E_REQUIRE_QUIET=1 to make a busy host a failure.
+      if (process.env.OVERSELL_E2E_REQUIRE_QUIET === '1') assert.fail(why);
+      return undefined;
+    });
+    if (!quiet) return t.skip(`no quiet minute in 5 minutes: ${seen}`);
     const background = { cpu: quiet.window!.cpuP95Millicores, memory: quiet.window!.memoryMaxBytes };
     const scenario = scenarioFor(node, background);
     const replicas = (scenario.classes[0] as DeploymentClass).replicasPerNode.max;
