@@ -201,6 +201,8 @@ const REFUSED: Refused[] = [
   { name: 'an unknown policy source', argv: ['--policies', 'crds'], error: /^--policies must be "crd" or "flags", got "crds"/ },
   { name: 'an unknown auth mode', argv: ['--auth', 'token'], error: /^--auth must be "kubernetes" or "none"/ },
   { name: 'a target over 1', argv: ['--target-cpu', '1.5'], error: /^--target-cpu must be in \(0, 1\], got 1.5/ },
+  { name: 'a memory budget over its bound', argv: ['--budget-memory-over-share', '0.05'], error: /^--budget-memory-over-share must be in \[0, 0.01\], got 0.05/ },
+  { name: 'a memory budget that may be exceeded with too little margin, as the CRD refuses it', argv: ['--budget-memory-over-share', '0.005', '--budget-memory-margin', '0.01'], error: /needs a margin of at least 0.05/ },
   { name: 'a bad opt-in selector, whatever the mode', argv: ['--opt-in-selector', 'a in b'], env: POD, error: /^"a in b": cannot parse "a in b"; use forms like/ },
   { name: '--grpc-tls neither on nor off', argv: ['--grpc-tls', 'yes'], error: /^--grpc-tls must be on or off, got "yes"/ },
   { name: 'a Secret that is not namespace/name', argv: ['--tls-secret', 'just-a-name'], env: POD, error: /^--tls-secret must be namespace\/name, got "just-a-name"/ },

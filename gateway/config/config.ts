@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { parseArgs, parsed, type Env } from '../../lib/cli.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
-import { DEFAULT_POLICY, MAX_MEMORY_OVER_SHARE, type Policy, type RiskBudget } from '../decide/policy.js';
+import { DEFAULT_POLICY, type Policy, type RiskBudget } from '../decide/policy.js';
+import { RISK_BUDGET_BOUNDS, riskBudgetConflict } from '../policies/policy-spec.js';
 import { chooseTransport } from './local-mode.js';
 import { defineGatewayFlags } from './flags.js';
 import { ignoredFlags } from './ignored-flags.js';
@@ -58,10 +59,14 @@ function budgetFlags(o: Record<string, unknown>, resource: 'cpu' | 'memory'): Ri
   const Resource = resource === 'cpu' ? 'Cpu' : 'Memory';
   const overShare = Number(o[`budget${Resource}OverShare`]);
   const margin = Number(o[`budget${Resource}Margin`]);
-  const maxOver = resource === 'memory' ? MAX_MEMORY_OVER_SHARE : 0.1;
+  const maxOver = RISK_BUDGET_BOUNDS.maxOverShare[resource];
+  const maxMargin = RISK_BUDGET_BOUNDS.maxMargin;
   if (!(overShare >= 0 && overShare <= maxOver)) throw new ConfigError(`--budget-${resource}-over-share must be in [0, ${maxOver}], got ${overShare}`);
-  if (!(margin >= 0 && margin <= 0.5)) throw new ConfigError(`--budget-${resource}-margin must be in [0, 0.5], got ${margin}`);
-  return { enabled: on === 'on', overShare, margin };
+  if (!(margin >= 0 && margin <= maxMargin)) throw new ConfigError(`--budget-${resource}-margin must be in [0, ${maxMargin}], got ${margin}`);
+  const budget = { enabled: on === 'on', overShare, margin };
+  const conflict = riskBudgetConflict(resource, budget);
+  if (conflict) throw new ConfigError(`--budget-${resource}-over-share ${overShare} with --budget-${resource}-margin ${margin}: ${conflict}`);
+  return budget;
 }
 
 function flagsPolicy(o: Record<string, unknown>): Policy {

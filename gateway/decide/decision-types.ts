@@ -27,9 +27,6 @@ export interface ResourcePolicy {
  * the node's predicted peak (requests x the load factor its history exceeded
  * for only `overShare` of its time) within raw allocatable less `margin`.
  */
-/** Memory past its budget evicts pods: at most this share of node-time may be over the predicted peak. */
-export const MAX_MEMORY_OVER_SHARE = 0.01;
-
 export interface RiskBudget {
   enabled: boolean;
   /** Share of node-time the predicted load factor may be exceeded; 0: the history's largest. */

@@ -4,7 +4,7 @@
 // edited with validation off, must give a clear error and no inflation, never a
 // crash or a nonsense grant.
 import { parseDuration } from '../../lib/duration.js';
-import { DEFAULT_POLICY, MAX_MEMORY_OVER_SHARE, type Policy, type ResourcePolicy, type RiskBudget } from '../decide/policy.js';
+import { DEFAULT_POLICY, type Policy, type ResourcePolicy, type RiskBudget } from '../decide/policy.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
@@ -74,6 +74,22 @@ function resource<T extends ResourcePolicy>(spec: Record<string, unknown>, name:
   return out;
 }
 
+/**
+ * What a risk budget may say: the CRD's bounds, checked again by each reader
+ * of one (this parser and the gateway's flags). Memory past its budget evicts
+ * pods: at most 1 % of node-time over the prediction, and then with room below
+ * the eviction line.
+ */
+export const RISK_BUDGET_BOUNDS = { maxOverShare: { cpu: 0.1, memory: 0.01 }, maxMargin: 0.5, memoryMarginWhenExceeded: 0.05 } as const;
+
+/** The CRD's cross-field rule: why this budget is refused, or undefined. */
+export function riskBudgetConflict(resource: 'cpu' | 'memory', b: RiskBudget): string | undefined {
+  const least = RISK_BUDGET_BOUNDS.memoryMarginWhenExceeded;
+  return resource === 'memory' && b.enabled && b.overShare > 0 && b.margin < least
+    ? `a memory budget that may be exceeded (overShare above 0) needs a margin of at least ${least}, or the exceeding is evictions`
+    : undefined;
+}
+
 function riskBudget(r: Record<string, unknown>, name: 'cpu' | 'memory', defaults: RiskBudget, where: string): RiskBudget {
   const b = r.riskBudget ?? {};
   const at = `${where}.riskBudget`;
@@ -82,17 +98,13 @@ function riskBudget(r: Record<string, unknown>, name: 'cpu' | 'memory', defaults
   if (typeof enabled !== 'boolean') throw new Error(`${at}.enabled must be true or false`);
   const out = {
     enabled,
-    overShare: num(b, 'overShare', defaults.overShare, 0, name === 'memory' ? MAX_MEMORY_OVER_SHARE : 0.1, at),
-    margin: num(b, 'margin', defaults.margin, 0, 0.5, at),
+    overShare: num(b, 'overShare', defaults.overShare, 0, RISK_BUDGET_BOUNDS.maxOverShare[name], at),
+    margin: num(b, 'margin', defaults.margin, 0, RISK_BUDGET_BOUNDS.maxMargin, at),
   };
-  if (name === 'memory' && out.enabled && out.overShare > 0 && out.margin < MIN_MEMORY_MARGIN_WHEN_EXCEEDED) {
-    throw new Error(`${at}: a memory budget that may be exceeded (overShare above 0) needs a margin of at least ${MIN_MEMORY_MARGIN_WHEN_EXCEEDED}, or the exceeding is evictions`);
-  }
+  const conflict = riskBudgetConflict(name, out);
+  if (conflict) throw new Error(`${at}: ${conflict}`);
   return out;
 }
-
-/** The CRD's rule, checked again: memory over its prediction needs room below the eviction line. */
-const MIN_MEMORY_MARGIN_WHEN_EXCEEDED = 0.05;
 
 function history(spec: Record<string, unknown>): Policy['history'] {
   const h = spec.history ?? {};
