@@ -84,24 +84,25 @@ export class ReportStream {
     if (this.#buffer.length > this.#options.bufferSize) this.#buffer.shift();
     if (!this.#live) return;
     const sending = this.#sending;
-    const oldest = this.#buffer.find((x) => x.seq > this.#sentSeq);
-    if (!sending || sendsAtOnce(sample, this.#lastSent) || (oldest !== undefined && sample.timestampMs - oldest.timestampMs >= sending.sendEveryMs) || this.#unsent() >= sending.maxBatchSamples) {
+    const first = this.#firstUnsent();
+    const oldest = this.#buffer[first];
+    if (!sending || sendsAtOnce(sample, this.#lastSent) || (oldest !== undefined && sample.timestampMs - oldest.timestampMs >= sending.sendEveryMs) || this.#buffer.length - first >= sending.maxBatchSamples) {
       this.#flush();
     }
   }
 
-  /** Buffered samples not yet written on the current call. */
-  #unsent(): number {
-    let n = 0;
-    for (let i = this.#buffer.length - 1; i >= 0 && this.#buffer[i]!.seq > this.#sentSeq; i--) n += 1;
-    return n;
+  /** Index of the first buffered sample not yet written on the current call: they are the buffer's tail (seq ascending). */
+  #firstUnsent(): number {
+    let i = this.#buffer.length;
+    while (i > 0 && this.#buffer[i - 1]!.seq > this.#sentSeq) i -= 1;
+    return i;
   }
 
   /** Writes every buffered sample not yet sent: one message each, or batches when the gateway takes them. */
   #flush(): void {
     const call = this.#call;
     if (!call) return;
-    const unsent = this.#buffer.filter((x) => x.seq > this.#sentSeq);
+    const unsent = this.#buffer.slice(this.#firstUnsent());
     const size = this.#sending?.maxBatchSamples ?? 1;
     for (let i = 0; i < unsent.length; i += size) {
       const chunk = unsent.slice(i, i + size);

@@ -78,8 +78,6 @@ export interface NodeStoreOptions {
   retainMs: number;
   /** Records with no stream and no sample for this long are forgotten. */
   forgetAfterMs: number;
-  /** Half-life of each node's load history (load-history.ts); default DEFAULT_HISTORY_HALF_LIFE_MS. */
-  historyHalfLifeMs?: number;
   /** Requests the API server has bound to a node (the gateway's pod watch), at nowMs; undefined: the agent's report is all there is. */
   boundRequests?: (node: string, nowMs: number) => { cpuMillicores: number; memoryBytes: number; newestPodAgeMs: number } | undefined;
 }
@@ -253,7 +251,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       cpu = record.value('requests.cpuMillicores');
       memory = record.value('requests.memoryBytes');
     } else return;
-    record.history ??= new LoadHistory(this.#options.historyHalfLifeMs ?? DEFAULT_HISTORY_HALF_LIFE_MS);
+    record.history ??= new LoadHistory(DEFAULT_HISTORY_HALF_LIFE_MS);
     LEARN_USAGE.cpu = record.value('cpuUsageMillicores');
     LEARN_USAGE.memory = record.value('memoryWorkingSetBytes');
     LEARN_REQUESTS.cpu = cpu;
