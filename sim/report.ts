@@ -189,20 +189,21 @@ function bounds(r: SimulationResult): string[] {
   const share = (name: 'cpu' | 'memory') => 1 - (name === 'cpu' ? s.usage.cpuSlack : s.usage.memorySlack);
   const swing = (name: 'cpu' | 'memory') => (name === 'cpu' ? s.usage.diurnal.cpuSwing : s.usage.diurnal.memorySwing);
   // With a budget, requests grow to raw x (1 - margin) / the peak load factor; with targets, to raw x target / the load factor now.
-  const reach = (name: 'cpu' | 'memory', atPeak: boolean) => {
+  const uncapped = (name: 'cpu' | 'memory', atPeak: boolean) => {
     const b = r.budget[name];
     const u = share(name) * (atPeak || b ? 1 + swing(name) : 1);
-    return Math.min(r.caps[name], (b ? 1 - b.margin : r.targets[name]) / u);
+    return (b ? 1 - b.margin : r.targets[name]) / u;
   };
+  const reach = (name: 'cpu' | 'memory', atPeak: boolean) => Math.min(r.caps[name], uncapped(name, atPeak));
   const line = (name: 'cpu' | 'memory', label: string) => {
     const u = share(name);
     const cap = r.caps[name];
     const b = r.budget[name];
     const used = `pods use ${pct(u)} of their requests on average (${pct(u * (1 + swing(name)))} at the daily peak)`;
     if (b) {
-      const line = (1 - b.margin) / (u * (1 + swing(name)));
-      const binds = cap <= line ? `the ${cap}x cap binds first` : 'the budget binds first';
-      return `- **${label}**: ${used}; the risk budget keeps each node's predicted peak (its history's load factor, ${b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'the largest seen'}) within raw allocatable less ${pct(b.margin)}, so requests can reach about ${line.toFixed(2)}x raw at any hour, bursts and memory growth aside; the cap is ${cap}x: ${binds}.`;
+      const budgetReach = uncapped(name, true);
+      const binds = cap <= budgetReach ? `the ${cap}x cap binds first` : 'the budget binds first';
+      return `- **${label}**: ${used}; the risk budget keeps each node's predicted peak (its history's load factor, ${b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'the largest seen'}) within raw allocatable less ${pct(b.margin)}, so requests can reach about ${budgetReach.toFixed(2)}x raw at any hour, bursts and memory growth aside; the cap is ${cap}x: ${binds}.`;
     }
     const target = r.targets[name];
     const binds = cap <= target / u ? `the ${cap}x cap binds first` : `the ${pct(target)} target binds first`;
