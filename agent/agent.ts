@@ -42,7 +42,7 @@ export interface RunningAgent {
 
 export function startAgent(options: AgentOptions): RunningAgent {
   const { log } = options;
-  const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot });
+  const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot }).start();
   const instanceId = randomUUID();
   const layout = sampler.layout;
   const host: HostFacts__Output = options.host ?? {
@@ -117,6 +117,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
     tick,
     stop: async () => {
       clearInterval(timer);
+      sampler.stop();
       await gateways.stop();
       await options.pods.stop();
     },

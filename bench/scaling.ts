@@ -31,7 +31,7 @@ async function bytesPerNode(nodes: number): Promise<number> {
       storeSample(store, `node-${i}`, i + 1, {
         seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 },
-        pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } },
+        pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
         requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, podsIncluded: false, pods: [],
       }, now);
     }

@@ -4,6 +4,7 @@ import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js'
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
 import { formatDuration } from '../lib/duration.js';
+import { cpuPressureOf } from '../wire/cpu-pressure.js';
 
 export interface Style {
   color: boolean;
@@ -66,7 +67,7 @@ export function rowOfStatus(n: NodeStatus__Output): TopRow {
     ageMs: n.ageMs,
     usage: s ? { cpuMillicores: s.cpuUsageMillicores, memoryBytes: s.memoryWorkingSetBytes, capacityCpuMillicores: s.capacity?.cpuMillicores ?? 0, capacityMemoryBytes: s.capacity?.memoryBytes ?? 0 } : undefined,
     requests: s?.requests?.known ? { cpuMillicores: s.requests.cpuMillicores, memoryBytes: s.requests.memoryBytes } : undefined,
-    pressure: p?.available ? { cpu: p.cpuSome?.avg10 ?? 0, memory: p.memorySome?.avg10 ?? 0 } : undefined,
+    pressure: p?.available || p?.cpuContention ? { cpu: cpuPressureOf(p), memory: p.memorySome?.avg10 ?? 0 } : undefined,
     raw: n.rawAllocatableKnown && n.rawAllocatable ? { cpuMillicores: n.rawAllocatable.cpuMillicores, memoryBytes: n.rawAllocatable.memoryBytes } : undefined,
     decision: d ? { cpuMillicores: d.allocatable?.cpuMillicores ?? 0, memoryBytes: d.allocatable?.memoryBytes ?? 0, cpuBound: d.cpuBound, memoryBound: d.memoryBound } : undefined,
     policy: n.policy,
@@ -179,6 +180,7 @@ export function renderDescribe(n: NodeStatus__Output, style: Style): string {
     add('  Memory', `${bytes(s.memoryWorkingSetBytes)} now, ${bytes(d?.usage?.memoryBytes ?? n.window?.memoryMaxBytes ?? 0)} window statistic, capacity ${bytes(s.capacity?.memoryBytes ?? 0)}`);
     add('  Window', `${n.window?.samples ?? 0} samples over ${formatDuration(n.window?.spanMs ?? 0)}`);
     const p = s.pressure;
+    if (p?.cpuContention) add('  CPU contention', `${p.cpuContention.avg10.toFixed(1)}% (avg10; what decisions read, throttling left out)`);
     add('  Pressure (PSI)', p?.available ? `cpu some ${p.cpuSome?.avg10}% (avg10), memory some ${p.memorySome?.avg10}% (avg10)` : 'not available on this kernel');
     const r = s.requests;
     add('  Requested', r?.known ? `${cores(r.cpuMillicores)} CPU, ${bytes(r.memoryBytes)} memory by ${r.podCount} pods` : 'unknown (the agent cannot see the pods)');

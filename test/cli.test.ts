@@ -34,7 +34,7 @@ function node(name: string, over: { cpu: number; mem: number; raw: [number, numb
     latest: {
       seq: 120, timestampMs: 0, cpuUsageMillicores: over.cpu, memoryWorkingSetBytes: over.mem,
       capacity: { cpuMillicores: 8000, memoryBytes: 32 * GI },
-      pressure: { available: true, cpuSome: { avg10: over.psi?.[0] ?? 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: over.psi?.[1] ?? 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } },
+      pressure: { available: true, cpuSome: { avg10: over.psi?.[0] ?? 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: over.psi?.[1] ?? 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
       requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },
       podsIncluded: false, pods: [],
     },

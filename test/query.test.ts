@@ -163,7 +163,7 @@ describe('ListNodeSummaries: the columns of oversell top', () => {
     g = await startTestGateway({ policies, now: () => NOW });
     const nodes: Array<[string, Record<string, string>, Partial<Sample__Output>, boolean]> = [
       ['b-1', { pool: 'batch', zone: 'a' }, {}, true],
-      ['b-2', { pool: 'batch', zone: 'b' }, { cpuUsageMillicores: 7000, pressure: { available: true, cpuSome: { avg10: 80, avg60: 50 }, cpuFull: null, memorySome: { avg10: 3.5, avg60: 1 }, memoryFull: null } }, true],
+      ['b-2', { pool: 'batch', zone: 'b' }, { cpuUsageMillicores: 7000, pressure: { available: true, cpuSome: { avg10: 80, avg60: 50 }, cpuFull: null, memorySome: { avg10: 3.5, avg60: 1 }, memoryFull: null, cpuContention: null } }, true],
       ['w-1', { pool: 'web' }, { requests: { cpuMillicores: 0, memoryBytes: 0, podCount: 0, known: false } }, true],
       ['x-1', { pool: 'other' }, {}, true], // no policy selects it
       ['n-1', { pool: 'batch' }, {}, false], // raw allocatable not seen yet: no decision

@@ -19,13 +19,13 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
     seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI,
     capacity: { cpuMillicores: 4000, memoryBytes: 8 * GI },
-    pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 } },
+    pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
     podsIncluded: false, pods: [],
     ...over,
   };
 }
-const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 } });
+const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null });
 const pod = (cpu: number, mem: number) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
 const requests = (cpuMillicores: number, memoryBytes: number, known = true) => ({ cpuMillicores, memoryBytes, podCount: 1, known });
 const { maxFutureMs, maxCapacityMillicores, maxCapacityBytes, requestsOverCapacity } = SAMPLE_BOUNDS;

@@ -130,4 +130,17 @@ describe('NodeStore', () => {
     assert.equal(store.usage('n', 4)?.history?.quantile('memory', 0), Math.ceil(0.9 * 128) / 128, 'the API server\'s requests (500), not the agent\'s (800)');
     assert.equal(store.usage('n', 4)?.history?.spanMs(), 2000);
   });
+
+  it('keeps as CPU pressure the agent\'s contention line when it sent one, the kernel\'s PSI when it did not', () => {
+    const store = new NodeStore({ retainMs: 10_000, forgetAfterMs: 60_000 });
+    store.attach('n', 'i', null, 1);
+    const line = (avg10: number) => ({ avg10, avg60: 0 });
+    const pressure = (contention: number | undefined) => ({
+      available: true, cpuSome: line(90), cpuFull: line(0), memorySome: line(4), memoryFull: line(0), cpuContention: contention === undefined ? null : line(contention),
+    });
+    storeSample(store, 'n', 1, { ...s(1, 1000), pressure: pressure(3) }, 1);
+    storeSample(store, 'n', 1, { ...s(2, 2000), pressure: pressure(undefined) }, 2);
+    storeSample(store, 'n', 1, { ...s(3, 3000), pressure: pressure(0) }, 3);
+    assert.deepEqual(store.get('n')?.window.points().map((p) => [p.cpuPressure, p.memoryPressure]), [[3, 4], [90, 4], [0, 4]]);
+  });
 });

@@ -17,7 +17,7 @@ const READ = [
   'seq', 'timestampMs', 'cpuUsageMillicores', 'memoryWorkingSetBytes', 'podsIncluded',
   'capacity.cpuMillicores', 'capacity.memoryBytes',
   'requests.cpuMillicores', 'requests.memoryBytes', 'requests.known',
-  'pressure.available', 'pressure.cpuSome.avg10', 'pressure.memorySome.avg10',
+  'pressure.available', 'pressure.cpuSome.avg10', 'pressure.memorySome.avg10', 'pressure.cpuContention', 'pressure.cpuContention.avg10',
 ] as const;
 export type SampleField = (typeof READ)[number];
 

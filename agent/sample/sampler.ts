@@ -5,6 +5,7 @@ import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { Pressure__Output } from '../../proto/gen/oversell/v1/Pressure.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { detectCgroupLayout, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
+import { ContentionMeter } from './cpu-contention.js';
 import { readOptional } from './files.js';
 import { parseMeminfo } from './meminfo.js';
 import { podFiles, readPodFiles, type PodCounters, type PodFiles } from './pod-counters.js';
@@ -14,6 +15,8 @@ import { cpuMillicoresBetween, parseProcStat, type CpuTimes } from './proc-stat.
 export interface SamplerOptions {
   procRoot: string;
   cgroupRoot: string;
+  /** How often the runnable count is read for CPU contention (cpu-contention.ts); 50 ms unless a test says. */
+  contentionEveryMs?: number;
 }
 
 /** A sample as read from the host; the stream adds seq and the requests add requests. */
@@ -24,6 +27,7 @@ export class NodeSampler {
   readonly #cgroupRoot: string;
   readonly #psiCpu: string;
   readonly #psiMemory: string;
+  readonly #contention: ContentionMeter;
   #layout: CgroupLayout;
   #prevCpu: CpuTimes;
   #prevPods = new Map<string, PodCounters & { atMs: number }>();
@@ -37,6 +41,17 @@ export class NodeSampler {
     this.#psiMemory = join(this.#procRoot, 'pressure', 'memory');
     this.#layout = detectCgroupLayout(this.#cgroupRoot);
     this.#prevCpu = this.#readCpu();
+    this.#contention = new ContentionMeter({ loadavgPath: join(this.#procRoot, 'loadavg'), everyMs: options.contentionEveryMs ?? 50, cpus: () => this.#prevCpu.cpus });
+  }
+
+  /** Starts reading the runnable count between samples; without it each read() takes one reading. */
+  start(): this {
+    this.#contention.start();
+    return this;
+  }
+
+  stop(): void {
+    this.#contention.stop();
   }
 
   get layout(): CgroupLayout {
@@ -53,7 +68,7 @@ export class NodeSampler {
       cpuUsageMillicores,
       memoryWorkingSetBytes: memory.workingSetBytes,
       capacity: { cpuMillicores: cpu.cpus * 1000, memoryBytes: memory.totalBytes },
-      pressure: this.#readPressure(),
+      pressure: this.#readPressure(nowMs),
       podsIncluded: includePods,
       pods: includePods ? this.#readPods(nowMs) : [],
     };
@@ -70,16 +85,17 @@ export class NodeSampler {
     return text;
   }
 
-  #readPressure(): Pressure__Output {
+  #readPressure(nowMs: number): Pressure__Output {
+    const cpuContention = this.#contention.take(nowMs) ?? null;
     const cpu = readOptional(this.#psiCpu);
     const memory = readOptional(this.#psiMemory);
     if (cpu === undefined || memory === undefined) {
       const zero = { avg10: 0, avg60: 0 };
-      return { available: false, cpuSome: zero, cpuFull: zero, memorySome: zero, memoryFull: zero };
+      return { available: false, cpuSome: zero, cpuFull: zero, memorySome: zero, memoryFull: zero, cpuContention };
     }
     const c = parsePsi(cpu);
     const m = parsePsi(memory);
-    return { available: true, cpuSome: c.some, cpuFull: c.full, memorySome: m.some, memoryFull: m.full };
+    return { available: true, cpuSome: c.some, cpuFull: c.full, memorySome: m.some, memoryFull: m.full, cpuContention };
   }
 
   /** Per-pod rates over the time since the previous pod report; pods seen for the first time wait one report. */

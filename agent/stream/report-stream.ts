@@ -13,6 +13,7 @@ import { oversellV1 } from '../../proto/load.js';
 import type { Logger } from '../../lib/log.js';
 import { Backoff } from '../../lib/backoff.js';
 import type { GatewayConnection } from './gateway-connection.js';
+import { cpuPressureOf } from '../../wire/cpu-pressure.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
@@ -229,7 +230,7 @@ export function sendsAtOnce(s: Sample__Output, last: Sample__Output | undefined)
   if (changed(s.memoryWorkingSetBytes, last.memoryWorkingSetBytes, MEMORY_CHANGE.share, MEMORY_CHANGE.bytes)) return true;
   const p = s.pressure;
   const q = last.pressure;
-  if (p && (p.cpuSome?.avg10 ?? 0) >= (q?.cpuSome?.avg10 ?? 0) + PRESSURE_RISE) return true;
+  if (p && cpuPressureOf(p) >= cpuPressureOf(q) + PRESSURE_RISE) return true;
   if (p && (p.memorySome?.avg10 ?? 0) >= (q?.memorySome?.avg10 ?? 0) + PRESSURE_RISE) return true;
   const r = s.requests;
   const o = last.requests;

@@ -6,6 +6,7 @@
 // nodeStatus() gives for the same record (tested).
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import type { SampleField } from '../../wire/sample-row.js';
+import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 import { decideObserved } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
@@ -159,7 +160,7 @@ export class SummaryTable {
     n.requestsCpuMillicores[slot] = read('requests.cpuMillicores');
     n.requestsMemoryBytes[slot] = read('requests.memoryBytes');
     f.pressureAvailable[slot] = read('pressure.available');
-    n.cpuPressure[slot] = read('pressure.cpuSome.avg10');
+    n.cpuPressure[slot] = cpuPressureFrom(read);
     n.memoryPressure[slot] = read('pressure.memorySome.avg10');
     n.windowSamples[slot] = record.window.length - windowStart(record.window, entry?.policy?.windowMs ?? DEFAULT_POLICY.windowMs);
     n.policy[slot] = texts.of(entry?.name ?? '');

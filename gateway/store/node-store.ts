@@ -12,6 +12,7 @@ import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '..
 import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../decide/load-history.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
+import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 
 export class NodeRecord {
   readonly name: string;
@@ -226,7 +227,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       POINT.timestampMs = timestampMs;
       POINT.cpuMillicores = record.value('cpuUsageMillicores');
       POINT.memoryBytes = record.value('memoryWorkingSetBytes');
-      POINT.cpuPressure = record.value('pressure.cpuSome.avg10');
+      POINT.cpuPressure = cpuPressureFrom((f) => record.value(f));
       POINT.memoryPressure = record.value('pressure.memorySome.avg10');
       window.add(POINT);
     }

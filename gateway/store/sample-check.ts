@@ -64,7 +64,7 @@ function at(): Layout {
       reqCpu: r.offsetOf('requests.cpuMillicores'),
       reqMemory: r.offsetOf('requests.memoryBytes'),
       reqKnown: r.offsetOf('requests.known'),
-      psi: Int32Array.from(['cpuSome', 'cpuFull', 'memorySome', 'memoryFull'].flatMap((line) => ['avg10', 'avg60'].map((avg) => r.offsetOf(`pressure.${line}.${avg}`)))),
+      psi: Int32Array.from(['cpuSome', 'cpuFull', 'memorySome', 'memoryFull', 'cpuContention'].flatMap((line) => ['avg10', 'avg60'].map((avg) => r.offsetOf(`pressure.${line}.${avg}`)))),
     };
   }
   return layout;

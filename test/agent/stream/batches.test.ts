@@ -22,7 +22,7 @@ function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output
   return {
     seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3,
     capacity: { cpuMillicores: 4000, memoryBytes: 16 * 1024 ** 3 },
-    pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null },
+    pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
     requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 4, known: true }, podsIncluded: false, pods: [],
     ...over,
   };
@@ -53,6 +53,15 @@ describe('what the agent sends at once', () => {
     assert.equal(sendsAtOnce(sample(2, { requests: { ...last.requests!, cpuMillicores: 2500 } }), last), true, 'a pod bound');
     assert.equal(sendsAtOnce(sample(2, { podsIncluded: true }), last), true, 'a pod report');
     assert.equal(sendsAtOnce(sample(2), undefined), true, 'the first after a welcome');
+  });
+
+  it('a CPU pressure rise is read where the gateway reads it: the contention line when the agent measures it', () => {
+    const line = (avg10: number) => ({ avg10, avg60: 0 });
+    const measured = sample(1, { pressure: { ...last.pressure!, cpuContention: line(0) } });
+    // Throttled pods move the kernel's line; the decision does not read it, so it does not go at once.
+    assert.equal(sendsAtOnce(sample(2, { pressure: { ...measured.pressure!, cpuSome: line(80) } }), measured), false, 'kernel PSI alone');
+    assert.equal(sendsAtOnce(sample(2, { pressure: { ...measured.pressure!, cpuContention: line(5) } }), measured), true, 'contention');
+    assert.equal(sendsAtOnce(sample(2, { pressure: { ...last.pressure!, cpuSome: line(5) } }), last), true, 'kernel PSI where no contention is measured');
   });
 });
 

@@ -367,7 +367,7 @@ describe('reviewNode trust: a grant only from what cannot be forged (4-core node
         requests: { cpuMillicores: 9e18, memoryBytes: 9e18, podCount: 1, known: true },
         pressure: {
           available: true, cpuSome: { avg10: 99, avg60: 99 }, cpuFull: { avg10: 0, avg60: 0 },
-          memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 },
+          memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null,
         },
       },
       write: () => write('wild-agent', FOUR),
