@@ -134,7 +134,7 @@ function allocCell(style: Style, granted: number | undefined, raw: number | unde
 
 /** `oversell top nodes`: like `kubectl top nodes`, plus what oversell did. */
 export function renderTop(nodes: TopRow[], style: Style, wide = false): string {
-  const head = ['NAME', 'CPU(cores)', 'CPU%', 'MEMORY(bytes)', 'MEMORY%', 'ALLOCATABLE CPU', 'REQUESTED CPU', 'ALLOCATABLE MEMORY', 'REQUESTED MEMORY', 'RATIO', 'PSI CPU/MEM', 'DATA AGE'];
+  const head = ['NAME', 'CPU(cores)', 'CPU%', 'MEMORY(bytes)', 'MEMORY%', 'ALLOCATABLE CPU', 'REQUESTED CPU', 'ALLOCATABLE MEMORY', 'REQUESTED MEMORY', 'RATIO', 'PRESSURE CPU/MEM', 'DATA AGE'];
   if (wide) head.push('POLICY', 'CPU BOUND', 'MEMORY BOUND', 'SAMPLES');
   const rows = [head];
   for (const n of nodes) {
