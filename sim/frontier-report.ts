@@ -1,6 +1,7 @@
 // The page of a frontier sweep (docs/frontier.md): who places most at each
 // level of risk, whether oversell's frontier dominates the anchors', every
 // point, and the chart. Pure: files are returned as text, the CLI writes them.
+import { RISK_BUDGET_BOUNDS } from '../gateway/policies/policy-spec.js';
 import { FAMILIES, type Family, type Frontier, type FrontierPoint } from './frontier.js';
 import { frontierChart, type FrontierSeries } from './svg.js';
 
@@ -88,12 +89,22 @@ function dominanceLines(f: Frontier): string[] {
       `| ${d.anchor.family} | ${d.anchor.label} | ${d.anchor.podsPlaced.toFixed(1)} | ${nodeHours(d.anchor.riskNodeSeconds)} | ${d.oversell?.label ?? 'none as safe'} | ${d.oversell ? d.oversell.podsPlaced.toFixed(1) : '-'} | ${d.atLeastAsMany ? 'as many or more' : '**fewer**'} |`,
     );
   }
-  return [
+  const lines = [
     `**${f.dominatesEveryAnchor ? 'Yes' : 'No'}**: at ${f.dominance.length - beaten.length} of the ${f.dominance.length} anchor points, one of oversell's settings places at least as many pods at no more risk` +
       (beaten.length > 0 ? `; at ${beaten.length} it does not (${beaten.map((d) => `${d.anchor.family} ${d.anchor.label}`).join(', ')}).` : '.'),
-    '',
-    ...rows,
   ];
+  if (beaten.length > 0) {
+    const share = (x: number) => `${+(100 * x).toFixed(1)} %`;
+    const leastRisk = Math.min(...beaten.map((d) => d.anchor.riskNodeSeconds)) / f.nodeSeconds;
+    const oversellMost = Math.max(...f.points.filter((p) => p.family === 'oversell').map((p) => p.riskNodeSeconds)) / f.nodeSeconds;
+    const b = RISK_BUDGET_BOUNDS.maxOverShare;
+    lines.push(
+      '',
+      `Each of those runs at ${share(leastRisk)} of node-time at risk or more; oversell's riskiest setting swept here runs at ${share(oversellMost)}. ` +
+        `No OversellPolicy can aim that high: the risk budget accepts at most CPU demand over capacity ${share(b.cpu)} and memory over its line ${share(b.memory)} of node-time (the CRD's bounds). Past that risk the anchors place more, and oversell does not follow by design.`,
+    );
+  }
+  return [...lines, '', ...rows];
 }
 
 export function frontierMarkdown(f: Frontier, withChart: boolean, command: string): string {
