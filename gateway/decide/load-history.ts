@@ -25,6 +25,31 @@ const RESCALE_EXPONENT = 40;
 
 export type LoadResource = 'cpu' | 'memory';
 
+/** Buckets per resource: 1/128 of requests up to 2x, then the overflow bucket (its largest factor is overMax). */
+export const HISTORY_BUCKETS = BUCKETS + 1;
+/** The factor from which a sample lands in the overflow bucket. */
+export const OVERFLOW_FACTOR = BUCKETS / STEP;
+/** Weights are never more than their covered time times 2^this (the rescale keeps them there). */
+export const MAX_WEIGHT_EXPONENT = RESCALE_EXPONENT;
+/** The time the first record covers; each later one covers its gap, at most MAX_GAP_MS. */
+export const FIRST_COVERED_MS = 1000;
+
+/**
+ * Everything a LoadHistory holds, for a snapshot that outlives the process
+ * (load-history-codec.ts). cpu and memory have HISTORY_BUCKETS weights each,
+ * scaled by 2^((t - originMs) / halfLifeMs); total is their common sum.
+ */
+export interface LoadHistoryState {
+  halfLifeMs: number;
+  originMs: number;
+  firstMs: number;
+  lastMs: number;
+  total: number;
+  overMax: { cpu: number; memory: number };
+  cpu: Float64Array;
+  memory: Float64Array;
+}
+
 /** A day: yesterday's peak still weighs half as much as today's. */
 export const DEFAULT_HISTORY_HALF_LIFE_MS = 24 * 3_600_000;
 
@@ -51,6 +76,34 @@ export class LoadHistory implements LoadHistoryView {
     this.halfLifeMs = halfLifeMs;
   }
 
+  /** A history as it was saved (state()); the state must have been checked (decodeLoadHistory does). */
+  static fromState(state: LoadHistoryState): LoadHistory {
+    const h = new LoadHistory(state.halfLifeMs);
+    h.#cpu.set(state.cpu);
+    h.#memory.set(state.memory);
+    h.#overMax = { ...state.overMax };
+    h.#total = state.total;
+    h.#originMs = state.originMs;
+    h.#firstMs = state.firstMs;
+    h.#lastMs = state.lastMs;
+    return h;
+  }
+
+  /** What the history holds, copied; undefined before its first record (nothing to keep). */
+  state(): LoadHistoryState | undefined {
+    if (this.#firstMs === undefined || this.#lastMs === undefined) return undefined;
+    return {
+      halfLifeMs: this.halfLifeMs,
+      originMs: this.#originMs,
+      firstMs: this.#firstMs,
+      lastMs: this.#lastMs,
+      total: this.#total,
+      overMax: { ...this.#overMax },
+      cpu: this.#cpu.slice(),
+      memory: this.#memory.slice(),
+    };
+  }
+
   spanMs(): number {
     return this.#firstMs === undefined || this.#lastMs === undefined ? 0 : this.#lastMs - this.#firstMs;
   }
@@ -68,7 +121,7 @@ export class LoadHistory implements LoadHistoryView {
       this.#firstMs = tMs;
       this.#originMs = tMs;
     }
-    const covered = this.#lastMs === undefined ? 1000 : Math.min(MAX_GAP_MS, tMs - this.#lastMs);
+    const covered = this.#lastMs === undefined ? FIRST_COVERED_MS : Math.min(MAX_GAP_MS, tMs - this.#lastMs);
     this.#lastMs = tMs;
     let exponent = (tMs - this.#originMs) / this.halfLifeMs;
     if (exponent > RESCALE_EXPONENT) {
