@@ -28,6 +28,9 @@ import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService, storeTarget } from './ingest/agent-stream-service.js';
 import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
+import { AgentSending } from './ingest/agent-sending.js';
+import { LoadShedder } from './ingest/load-shedder.js';
+import { shedLimits } from './ingest/shed.js';
 import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-service.js';
 import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
@@ -41,8 +44,8 @@ import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import type { ReviewStats } from './auth/review-limiter.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-listener.js';
-import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, type QueryLimits } from './query/query-limits.js';
-import { GATEWAY_DEFAULTS } from './config/defaults.js';
+import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor, type QueryLimits } from './query/query-limits.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -95,6 +98,14 @@ export interface GatewayOptions {
   /** What agents are told about batches (default AGENT_SENDING). */
   agentSending?: { maxBatchSamples: number; sendEveryMs: number };
   /**
+   * Load shedding (default SHEDDING): over loopDelayMs of event-loop delay a
+   * thread is overloaded (0: never shed); agents are then told to send less
+   * often, up to maxSendEveryMs, and while it is the main thread queries are
+   * refused. periodMs, slowEveryMs, calmForMs: how often it measures, how
+   * soon it slows agents again, how long calm before a step back (tests).
+   */
+  shedding?: { loopDelayMs: number; maxSendEveryMs: number; periodMs?: number; slowEveryMs?: number; calmForMs?: number };
+  /**
    * The key every replica signs its grants with (docs/security.md). Without
    * one, a random key of this process: records from before a restart are then
    * not trusted and each node's next kubelet write establishes raw again.
@@ -135,6 +146,9 @@ interface Shared {
   notReady: () => string | undefined;
   /** With a cluster and no webhook client CA, node gauges follow the node objects rather than reviews. */
   nodeGaugesFromWatch: boolean;
+  /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
+  agentSending: AgentSending;
+  shedder: LoadShedder;
 }
 
 const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
@@ -148,9 +162,10 @@ function grpcPart(s: Shared) {
   const server = new grpc.Server({
     ...GRPC_SERVER_OPTIONS,
     'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
-    interceptors: [listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
+    // Overload first: a refused query takes no list slot and no token review.
+    interceptors: [overloadInterceptor('/oversell.v1.NodeUsage/', () => s.shedder.refuseQuery()), listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
-  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, ...(options.agentSending && { sending: options.agentSending }), ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
@@ -292,7 +307,7 @@ async function probesPart(s: Shared, warmingUp: () => string | undefined) {
 }
 
 /** Agent streams on their own port, decoded by the ingest thread (--agent-port). */
-function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string | undefined) => void) {
+function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string | undefined) => void, onLoad: (loopDelayMs: number) => void) {
   const { options } = s;
   let worker: IngestWorker | undefined;
   return {
@@ -301,14 +316,16 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
       return worker?.port;
     },
     setTls: (tls: { cert: string; key: string }) => worker?.setTls(tls),
+    setSending: (sending: { maxBatchSamples: number; sendEveryMs: number }) => worker?.setSending(sending),
     async start() {
       worker = await startSupervisedIngest({
         store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
-        ...(options.agentSending && { sending: options.agentSending }),
+        sending: s.shedder.sending,
         onDown,
+        onLoad,
       });
     },
     close: () => worker?.close(),
@@ -377,6 +394,29 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
   let started = false;
   let ingestThreadDown: string | undefined;
   let warmUntil = Infinity;
+  const baseSending = options.agentSending ?? AGENT_SENDING;
+  const agentSending = new AgentSending(baseSending);
+  const shedding = { ...SHEDDING, ...options.shedding };
+  let ingestDelayMs: number | undefined;
+  let ingest: ReturnType<typeof ingestThreadPart> | undefined;
+  const shedder = new LoadShedder({
+    // Agents without batches send every sample at once: nothing to slow.
+    limits: {
+      ...shedLimits(baseSending.sendEveryMs, baseSending.maxBatchSamples > 0 ? shedding.maxSendEveryMs : baseSending.sendEveryMs, shedding.loopDelayMs),
+      ...(shedding.slowEveryMs !== undefined && { slowEveryMs: shedding.slowEveryMs }),
+      ...(shedding.calmForMs !== undefined && { calmForMs: shedding.calmForMs }),
+    },
+    base: baseSending,
+    announce: (sending) => {
+      agentSending.set(sending);
+      ingest?.setSending(sending);
+    },
+    ingestDelayMs: () => ingestDelayMs,
+    metrics,
+    log,
+    ...(shedding.periodMs !== undefined && { periodMs: shedding.periodMs }),
+    now,
+  });
   const s: Shared = {
     options, log, now, store, metrics,
     proof: new GrantProof(options.proofKey ?? randomBytes(32)),
@@ -384,16 +424,19 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     connections: options.connections ?? GATEWAY_DEFAULTS.connections,
     notReady: () => (started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
+    agentSending,
+    shedder,
   };
   // The gateway owns its sources from here: they stop after everything that reads them.
   const templates = options.sidecars?.source ?? noTemplates();
   life.add({ name: 'policies', close: () => policies.stop() });
   life.add({ name: 'sidecar templates', close: () => templates.stop() });
   try {
+    life.add({ name: 'load shedder', start: () => shedder.start(), close: () => shedder.stop() });
     const grpcPort = life.add(grpcPart(s));
     const webhook = life.add(await webhookPart(s, templates));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
-    const ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason)));
+    ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
     if (options.cluster) for (const part of clusterParts(s, options.cluster, bound)) life.add(part);
     let healthTimer: NodeJS.Timeout | undefined;
     let prune: NodeJS.Timeout | undefined;

@@ -122,6 +122,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     connections: config.connections,
     queryLimits: config.queryLimits,
     agentSending: config.agentSending,
+    shedding: config.shedding,
     log,
     ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...config.cluster } }),
   });

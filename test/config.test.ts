@@ -154,6 +154,25 @@ const ACCEPTED: Accepted[] = [
     expect: { webhookPort: 0, grpcPort: 1, agentPort: 2, metricsPort: 3, webhookClientCaFile: 'ca.pem', warmupMs: 15_000, logLevel: 'warn' },
   },
   {
+    name: 'load shedding: 50ms of loop delay, agents slowed to at most 20s (half the default staleAfter)',
+    expect: { shedding: { loopDelayMs: 50, maxSendEveryMs: 20_000 } },
+  },
+  {
+    name: 'load shedding under a short --stale-after: the default max is half of it, never under --agent-send-every',
+    argv: ['--stale-after', '30s'],
+    expect: { shedding: { loopDelayMs: 50, maxSendEveryMs: 15_000 } },
+  },
+  {
+    name: 'load shedding where --stale-after leaves no room: agents are never slowed',
+    argv: ['--stale-after', '6s'],
+    expect: { shedding: { loopDelayMs: 50, maxSendEveryMs: 5000 } },
+  },
+  {
+    name: 'load shedding flags, and off',
+    argv: ['--shed-loop-delay', '0', '--shed-max-send-every', '30s'],
+    expect: { shedding: { loopDelayMs: 0, maxSendEveryMs: 30_000 } },
+  },
+  {
     name: 'a flag wins over its environment variable',
     argv: ['--grpc-port', '7000'],
     env: { OVERSELL_GRPC_PORT: '6000', OVERSELL_WEBHOOK_PORT: '6443' },
@@ -190,7 +209,10 @@ const REFUSED: Refused[] = [
   { name: '--sidecar-templates-file with --sidecars none', argv: ['--sidecars', 'none', '--sidecar-templates-file', 't.yaml'], error: /^--sidecar-templates-file is ignored with --sidecars none: templates come from nowhere/ },
   { name: '--sidecar-templates-file with --sidecars configmap', argv: ['--sidecars', 'configmap', '--sidecar-templates-file', 't.yaml'], env: POD, error: /^--sidecar-templates-file is ignored with --sidecars configmap: templates come from ConfigMaps; pass --sidecars file, or drop it/ },
   { name: '--sidecar-namespace with --sidecars none', argv: ['--sidecars', 'none', '--sidecar-namespace', 'n'], env: POD, error: /^--sidecar-namespace is ignored with --sidecars none/ },
+  { name: '--shed-max-send-every without batches', argv: ['--agent-batch-samples', '0', '--shed-max-send-every', '10s'], error: /^--shed-max-send-every is ignored with --agent-batch-samples 0: agents send every sample at once and cannot be slowed/ },
   // Combinations that cannot work.
+  { name: '--shed-max-send-every at or past --stale-after', argv: ['--shed-max-send-every', '40s'], error: /^--shed-max-send-every 40s is not under --stale-after 40s: a steady node's data would go stale while agents are slowed/ },
+  { name: '--shed-max-send-every under --agent-send-every', argv: ['--shed-max-send-every', '2s'], error: /^--shed-max-send-every 2s is below --agent-send-every 5s: shedding only makes agents send less often/ },
   { name: 'crd policies without a cluster', argv: ['--policies', 'crd'], error: /^--policies crd needs a cluster: run in a pod or pass --kubeconfig \(or --policies flags\)$/ },
   { name: 'kubernetes auth without a cluster', argv: ['--auth', 'kubernetes'], error: /^--auth kubernetes needs a cluster/ },
   { name: 'a TLS Secret without a cluster', argv: ['--tls-secret', 'a/b'], error: /^--tls-secret needs a cluster/ },

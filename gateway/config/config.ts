@@ -7,7 +7,7 @@
 // files or its own CA, and cannot authenticate anyone. The types say so.
 import type { OutputConfiguration } from 'commander';
 import { join } from 'node:path';
-import { parseArgs, parsed, type Env } from '../../lib/cli.js';
+import { parseArgs, parsed, type Args, type Env } from '../../lib/cli.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
 import { DEFAULT_POLICY, type Policy, type RiskBudget } from '../decide/policy.js';
@@ -84,6 +84,26 @@ function flagsPolicy(o: Record<string, unknown>): Policy {
   };
 }
 
+function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, args: Args): CommonConfig['shedding'] {
+  const loopDelayMs = parsed(o.shedLoopDelay, (s) => parseDuration(s, '--shed-loop-delay'));
+  let maxSendEveryMs = parsed(o.shedMaxSendEvery, (s) => parseDuration(s, '--shed-max-send-every'));
+  const sendEveryMs = parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every'));
+  // A steady node's newest data is up to one interval old: past staleAfter, shedding would turn its oversell off.
+  const staleAfterMs = policies.source === 'flags' ? policies.policy.staleAfterMs : undefined;
+  if (!args.given('shedMaxSendEvery')) {
+    // The default leaves half of a short --stale-after as margin, and never asks agents to send more often.
+    if (staleAfterMs !== undefined) maxSendEveryMs = Math.min(maxSendEveryMs, staleAfterMs / 2);
+    return { loopDelayMs, maxSendEveryMs: Math.max(maxSendEveryMs, sendEveryMs) };
+  }
+  if (maxSendEveryMs < sendEveryMs) {
+    throw new ConfigError(`${args.named('shedMaxSendEvery')} ${maxSendEveryMs / 1000}s is below --agent-send-every ${sendEveryMs / 1000}s: shedding only makes agents send less often; raise it to at least --agent-send-every`);
+  }
+  if (staleAfterMs !== undefined && maxSendEveryMs >= staleAfterMs) {
+    throw new ConfigError(`${args.named('shedMaxSendEvery')} ${maxSendEveryMs / 1000}s is not under --stale-after ${staleAfterMs / 1000}s: a steady node's data would go stale while agents are slowed, and its allocatable fall back to raw; lower it (half of --stale-after leaves room) or raise --stale-after`);
+  }
+  return { loopDelayMs, maxSendEveryMs };
+}
+
 function tlsConfig(o: Record<string, unknown>, clusterInUse: boolean): TlsConfig {
   const hosts = list(String(o.tlsHosts));
   if (o.tlsCertFile || o.tlsKeyFile) {
@@ -109,7 +129,7 @@ export function loadConfig(argv: readonly string[], env: Env, output?: OutputCon
   const args = parseArgs(defineGatewayFlags, argv, env, output);
   const o = args.values;
   try {
-    const config = build(o, env);
+    const config = build(o, env, args);
     const refused = ignoredFlags(config, args);
     if (refused.length > 0) {
       throw new ConfigError(refused.length === 1 ? String(refused[0]) : `${refused.length} flags would be ignored:\n- ${refused.join('\n- ')}`);
@@ -122,7 +142,7 @@ export function loadConfig(argv: readonly string[], env: Env, output?: OutputCon
   }
 }
 
-function build(o: Record<string, unknown>, env: Env): GatewayConfig {
+function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig {
   parseLabelSelector(String(o.optInSelector)); // a bad selector is refused whatever the mode
   const kubeconfig = str(o.kubeconfig);
   const kube: KubeSource | undefined = kubeconfig ? { kind: 'kubeconfig', file: kubeconfig } : env.KUBERNETES_SERVICE_HOST ? { kind: 'in-cluster' } : undefined;
@@ -170,6 +190,7 @@ function build(o: Record<string, unknown>, env: Env): GatewayConfig {
       maxBatchSamples: Number(o.agentBatchSamples),
       sendEveryMs: parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every')),
     },
+    shedding: sheddingFlags(o, policies, args),
     queryLimits: {
       watchesPerCaller: Number(o.queryWatchesPerCaller),
       watches: Number(o.queryWatches),

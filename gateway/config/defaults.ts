@@ -18,3 +18,11 @@ export const GATEWAY_DEFAULTS = {
 
 /** Agents send batches of up to 10 samples, every 5 s at the latest: a fifth of the messages, a rise as fast as before. */
 export const AGENT_SENDING = { maxBatchSamples: 10, sendEveryMs: 5000 };
+
+/**
+ * Load shedding: a thread whose event loop runs 50 ms late (99th percentile
+ * over a second; a review waits that long) is overloaded, agents are then told
+ * to send at most every 20 s: half the default staleAfter (40 s), so a steady
+ * node's data stays fresh enough to inflate from.
+ */
+export const SHEDDING = { loopDelayMs: 50, maxSendEveryMs: 20_000 };

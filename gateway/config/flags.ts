@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
-import { AGENT_SENDING, GATEWAY_DEFAULTS } from './defaults.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './defaults.js';
 import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 
 const d = GATEWAY_DEFAULTS;
@@ -64,6 +64,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(durationFlag('--handshake-timeout <duration>', 'a connection to any listener must finish TLS within this, and a gRPC one then send its HTTP/2 preface within this, or it is closed', 'OVERSELL_HANDSHAKE_TIMEOUT', `${d.connections.handshakeTimeoutMs / 1000}s`))
   .addOption(numberFlag('--agent-batch-samples <n>', 'agents send their 1 s samples in batches of at most this many, told in the welcome (0: one message per sample, as gateways before batches)', 'OVERSELL_AGENT_BATCH_SAMPLES', String(AGENT_SENDING.maxBatchSamples)))
   .addOption(durationFlag('--agent-send-every <duration>', 'with batches: the longest a sample waits before its agent sends it; a change of usage, pressure or requests is sent at once', 'OVERSELL_AGENT_SEND_EVERY', `${AGENT_SENDING.sendEveryMs / 1000}s`))
+  .addOption(durationFlag('--shed-loop-delay <duration>', 'a thread whose event loop runs later than this (99th percentile over a second) is overloaded: agents are told to send less often (doubling, up to --shed-max-send-every) and, on the main thread, queries are refused with RESOURCE_EXHAUSTED; reviews are never refused (0: never shed)', 'OVERSELL_SHED_LOOP_DELAY', `${SHEDDING.loopDelayMs}ms`))
+  .addOption(durationFlag('--shed-max-send-every <duration>', 'the longest send interval agents are told while the gateway is overloaded; keep it under every policy\'s staleAfter, or steady nodes go stale', 'OVERSELL_SHED_MAX_SEND_EVERY', `${SHEDDING.maxSendEveryMs / 1000}s`))
   .addOption(numberFlag('--query-watches-per-caller <n>', 'WatchNodes streams one query caller (a user; in local mode a connection) may hold open on a replica', 'OVERSELL_QUERY_WATCHES_PER_CALLER', String(q.watchesPerCaller), 1))
   .addOption(numberFlag('--query-watches <n>', 'WatchNodes streams a replica serves at once, all callers together', 'OVERSELL_QUERY_WATCHES', String(q.watches), 1))
   .addOption(numberFlag('--query-lists-in-flight <n>', 'ListNodes/ListNodeSummaries answers a replica computes or sends at once (an answer its client does not read stays counted)', 'OVERSELL_QUERY_LISTS_IN_FLIGHT', String(q.listsInFlight), 1))

@@ -69,6 +69,12 @@ export const RULES: readonly Rule[] = [
       : undefined),
   },
   {
+    keys: ['shedMaxSendEvery'],
+    ignoredWhen: (c) => (c.agentSending.maxBatchSamples === 0
+      ? 'with --agent-batch-samples 0: agents send every sample at once and cannot be slowed (queries are still refused when overloaded); drop it, or let agents batch'
+      : undefined),
+  },
+  {
     keys: ['sidecarNamespace'],
     ignoredWhen: (c) => (c.sidecars.source === 'none' ? 'with --sidecars none: no templates are read and no pod is injected; drop it' : undefined),
   },

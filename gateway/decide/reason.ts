@@ -68,6 +68,13 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%${why})`;
 }
 
+/**
+ * Data older than this is named in the reason: a node sends a batch at
+ * least every 5 s when the gateway is calm (AGENT_SENDING), so older data
+ * means slowed agents (load shedding), a late batch or a lost agent.
+ */
+export const AGE_SHOWN_MS = 5_000;
+
 const pct = (share: number) => `${Number((share * 100).toPrecision(3))}%`;
 const hours = (ms: number | undefined) => `${Number(((ms ?? 0) / 3_600_000).toFixed(1))}h`;
 
@@ -79,6 +86,8 @@ function explain(cpu: ResourceDecision, memory: ResourceDecision, input: Explain
   else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);
   if (policy && usage.ageMs > policy.staleAfterMs) {
     parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
+  } else if (usage.ageMs > AGE_SHOWN_MS) {
+    parts.push(`usage ${Math.round(usage.ageMs / 1000)}s old`);
   }
   parts.push(explainResource('cpu', cpu, input, fmtCpu), explainResource('memory', memory, input, fmtMem));
   if (policy) parts.push(`${samples} samples in the ${Math.round(policy.windowMs / 1000)}s window`);

@@ -13,6 +13,8 @@ import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
 import { AGENT_SENDING } from '../config/defaults.js';
+import { AgentSending, type Sending } from './agent-sending.js';
+import { MAX_BATCH_SAMPLES } from './shed.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import { checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
@@ -70,15 +72,13 @@ export interface AgentStreamServiceOptions {
   /** Stream ids unique among every service writing to one store. */
   nextStreamId?: () => number;
   /**
-   * What the welcome announces: batches of at most maxSamples, each sample
-   * waiting at most sendEveryMs (rises are sent at once). maxSamples 0: no
-   * batches, as a gateway older than them. Default: AGENT_SENDING.
+   * What the welcome announces: batches of at most maxBatchSamples, each
+   * sample waiting at most sendEveryMs (rises are sent at once).
+   * maxBatchSamples 0: no batches, as a gateway older than them. A change
+   * goes to every welcomed stream as a Settings message. Default: AGENT_SENDING, fixed.
    */
-  sending?: { maxBatchSamples: number; sendEveryMs: number };
+  sending?: AgentSending;
 }
-
-/** A batch larger than this is refused whatever was announced: it would hold the thread. */
-const MAX_BATCH = 256;
 
 
 // Messages held per stream before its token is reviewed or its hello attached.
@@ -103,7 +103,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const now = options.now ?? Date.now;
   const rate = options.maxSamplesPerSecond ?? 10;
   const burst = options.replayBurst ?? 200;
-  const sending = options.sending ?? AGENT_SENDING;
+  const sending = options.sending ?? new AgentSending(AGENT_SENDING);
   // Each sample is written here, checked here and handed on from here: the store copies it.
   const row = new Float64Array(sampleRow().width);
 
@@ -117,6 +117,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       const bucket = new TokenBucket(rate, burst, now);
       let principal: AgentPrincipal | undefined;
       let expiryTimer: NodeJS.Timeout | undefined;
+      let unfollow: (() => void) | undefined;
       // Messages that arrive while the token is under review, or the hello is
       // being attached on another thread, wait here, in order.
       let waiting: AgentMessage__Output[] | undefined;
@@ -131,6 +132,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         ended = true;
         log.warn({ peer, node, code: grpc.status[code], details }, 'agent stream refused');
         clearTimeout(expiryTimer);
+        unfollow?.();
         call.emit('error', { code, details });
       };
 
@@ -187,9 +189,14 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           node = nodeName;
           const { agentVersion } = msg.hello;
+          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
-            call.write({ welcome: { lastSeq, settings: { sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: sending.maxBatchSamples, sendEveryMs: sending.sendEveryMs } } });
+            call.write({ welcome: { lastSeq, settings: settingsOf(sending.current) } });
+            // After the welcome: a stream hears a change only once it knows the first value.
+            unfollow = sending.follow((s) => {
+              if (!ended) call.write({ settings: settingsOf(s) });
+            });
           };
           waiting = [];
           store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede).then(
@@ -205,7 +212,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         if (msg.sample || msg.batch) {
           if (node === undefined) return fail(grpc.status.FAILED_PRECONDITION, 'sample before hello; send hello first');
           const samples = msg.sample ? [msg.sample] : msg.batch!.samples;
-          if (samples.length > MAX_BATCH) return fail(grpc.status.INVALID_ARGUMENT, `a batch of ${samples.length} samples; at most ${MAX_BATCH}`);
+          // A batch larger than this is refused whatever was announced: it would hold the thread.
+          if (samples.length > MAX_BATCH_SAMPLES) return fail(grpc.status.INVALID_ARGUMENT, `a batch of ${samples.length} samples; at most ${MAX_BATCH_SAMPLES}`);
           const receivedAtMs = now();
           let lastTaken = 0;
           for (const sample of samples) {
@@ -249,6 +257,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
 
       const close = () => {
         clearTimeout(expiryTimer);
+        unfollow?.();
         if (node !== undefined) {
           store.detach(node, streamId);
           log.info({ node, peer }, 'agent disconnected');

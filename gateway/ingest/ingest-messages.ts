@@ -52,6 +52,8 @@ export type ToMain =
   | { type: 'authenticate'; id: number; authorization: unknown }
   /** The thread's V8 heap, at start and every few seconds (for /metrics). */
   | { type: 'heap'; usedBytes: number; limitBytes: number }
+  /** How late the thread's own event loop ran over the last second (ms, 99th percentile): the load shedder reads it. */
+  | { type: 'load'; loopDelayMs: number }
   | { type: 'closed' };
 
 export type ToThread =
@@ -63,4 +65,6 @@ export type ToThread =
   | { type: 'authenticated'; id: number; principal: AgentPrincipal }
   | { type: 'authenticated'; id: number; failure: AuthFailure; message: string }
   | { type: 'tls'; cert: string; key: string }
+  /** What agents are told now (load shedding): every welcomed stream gets it as Settings. */
+  | { type: 'sending'; sending: { maxBatchSamples: number; sendEveryMs: number } }
   | { type: 'close' };

@@ -16,12 +16,17 @@ import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
+import { AGENT_SENDING } from '../config/defaults.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
+import { AgentSending } from './agent-sending.js';
+import { loopDelay } from './loop-delay.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 
 // A sample waits at most this long on this thread before the store has it.
 const FLUSH_EVERY_MS = 5;
 const HEAP_REPORT_EVERY_MS = 5000;
+/** The load shedder's period on the main thread. */
+const LOAD_REPORT_EVERY_MS = 1000;
 // Ids above the main thread's, which counts up from 1 for its own streams.
 const STREAM_ID_BASE = 2 ** 40;
 
@@ -61,6 +66,10 @@ const reportHeap = () => {
 };
 const heapReports = setInterval(reportHeap, HEAP_REPORT_EVERY_MS);
 reportHeap();
+// This loop's own delay: the main thread's monitor cannot see it, and agents slowed down relieve it.
+const delay = loopDelay();
+const loadReports = setInterval(() => post({ type: 'load', loopDelayMs: delay.read() }), LOAD_REPORT_EVERY_MS);
+const sending = new AgentSending(data.sending ?? AGENT_SENDING);
 
 // Per stream of this thread: the last seq sent on (duplicates stop here), and
 // what ends the stream once the store says a newer one reports for the node.
@@ -136,7 +145,7 @@ const service = agentStreamService({
     authRefused: (_api, reason) => count('auth', reason),
   },
   nextStreamId: () => ++streamIds,
-  ...(data.sending && { sending: data.sending }),
+  sending,
   ...(data.authenticate && {
     authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => post({ type: 'authenticate', id, authorization })),
   }),
@@ -170,9 +179,14 @@ port.on('message', (m: ToThread) => {
     case 'tls':
       listener?.setTls(m);
       break;
+    case 'sending':
+      sending.set(m.sending);
+      break;
     case 'close':
       clearInterval(flush);
       clearInterval(heapReports);
+      clearInterval(loadReports);
+      delay.stop();
       server.tryShutdown(() => void listener?.close().then(() => post({ type: 'closed' })));
       // Open agent streams would hold tryShutdown forever.
       setTimeout(() => {

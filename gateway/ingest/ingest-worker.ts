@@ -27,6 +27,8 @@ export interface IngestWorkerOptions {
   limits?: ConnectionLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
   sending?: { maxBatchSamples: number; sendEveryMs: number };
+  /** The thread's own loop delay (ms), every second. */
+  onLoad?(loopDelayMs: number): void;
   /** The thread died after it started: its agents are cut off (startSupervisedIngest starts another). */
   onFailed(err: Error): void;
 }
@@ -36,6 +38,8 @@ export interface IngestWorker {
   /** The thread itself (diagnostics; tests end it to check what a crash does). */
   thread: Worker;
   setTls(tls: { cert: string; key: string }): void;
+  /** What agents are told now: every welcomed stream of the thread gets it. */
+  setSending(sending: { maxBatchSamples: number; sendEveryMs: number }): void;
   close(): Promise<void>;
 }
 
@@ -153,6 +157,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
         }
         case 'heap':
           return metrics.ingestThreadHeap(m.usedBytes, m.limitBytes);
+        case 'load':
+          return options.onLoad?.(m.loopDelayMs);
         case 'listening':
           return resolve(m.port);
         case 'failed':
@@ -190,7 +196,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   try {
     const port = await listening;
     started = true;
-    return { port, thread: worker, setTls: (tls) => send({ type: 'tls', ...tls }), close };
+    return { port, thread: worker, setTls: (tls) => send({ type: 'tls', ...tls }), setSending: (sending) => send({ type: 'sending', sending }), close };
   } catch (err) {
     await worker.terminate();
     throw err;
@@ -212,10 +218,12 @@ export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFa
 export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestWorker> {
   const firstDelay = options.restartDelayMs ?? 1000;
   let tls = options.tls;
+  // A restarted thread welcomes its agents with what they are told now, not what they were told at start.
+  let sending = options.sending;
   let closing = false;
   let retry: NodeJS.Timeout | undefined;
   let current: IngestWorker;
-  const start = (port: number) => startIngestWorker({ ...options, port, ...(tls && { tls }), onFailed: (err) => restart(err, firstDelay) });
+  const start = (port: number) => startIngestWorker({ ...options, port, ...(tls && { tls }), ...(sending && { sending }), onFailed: (err) => restart(err, firstDelay) });
   const restart = (err: Error, delayMs: number) => {
     if (closing) return;
     options.onDown(`the ingest thread stopped (${err.message}); restarting it`);
@@ -242,6 +250,10 @@ export async function startSupervisedIngest(options: SupervisedIngestOptions): P
     setTls(next) {
       tls = next;
       current.setTls(next);
+    },
+    setSending(next) {
+      sending = next;
+      current.setSending(next);
     },
     async close() {
       closing = true;

@@ -269,6 +269,52 @@ export class GatewayMetrics {
     this.#queryRefusals.inc({ reason });
   }
 
+  // Load shedding (gateway/ingest/load-shedder.ts): what the gateway gives up so reviews are answered.
+  readonly #loopDelay = new Gauge({
+    name: 'oversell_event_loop_delay_seconds',
+    help: 'How late each thread\'s event loop ran (99th percentile over the last second), by thread (main: store, webhook, query API; ingest: agent streams with --agent-port). Over --shed-loop-delay the thread is overloaded.',
+    labelNames: ['thread'],
+    registers: [this.registry],
+  });
+
+  readonly #overloaded = new Gauge({
+    name: 'oversell_overloaded',
+    help: '1 while the thread\'s event loop is delayed over --shed-loop-delay (until it is under half of it), by thread (main, ingest); main: queries are refused; either: agents are told to send less often.',
+    labelNames: ['thread'],
+    registers: [this.registry],
+  });
+
+  readonly #sendEvery = new Gauge({
+    name: 'oversell_agent_send_every_seconds',
+    help: 'The longest a sample waits in its agent before it is sent, as the gateway announces it now: --agent-send-every when calm, doubled up to --shed-max-send-every while overloaded (a rise or pressure is sent at once whatever it says).',
+    registers: [this.registry],
+  });
+
+  readonly #shed = (() => {
+    const shed = new Counter({
+      name: 'oversell_shed_total',
+      help: 'What the gateway refused because a thread was overloaded, by what (queries: query calls answered RESOURCE_EXHAUSTED while the main thread was). Reviews are never shed.',
+      labelNames: ['what'],
+      registers: [this.registry],
+    });
+    // A zero series from the start, so an alert on its rate sees the first refusal.
+    shed.inc({ what: 'queries' }, 0);
+    return shed;
+  })();
+
+  /** The load shedder's measurement and state, once per period. */
+  shedding(s: { mainDelayMs: number; ingestDelayMs?: number | undefined; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number }): void {
+    this.#loopDelay.set({ thread: 'main' }, s.mainDelayMs / 1000);
+    this.#overloaded.set({ thread: 'main' }, s.mainOverloaded ? 1 : 0);
+    if (s.ingestDelayMs !== undefined) this.#loopDelay.set({ thread: 'ingest' }, s.ingestDelayMs / 1000);
+    this.#overloaded.set({ thread: 'ingest' }, s.ingestOverloaded ? 1 : 0);
+    this.#sendEvery.set(s.sendEveryMs / 1000);
+  }
+
+  shed(what: 'queries'): void {
+    this.#shed.inc({ what });
+  }
+
   readonly #connectionsRefused = new Counter({
     name: 'oversell_connections_refused_total',
     help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',

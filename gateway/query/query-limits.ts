@@ -98,3 +98,27 @@ export function listLimitInterceptor(methods: ReadonlySet<string>, limit: number
     });
   };
 }
+
+/**
+ * Refuses every call under prefix (the query API) while refuse() gives a
+ * reason, before any other work is done for it (token review, list slots):
+ * the thread that answers queries answers the webhook too, and a review must
+ * not wait behind them. Other services on the port (agent streams, health)
+ * pass.
+ */
+export function overloadInterceptor(prefix: string, refuse: () => string | undefined): grpc.ServerInterceptor {
+  return (method, call) => {
+    if (!method.path.startsWith(prefix)) return new grpc.ServerInterceptingCall(call);
+    return new grpc.ServerInterceptingCall(call, {
+      start(next) {
+        next({
+          onReceiveMetadata(metadata, nextMetadata) {
+            const why = refuse();
+            if (why !== undefined) return call.sendStatus(exhausted(why));
+            nextMetadata(metadata);
+          },
+        });
+      },
+    });
+  };
+}

@@ -42,6 +42,8 @@ export async function startTestGateway(
     connections?: GatewayOptions['connections'];
     queryLimits?: GatewayOptions['queryLimits'];
     agentSending?: GatewayOptions['agentSending'];
+    /** Load shedding; off unless asked for: a busy test host must not refuse other tests' queries. */
+    shedding?: GatewayOptions['shedding'];
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -66,6 +68,7 @@ export async function startTestGateway(
     ...(over.connections && { connections: over.connections }),
     ...(over.queryLimits && { queryLimits: over.queryLimits }),
     ...(over.agentSending && { agentSending: over.agentSending }),
+    shedding: over.shedding ?? { loopDelayMs: 0, maxSendEveryMs: 0 },
   });
   return { ...gw, ca: cert.ca };
 }

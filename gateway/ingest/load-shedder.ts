@@ -1,0 +1,110 @@
+// The edge of load shedding: measures the main thread's loop delay each
+// period, takes the ingest thread's own, steps the pure policy (shed.ts), tells
+// the agents the interval it gives, refuses queries while the main thread is
+// behind, and says so in metrics and in one log line when shedding starts and
+// one when it stops.
+import type { Logger } from '../../lib/log.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
+import type { Sending } from './agent-sending.js';
+import { loopDelay, type LoopDelay } from './loop-delay.js';
+import { initialShedState, isShedding, sendingAt, shedStep, type ShedLimits, type ShedState } from './shed.js';
+
+export interface LoadShedderOptions {
+  limits: ShedLimits;
+  /** What agents are told when calm (--agent-batch-samples, --agent-send-every). */
+  base: Sending;
+  /** Tells every agent stream, on every thread, what it is told now. */
+  announce(sending: Sending): void;
+  /** The ingest thread's last measured loop delay in ms; undefined without one. */
+  ingestDelayMs?: () => number | undefined;
+  metrics: Pick<GatewayMetrics, 'shedding' | 'shed'>;
+  log: Logger;
+  /** How often delays are measured and the policy stepped (default 1 s). */
+  periodMs?: number;
+  now?: () => number;
+}
+
+export class LoadShedder {
+  readonly #o: LoadShedderOptions;
+  readonly #now: () => number;
+  #state: ShedState;
+  #delay: LoopDelay | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #lastMainMs = 0;
+  /** Of the shedding under way: queries refused and the longest interval announced, for the line that ends it. */
+  #episode = { queries: 0, longestMs: 0, sinceMs: 0 };
+
+  constructor(options: LoadShedderOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+    this.#state = initialShedState(options.limits, this.#now());
+  }
+
+  /** What agents are told now. */
+  get sending(): Sending {
+    return sendingAt(this.#state.sendEveryMs, this.#o.base);
+  }
+
+  start(): void {
+    this.#delay = loopDelay();
+    this.#publish(undefined);
+    this.#timer = setInterval(() => this.step(), this.#o.periodMs ?? 1000);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#delay?.stop();
+    this.#delay = undefined;
+  }
+
+  /**
+   * The status to refuse a query with while the main thread is behind
+   * (counted), or undefined: the webhook shares that thread and its reviews
+   * come first.
+   */
+  refuseQuery(): string | undefined {
+    if (!this.#state.mainOverloaded) return undefined;
+    this.#o.metrics.shed('queries');
+    this.#episode.queries += 1;
+    return `the gateway is overloaded (its main thread runs ${Math.round(this.#lastMainMs)}ms late, limit ${this.#o.limits.overloadDelayMs}ms, --shed-loop-delay) and refuses queries so that node reviews are answered; retry with exponential backoff from 1s, or ask another replica`;
+  }
+
+  /** One period: measure, decide, announce, report. Runs on the timer; tests may call it. */
+  step(): void {
+    if (!this.#delay) return;
+    const mainMs = this.#delay.read();
+    const ingestMs = this.#o.ingestDelayMs?.();
+    this.#lastMainMs = mainMs;
+    const before = this.#state;
+    const now = this.#now();
+    this.#state = shedStep(before, { mainMs, ingestMs }, now, this.#o.limits);
+    const { limits } = this.#o;
+    const was = isShedding(before, limits);
+    const is = isShedding(this.#state, limits);
+    if (this.#state.sendEveryMs !== before.sendEveryMs) {
+      this.#o.log.debug({ sendEveryMs: this.#state.sendEveryMs, was: before.sendEveryMs, mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs) }, 'agents told a new send interval');
+    }
+    if (!was && is) {
+      this.#episode = { queries: 0, longestMs: this.#state.sendEveryMs, sinceMs: now };
+      const behind = [this.#state.mainOverloaded && `the main thread (store, webhook, query API) runs ${Math.round(mainMs)}ms late`, this.#state.ingestOverloaded && `the ingest thread runs ${Math.round(ingestMs ?? 0)}ms late`].filter(Boolean).join(' and ');
+      this.#o.log.warn(
+        { mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs), limitMs: limits.overloadDelayMs, sendEveryMs: this.#state.sendEveryMs },
+        `shedding load: ${behind} (over --shed-loop-delay ${limits.overloadDelayMs}ms); agents are told to send every ${this.#state.sendEveryMs / 1000}s (calm: ${limits.baseMs / 1000}s, at most ${limits.maxMs / 1000}s; rises and pressure still at once)${this.#state.mainOverloaded ? ' and queries are refused with RESOURCE_EXHAUSTED' : ''}; reviews are still answered. oversell_overloaded and oversell_shed_total say how much`,
+      );
+    }
+    this.#episode.longestMs = Math.max(this.#episode.longestMs, this.#state.sendEveryMs);
+    if (was && !is) {
+      this.#o.log.info(
+        { forMs: now - this.#episode.sinceMs, queriesRefused: this.#episode.queries, longestSendEveryMs: this.#episode.longestMs },
+        `shedding stopped: every thread under ${limits.calmDelayMs}ms of loop delay; agents send every ${limits.baseMs / 1000}s again, queries are served (${this.#episode.queries} refused while it lasted; agents slowed to at most ${this.#episode.longestMs / 1000}s)`,
+      );
+    }
+    this.#publish(ingestMs);
+    if (this.#state.sendEveryMs !== before.sendEveryMs) this.#o.announce(this.sending);
+  }
+
+  #publish(ingestDelayMs: number | undefined): void {
+    this.#o.metrics.shedding({ mainDelayMs: this.#lastMainMs, ingestDelayMs, mainOverloaded: this.#state.mainOverloaded, ingestOverloaded: this.#state.ingestOverloaded, sendEveryMs: this.#state.sendEveryMs });
+  }
+}

@@ -1,0 +1,112 @@
+// How much to slow the agents, decided from measured event-loop delays: a pure
+// step (state, delays, now) -> state, so the policy is table-tested and the
+// measuring and announcing stay at the edge (load-shedder.ts). Reviews are
+// never shed: when a thread falls behind, agents are told to send less often
+// (a rise or pressure still goes at once, agent side) and, when it is the main
+// thread, queries are refused.
+
+export interface ShedLimits {
+  /** The interval agents are told when calm (--agent-send-every). */
+  baseMs: number;
+  /** The longest ever announced (--shed-max-send-every); below the policies' staleAfter, or steady nodes go stale. */
+  maxMs: number;
+  /** A thread whose loop delay is above this is overloaded (--shed-loop-delay); 0: never. */
+  overloadDelayMs: number;
+  /** An overloaded thread is calm again below this (the hysteresis band between the two). */
+  calmDelayMs: number;
+  /** Periods over overloadDelayMs in a row before a thread is overloaded: one pause (a collection, a large list) is not overload. */
+  overloadPeriods: number;
+  /** Least time between two doublings: an agent shows its new interval only after its next batch. */
+  slowEveryMs: number;
+  /** Calm this long before each step back down. */
+  calmForMs: number;
+}
+
+export interface ShedState {
+  /** The interval announced to agents now. */
+  sendEveryMs: number;
+  /** The main thread (store, webhook, query API) is behind: queries are refused. */
+  mainOverloaded: boolean;
+  /** The ingest thread is behind. */
+  ingestOverloaded: boolean;
+  /** Periods in a row each thread's delay was over overloadDelayMs. */
+  mainOverFor: number;
+  ingestOverFor: number;
+  /** When sendEveryMs last changed. */
+  changedAtMs: number;
+  /** Since when every thread's delay has been under calmDelayMs; undefined while one is not. */
+  calmSinceMs: number | undefined;
+}
+
+/** Loop delays of the last period, in ms; ingestMs undefined without an ingest thread (or before its first report). */
+export interface LoopDelays {
+  mainMs: number;
+  ingestMs?: number | undefined;
+}
+
+/**
+ * Limits for a base interval: overloaded after two periods over delayMs, calm
+ * under half of it, doubling at most every 10 s, a step down per 30 s calm.
+ */
+export function shedLimits(baseMs: number, maxMs: number, overloadDelayMs: number): ShedLimits {
+  return { baseMs, maxMs: Math.max(baseMs, maxMs), overloadDelayMs, calmDelayMs: overloadDelayMs / 2, overloadPeriods: 2, slowEveryMs: 10_000, calmForMs: 30_000 };
+}
+
+export function initialShedState(limits: ShedLimits, nowMs: number): ShedState {
+  return { sendEveryMs: limits.baseMs, mainOverloaded: false, ingestOverloaded: false, mainOverFor: 0, ingestOverFor: 0, changedAtMs: nowMs, calmSinceMs: nowMs };
+}
+
+/** The smallest interval a doubling moves to: agents sample every second. */
+const MIN_SLOWED_MS = 1000;
+
+/** Hysteresis: overloaded after overloadPeriods over the overload delay, calm again only under the calm delay. */
+function overload(was: boolean, overFor: number, delayMs: number | undefined, limits: ShedLimits): [overloaded: boolean, overFor: number] {
+  if (delayMs === undefined || limits.overloadDelayMs <= 0) return [false, 0];
+  const over = delayMs > limits.overloadDelayMs ? overFor + 1 : 0;
+  return [was ? delayMs >= limits.calmDelayMs : over >= limits.overloadPeriods, over];
+}
+
+/** The next state from the delays measured since the last step. */
+export function shedStep(prev: ShedState, delays: LoopDelays, nowMs: number, limits: ShedLimits): ShedState {
+  const [mainOverloaded, mainOverFor] = overload(prev.mainOverloaded, prev.mainOverFor, delays.mainMs, limits);
+  const [ingestOverloaded, ingestOverFor] = overload(prev.ingestOverloaded, prev.ingestOverFor, delays.ingestMs, limits);
+  const worst = Math.max(delays.mainMs, delays.ingestMs ?? 0);
+  const calm = !mainOverloaded && !ingestOverloaded && worst < limits.calmDelayMs;
+  let { sendEveryMs, changedAtMs } = prev;
+  const calmSinceMs = calm ? (prev.calmSinceMs ?? nowMs) : undefined;
+  if (mainOverloaded || ingestOverloaded) {
+    // The first overloaded step slows at once; later ones wait for agents to
+    // have heard the last, and only while a delay is still over the limit
+    // (inside the hysteresis band the interval holds).
+    const first = !prev.mainOverloaded && !prev.ingestOverloaded;
+    const over = mainOverFor > 0 || ingestOverFor > 0;
+    if (sendEveryMs < limits.maxMs && over && (first || nowMs - changedAtMs >= limits.slowEveryMs)) {
+      sendEveryMs = Math.min(limits.maxMs, Math.max(sendEveryMs * 2, MIN_SLOWED_MS));
+      changedAtMs = nowMs;
+    }
+  } else if (calmSinceMs !== undefined && sendEveryMs > limits.baseMs && nowMs - calmSinceMs >= limits.calmForMs && nowMs - changedAtMs >= limits.calmForMs) {
+    const half = sendEveryMs / 2;
+    sendEveryMs = half < Math.max(limits.baseMs, MIN_SLOWED_MS) ? limits.baseMs : Math.round(half);
+    changedAtMs = nowMs;
+  }
+  return { sendEveryMs, mainOverloaded, ingestOverloaded, mainOverFor, ingestOverFor, changedAtMs, calmSinceMs };
+}
+
+/** Whether anything is being shed: a thread is overloaded, or agents still send less often than when calm. */
+export function isShedding(state: ShedState, limits: ShedLimits): boolean {
+  return state.mainOverloaded || state.ingestOverloaded || state.sendEveryMs > limits.baseMs;
+}
+
+/** The most samples one batch may carry (agent-stream-service.ts refuses more). */
+export const MAX_BATCH_SAMPLES = 256;
+
+/**
+ * What agents are told at an interval: the batch grows with it, so a batch
+ * does not fill (and go) before its time; base.maxBatchSamples 0 (no batches)
+ * stays 0: such agents send every sample at once and cannot be slowed.
+ */
+export function sendingAt(sendEveryMs: number, base: { maxBatchSamples: number; sendEveryMs: number }): { maxBatchSamples: number; sendEveryMs: number } {
+  if (base.maxBatchSamples === 0 || sendEveryMs <= base.sendEveryMs) return { maxBatchSamples: base.maxBatchSamples, sendEveryMs };
+  const scaled = Math.ceil((base.maxBatchSamples * sendEveryMs) / Math.max(base.sendEveryMs, MIN_SLOWED_MS));
+  return { maxBatchSamples: Math.min(MAX_BATCH_SAMPLES, Math.max(base.maxBatchSamples, scaled)), sendEveryMs };
+}

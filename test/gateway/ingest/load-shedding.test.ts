@@ -1,0 +1,91 @@
+// Reviews first (issue 32, item 1): with the gateway's main thread held busy,
+// a real agent stream (agent/stream/report-stream.ts) is told to send less
+// often, queries get RESOURCE_EXHAUSTED, and a node review posted meanwhile is
+// still answered with its patch; calm again, agents are told the base interval
+// and queries are served. Real gRPC, real HTTPS, port 0, on both agent ports.
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { after, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { ReportStream } from '../../../agent/stream/report-stream.js';
+import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
+import { createLogger } from '../../../lib/log.js';
+import { AGENT_STREAM_MODES, postHttps, startTestGateway } from '../../helpers/gateway.js';
+import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
+import { FIXTURE_NODE, kubeletReview, nodeSample } from '../../helpers/node-reviews.js';
+
+const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
+
+const cleanups: (() => unknown)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+/** Holds this thread (the gateway's main thread: it runs in this process) 60 ms of every 80 ms, as a flood would. */
+function holdMainThread(): () => void {
+  const timer = setInterval(() => {
+    const end = performance.now() + 60;
+    while (performance.now() < end);
+  }, 80);
+  return () => clearInterval(timer);
+}
+
+const metric = (text: string, line: RegExp) => Number(text.match(line)?.[1]);
+
+describe('load shedding with the main thread held', () => {
+  for (const { mode, options, port } of AGENT_STREAM_MODES) {
+    it(`agents on the ${mode} are slowed, queries refused, reviews answered; calm undoes it`, async () => {
+      const gw = await startTestGateway({
+        ...options,
+        agentSending: { maxBatchSamples: 10, sendEveryMs: 5000 },
+        // Measured every 100 ms, overloaded over 30 ms; one doubling only, and calm after 300 ms, so the test takes seconds.
+        shedding: { loopDelayMs: 30, maxSendEveryMs: 20_000, periodMs: 100, slowEveryMs: 60_000, calmForMs: 300 },
+      });
+      cleanups.push(() => gw.close());
+      const settings: Settings__Output[] = [];
+      const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port(gw)}`, hello: { nodeName: FIXTURE_NODE, instanceId: `i-${mode}`, agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
+      cleanups.push(() => rs.stop());
+      rs.start();
+      await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+      rs.push(nodeSample(Date.now()));
+      const query = queryClient(gw.ports.grpc);
+      cleanups.push(() => query.close());
+      await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'the sample stored');
+      assert.deepEqual(settings.map((s) => s.sendEveryMs), [5000], 'welcomed with the base interval');
+
+      const release = holdMainThread();
+      try {
+        const slowed = await eventually(async () => settings.find((s) => s.sendEveryMs > 5000), 5000, 'a longer send_every_ms pushed to the open stream');
+        assert.deepEqual({ sendEveryMs: slowed.sendEveryMs, maxBatchSamples: slowed.maxBatchSamples }, { sendEveryMs: 10_000, maxBatchSamples: 20 }, 'doubled, with a batch that holds it');
+
+        const refused = await getNode(query, FIXTURE_NODE).then(() => undefined, (err: grpc.ServiceError) => err);
+        assert.equal(refused?.code, grpc.status.RESOURCE_EXHAUSTED, `GetNode refused while overloaded (got ${refused?.code ?? 'an answer'})`);
+        assert.match(refused.details, /overloaded .* refuses queries so that node reviews are answered; retry with exponential backoff/);
+
+        const started = performance.now();
+        const review = kubeletReview();
+        const answer = await postHttps(gw, '/mutate/nodes', JSON.stringify(review));
+        const tookMs = performance.now() - started;
+        assert.equal(answer.status, 200);
+        const body = answer.json() as { response: { uid: string; allowed: boolean; patch?: string } };
+        assert.equal(body.response.uid, review.request.uid);
+        assert.equal(body.response.allowed, true);
+        assert.ok(body.response.patch, 'the review is decided from the agent\'s data: a patch, not a pass-through');
+        assert.ok(tookMs < 2000, `answered inside the API server's timeout (took ${Math.round(tookMs)} ms)`);
+
+        const text = await gw.metrics.registry.metrics();
+        assert.ok(metric(text, /^oversell_shed_total\{what="queries"\} (\d+)$/m) >= 1, 'the refused query counted');
+        assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 1);
+        assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 10);
+      } finally {
+        release();
+      }
+
+      await eventually(async () => (settings.at(-1)?.sendEveryMs === 5000 ? true : undefined), 5000, 'back to the base interval once calm');
+      await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'queries served again');
+      const text = await gw.metrics.registry.metrics();
+      assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 0);
+      assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 5);
+    });
+  }
+});

@@ -1,0 +1,115 @@
+// How much the gateway slows its agents (gateway/ingest/shed.ts): the pure
+// step from measured loop delays to the interval announced, as tables.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { initialShedState, isShedding, sendingAt, shedLimits, shedStep, type LoopDelays, type ShedState } from '../../../gateway/ingest/shed.js';
+
+// Calm 5 s, at most 20 s, overloaded over 50 ms (two periods in a row), calm under 25 ms.
+const limits = shedLimits(5000, 20_000, 50);
+
+/** Steps once per second from startMs through the delays given; the interval announced after each, and when the last step was. */
+function run(delays: LoopDelays[], start: ShedState = initialShedState(limits, 0), startMs = 0): { intervals: number[]; states: ShedState[]; endMs: number } {
+  const states: ShedState[] = [];
+  let s = start;
+  delays.forEach((d, i) => {
+    s = shedStep(s, d, startMs + (i + 1) * 1000, limits);
+    states.push(s);
+  });
+  return { intervals: states.map((x) => x.sendEveryMs), states, endMs: startMs + delays.length * 1000 };
+}
+const main = (ms: number, n = 1): LoopDelays[] => Array.from({ length: n }, () => ({ mainMs: ms }));
+
+describe('shedStep: the interval announced to agents', () => {
+  it('calm: the base interval, nothing shed', () => {
+    const { intervals, states } = run(main(3, 60));
+    assert.deepEqual(new Set(intervals), new Set([5000]));
+    assert.equal(states.filter((s) => isShedding(s, limits)).length, 0);
+  });
+
+  it('one pause (a collection, a large list) is not overload; two periods in a row are', () => {
+    assert.deepEqual(run([...main(300), ...main(3, 5)]).intervals, [5000, 5000, 5000, 5000, 5000, 5000]);
+    const { intervals, states } = run(main(80, 2));
+    assert.deepEqual(intervals, [5000, 10_000], 'slowed at once on the second period');
+    assert.equal(states[1]!.mainOverloaded, true);
+  });
+
+  it('doubles at most every 10 s while overloaded, up to the max and no further', () => {
+    const { intervals } = run(main(80, 40));
+    assert.equal(intervals[1], 10_000);
+    assert.equal(intervals[10], 10_000, 'not again before agents heard the last');
+    assert.equal(intervals[11], 20_000);
+    assert.deepEqual(new Set(intervals.slice(11)), new Set([20_000]), 'capped at the max');
+  });
+
+  it('hysteresis: an overloaded thread stays so until under half the limit, and calm 30 s before each step down', () => {
+    const overloaded = run(main(80, 12));
+    const slowed = overloaded.states.at(-1)!;
+    assert.equal(slowed.sendEveryMs, 20_000);
+    // Between the two thresholds: still overloaded, nothing sped up.
+    const between = run(main(40, 40), slowed, overloaded.endMs);
+    assert.deepEqual(between.states.filter((s) => !s.mainOverloaded || s.sendEveryMs !== 20_000), [], 'overloaded at 20 s throughout');
+    // Calm: queries are served at once, agents sped up one step per 30 s.
+    const calm = run(main(5, 70), slowed, overloaded.endMs);
+    assert.equal(calm.states[0]!.mainOverloaded, false);
+    assert.equal(calm.intervals[28], 20_000);
+    assert.equal(calm.intervals[29], 20_000);
+    assert.equal(calm.intervals[30], 10_000, 'a step down after 30 s calm');
+    assert.equal(calm.intervals[59], 10_000);
+    assert.equal(calm.intervals[60], 5000, 'back at the base after another 30 s');
+    assert.equal(isShedding(calm.states.at(-1)!, limits), false);
+    assert.equal(isShedding(calm.states[30]!, limits), true, 'still shedding while agents are slowed');
+  });
+
+  it('a delay under the overload limit but over the calm one holds the interval: no further slowing, no step down', () => {
+    const overloaded = run(main(80, 2));
+    const { intervals } = run(main(30, 60), overloaded.states.at(-1)!, overloaded.endMs);
+    assert.deepEqual(new Set(intervals), new Set([10_000]));
+  });
+
+  it('the ingest thread slows agents but refuses no queries', () => {
+    const { states } = run([{ mainMs: 2, ingestMs: 90 }, { mainMs: 2, ingestMs: 90 }]);
+    assert.equal(states[1]!.sendEveryMs, 10_000);
+    assert.equal(states[1]!.ingestOverloaded, true);
+    assert.equal(states[1]!.mainOverloaded, false);
+  });
+
+  it('a limit of 0 never sheds', () => {
+    const off = shedLimits(5000, 20_000, 0);
+    let s = initialShedState(off, 0);
+    for (let i = 1; i <= 20; i++) s = shedStep(s, { mainMs: 5000, ingestMs: 5000 }, i * 1000, off);
+    assert.equal(s.sendEveryMs, 5000);
+    assert.equal(s.mainOverloaded, false);
+  });
+
+  it('a max at the base (agents without batches) refuses queries but never slows', () => {
+    const fixed = shedLimits(5000, 5000, 50);
+    let s = initialShedState(fixed, 0);
+    for (let i = 1; i <= 20; i++) s = shedStep(s, { mainMs: 100 }, i * 1000, fixed);
+    assert.equal(s.sendEveryMs, 5000);
+    assert.equal(s.mainOverloaded, true);
+  });
+
+  it('a base of 0 (every sample at once) is slowed to 1 s first, and comes back to 0', () => {
+    const zero = shedLimits(0, 4000, 50);
+    let s = initialShedState(zero, 0);
+    const seen: number[] = [];
+    for (let i = 1; i <= 25; i++) {
+      s = shedStep(s, { mainMs: 100 }, i * 1000, zero);
+      seen.push(s.sendEveryMs);
+    }
+    assert.deepEqual([seen[1], seen[11], seen[21]], [1000, 2000, 4000]);
+    for (let i = 26; i <= 200; i++) s = shedStep(s, { mainMs: 1 }, i * 1000, zero);
+    assert.equal(s.sendEveryMs, 0);
+  });
+});
+
+describe('sendingAt: what agents are told at an interval', () => {
+  const base = { maxBatchSamples: 10, sendEveryMs: 5000 };
+  it('the base as it is', () => assert.deepEqual(sendingAt(5000, base), base));
+  it('a batch grows with the interval, so it does not fill and go before its time', () => {
+    assert.deepEqual(sendingAt(10_000, base), { maxBatchSamples: 20, sendEveryMs: 10_000 });
+    assert.deepEqual(sendingAt(20_000, base), { maxBatchSamples: 40, sendEveryMs: 20_000 });
+  });
+  it('never past what the gateway accepts in one message (256)', () => assert.equal(sendingAt(600_000, base).maxBatchSamples, 256));
+  it('no batches stays no batches', () => assert.deepEqual(sendingAt(20_000, { maxBatchSamples: 0, sendEveryMs: 5000 }), { maxBatchSamples: 0, sendEveryMs: 20_000 }));
+});
