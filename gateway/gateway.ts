@@ -24,6 +24,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
 import { LeaderLease } from './act/leader-lease.js';
 import { StatusWriter } from './act/status-writer.js';
+import { HistorySnapshots } from './act/history-snapshots.js';
 import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService, storeTarget } from './ingest/agent-stream-service.js';
@@ -82,6 +83,8 @@ export interface GatewayOptions {
     optInSelector: string;
     /** Watch the pods bound to nodes for bound requests no agent can inflate (default true). */
     watchBoundPods?: boolean;
+    /** Keep the nodes' load histories in ConfigMaps of leaseNamespace: the leader writes them this often, every replica reads them at start (0 or unset: neither). */
+    historySnapshotEveryMs?: number;
   };
   /** Sidecar injection on pod CREATE (POST /mutate/pods); without it, no templates: pods pass unchanged. */
   sidecars?: {
@@ -368,6 +371,10 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   });
   // The writer listens for the lease before the lease runs: it hears the first leadership.
   parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
+  if (cluster.historySnapshotEveryMs) {
+    const histories = new HistorySnapshots({ kubeConfig, namespace: leaseNamespace, store, nodes, lease, log, everyMs: cluster.historySnapshotEveryMs });
+    parts.push({ name: 'load history snapshots', start: () => histories.start(), close: () => histories.stop() });
+  }
   parts.push({ name: 'leader lease', start: () => lease.start(), close: () => lease.stop() });
   return parts;
 }

@@ -49,7 +49,7 @@ const ACCEPTED: Accepted[] = [
       auth: { mode: 'kubernetes', audience: 'oversell-gateway', serviceAccounts: ['oversell/oversell-agent'], tokenReviewsPerSecond: 100, tokenReviewsInFlight: 20 },
       proofKey: { source: 'secret', namespace: 'oversell', name: 'oversell-gateway-proof-key' },
       sidecars: { source: 'configmap', namespace: 'oversell', excludedNamespaces: ['oversell', 'oversell'] },
-      cluster: { leaseNamespace: 'oversell', identity: 'oversell-gateway-0', statusWritesPerSecond: 10, optInSelector: 'oversell.io/enabled=true', watchBoundPods: true },
+      cluster: { leaseNamespace: 'oversell', identity: 'oversell-gateway-0', statusWritesPerSecond: 10, historySnapshotEveryMs: 300_000, optInSelector: 'oversell.io/enabled=true', watchBoundPods: true },
       caConfigMap: 'oversell-gateway-ca', warnings: [],
     },
   },
@@ -148,6 +148,8 @@ const ACCEPTED: Accepted[] = [
     env: POD,
     expect: { caConfigMap: undefined, cluster: { watchBoundPods: false, optInSelector: 'pool in (a,b)', statusWritesPerSecond: 2 } },
   },
+  { name: 'load history snapshots every minute', argv: ['--history-snapshot-every', '1m'], env: POD, expect: { cluster: { historySnapshotEveryMs: 60_000 } } },
+  { name: 'load history snapshots off', env: { ...POD, OVERSELL_HISTORY_SNAPSHOT_EVERY: '0' }, expect: { cluster: { historySnapshotEveryMs: 0 } } },
   {
     name: 'ports, the agent thread, the client CA, warmup and log level',
     argv: ['--webhook-port', '0', '--grpc-port', '1', '--agent-port', '2', '--metrics-port', '3', '--webhook-client-ca-file', 'ca.pem', '--warmup', '15s', '--log-level', 'warn'],
@@ -190,7 +192,8 @@ const REFUSED: Refused[] = [
     name: `${flag} under crd policies`, argv: [...KUBECONFIG, flag, flag === '--window' || flag === '--calm-period' ? '30s' : flag === '--max-ratio-memory' ? '1.5' : '0.5'], error: new RegExp(`^${flag} is ignored with --policies crd`),
   })),
   { name: 'several at once are listed together', argv: ['--target-cpu', '0.5', '--window', '30s'], env: POD, error: /^2 flags would be ignored:\n- --target-cpu is ignored .*\n- --window is ignored/ },
-  ...[['--identity', 'me'], ['--status-writes-per-second', '5'], ['--watch-bound-pods', 'off'], ['--opt-in-selector', 'a=b'], ['--ca-configmap', 'ca'], ['--proof-key-secret', 'a/b']].map(([flag, value]) => ({
+  { name: 'load history snapshots more often than every 10s', argv: ['--history-snapshot-every', '2s'], env: POD, error: /^--history-snapshot-every 2000ms: each snapshot rewrites every node's history .* use 10s or more/ },
+  ...[['--identity', 'me'], ['--status-writes-per-second', '5'], ['--history-snapshot-every', '1m'], ['--watch-bound-pods', 'off'], ['--opt-in-selector', 'a=b'], ['--ca-configmap', 'ca'], ['--proof-key-secret', 'a/b']].map(([flag, value]) => ({
     name: `${flag} without a cluster`, argv: [String(flag), String(value)], error: new RegExp(`^${flag} is ignored without a cluster \\(local mode: no --kubeconfig, not in a pod\\): pass --kubeconfig, or drop it`),
   })),
   { name: '--lease-namespace without a cluster or sidecars', argv: ['--lease-namespace', 'x'], error: /^--lease-namespace is ignored without a cluster/ },

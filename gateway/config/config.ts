@@ -104,6 +104,14 @@ function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, arg
   return { loopDelayMs, maxSendEveryMs };
 }
 
+function historySnapshotEvery(value: unknown): number {
+  const ms = parsed(value, (s) => parseDuration(s, '--history-snapshot-every'));
+  if (ms !== 0 && ms < 10_000) {
+    throw new ConfigError(`--history-snapshot-every ${ms}ms: each snapshot rewrites every node's history (about 1 KiB a node) to the API server; use 10s or more (the default 5m loses at most 5 minutes of a day's history on a restart), or 0 for none`);
+  }
+  return ms;
+}
+
 function tlsConfig(o: Record<string, unknown>, clusterInUse: boolean): TlsConfig {
   const hosts = list(String(o.tlsHosts));
   if (o.tlsCertFile || o.tlsKeyFile) {
@@ -232,6 +240,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       leaseNamespace,
       identity: String(o.identity),
       statusWritesPerSecond: Number(o.statusWritesPerSecond),
+      historySnapshotEveryMs: historySnapshotEvery(o.historySnapshotEvery),
       optInSelector: String(o.optInSelector),
       watchBoundPods: onOff(o.watchBoundPods, '--watch-bound-pods', true),
     },

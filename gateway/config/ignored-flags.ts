@@ -25,7 +25,7 @@ export const RULES: readonly Rule[] = [
       : undefined),
   },
   {
-    keys: ['identity', 'statusWritesPerSecond', 'watchBoundPods', 'optInSelector', 'caConfigmap', 'proofKeySecret'],
+    keys: ['identity', 'statusWritesPerSecond', 'historySnapshotEvery', 'watchBoundPods', 'optInSelector', 'caConfigmap', 'proofKeySecret'],
     ignoredWhen: (c) => (c.mode === 'local' ? NO_CLUSTER : undefined),
   },
   {

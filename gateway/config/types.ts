@@ -65,6 +65,8 @@ export interface ClusterConfig extends CommonConfig {
     leaseNamespace: string;
     identity: string;
     statusWritesPerSecond: number;
+    /** The leader writes the load histories this often, every replica reads them at start; 0: neither. */
+    historySnapshotEveryMs: number;
     optInSelector: string;
     watchBoundPods: boolean;
   };

@@ -110,6 +110,8 @@ export class NodeStore extends EventEmitter<StoreEvents> {
   readonly #nodes = new Map<string, NodeRecord>();
   /** observe()'s latest per node, agent or not. */
   readonly #observed = new Map<string, { observed: StoredNodeObservation; atMs: number }>();
+  /** Load histories read from the last snapshot (seedHistory()) for nodes with no record yet. */
+  readonly #seeds = new Map<string, LoadHistory>();
   #options: NodeStoreOptions;
 
   constructor(options: NodeStoreOptions) {
@@ -154,6 +156,8 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       this.#nodes.set(name, record);
       const seen = this.#observed.get(name);
       if (seen) this.#apply(record, seen.observed, seen.atMs);
+      record.history = this.#seeds.get(name);
+      this.#seeds.delete(name);
     } else {
       if (record.instanceId !== instanceId) {
         // A restarted agent numbers from 1 again; the usage history of the node stays valid.
@@ -275,9 +279,35 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     if (record) this.#apply(record, observed, nowMs);
   }
 
+  /**
+   * A node's load history as a snapshot kept it (gateway/act/history-snapshots.ts),
+   * for the node's record now or when its agent first connects. A record with
+   * a history of its own keeps it unless the snapshot spans longer: every
+   * replica hears every agent, so the two cover the same hours, and adding
+   * them would count those hours twice; the longer one has seen more of the
+   * day (the shorter is a replica that started after the snapshot's writer).
+   */
+  seedHistory(name: string, history: LoadHistory): 'seeded' | 'kept-own' | 'held' | 'full' {
+    const record = this.#nodes.get(name);
+    if (!record) {
+      if (!this.#seeds.has(name) && this.#seeds.size >= MAX_OBSERVED_WITHOUT_AGENT) return 'full';
+      this.#seeds.set(name, history);
+      return 'held';
+    }
+    if (record.history && record.history.spanMs() >= history.spanMs()) return 'kept-own';
+    record.history = history;
+    return 'seeded';
+  }
+
+  /** The node's load history: its record's, else the one a snapshot left for it. */
+  history(name: string): LoadHistory | undefined {
+    return this.#nodes.get(name)?.history ?? this.#seeds.get(name);
+  }
+
   /** The node object is gone (deleted): its observation goes with it. */
   forgetObservation(name: string): void {
     this.#observed.delete(name);
+    this.#seeds.delete(name);
     const record = this.#nodes.get(name);
     if (record) this.#apply(record, { raw: undefined, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, 0);
   }

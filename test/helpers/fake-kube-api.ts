@@ -4,7 +4,7 @@
 // watches from a resourceVersion (the events after it, then live ones, as
 // JSON lines), bookmarks, a history that can be compacted (then a watch from
 // before it gets the ERROR event with 410 the API server sends), watches the
-// server ends, and refusals with an HTTP status.
+// server ends, refusals with an HTTP status, and creates (POST) and replaces (PUT).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -55,7 +55,7 @@ export class FakeKubeApi {
   /** When each of them arrived (Date.now()). */
   readonly arrivals: number[] = [];
   /** While set, lists or watches are answered with this HTTP status. */
-  refuse: { list?: number; watch?: number } = {};
+  refuse: { list?: number; watch?: number; write?: number } = {};
   #rv = 100;
   /** A watch from a resourceVersion below this is answered 410 Gone. */
   #oldest = 0;
@@ -183,10 +183,62 @@ export class FakeKubeApi {
     res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, message }));
   }
 
+  /** The objects of a collection now, sorted by key. */
+  objects(path: string): FakeObject[] {
+    return [...this.#collection(path).values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b))).map((o) => structuredClone(o));
+  }
+
+  /**
+   * POST to a collection creates (409 if the name exists); PUT to
+   * collection/name replaces (404 if absent, 409 when the body's
+   * resourceVersion is set and not the stored one), as the API server does.
+   */
+  #store(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    const post = req.method === 'POST';
+    const slash = url.pathname.lastIndexOf('/');
+    const path = post ? url.pathname : url.pathname.slice(0, slash);
+    const items = this.#collections.get(path);
+    if (!items || (req.method !== 'POST' && req.method !== 'PUT')) {
+      this.#status(res, 404, `${req.method} ${url.pathname} not found`);
+      return;
+    }
+    if (this.refuse.write) {
+      this.#status(res, this.refuse.write, 'refused by the test');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let object: FakeObject;
+      try {
+        object = JSON.parse(Buffer.concat(chunks).toString('utf8')) as FakeObject;
+      } catch {
+        this.#status(res, 400, 'body is not JSON');
+        return;
+      }
+      const namespace = /\/namespaces\/([^/]+)\//.exec(path)?.[1];
+      object.metadata = { ...object.metadata, ...(namespace && { namespace }) };
+      const current = items.get(keyOf(object));
+      if (post && current) return this.#status(res, 409, `${keyOf(object)} already exists`);
+      if (!post && object.metadata.name !== url.pathname.slice(slash + 1)) return this.#status(res, 400, 'the name in the body is not the name in the path');
+      if (!post && !current) return this.#status(res, 404, `${keyOf(object)} not found`);
+      if (!post && object.metadata.resourceVersion && object.metadata.resourceVersion !== current?.metadata.resourceVersion) {
+        return this.#status(res, 409, `the object has been modified: ${object.metadata.resourceVersion} is not ${current?.metadata.resourceVersion}`);
+      }
+      this.put(path, object);
+      res.writeHead(post ? 201 : 200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(items.get(keyOf(object))));
+    });
+  }
+
   #serve(req: IncomingMessage, res: ServerResponse): void {
     this.requests.push(req.url ?? '');
     this.arrivals.push(Date.now());
     const url = new URL(req.url ?? '/', 'http://x');
+    if (req.method !== 'GET') {
+      this.#store(req, res, url);
+      return;
+    }
     const items = this.#collections.get(url.pathname);
     if (!items) {
       this.#status(res, 404, `${url.pathname} not found`);
