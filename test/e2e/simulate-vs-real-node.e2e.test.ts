@@ -180,9 +180,6 @@ describe('oversell simulate against the real node', { timeout: 15 * 60_000 }, ()
 
   it('places as many pods as the simulator says: against raw allocatable, and with the default policy', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    // Not yet passing (issue 31, item 7; docs/simulate.md): on this 2-core host the real CPU PSI passes the
-    // default threshold once the burners run, which the simulator does not model. Run it on purpose.
-    if (process.env.OVERSELL_E2E_REAL_SIM !== '1') return t.skip('set OVERSELL_E2E_REAL_SIM=1 to run it: it does not pass yet (real CPU pressure the simulator does not model)');
     started = Date.now();
     // The node's background, over the policy's whole window, quiet enough to leave the policy room.
     let seen = 'no answer';
