@@ -22,6 +22,8 @@ export interface LoadShedderOptions {
   /** How often delays are measured and the policy stepped (default 1 s). */
   periodMs?: number;
   now?: () => number;
+  /** The main thread's delay monitor (default loopDelay(); tests script one). */
+  monitor?: () => LoopDelay;
 }
 
 export class LoadShedder {
@@ -46,7 +48,7 @@ export class LoadShedder {
   }
 
   start(): void {
-    this.#delay = loopDelay();
+    this.#delay = (this.#o.monitor ?? loopDelay)();
     this.#publish(undefined);
     this.#timer = setInterval(() => this.step(), this.#o.periodMs ?? 1000);
     this.#timer.unref();
