@@ -18,6 +18,13 @@ export const HISTORY_LABEL = { key: 'oversell.io/load-history', value: 'v1' } as
  */
 export const SHARD_TARGET_BYTES = 512 * 1024;
 export const SHARD_LIMIT_BYTES = 768 * 1024;
+/**
+ * RBAC names every shard the gateway may update (deploy/base/rbac.yaml lists
+ * oversell-load-history-0 to -63): RBAC cannot match a name pattern, and a
+ * broader update would reach the sidecar templates in the same namespace.
+ * 64 shards hold about 30,000 nodes of typical entries, 10,880 at worst.
+ */
+export const MAX_SHARDS = 64;
 
 export const shardName = (k: number): string => `${HISTORY_CONFIGMAP_PREFIX}${k}`;
 
@@ -41,29 +48,36 @@ export function shardOf(node: string, count: number): number {
  * The entries split into shards: as many as SHARD_TARGET_BYTES needs, never
  * fewer than `atLeast` (the shards already there: the count only grows, so a
  * shard is never left behind with old entries and the gateway never deletes),
- * doubled while any shard would pass SHARD_LIMIT_BYTES.
+ * doubled while any shard would pass SHARD_LIMIT_BYTES, at most MAX_SHARDS.
+ * Entries in order of preference (the caller puts the longest histories
+ * first): at MAX_SHARDS, what does not fit its shard is left out (`dropped`).
  */
-export function packShards(entries: ReadonlyMap<string, Uint8Array>, atLeast: number): Array<Map<string, Uint8Array>> {
+export function packShards(entries: ReadonlyMap<string, Uint8Array>, atLeast: number): { shards: Array<Map<string, Uint8Array>>; dropped: string[] } {
   let total = 0;
   for (const [node, bytes] of entries) total += node.length + bytes.length;
-  let count = Math.max(1, atLeast, Math.ceil(total / SHARD_TARGET_BYTES));
+  let count = Math.min(MAX_SHARDS, Math.max(1, atLeast, Math.ceil(total / SHARD_TARGET_BYTES)));
   for (;;) {
     const shards = Array.from({ length: count }, () => new Map<string, Uint8Array>());
     const sizes = new Array<number>(count).fill(0);
+    const dropped: string[] = [];
     for (const [node, bytes] of entries) {
       const k = shardOf(node, count);
+      if (sizes[k]! + node.length + bytes.length > SHARD_LIMIT_BYTES) {
+        dropped.push(node);
+        continue;
+      }
       shards[k]!.set(node, bytes);
       sizes[k]! += node.length + bytes.length;
     }
-    if (sizes.every((s) => s <= SHARD_LIMIT_BYTES) || count >= entries.size) return shards;
-    count *= 2;
+    if (dropped.length === 0 || count >= MAX_SHARDS) return { shards, dropped };
+    count = Math.min(MAX_SHARDS, count * 2);
   }
 }
 
 export interface ReadShards {
   /** Each node's entry; a node in two shards (a write that stopped halfway while the count grew) is decided by the caller. */
   entries: Array<{ node: string; bytes: Uint8Array; configMap: string }>;
-  /** The highest shard index there plus one: the count the next write keeps at least. */
+  /** The highest shard index there plus one (at most MAX_SHARDS): the count the next write keeps at least. */
   count: number;
 }
 
@@ -74,7 +88,7 @@ export function readShards(configMaps: readonly V1ConfigMap[]): ReadShards {
   for (const cm of configMaps) {
     const name = cm.metadata?.name ?? '';
     const k = shardIndex(name);
-    if (k === undefined) continue;
+    if (k === undefined || k >= MAX_SHARDS) continue;
     count = Math.max(count, k + 1);
     for (const [node, base64] of Object.entries(cm.binaryData ?? {})) {
       entries.push({ node, bytes: Buffer.from(base64, 'base64'), configMap: name });

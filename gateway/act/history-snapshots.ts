@@ -16,7 +16,7 @@ import { decodeLoadHistory, encodeLoadHistory } from '../decide/load-history-cod
 import type { LoadHistory } from '../decide/load-history.js';
 import type { NodeCache } from '../ingest/node-watch.js';
 import type { NodeStore } from '../store/node-store.js';
-import { HISTORY_LABEL, packShards, readShards, shardName } from './history-shards.js';
+import { HISTORY_LABEL, MAX_SHARDS, packShards, readShards, shardName } from './history-shards.js';
 
 export interface HistorySnapshotsOptions {
   kubeConfig: KubeConfig;
@@ -119,14 +119,23 @@ export class HistorySnapshots {
     const { namespace, store, nodes } = this.#o;
     if (!this.#loaded) throw new Error('the snapshot was not read yet: writing now would drop what it holds');
     const existing = await this.#list();
-    const entries = new Map<string, Uint8Array>();
+    const histories: Array<[string, LoadHistory]> = [];
     for (const node of nodes.list()) {
       const name = node.metadata?.name;
       const history = name === undefined ? undefined : store.history(name);
-      const bytes = history && encodeLoadHistory(history);
-      if (name !== undefined && bytes) entries.set(name, bytes);
+      if (name !== undefined && history) histories.push([name, history]);
     }
-    const shards = packShards(entries, readShards(existing).count);
+    // Should the shards ever be full, the longest histories are the ones kept.
+    histories.sort((a, b) => b[1].spanMs() - a[1].spanMs());
+    const entries = new Map<string, Uint8Array>();
+    for (const [name, history] of histories) {
+      const bytes = encodeLoadHistory(history);
+      if (bytes) entries.set(name, bytes);
+    }
+    const { shards, dropped } = packShards(entries, readShards(existing).count);
+    if (dropped.length > 0) {
+      this.#o.log.warn({ dropped: dropped.length, kept: entries.size - dropped.length, example: dropped[0] }, `load history snapshot full (${MAX_SHARDS} ConfigMaps): the shortest histories are not kept, and those nodes learn again after a restart`);
+    }
     const versions = new Map(existing.map((cm) => [cm.metadata?.name, cm.metadata?.resourceVersion]));
     for (const [k, shard] of shards.entries()) {
       const name = shardName(k);

@@ -12,7 +12,12 @@ import { after, before, describe, it } from 'node:test';
 import {
   CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Node, type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { HistorySnapshots } from '../../gateway/act/history-snapshots.js';
 import { loweringPatch } from '../../gateway/act/status-writer.js';
+import { decodeLoadHistory } from '../../gateway/decide/load-history-codec.js';
+import { LoadHistory } from '../../gateway/decide/load-history.js';
+import { NodeStore } from '../../gateway/store/node-store.js';
 import { GrantProof } from '../../gateway/decide/grant-proof.js';
 import type { Decision, ResourceDecision } from '../../gateway/decide/policy.js';
 import { adminConfig, apiFailure, core, objects } from './cluster.js';
@@ -26,12 +31,17 @@ const NODE = 'oversell-e2e-gateway-policy';
 const GI = 1024n ** 3n;
 
 
-/** A client of this API as the gateway's ServiceAccount, by impersonation. */
-function asGateway<T>(api: new (config: never) => T): T {
+/** A kubeconfig that acts as the gateway's ServiceAccount, by impersonation. */
+function gatewayConfig(): KubeConfig {
   const admin = adminConfig();
   const kc = new KubeConfig();
   kc.loadFromOptions({ clusters: admin.clusters, contexts: admin.contexts, currentContext: admin.currentContext, users: admin.users.map((u) => ({ ...u, impersonateUser: GATEWAY })) });
-  return kc.makeApiClient(api as never) as T;
+  return kc;
+}
+
+/** A client of this API as the gateway's ServiceAccount. */
+function asGateway<T>(api: new (config: never) => T): T {
+  return gatewayConfig().makeApiClient(api as never) as T;
 }
 
 type Outcome = { ok: true } | { ok: false; code: number; message: string };
@@ -228,7 +238,7 @@ describe('the gateway bound down to fields and names on the real API server (Val
         assert.deepEqual(await lease('oversell-gateway'), { ok: true });
 
         for (const [what, r, message] of [
-          ['a ConfigMap of another name', await cm('oversell-gateway-ca2'), /only its own configmaps in namespace oversell \(oversell-gateway-ca\), not oversell\/oversell-gateway-ca2/],
+          ['a ConfigMap of another name', await cm('oversell-gateway-ca2'), /only its own configmaps in namespace oversell \(oversell-gateway-ca, oversell-load-history-0 to -63\), not oversell\/oversell-gateway-ca2/],
           ['a default sidecar template', await cm('evil-sidecar', { 'oversell.io/sidecar-template': 'true' }), /only its own configmaps/],
           ['its own ConfigMap labelled as a sidecar template', await cm('oversell-gateway-ca', { 'oversell.io/sidecar-template': 'true' }), /may not create or label a sidecar template/],
           ['a Secret of another name', await secret('registry-credentials'), /only its own secrets in namespace oversell/],
@@ -255,6 +265,57 @@ describe('the gateway bound down to fields and names on the real API server (Val
           assert.deepEqual(await outcome(() => gw.replaceNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca', body: { ...cm, data: { 'ca.crt': 'y' } } })), { ok: true });
         } finally {
           await core().deleteNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' }).catch(() => {});
+        }
+      });
+
+      it('lets the gateway keep load histories in oversell-load-history-0 to -63 (the writer\'s own create and update), no other name, and never over a sidecar template', async () => {
+        const gw = gatewayCore();
+        const shard = (name: string, labels: Record<string, string> = {}) =>
+          outcome(() => gw.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name, labels: { 'oversell.io/load-history': 'v1', ...labels } }, binaryData: { n: 'AQ==' } }, dryRun: 'All' }));
+        assert.deepEqual(await shard('oversell-load-history-0'), { ok: true });
+        assert.deepEqual(await shard('oversell-load-history-63'), { ok: true });
+        for (const [name, labels, message] of [
+          ['oversell-load-history-64', {}, /only its own configmaps/],
+          ['oversell-load-history-01', {}, /only its own configmaps/],
+          ['oversell-load-history-x', {}, /only its own configmaps/],
+          ['oversell-load-history-2', { 'oversell.io/sidecar-template': 'true' }, /may not create or label a sidecar template/],
+        ] as const) {
+          const r = await shard(name, labels);
+          assert.equal(r.ok, false, `the gateway could create ${name} ${JSON.stringify(labels)}`);
+          if (!r.ok) assert.match(r.message, message);
+        }
+
+        const cleanup = async () => {
+          for (const name of ['oversell-load-history-0', 'oversell-load-history-1']) await core().deleteNamespacedConfigMap({ namespace: NS, name }).catch(() => {});
+        };
+        await cleanup();
+        try {
+          // The real writer as the gateway: a create, then an update of the same shard.
+          const history = new LoadHistory(24 * 3_600_000);
+          for (let t = 1; t <= 360; t++) history.record(t * 10_000, 0.5, 0.6);
+          const store = new NodeStore({ retainMs: 600_000, forgetAfterMs: 3_600_000 });
+          store.seedHistory('e2e-node', history);
+          const nodes = [{ metadata: { name: 'e2e-node' } }];
+          const snapshots = () => new HistorySnapshots({
+            kubeConfig: gatewayConfig(), namespace: NS, store, nodes: { list: () => nodes, get: () => nodes[0] }, lease: { isLeader: true }, log: pino({ level: 'silent' }), everyMs: 60_000,
+          });
+          const writer = snapshots();
+          await writer.load();
+          assert.equal(await writer.write(), 1);
+          assert.equal(await writer.write(), 1, 'the second write updates the shard');
+          const stored = await core().readNamespacedConfigMap({ namespace: NS, name: 'oversell-load-history-0' });
+          const decoded = decodeLoadHistory(Buffer.from(stored.binaryData?.['e2e-node'] ?? '', 'base64'));
+          assert.ok('history' in decoded && decoded.history.spanMs() === history.spanMs(), JSON.stringify(decoded));
+          assert.deepEqual(await snapshots().load(), { seeded: 0, keptOwn: 0, held: 1, refused: 0 }, 'a replica reads it back as the gateway');
+
+          // A sidecar template that carries a shard's name: RBAC names it, the policy still refuses to rewrite it.
+          const template = await core().createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'oversell-load-history-1', labels: { 'oversell.io/sidecar-template': 'true' } }, data: { template: 'x' } } });
+          const unlabelled = { ...template, metadata: { ...template.metadata, labels: { 'oversell.io/load-history': 'v1' } }, data: {}, binaryData: { n: 'AQ==' } };
+          const r = await outcome(() => gw.replaceNamespacedConfigMap({ namespace: NS, name: 'oversell-load-history-1', body: unlabelled }));
+          assert.equal(r.ok, false, 'the gateway rewrote a sidecar template');
+          if (!r.ok) assert.match(r.message, /may not change a sidecar template/);
+        } finally {
+          await cleanup();
         }
       });
     });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { packShards, readShards, SHARD_LIMIT_BYTES, shardIndex, shardName, shardOf } from '../../../gateway/act/history-shards.js';
+import { MAX_SHARDS, packShards, readShards, SHARD_LIMIT_BYTES, shardIndex, shardName, shardOf } from '../../../gateway/act/history-shards.js';
 import { MAX_ENCODED_BYTES } from '../../../gateway/decide/load-history-codec.js';
 
 const entries = (n: number, bytes: number, nameLength = 12) =>
@@ -25,18 +25,30 @@ describe('load history shards', () => {
   });
 
   it('packs as many shards as the bytes need, every one under the limit, even at the largest entries', () => {
-    assert.equal(packShards(entries(500, 1000), 0).length, 1, '500 typical nodes: one shard');
+    assert.equal(packShards(entries(500, 1000), 0).shards.length, 1, '500 typical nodes: one shard');
     // Every bucket of every node set, the longest node names: the worst case.
-    const worst = entries(5000, MAX_ENCODED_BYTES, 253);
-    const shards = packShards(worst, 0);
-    assert.ok(shards.length >= 5000 / 170 / 1.5, `${shards.length} shards`);
+    const { shards, dropped } = packShards(entries(5000, MAX_ENCODED_BYTES, 253), 0);
+    assert.ok(shards.length >= 5000 / 170 && shards.length <= MAX_SHARDS, `${shards.length} shards`);
     for (const s of shards) assert.ok(sizeOf(s) <= SHARD_LIMIT_BYTES, `${sizeOf(s)} bytes`);
     assert.equal(shards.reduce((n, s) => n + s.size, 0), 5000);
+    assert.deepEqual(dropped, []);
+  });
+
+  it('past MAX_SHARDS the entries that do not fit are left out, later ones first', () => {
+    const many = entries(20_000, MAX_ENCODED_BYTES, 253);
+    const { shards, dropped } = packShards(many, 0);
+    assert.equal(shards.length, MAX_SHARDS);
+    for (const s of shards) assert.ok(sizeOf(s) <= SHARD_LIMIT_BYTES);
+    const kept = shards.reduce((n, s) => n + s.size, 0);
+    assert.equal(kept + dropped.length, 20_000);
+    assert.ok(kept >= 10_000, `${kept} kept`);
+    assert.ok(!dropped.includes([...many.keys()][0]!), 'the first entry is kept');
   });
 
   it('never fewer shards than there are: a shard once written is rewritten, not left behind with old entries', () => {
-    assert.equal(packShards(entries(3, 100), 4).length, 4);
-    assert.equal(packShards(new Map(), 0).length, 1);
+    assert.equal(packShards(entries(3, 100), 4).shards.length, 4);
+    assert.equal(packShards(new Map(), 0).shards.length, 1);
+    assert.equal(readShards([{ metadata: { name: 'oversell-load-history-64' }, binaryData: { a: 'AQ==' } }]).count, 0, 'a shard RBAC does not let it update is not one');
   });
 
   it('reads every shard\'s entries and the count there is; other ConfigMaps are skipped', () => {
