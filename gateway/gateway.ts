@@ -28,7 +28,7 @@ import { HistorySnapshots } from './act/history-snapshots.js';
 import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService, storeTarget } from './ingest/agent-stream-service.js';
-import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
+import { startSupervisedIngest, type IngestThreads } from './ingest/ingest-worker.js';
 import { AgentSending } from './ingest/agent-sending.js';
 import { LoadShedder } from './ingest/load-shedder.js';
 import { shedLimits } from './ingest/shed.js';
@@ -59,6 +59,8 @@ export interface GatewayOptions {
    * API. Undefined: agents use grpcPort, on the main thread.
    */
   agentPort?: number;
+  /** Threads serving agentPort, all on that one port (default 1). */
+  ingestThreads?: number;
   metricsPort: number;
   tls: { cert: string; key: string };
   /** Serve gRPC (agents, query API) over TLS with the same certificate. */
@@ -309,12 +311,12 @@ async function probesPart(s: Shared, warmingUp: () => string | undefined) {
   };
 }
 
-/** Agent streams on their own port, decoded by the ingest thread (--agent-port). */
+/** Agent streams on their own port, decoded by the ingest threads (--agent-port, --ingest-threads). */
 function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string | undefined) => void, onLoad: (loopDelayMs: number) => void) {
   const { options } = s;
-  let worker: IngestWorker | undefined;
+  let worker: IngestThreads | undefined;
   return {
-    name: 'ingest thread',
+    name: 'ingest threads',
     get port() {
       return worker?.port;
     },
@@ -323,6 +325,7 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
     async start() {
       worker = await startSupervisedIngest({
         store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
+        threads: options.ingestThreads ?? 1,
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),

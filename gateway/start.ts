@@ -109,7 +109,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     bindAddress: config.bindAddress,
     webhookPort: config.webhookPort,
     grpcPort: config.grpcPort,
-    ...(config.agentPort !== undefined && { agentPort: config.agentPort }),
+    ...(config.agentPort !== undefined && { agentPort: config.agentPort, ingestThreads: config.ingestThreads }),
     metricsPort: config.metricsPort,
     tls,
     grpcTls: config.grpcTls,

@@ -268,8 +268,8 @@ describe('ingest thread', () => {
       assert.match(metrics, /oversell_agents_connected 1/);
       assert.match(metrics, /oversell_samples_received_total\{result="stored"\} [1-9]/);
       // The thread reports its own heap (a second isolate: the main thread's figures do not include it).
-      const limit = Number(/^oversell_ingest_thread_heap_bytes\{kind="limit"\} (\d+)/m.exec(metrics)?.[1]);
-      const used = Number(/^oversell_ingest_thread_heap_bytes\{kind="used"\} (\d+)/m.exec(metrics)?.[1]);
+      const limit = Number(/^oversell_ingest_thread_heap_bytes\{thread="ingest-0",kind="limit"\} (\d+)/m.exec(metrics)?.[1]);
+      const used = Number(/^oversell_ingest_thread_heap_bytes\{thread="ingest-0",kind="used"\} (\d+)/m.exec(metrics)?.[1]);
       assert.ok(used > 0 && used < limit, `ingest thread heap ${used} of ${limit}`);
       assert.notEqual(used, Number(/^oversell_gateway_nodejs_heap_size_used_bytes (\d+)/m.exec(metrics)?.[1]), 'the main thread\'s heap reported as the thread\'s');
       await agent.stop();

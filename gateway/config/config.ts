@@ -8,6 +8,7 @@
 import type { OutputConfiguration } from 'commander';
 import { join } from 'node:path';
 import { parseArgs, parsed, type Args, type Env } from '../../lib/cli.js';
+import { availableCpus } from '../../lib/container-cpus.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
 import { DEFAULT_POLICY, type Policy, type RiskBudget } from '../decide/policy.js';
@@ -25,6 +26,14 @@ export class ConfigError extends Error {
 }
 
 const str = (v: unknown): string | undefined => (v === undefined ? undefined : String(v));
+
+/** --ingest-threads, or the container's CPUs when unset. */
+function ingestThreads(v: unknown): number {
+  if (v === undefined) return availableCpus();
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new ConfigError(`--ingest-threads must be a whole number of threads (1 or more), got ${JSON.stringify(v)}`);
+  return n;
+}
 
 function fraction(v: unknown, name: string): number {
   const n = Number(v);
@@ -185,6 +194,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     webhookPort: Number(o.webhookPort),
     grpcPort: Number(o.grpcPort),
     ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
+    ingestThreads: ingestThreads(o.ingestThreads),
     metricsPort: Number(o.metricsPort),
     grpcTls: transport.grpcTls,
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),

@@ -15,6 +15,7 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
   .addOption(numberFlag('--grpc-port <port>', 'gRPC port (agent streams and query API)', 'OVERSELL_GRPC_PORT', String(d.grpcPort)))
   .addOption(numberFlag('--agent-port <port>', 'also serve agent streams on this port, decoded on a thread of their own so the webhook and query API do not wait behind them (for large clusters: docs/benchmarks.md); unset: agents use --grpc-port', 'OVERSELL_AGENT_PORT', undefined))
+  .addOption(numberFlag('--ingest-threads <n>', 'with --agent-port: threads that serve agent streams, all on that one port (the kernel hands each connection to one); the main thread keeps the store, webhook and query API (default: the CPUs of the container: its CPU limit rounded up, at most the CPUs it may run on)', 'OVERSELL_INGEST_THREADS', undefined, 1))
   .addOption(numberFlag('--metrics-port <port>', 'HTTP port of /healthz, /readyz and /metrics', 'OVERSELL_METRICS_PORT', String(d.metricsPort)))
   .addOption(flag('--tls-cert-file <file>', 'serving certificate (PEM); with --tls-key-file, replaces the self-managed one', 'OVERSELL_TLS_CERT_FILE'))
   .addOption(flag('--tls-key-file <file>', 'serving key (PEM)', 'OVERSELL_TLS_KEY_FILE'))

@@ -15,6 +15,7 @@ import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
+import { duplicateListener } from '../../lib/listener-handle.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
 import { AGENT_SENDING } from '../config/defaults.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
@@ -27,13 +28,11 @@ const FLUSH_EVERY_MS = 5;
 const HEAP_REPORT_EVERY_MS = 5000;
 /** The load shedder's period on the main thread. */
 const LOAD_REPORT_EVERY_MS = 1000;
-// Ids above the main thread's, which counts up from 1 for its own streams.
-const STREAM_ID_BASE = 2 ** 40;
 
 const port = parentPort;
 if (!port) throw new Error('ingest-thread.ts runs as a worker thread (gateway/ingest/ingest-worker.ts starts it)');
 const data = workerData as IngestThreadData;
-const log = createLogger('oversell-gateway', data.logLevel);
+const log = createLogger('oversell-gateway', data.logLevel).child({ thread: data.thread });
 const post = (m: ToMain) => port.postMessage(m);
 
 let ops: IngestOp[] = [];
@@ -136,7 +135,7 @@ const store: IngestTarget = {
   },
 };
 
-let streamIds = STREAM_ID_BASE;
+let streamIds = data.streamIdBase;
 const service = agentStreamService({
   store,
   log,
@@ -197,16 +196,22 @@ port.on('message', (m: ToThread) => {
   }
 });
 
-listenGrpc(server, {
-  host: data.bindAddress,
-  port: data.port,
-  ...(data.tls && { tls: data.tls }),
-  limits: data.limits,
-  onRefused: (reason) => count('connection', reason),
-}).then(
+// The first thread binds the port; the others accept on it through a descriptor of their own.
+(data.shareFd === undefined ? Promise.resolve(undefined) : duplicateListener(data.shareFd))
+  .then((handle) =>
+    listenGrpc(server, {
+      host: data.bindAddress,
+      port: data.port,
+      ...(handle && { handle }),
+      ...(data.tls && { tls: data.tls }),
+      limits: data.limits,
+      onRefused: (reason) => count('connection', reason),
+    }),
+  )
+  .then(
   (l) => {
     listener = l;
-    post({ type: 'listening', port: l.port });
+    post({ type: 'listening', port: l.port, fd: l.fd });
   },
   (err: NodeJS.ErrnoException) => post({ type: 'failed', message: err.message, code: err.code }),
 );

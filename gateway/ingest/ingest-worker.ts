@@ -1,7 +1,9 @@
-// The main thread's side of the ingest thread (ingest-thread.ts): starts it,
-// applies what its streams did to the store in order, answers its hellos with
-// the store's last seq, reviews its agents' tokens, and counts its metrics.
+// The main thread's side of the ingest threads (ingest-thread.ts): starts
+// them, applies what each thread's streams did to the store in order, answers
+// their hellos with the store's last seq, reviews their agents' tokens, counts
+// their metrics, and starts again a thread that dies.
 import type { Worker } from 'node:worker_threads';
+import { duplicateListener, type ListenerHandle } from '../../lib/listener-handle.js';
 import { moduleWorker } from '../../lib/module-worker.js';
 import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
@@ -20,6 +22,12 @@ export interface IngestWorkerOptions {
   bindAddress: string;
   /** 0 picks a free port. */
   port: number;
+  /** Accept on this listening socket (a descriptor of the main thread's) instead of binding bindAddress and port. */
+  shareFd?: number;
+  /** The thread's name in logs and metrics. */
+  thread: string;
+  /** Its stream ids count up from here (streamIdBase()). */
+  streamIdBase: number;
   tls?: { cert: string; key: string };
   authenticate?: AgentAuthenticator;
   maxReceiveMessageBytes: number;
@@ -35,8 +43,12 @@ export interface IngestWorkerOptions {
 
 export interface IngestWorker {
   port: number;
+  /** The listening socket's descriptor in the thread: the main thread duplicates it for the others. */
+  fd: number;
   /** The thread itself (diagnostics; tests end it to check what a crash does). */
   thread: Worker;
+  /** Agent streams the thread serves now (attached and not yet ended). */
+  readonly streams: number;
   setTls(tls: { cert: string; key: string }): void;
   /** What agents are told now: every welcomed stream of the thread gets it. */
   setSending(sending: { maxBatchSamples: number; sendEveryMs: number }): void;
@@ -45,9 +57,13 @@ export interface IngestWorker {
 
 export async function startIngestWorker(options: IngestWorkerOptions): Promise<IngestWorker> {
   const { store, metrics, log } = options;
+  const { thread } = options;
   const data: IngestThreadData = {
     bindAddress: options.bindAddress,
     port: options.port,
+    ...(options.shareFd !== undefined && { shareFd: options.shareFd }),
+    thread,
+    streamIdBase: options.streamIdBase,
     logLevel: log.level,
     ...(options.tls && { tls: options.tls }),
     authenticate: options.authenticate !== undefined,
@@ -127,19 +143,22 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const failAfterStart = (err: Error) => {
     if (!started || failed) return;
     failed = true;
+    // Its streams are gone with it: the nodes read as disconnected until their agents reconnect (to any thread).
+    for (const [streamId, name] of nodeOf) store.detach(name, streamId);
+    nodeOf.clear();
     // The thread runs under the process's --max-old-space-size: a worker's
     // resourceLimits do not apply beside that flag (V8's flag wins).
     const outOfMemory = (err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
     log.error(
-      { err: err.message },
+      { thread, err: err.message },
       outOfMemory
-        ? 'the ingest thread ran out of heap (--max-old-space-size): agents on the agent port are cut off until it serves again; raise the gateway\'s --max-old-space-size and memory limit together'
-        : 'the ingest thread stopped: agents on the agent port are cut off until it serves again',
+        ? `ingest thread ${thread} ran out of heap (--max-old-space-size): its agents are cut off and reconnect to the agent port (other threads serve it; this one is started again); raise the gateway's --max-old-space-size and memory limit together`
+        : `ingest thread ${thread} stopped: its agents are cut off and reconnect to the agent port (other threads serve it; this one is started again)`,
     );
     options.onFailed(err);
   };
 
-  const listening = new Promise<number>((resolve, reject) => {
+  const listening = new Promise<{ port: number; fd: number }>((resolve, reject) => {
     worker.on('message', (m: ToMain) => {
       switch (m.type) {
         case 'ops':
@@ -156,11 +175,12 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
           return;
         }
         case 'heap':
-          return metrics.ingestThreadHeap(m.usedBytes, m.limitBytes);
+          return metrics.ingestThreadHeap(thread, m.usedBytes, m.limitBytes);
         case 'load':
+          metrics.threadLoopDelay(thread, m.loopDelayMs);
           return options.onLoad?.(m.loopDelayMs);
         case 'listening':
-          return resolve(m.port);
+          return resolve(m);
         case 'failed':
           return reject(Object.assign(new Error(m.message), { code: m.code }));
         case 'closed':
@@ -174,7 +194,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     worker.once('exit', (code) => {
       exited = true;
       if (closing) return closed?.();
-      const err = new Error(`the ingest thread exited (code ${code})`);
+      const err = new Error(`ingest thread ${thread} exited (code ${code})`);
       failAfterStart(err);
       reject(err);
     });
@@ -194,71 +214,148 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     });
 
   try {
-    const port = await listening;
+    const { port, fd } = await listening;
     started = true;
-    return { port, thread: worker, setTls: (tls) => send({ type: 'tls', ...tls }), setSending: (sending) => send({ type: 'sending', sending }), close };
+    return { port, fd, thread: worker, get streams() { return nodeOf.size; }, setTls: (tls) => send({ type: 'tls', ...tls }), setSending: (sending) => send({ type: 'sending', sending }), close };
   } catch (err) {
     await worker.terminate();
     throw err;
   }
 }
 
-export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFailed'> {
-  /** What is wrong while the thread is down (for /readyz), undefined once it serves again. */
+// Stream ids of the threads: the main thread counts its own from 1, each
+// start of an ingest thread gets the next 2^32 above 2^40 (2 million starts fit
+// under 2^53). Disjoint across threads and restarts, so a detach from a thread
+// that is going away can never end another thread's stream for the same node.
+const FIRST_THREAD_STREAM_ID = 2 ** 40;
+const STREAM_IDS_PER_START = 2 ** 32;
+let threadStarts = 0;
+const nextStreamIdBase = () => FIRST_THREAD_STREAM_ID + threadStarts++ * STREAM_IDS_PER_START;
+
+export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFailed' | 'thread' | 'shareFd' | 'streamIdBase' | 'onLoad'> {
+  /** Threads serving the agent port (default 1). */
+  threads?: number;
+  /** What is wrong while no thread serves (for /readyz), undefined once one serves again. */
   onDown(reason: string | undefined): void;
+  /** The most delayed thread's loop delay (ms), at each thread's report: the load shedder reads it. */
+  onLoad?(loopDelayMs: number): void;
   /** First wait before a restart; doubled per failed try up to 30 s. */
   restartDelayMs?: number;
 }
 
+export interface IngestThreads extends IngestWorker {
+  /** Every thread now serving, by index (undefined while one restarts), with the streams it serves: diagnostics, and tests end one to check what a crash does. */
+  readonly threads: ReadonlyArray<{ thread: Worker; streams: number } | undefined>;
+}
+
 /**
- * An ingest thread that is started again, on the same port, if it dies: its
- * agents reconnect with their backoff and the store never went away. While it
- * is down, onDown says why.
+ * Ingest threads that all accept on one port, each started again if it dies.
+ * The first binds the port; the main thread keeps a descriptor of that socket
+ * of its own (lib/listener-handle.ts), from which every other thread, and any
+ * restarted one, gets a descriptor of its own. So a dying thread closes only
+ * its descriptor: the port stays bound and listening, the other threads keep
+ * their agents and accept the new connections, including those of the dead
+ * thread's agents reconnecting, and connections that arrive while no thread
+ * runs wait in the socket's queue. onDown says why only when no thread serves.
  */
-export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestWorker> {
+export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestThreads> {
+  const count = Math.max(1, Math.floor(options.threads ?? 1));
   const firstDelay = options.restartDelayMs ?? 1000;
   let tls = options.tls;
   // A restarted thread welcomes its agents with what they are told now, not what they were told at start.
   let sending = options.sending;
   let closing = false;
-  let retry: NodeJS.Timeout | undefined;
-  let current: IngestWorker;
-  const start = (port: number) => startIngestWorker({ ...options, port, ...(tls && { tls }), ...(sending && { sending }), onFailed: (err) => restart(err, firstDelay) });
-  const restart = (err: Error, delayMs: number) => {
+  const retries = new Set<NodeJS.Timeout>();
+  const slots: Array<IngestWorker | undefined> = [];
+  const delays = new Map<number, number>();
+  let shared: ListenerHandle | undefined;
+  const down = new Set<number>();
+  const report = (why: string) => options.onDown(down.size === count ? `every ingest thread stopped (${why}); restarting` : undefined);
+  // --max-connections holds for the port: each thread takes its share (the kernel spreads connections about evenly; one refused reconnects and may land on another).
+  const limits = options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs };
+  const perThread = { ...limits, maxConnections: Math.ceil(limits.maxConnections / count) };
+  const start = (i: number, onFailed: (err: Error) => void) =>
+    startIngestWorker({
+      ...options,
+      limits: perThread,
+      ...(shared && { shareFd: shared.fd }),
+      thread: `ingest-${i}`,
+      streamIdBase: nextStreamIdBase(),
+      ...(tls && { tls }),
+      ...(sending && { sending }),
+      onLoad: (ms) => {
+        delays.set(i, ms);
+        options.onLoad?.(Math.max(...delays.values()));
+      },
+      onFailed,
+    });
+  const supervise = (i: number) => (err: Error) => restart(i, err, firstDelay);
+  const restart = (i: number, err: Error, delayMs: number) => {
     if (closing) return;
-    options.onDown(`the ingest thread stopped (${err.message}); restarting it`);
-    retry = setTimeout(() => {
-      start(current.port).then(
+    slots[i] = undefined;
+    delays.delete(i);
+    down.add(i);
+    report(err.message);
+    const retry = setTimeout(() => {
+      retries.delete(retry);
+      start(i, supervise(i)).then(
         (next) => {
-          current = next;
           if (closing) return void next.close();
-          options.log.info({ port: next.port }, 'ingest thread restarted; agents reconnect to it');
-          options.onDown(undefined);
+          slots[i] = next;
+          down.delete(i);
+          options.log.info({ thread: `ingest-${i}`, port: next.port }, 'ingest thread restarted; agents reconnect to it');
+          report('');
         },
-        (e: Error) => restart(e, Math.min(delayMs * 2, 30_000)),
+        (e: Error) => restart(i, e, Math.min(delayMs * 2, 30_000)),
       );
     }, delayMs);
+    retries.add(retry);
   };
-  current = await start(options.port);
+  const live = () => slots.filter((w): w is IngestWorker => w !== undefined);
+  const close = async () => {
+    closing = true;
+    for (const retry of retries) clearTimeout(retry);
+    await Promise.all(live().map((w) => w.close()));
+    // Last: the socket stays open while any thread's descriptor does, and this one is the main thread's.
+    shared?.close();
+  };
+
+  const first = await start(0, supervise(0));
+  slots[0] = first;
+  try {
+    shared = await duplicateListener(first.fd);
+    const rest = await Promise.allSettled(Array.from({ length: count - 1 }, (_, k) => start(k + 1, supervise(k + 1))));
+    rest.forEach((r, k) => {
+      if (r.status === 'fulfilled') slots[k + 1] = r.value;
+    });
+    const failed = rest.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  } catch (err) {
+    await close();
+    throw err;
+  }
   return {
-    get port() {
-      return current.port;
+    port: first.port,
+    get streams() {
+      return live().reduce((n, w) => n + w.streams, 0);
+    },
+    get fd() {
+      return shared?.fd ?? first.fd;
     },
     get thread() {
-      return current.thread;
+      return live()[0]?.thread ?? first.thread;
+    },
+    get threads() {
+      return Array.from({ length: count }, (_, i) => slots[i] && { thread: slots[i].thread, streams: slots[i].streams });
     },
     setTls(next) {
       tls = next;
-      current.setTls(next);
+      for (const w of live()) w.setTls(next);
     },
     setSending(next) {
       sending = next;
-      current.setSending(next);
+      for (const w of live()) w.setSending(next);
     },
-    async close() {
-      closing = true;
-      clearTimeout(retry);
-      await current.close();
-    },
+    close,
   };
 }

@@ -15,7 +15,7 @@ export interface LoadShedderOptions {
   base: Sending;
   /** Tells every agent stream, on every thread, what it is told now. */
   announce(sending: Sending): void;
-  /** The ingest thread's last measured loop delay in ms; undefined without one. */
+  /** The most delayed ingest thread's last measured loop delay in ms; undefined without one. */
   ingestDelayMs?: () => number | undefined;
   metrics: Pick<GatewayMetrics, 'shedding' | 'shed'>;
   log: Logger;
@@ -49,7 +49,7 @@ export class LoadShedder {
 
   start(): void {
     this.#delay = (this.#o.monitor ?? loopDelay)();
-    this.#publish(undefined);
+    this.#publish();
     this.#timer = setInterval(() => this.step(), this.#o.periodMs ?? 1000);
     this.#timer.unref();
   }
@@ -89,7 +89,7 @@ export class LoadShedder {
     }
     if (!was && is) {
       this.#episode = { queries: 0, longestMs: this.#state.sendEveryMs, sinceMs: now };
-      const behind = [this.#state.mainOverloaded && `the main thread (store, webhook, query API) runs ${Math.round(mainMs)}ms late`, this.#state.ingestOverloaded && `the ingest thread runs ${Math.round(ingestMs ?? 0)}ms late`].filter(Boolean).join(' and ');
+      const behind = [this.#state.mainOverloaded && `the main thread (store, webhook, query API) runs ${Math.round(mainMs)}ms late`, this.#state.ingestOverloaded && `an ingest thread runs ${Math.round(ingestMs ?? 0)}ms late`].filter(Boolean).join(' and ');
       this.#o.log.warn(
         { mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs), limitMs: limits.overloadDelayMs, sendEveryMs: this.#state.sendEveryMs },
         `shedding load: ${behind} (over --shed-loop-delay ${limits.overloadDelayMs}ms); agents are told to send every ${this.#state.sendEveryMs / 1000}s (calm: ${limits.baseMs / 1000}s, at most ${limits.maxMs / 1000}s; rises and pressure still at once)${this.#state.mainOverloaded ? ' and queries are refused with RESOURCE_EXHAUSTED' : ''}; reviews are still answered. oversell_overloaded and oversell_shed_total say how much`,
@@ -102,11 +102,12 @@ export class LoadShedder {
         `shedding stopped: every thread under ${limits.calmDelayMs}ms of loop delay; agents send every ${limits.baseMs / 1000}s again, queries are served (${this.#episode.queries} refused while it lasted; agents slowed to at most ${this.#episode.longestMs / 1000}s)`,
       );
     }
-    this.#publish(ingestMs);
+    this.#publish();
     if (this.#state.sendEveryMs !== before.sendEveryMs) this.#o.announce(this.sending);
   }
 
-  #publish(ingestDelayMs: number | undefined): void {
-    this.#o.metrics.shedding({ mainDelayMs: this.#lastMainMs, ingestDelayMs, mainOverloaded: this.#state.mainOverloaded, ingestOverloaded: this.#state.ingestOverloaded, sendEveryMs: this.#state.sendEveryMs });
+  /** The ingest threads' own delays are reported as they arrive (ingest-worker.ts); this is the main thread's and the policy's state. */
+  #publish(): void {
+    this.#o.metrics.shedding({ mainDelayMs: this.#lastMainMs, mainOverloaded: this.#state.mainOverloaded, ingestOverloaded: this.#state.ingestOverloaded, sendEveryMs: this.#state.sendEveryMs });
   }
 }

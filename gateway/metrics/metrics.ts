@@ -38,7 +38,7 @@ export class GatewayMetrics {
   readonly #refusals: Counter<'template' | 'reason'>;
   readonly #templates: Gauge<'state'>;
   readonly #authRefusals: Counter<'api' | 'reason'>;
-  readonly #ingestThreadHeap: Gauge<'kind'>;
+  readonly #ingestThreadHeap: Gauge<'thread' | 'kind'>;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
     const registers = [this.registry];
@@ -140,11 +140,10 @@ export class GatewayMetrics {
     for (const reason of ['unauthenticated', 'permission-denied', 'unavailable']) this.#authRefusals.inc({ api: 'query', reason }, 0);
     this.#ingestThreadHeap = new Gauge({
       name: 'oversell_ingest_thread_heap_bytes',
-      help: 'V8 heap of the ingest thread (--agent-port): used, and the limit it runs under (--max-old-space-size plus its young generation); 0 without the thread.',
-      labelNames: ['kind'],
+      help: 'V8 heap of each ingest thread (--agent-port, --ingest-threads), by thread: used, and the limit it runs under (--max-old-space-size plus its young generation); no series without the threads.',
+      labelNames: ['thread', 'kind'],
       registers,
     });
-    for (const kind of ['used', 'limit']) this.#ingestThreadHeap.set({ kind }, 0);
     new Gauge({
       name: 'oversell_agents_connected',
       help: 'Agent streams currently open.',
@@ -238,9 +237,14 @@ export class GatewayMetrics {
   }
 
   /** What the ingest thread last said of its heap. */
-  ingestThreadHeap(usedBytes: number, limitBytes: number): void {
-    this.#ingestThreadHeap.set({ kind: 'used' }, usedBytes);
-    this.#ingestThreadHeap.set({ kind: 'limit' }, limitBytes);
+  ingestThreadHeap(thread: string, usedBytes: number, limitBytes: number): void {
+    this.#ingestThreadHeap.set({ thread, kind: 'used' }, usedBytes);
+    this.#ingestThreadHeap.set({ thread, kind: 'limit' }, limitBytes);
+  }
+
+  /** An ingest thread's own loop delay, as it reports it every second. */
+  threadLoopDelay(thread: string, delayMs: number): void {
+    this.#loopDelay.set({ thread }, delayMs / 1000);
   }
 
   sampleReceived(result: SampleResult): void {
@@ -272,14 +276,14 @@ export class GatewayMetrics {
   // Load shedding (gateway/ingest/load-shedder.ts): what the gateway gives up so reviews are answered.
   readonly #loopDelay = new Gauge({
     name: 'oversell_event_loop_delay_seconds',
-    help: 'How late each thread\'s event loop ran (99th percentile over the last second), by thread (main: store, webhook, query API; ingest: agent streams with --agent-port). Over --shed-loop-delay the thread is overloaded.',
+    help: 'How late each thread\'s event loop ran (99th percentile over the last second), by thread (main: store, webhook, query API; ingest-0, ingest-1, ...: the threads serving agent streams with --agent-port). Over --shed-loop-delay the thread is overloaded.',
     labelNames: ['thread'],
     registers: [this.registry],
   });
 
   readonly #overloaded = new Gauge({
     name: 'oversell_overloaded',
-    help: '1 while the thread\'s event loop is delayed over --shed-loop-delay (until it is under half of it), by thread (main, ingest); main: queries are refused; either: agents are told to send less often.',
+    help: '1 while the thread\'s event loop is delayed over --shed-loop-delay (until it is under half of it), by thread (main; ingest: the most delayed ingest thread); main: queries are refused; either: agents are told to send less often.',
     labelNames: ['thread'],
     registers: [this.registry],
   });
@@ -303,10 +307,9 @@ export class GatewayMetrics {
   })();
 
   /** The load shedder's measurement and state, once per period. */
-  shedding(s: { mainDelayMs: number; ingestDelayMs?: number | undefined; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number }): void {
+  shedding(s: { mainDelayMs: number; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number }): void {
     this.#loopDelay.set({ thread: 'main' }, s.mainDelayMs / 1000);
     this.#overloaded.set({ thread: 'main' }, s.mainOverloaded ? 1 : 0);
-    if (s.ingestDelayMs !== undefined) this.#loopDelay.set({ thread: 'ingest' }, s.ingestDelayMs / 1000);
     this.#overloaded.set({ thread: 'ingest' }, s.ingestOverloaded ? 1 : 0);
     this.#sendEvery.set(s.sendEveryMs / 1000);
   }

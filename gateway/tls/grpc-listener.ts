@@ -8,6 +8,7 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import type { ListenerHandle } from '../../lib/listener-handle.js';
 import type { Tls } from './tls-keeper.js';
 
 export interface ConnectionLimits {
@@ -39,6 +40,8 @@ export interface GrpcListenerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
+  /** Accept on this socket, already listening (its own descriptor: lib/listener-handle.ts), instead of binding host and port. */
+  handle?: ListenerHandle;
   /** Serve TLS with this certificate; without it, plaintext (local mode). */
   tls?: Tls;
   limits: ConnectionLimits;
@@ -47,6 +50,8 @@ export interface GrpcListenerOptions {
 
 export interface GrpcListener {
   port: number;
+  /** The listening socket's descriptor in this thread (another thread duplicates it to accept on the same port). */
+  fd: number;
   /** New handshakes use this certificate; open connections are not dropped. */
   setTls(tls: Tls): void;
   /** Stops accepting and closes what grpc-js's shutdown left open. */
@@ -104,11 +109,13 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
 
   return new Promise((resolve, reject) => {
     tcp.once('error', reject);
-    tcp.listen({ host: options.host, port: options.port }, () => {
+    const listening = () => {
       tcp.off('error', reject);
       const address = tcp.address() as net.AddressInfo;
       resolve({
         port: address.port,
+        // Internal but stable (cluster and every fd-passing library read it); Node has no public getter for a server's fd.
+        fd: (tcp as unknown as { _handle: { fd: number } })._handle.fd,
         setTls(next) {
           if (tcp instanceof tls.Server) tcp.setSecureContext({ cert: next.cert, key: next.key });
         },
@@ -119,6 +126,8 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
             for (const socket of open) socket.destroy();
           }),
       });
-    });
+    };
+    if (options.handle) tcp.listen(options.handle, listening);
+    else tcp.listen({ host: options.host, port: options.port }, listening);
   });
 }

@@ -88,7 +88,7 @@ describe('load shedding with the main thread held', () => {
       assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 5);
       if (gw.ports.agent !== undefined) {
         // The ingest thread measures its own loop (the main thread's monitor cannot see it) and reports it every second.
-        await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest"\} \S+$/m.test(await gw.metrics.registry.metrics()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
+        await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest-0"\} \S+$/m.test(await gw.metrics.registry.metrics()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
       }
     });
   }
