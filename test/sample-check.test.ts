@@ -8,6 +8,7 @@ import { oversellV1 } from '../proto/load.js';
 import { sampleRow } from '../wire/sample-row.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
+import type { ContainerUsage__Output } from '../proto/gen/oversell/v1/ContainerUsage.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
 import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
@@ -26,7 +27,7 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   };
 }
 const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null });
-const pod = (cpu: number, mem: number) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
+const pod = (cpu: number, mem: number, containers: ContainerUsage__Output[] = []) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem, containers });
 const requests = (cpuMillicores: number, memoryBytes: number, known = true) => ({ cpuMillicores, memoryBytes, podCount: 1, known });
 const { maxFutureMs, maxCapacityMillicores, maxCapacityBytes, requestsOverCapacity } = SAMPLE_BOUNDS;
 

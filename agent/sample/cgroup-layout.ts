@@ -54,6 +54,34 @@ export function detectCgroupLayout(cgroupRoot: string): CgroupLayout {
 const SYSTEMD_POD = /^kubepods(?:-(burstable|besteffort))?-pod([0-9a-f_]+)\.slice$/;
 const CGROUPFS_POD = /^pod([0-9a-f-]+)$/;
 
+export interface ContainerCgroup {
+  /** The runtime's id (64 hex digits), as the pod's status names it after "containerd://" and the like. */
+  id: string;
+  /** Path below cpuRoot / memoryRoot. */
+  path: string;
+}
+
+// systemd driver: a scope per container, named by the runtime (containerd,
+// CRI-O, Docker). CRI-O's conmon sits beside its container as
+// crio-conmon-<id>.scope (or crio-conmon-<id> under cgroupfs): not a container.
+const SYSTEMD_CONTAINER = /^(?:cri-containerd|crio|docker)-([0-9a-f]{64})\.scope$/;
+// cgroupfs driver: the bare id (containerd, Docker) or crio-<id>.
+const CGROUPFS_CONTAINER = /^(?:crio-)?([0-9a-f]{64})$/;
+
+/**
+ * The container cgroups under a pod's, the sandbox (pause) container among
+ * them: nothing in the cgroup tree tells it apart (see PodUsage.containers).
+ */
+export function listContainerCgroups(layout: CgroupLayout, pod: PodCgroup): ContainerCgroup[] {
+  const pattern = layout.driver === 'systemd' ? SYSTEMD_CONTAINER : CGROUPFS_CONTAINER;
+  const out: ContainerCgroup[] = [];
+  for (const name of subdirectories(join(layout.memoryRoot, pod.path))) {
+    const m = pattern.exec(name);
+    if (m?.[1]) out.push({ id: m[1], path: join(pod.path, name) });
+  }
+  return out;
+}
+
 /** Every pod cgroup under kubepods, with its QoS class from where it sits. */
 export function listPodCgroups(layout: CgroupLayout): PodCgroup[] {
   const pods: PodCgroup[] = [];

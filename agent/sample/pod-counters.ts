@@ -1,8 +1,8 @@
-// Cumulative per-pod counters from the pod's cgroup, computed as the kubelet
-// (cAdvisor) does: CPU from cpu.stat usage_usec (v2) or cpuacct.usage (v1), and
-// working set = usage - inactive_file, floored at zero.
+// Cumulative counters of a pod's or a container's cgroup, computed as the
+// kubelet (cAdvisor) does for both: CPU from cpu.stat usage_usec (v2) or
+// cpuacct.usage (v1), and working set = usage - inactive_file, floored at zero.
 import { join } from 'node:path';
-import type { CgroupLayout, PodCgroup } from './cgroup-layout.js';
+import type { CgroupLayout, ContainerCgroup, PodCgroup } from './cgroup-layout.js';
 import { flatKeyedValue, readOptional } from './files.js';
 
 export interface PodCounters {
@@ -11,7 +11,7 @@ export interface PodCounters {
   workingSetBytes: number;
 }
 
-/** The files one pod's counters come from; worked out once per pod, read every pod report. */
+/** The files one cgroup's counters come from; worked out once per pod or container, read every pod report. */
 export interface PodFiles {
   /** v2: cpu.stat (microseconds); v1: cpuacct.usage (nanoseconds). */
   cpu: string;
@@ -21,21 +21,22 @@ export interface PodFiles {
   v2: boolean;
 }
 
-export function podFiles(layout: CgroupLayout, pod: PodCgroup): PodFiles {
+export function podFiles(layout: CgroupLayout, cgroup: Pick<PodCgroup | ContainerCgroup, 'path'>): PodFiles {
+  const path = cgroup.path;
   if (layout.mode === 'v2') {
-    const dir = join(layout.memoryRoot, pod.path);
+    const dir = join(layout.memoryRoot, path);
     return { cpu: join(dir, 'cpu.stat'), usage: join(dir, 'memory.current'), memoryStat: join(dir, 'memory.stat'), v2: true };
   }
-  const memDir = join(layout.memoryRoot, pod.path);
+  const memDir = join(layout.memoryRoot, path);
   return {
-    cpu: join(layout.cpuRoot, pod.path, 'cpuacct.usage'),
+    cpu: join(layout.cpuRoot, path, 'cpuacct.usage'),
     usage: join(memDir, 'memory.usage_in_bytes'),
     memoryStat: join(memDir, 'memory.stat'),
     v2: false,
   };
 }
 
-/** Undefined when the pod's cgroup vanished between listing and reading (pod deleted). */
+/** Undefined when the cgroup vanished between listing and reading (pod deleted, container exited). */
 export function readPodFiles(files: PodFiles): PodCounters | undefined {
   const cpu = readOptional(files.cpu);
   const usage = readOptional(files.usage);
@@ -45,7 +46,8 @@ export function readPodFiles(files: PodFiles): PodCounters | undefined {
     const inactiveFile = memStat ? (flatKeyedValue(memStat, 'inactive_file') ?? 0) : 0;
     return { cpuNanos: (flatKeyedValue(cpu, 'usage_usec') ?? 0) * 1000, workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
   }
-  // total_* includes the pod's containers, which is what the pod-level number means.
+  // total_* includes the pod's containers, which is what the pod-level number
+  // means; cAdvisor reads the same key for a container.
   const inactiveFile = memStat ? (flatKeyedValue(memStat, 'total_inactive_file') ?? 0) : 0;
   return { cpuNanos: Number(cpu), workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
 }

@@ -1,10 +1,11 @@
 // Turns the raw files into one node sample per tick. Only reads; keeps just the
 // previous cumulative counters it needs to turn them into rates.
 import { join } from 'node:path';
+import type { ContainerUsage__Output } from '../../proto/gen/oversell/v1/ContainerUsage.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { Pressure__Output } from '../../proto/gen/oversell/v1/Pressure.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
-import { detectCgroupLayout, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
+import { detectCgroupLayout, listContainerCgroups, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
 import { ContentionMeter } from './cpu-contention.js';
 import { readOptional } from './files.js';
 import { parseMeminfo } from './meminfo.js';
@@ -30,9 +31,11 @@ export class NodeSampler {
   readonly #contention: ContentionMeter;
   #layout: CgroupLayout;
   #prevCpu: CpuTimes;
-  #prevPods = new Map<string, PodCounters & { atMs: number }>();
-  /** By pod cgroup path: the pod set changes rarely, its file paths need not be rebuilt every report. */
-  #podFiles = new Map<string, PodFiles>();
+  /** By pod uid, and by container id: both are unique on a node. */
+  #prevPods = new Map<string, Reading>();
+  #prevContainers = new Map<string, Reading>();
+  /** By pod or container cgroup path: the set changes rarely, its file paths need not be rebuilt every report. */
+  #files = new Map<string, PodFiles>();
 
   constructor(options: SamplerOptions) {
     this.#procRoot = options.procRoot;
@@ -98,31 +101,51 @@ export class NodeSampler {
     return { available: true, cpuSome: c.some, cpuFull: c.full, memorySome: m.some, memoryFull: m.full, cpuContention };
   }
 
-  /** Per-pod rates over the time since the previous pod report; pods seen for the first time wait one report. */
+  /**
+   * Per-pod and per-container rates over the time since the previous pod
+   * report; a pod or container seen for the first time waits one report.
+   */
   #readPods(nowMs: number): PodUsage__Output[] {
     // The kubelet may create kubepods after the agent started.
     if (this.#layout.driver === undefined) this.#layout = detectCgroupLayout(this.#cgroupRoot);
-    const seen = new Map<string, PodCounters & { atMs: number }>();
+    const seenPods = new Map<string, Reading>();
+    const seenContainers = new Map<string, Reading>();
     const files = new Map<string, PodFiles>();
+    const read = (path: string, cgroup: { path: string }): PodCounters | undefined => {
+      const f = this.#files.get(path) ?? podFiles(this.#layout, cgroup);
+      files.set(path, f);
+      return readPodFiles(f);
+    };
     const out: PodUsage__Output[] = [];
     for (const pod of listPodCgroups(this.#layout)) {
-      const f = this.#podFiles.get(pod.path) ?? podFiles(this.#layout, pod);
-      files.set(pod.path, f);
-      const counters = readPodFiles(f);
+      const counters = read(pod.path, pod);
       if (!counters) continue;
-      seen.set(pod.uid, { ...counters, atMs: nowMs });
-      const prev = this.#prevPods.get(pod.uid);
-      if (!prev || nowMs <= prev.atMs) continue;
-      const cpuNanos = Math.max(0, counters.cpuNanos - prev.cpuNanos);
-      out.push({
-        uid: pod.uid,
-        qosClass: pod.qos,
-        cpuUsageMillicores: Math.round(cpuNanos / ((nowMs - prev.atMs) * 1000)),
-        memoryWorkingSetBytes: counters.workingSetBytes,
-      });
+      seenPods.set(pod.uid, { ...counters, atMs: nowMs });
+      const containers: ContainerUsage__Output[] = [];
+      for (const c of listContainerCgroups(this.#layout, pod)) {
+        // Gone between listing and reading: the container exited, it has no usage to report.
+        const cc = read(c.path, c);
+        if (!cc) continue;
+        seenContainers.set(c.id, { ...cc, atMs: nowMs });
+        const rate = rateSince(this.#prevContainers.get(c.id), cc, nowMs);
+        if (rate !== undefined) containers.push({ containerId: c.id, cpuUsageMillicores: rate, memoryWorkingSetBytes: cc.workingSetBytes });
+      }
+      const rate = rateSince(this.#prevPods.get(pod.uid), counters, nowMs);
+      if (rate === undefined) continue;
+      out.push({ uid: pod.uid, qosClass: pod.qos, cpuUsageMillicores: rate, memoryWorkingSetBytes: counters.workingSetBytes, containers });
     }
-    this.#prevPods = seen;
-    this.#podFiles = files;
+    this.#prevPods = seenPods;
+    this.#prevContainers = seenContainers;
+    this.#files = files;
     return out;
   }
+}
+
+type Reading = PodCounters & { atMs: number };
+
+/** Millicores used since prev, or undefined without a previous reading to measure from. */
+function rateSince(prev: Reading | undefined, now: PodCounters, nowMs: number): number | undefined {
+  if (!prev || nowMs <= prev.atMs) return undefined;
+  const cpuNanos = Math.max(0, now.cpuNanos - prev.cpuNanos);
+  return Math.round(cpuNanos / ((nowMs - prev.atMs) * 1000));
 }
