@@ -28,6 +28,9 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
 }
 const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null });
 const pod = (cpu: number, mem: number, containers: ContainerUsage__Output[] = []) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem, containers });
+const CID = (n: number) => n.toString(16).padStart(64, '0');
+const container = (cpu: number, mem: number, containerId = CID(1)) => ({ containerId, cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
+const { maxContainersPerPod } = SAMPLE_BOUNDS;
 const requests = (cpuMillicores: number, memoryBytes: number, known = true) => ({ cpuMillicores, memoryBytes, podCount: 1, known });
 const { maxFutureMs, maxCapacityMillicores, maxCapacityBytes, requestsOverCapacity } = SAMPLE_BOUNDS;
 
@@ -42,6 +45,8 @@ describe('sample check (pure)', () => {
     [`a timestamp ${maxFutureMs} ms ahead of the gateway`, { timestampMs: NOW + maxFutureMs }],
     ['an old timestamp (a replay after a long disconnect)', { timestampMs: NOW - 86_400_000 }],
     ['pods within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI), pod(0, 0), pod(6000, 1.1 * 8 * GI)] }],
+    ['containers within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI, [container(0, 0), container(6000, 1.1 * 8 * GI, CID(2))])] }],
+    [`${maxContainersPerPod} containers in a pod`, { podsIncluded: true, pods: [pod(500, GI, Array.from({ length: maxContainersPerPod }, (_, i) => container(1, 1, CID(i))))] }],
     // Unknown requests are not used by the gateway (the proto says so): their numbers are not judged.
     ['unknown requests past the bound', { requests: requests(9e18, 0, false) }],
   ];
@@ -72,6 +77,15 @@ describe('sample check (pure)', () => {
     ['pod-usage-invalid', 'a pod with negative usage', { podsIncluded: true, pods: [pod(500, GI), pod(-1, GI)] }],
     ['pod-usage-invalid', 'a pod past the node\'s CPU bound', { podsIncluded: true, pods: [pod(6001, GI)] }],
     ['pod-usage-invalid', 'a pod with NaN memory', { podsIncluded: true, pods: [pod(1, NaN)] }],
+    ['pod-usage-invalid', 'a container with negative CPU', { podsIncluded: true, pods: [pod(500, GI, [container(-1, 0)])] }],
+    ['pod-usage-invalid', 'a container past the node\'s memory bound', { podsIncluded: true, pods: [pod(500, GI, [container(1, Math.ceil(1.1 * 8 * GI) + 1)])] }],
+    ['pod-usage-invalid', 'a container past the node\'s CPU bound', { podsIncluded: true, pods: [pod(500, GI, [container(6001, 0)])] }],
+    ['pod-usage-invalid', 'a container with NaN memory', { podsIncluded: true, pods: [pod(500, GI, [container(1, NaN)])] }],
+    ['pod-usage-invalid', `${maxContainersPerPod + 1} containers in a pod`, { podsIncluded: true, pods: [pod(500, GI, Array.from({ length: maxContainersPerPod + 1 }, (_, i) => container(1, 1, CID(i))))] }],
+    ['pod-usage-invalid', 'a container id with its runtime prefix', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, `containerd://${CID(1)}`)])] }],
+    ['pod-usage-invalid', 'a container id of 63 hex digits', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, CID(1).slice(1))])] }],
+    ['pod-usage-invalid', 'a container id in upper case', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, `${'A'.repeat(63)}1`)])] }],
+    ['pod-usage-invalid', 'an empty container id', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, '')])] }],
   ];
   for (const [reason, what, over] of bad) {
     it(`refuses ${what} as ${reason}`, () => assert.equal(checkSample(sample(over), NOW), reason));
@@ -144,6 +158,27 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
       a.write(live(7));
       await eventually(() => (gw.store.get('node-s')?.lastSeq === 7 ? true : undefined), 5000, 'seq 7 stored');
       assert.equal(gw.store.get('node-s')?.window.length, 3);
+    } finally {
+      a.close();
+      await gw.close();
+    }
+  });
+
+  it('a pod report\'s containers are stored with their pod, on either thread; a pod with a forged container is refused whole', async () => {
+    const gw = await startTestGateway(options);
+    const a = agent(port(gw));
+    try {
+      a.write({ hello: { nodeName: 'node-c', instanceId: 'i' } });
+      const containers = [container(120, 64 * 1024 ** 2, CID(0xabc)), container(0, 512 * 1024, CID(0xdef))];
+      a.write(live(1, { podsIncluded: true, pods: [pod(130, 70 * 1024 ** 2, containers)] }));
+      a.write(live(2, { podsIncluded: true, pods: [pod(130, 70 * 1024 ** 2, [container(1, 1, 'not-an-id')])] }));
+      await eventually(() => (gw.store.get('node-c')?.lastSeq === 2 ? true : undefined), 5000, 'seq 2 taken');
+      const stored = gw.store.get('node-c')!;
+      assert.deepEqual(stored.latest?.pods.map((p) => p.containers), [containers], 'the containers of seq 1, as sent; nothing of seq 2');
+      assert.equal(counted(await eventually(async () => {
+        const b = await metricsBody(gw);
+        return counted(b, 'refused-pod-usage-invalid') === 1 ? b : undefined;
+      }, 5000, 'the refusal counted'), 'stored'), 1);
     } finally {
       a.close();
       await gw.close();

@@ -20,7 +20,10 @@
 //   within the largest cap a node ever had, and no policy the gateway accepts
 //   has a maxRatio above 100;
 // - PSI averages within 0..100 (they are percentages);
-// - per-pod usage, when sent, within the same bounds as the node's.
+// - per-pod usage, when sent, within the same bounds as the node's, and so
+//   each of its containers' (at most 64 a pod: the kubelet runs a few, and a
+//   forged report must not make the store keep thousands; ids 64 hex digits,
+//   the runtime's, which the gateway later matches to the pod's status).
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { Logger } from '../../lib/log.js';
@@ -41,7 +44,10 @@ export const SAMPLE_BOUNDS = {
   memoryUsageOverCapacity: 1.1,
   requestsOverCapacity: 128,
   maxPressure: 100,
+  maxContainersPerPod: 64,
 } as const;
+
+const CONTAINER_ID = /^[0-9a-f]{64}$/;
 
 interface Layout {
   width: number;
@@ -103,12 +109,21 @@ export function checkSampleRow(row: Float64Array, base: number, nowMs: number): 
 export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
   const capCpu = sample.capacity?.cpuMillicores ?? 0;
   const capMemory = sample.capacity?.memoryBytes ?? 0;
+  const maxCpu = SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu;
+  const maxMemory = SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory;
+  // Written so NaN fails too.
+  const within = (u: { cpuUsageMillicores: number; memoryWorkingSetBytes: number }) => {
+    const cpu = Number(u.cpuUsageMillicores);
+    const memory = Number(u.memoryWorkingSetBytes);
+    return cpu >= 0 && memory >= 0 && cpu <= maxCpu && memory <= maxMemory;
+  };
   for (const pod of sample.pods) {
-    const cpu = Number(pod.cpuUsageMillicores);
-    const memory = Number(pod.memoryWorkingSetBytes);
-    // Written so NaN fails too.
-    if (!(cpu >= 0 && memory >= 0 && cpu <= SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu && memory <= SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory)) {
-      return 'pod-usage-invalid';
+    if (!within(pod)) return 'pod-usage-invalid';
+    // A container is part of its pod's usage: refused under the pod's reason.
+    const containers = pod.containers ?? [];
+    if (containers.length > SAMPLE_BOUNDS.maxContainersPerPod) return 'pod-usage-invalid';
+    for (const c of containers) {
+      if (!CONTAINER_ID.test(c.containerId) || !within(c)) return 'pod-usage-invalid';
     }
   }
   return undefined;
