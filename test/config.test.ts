@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { loadAllYaml, type V1DaemonSet, type V1Deployment, type V1EnvVar } from '@kubernetes/client-node';
 import { AgentConfigError, loadAgentConfig } from '../agent/config.js';
-import { ConfigError, loadConfig } from '../gateway/config/config.js';
+import { ConfigError, defaultIngestThreads, loadConfig } from '../gateway/config/config.js';
 import type { GatewayConfig } from '../gateway/config/types.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 
@@ -380,4 +380,11 @@ describe('loadAgentConfig', () => {
   ] as const) {
     it(`refuses ${name}`, () => assert.throws(() => loadAgent([...argv]), (err: unknown) => err instanceof AgentConfigError && error.test(err.message)));
   }
+});
+
+describe('--ingest-threads default', () => {
+  it('follows the container\'s CPUs up to 4: a gateway without a CPU limit on a 64-core node must not start 64 heaps', () => {
+    assert.deepEqual([1, 2, 3, 4, 8, 64].map(defaultIngestThreads), [1, 2, 3, 4, 4, 4]);
+    assert.equal(defaultIngestThreads(0), 1);
+  });
 });

@@ -27,9 +27,20 @@ export class ConfigError extends Error {
 
 const str = (v: unknown): string | undefined => (v === undefined ? undefined : String(v));
 
-/** --ingest-threads, or the container's CPUs when unset. */
+/**
+ * Ingest threads unless --ingest-threads says: each is a V8 heap of its own
+ * (26 MiB idle, measured), and a gateway without a CPU limit (deploy/'s) sees
+ * every core of its node, so 64 cores would be 1.6 GiB before the first agent,
+ * past the 1536 MiB limit.
+ */
+export const DEFAULT_MAX_INGEST_THREADS = 4;
+
+/** The ingest threads for a container of `cpus` CPUs when --ingest-threads is unset. */
+export const defaultIngestThreads = (cpus: number): number => Math.max(1, Math.min(cpus, DEFAULT_MAX_INGEST_THREADS));
+
+/** --ingest-threads, or defaultIngestThreads() of the container's CPUs when unset. */
 function ingestThreads(v: unknown): number {
-  if (v === undefined) return availableCpus();
+  if (v === undefined) return defaultIngestThreads(availableCpus());
   const n = Number(v);
   if (!Number.isInteger(n)) throw new ConfigError(`--ingest-threads must be a whole number of threads (1 or more), got ${JSON.stringify(v)}`);
   return n;
