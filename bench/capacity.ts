@@ -2,6 +2,8 @@
 // from the measured costs in bench/results (no figure typed here). Every
 // agent streams to every replica (agent/stream/gateway-set.ts), so each
 // replica pays for all agents; webhook reviews are spread over the replicas.
+// Then the sharded design for 100,000 nodes (agents split over the replicas,
+// k per node), costed from bench/replicas.ts: designed, not built.
 import { deployedMemoryLimitMiB } from './processes.js';
 import type { BenchResult } from './result.js';
 
@@ -88,8 +90,12 @@ export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?
   });
 }
 
-export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult): string {
+export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult, replicas?: BenchResult): string {
   if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
+  return `${everyReplicaMarkdown(ingest, webhook, cluster)}\n${shardedMarkdown(ingest, webhook, cluster, replicas)}`;
+}
+
+function everyReplicaMarkdown(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): string {
   const rows = capacityPlan(ingest, webhook, cluster);
   const tls = perAgentTls(cluster, ingest, figure(webhook, '1000_gateway_cpu_us_per_request') / 1000);
   const tlsText = !(tls.millicores || tls.mib)
@@ -106,6 +112,122 @@ export function capacityMarkdown(ingest: BenchResult | undefined, webhook: Bench
     `| nodes | reviews/s | ingest per replica | RSS per replica | replicas | CPU per replica | fits ${MEMORY_LIMIT_MIB} MiB |`,
     '|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${n(r.nodes)} | ${n(r.reviewsPerS)} | ${n(r.ingestMillicores)}m | ${n(r.rssMiB)} MiB | ${r.replicas ?? '**none fits**: the ingest alone is over budget'} | ${r.perReplicaMillicores === undefined ? '-' : `${n(r.perReplicaMillicores)}m`} | ${r.fitsMemory ? 'yes' : '**no**'} |`),
+    '',
+  ].join('\n');
+}
+
+/** Nodes the sharded plan is costed for: Kubernetes' own limit's double, GKE's and EKS's largest clusters. */
+export const SHARDED_NODES = [10_000, 65_000, 100_000] as const;
+/** Replicas each agent streams to, so losing one replica loses no node's data. */
+export const SHARD_COPIES = 2;
+/** The fewest replicas of the sharded design: one may be lost and k copies still have somewhere to be. */
+const MIN_SHARDED_REPLICAS = SHARD_COPIES + 1;
+/**
+ * Bytes a message costs on the wire beyond its protobuf encoding: gRPC's
+ * length prefix (5), an HTTP/2 DATA frame header (9), and a TLS 1.3 record's
+ * header, content type and AEAD tag (5 + 1 + 16). Protocol constants, not measurements.
+ */
+const FRAMING_BYTES = 5 + 9 + 5 + 1 + 16;
+
+export interface ShardedRow {
+  nodes: number;
+  replicas: number;
+  agentsPerReplica: number;
+  reviewsPerReplicaPerS: number;
+  /** Share of the reviews reaching a replica that holds no copy of the node's data: forwarded. */
+  forwardedShare: number;
+  millicores: number;
+  rssMiB: number;
+  /** Bytes a second in and out of one replica: agents, reviews and forwarded reviews. */
+  networkBytesPerS: number;
+}
+
+/** What the replicas benchmark measured per agent and per review, for the plans. */
+export interface MeasuredCosts {
+  /** One replica's CPU per agent at the batched rate (TLS, own token), with the reviews' share taken out, millicores. */
+  millicoresPerAgent: number;
+  messagesPerAgentPerS: number;
+  /** CPU per agent message (everything but the reviews, over the messages), µs. */
+  usPerMessage: number;
+  /** CPU per review (the webhook benchmark at 1,000/s), millicores per review/s. */
+  reviewMillicores: number;
+  /** CPU of forwarding one review to its owner, millicores per review/s. */
+  forwardMillicores: number;
+  forwardAddedP99Ms: number;
+  messageWireBytes: number;
+  reviewBytes: number;
+  rss(agents: number): number;
+}
+
+export function measuredCosts(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult): MeasuredCosts {
+  const reviewMillicores = figure(webhook, '1000_gateway_cpu_us_per_request') / 1000;
+  const agents = figure(replicas, 'agents');
+  const millicoresPerAgent = Math.max(0, figure(replicas, 'replica_millicores') - figure(replicas, 'replica_reviews_per_s') * reviewMillicores) / agents;
+  const messagesPerAgentPerS = figure(replicas, 'agent_messages_per_agent_per_s');
+  const tls = perAgentTls(cluster, ingest, reviewMillicores);
+  const plainRss = line(ingest, 'gateway_rss_mib');
+  return {
+    millicoresPerAgent, messagesPerAgentPerS,
+    usPerMessage: (millicoresPerAgent / messagesPerAgentPerS) * 1000,
+    reviewMillicores,
+    forwardMillicores: figure(replicas, 'forward_cpu_us_per_review') / 1000,
+    forwardAddedP99Ms: figure(replicas, 'forward_added_p99_ms'),
+    messageWireBytes: figure(replicas, 'agent_message_bytes') + FRAMING_BYTES,
+    reviewBytes: figure(replicas, 'review_request_bytes') + figure(replicas, 'review_answer_bytes'),
+    rss: (n: number) => plainRss(n) + n * tls.mib,
+  };
+}
+
+/** One replica of R in the sharded design at `nodes`. */
+function shardedReplica(c: MeasuredCosts, nodes: number, replicas: number): ShardedRow {
+  const agentsPerReplica = Math.ceil((nodes * SHARD_COPIES) / replicas);
+  const reviewsPerReplicaPerS = (nodes * REVIEWS_PER_NODE_PER_S) / replicas;
+  const forwardedShare = Math.max(0, replicas - SHARD_COPIES) / replicas;
+  // Its agents; the reviews it owns (every review is decided once, by an owner); forwarding the share that reached it without the data.
+  const millicores = agentsPerReplica * c.millicoresPerAgent + reviewsPerReplicaPerS * c.reviewMillicores + reviewsPerReplicaPerS * forwardedShare * c.forwardMillicores;
+  const networkBytesPerS = agentsPerReplica * c.messagesPerAgentPerS * c.messageWireBytes + reviewsPerReplicaPerS * c.reviewBytes * (1 + 2 * forwardedShare);
+  return { nodes, replicas, agentsPerReplica, reviewsPerReplicaPerS, forwardedShare, millicores, rssMiB: c.rss(agentsPerReplica), networkBytesPerS };
+}
+
+/** The fewest replicas (at least MIN_SHARDED_REPLICAS) that keep each within the CPU budget and the memory limit. */
+export function shardedPlan(c: MeasuredCosts, nodes: readonly number[] = SHARDED_NODES): ShardedRow[] {
+  return nodes.map((n) => {
+    for (let r = MIN_SHARDED_REPLICAS; r < 10_000; r++) {
+      const row = shardedReplica(c, n, r);
+      if (row.millicores <= CPU_BUDGET_M && row.rssMiB <= MEMORY_LIMIT_MIB) return row;
+    }
+    throw new Error(`no replica count up to 10,000 fits ${n} nodes: a per-replica cost alone is over the budget`);
+  });
+}
+
+/** With every agent on every replica: the most nodes one replica's CPU budget and memory limit hold at the batched rate. */
+export function everyReplicaLimit(c: MeasuredCosts): { byCpu: number; byMemory: number } {
+  let byMemory = 0;
+  for (let n = 1000; c.rss(n) <= MEMORY_LIMIT_MIB; n += 100) byMemory = n;
+  return { byCpu: Math.floor(CPU_BUDGET_M / c.millicoresPerAgent), byMemory };
+}
+
+function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult | undefined): string {
+  if (!replicas) return '## 100,000 nodes on paper\n\nNeeds the replicas result (bench/replicas.ts).\n';
+  const c = measuredCosts(ingest, webhook, cluster, replicas);
+  const limit = everyReplicaLimit(c);
+  const rows = shardedPlan(c);
+  const n = (v: number) => Math.round(v).toLocaleString('en-US');
+  const mbps = (bytesPerS: number) => ((bytesPerS * 8) / 1e6).toFixed(1);
+  return [
+    '## 100,000 nodes on paper',
+    '',
+    `Designed and costed here, **not built**: the gateway today streams every agent to every replica. Every figure comes from the results above: CPU per agent from the replicas benchmark (a replica's CPU serving ${n(figure(replicas, 'agents'))} agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second, less its reviews at the webhook benchmark's ${figure(webhook, '1000_gateway_cpu_us_per_request')} µs each; its GetNode calls and its fixed cost stay in, so this errs high): **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents**, ${n(c.usPerMessage)} µs per message. Memory per agent as in the table above. Forwarding a review to another replica: ${figure(replicas, 'forward_cpu_us_per_review')} µs of the forwarding replica's CPU and ${c.forwardAddedP99Ms} ms at p99 (replicas benchmark, HTTPS keep-alive between replicas), far inside the webhook's 2 s.`,
+    '',
+    `**Every agent on every replica stops at ${n(Math.min(limit.byCpu, limit.byMemory))} nodes** at the batched rate: one core of ingest holds ${n(limit.byCpu)} agents, and the ${MEMORY_LIMIT_MIB} MiB limit ${n(limit.byMemory)}. More replicas do not help, because each one holds every agent.`,
+    '',
+    `**Sharded**: each node belongs to ${SHARD_COPIES} replicas. The owners come from consistent hashing of the node's name over the replicas the Service's EndpointSlices list. Shard ownership is held in \`coordination.k8s.io\` Leases, one per shard, as sharded controllers do, so two replicas never both believe they own a shard. The agent streams to its ${SHARD_COPIES} owners, which the gateway names in its welcome. A review that reaches a replica without the node's data (the Service picks any replica: ${SHARD_COPIES} in R hold it) is forwarded to an owner, and to the other owner if the first fails, inside the 2 s timeout. Each replica pays for ${SHARD_COPIES}/R of the agents, its share of the reviews, and the forwarding of the share that reached it without the data. Replicas: the fewest (at least ${MIN_SHARDED_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores and ${MEMORY_LIMIT_MIB} MiB. Network: agent messages (protobuf size measured, plus gRPC, HTTP/2 and TLS framing) and reviews in and out (${n(c.reviewBytes)} bytes each, a forwarded one twice more).`,
+    '',
+    '| nodes | replicas | agents per replica | reviews/s per replica | forwarded | CPU per replica | memory per replica | network per replica |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${n(r.nodes)} | ${r.replicas} | ${n(r.agentsPerReplica)} | ${n(r.reviewsPerReplicaPerS)} | ${Math.round(r.forwardedShare * 100)}% | ${n(r.millicores)}m | ${n(r.rssMiB)} MiB | ${mbps(r.networkBytesPerS)} Mbit/s |`),
+    '',
+    'To build it: per-shard Leases that the replicas acquire and renew, with shards rebalanced as EndpointSlices change. The agent keeps its GatewaySet but streams only to the owners its welcome names, and moves when they change. The review path forwards to an owner over kept-alive HTTPS, with the deadline the API server sent. The leader\'s node-status writes and the load-history ConfigMaps are split by shard. The query API fans ListNodes out to one owner of each shard. Then a benchmark of the design in the local harness, and the failover test above run against it.',
     '',
   ].join('\n');
 }

@@ -20,7 +20,7 @@ import { ensureLoadgen } from './loadgen.js';
  * last: it brings the control plane up with the real node, which the two
  * before it bring up without (and take down again).
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster', 'agent-real-node'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && !only;
@@ -38,7 +38,7 @@ if (wanted.some((name) => name !== 'scaling') && !existsSync(join(REPO, 'dist/ga
 // failed build is reported by the benchmark that needs the tool.
 const builds = [
   ...(wanted.includes('ingest') ? [ensureGhz] : []),
-  ...(wanted.some((name) => name === 'webhook' || name === 'cluster') ? [ensureLoadgen] : []),
+  ...(wanted.some((name) => name === 'webhook' || name === 'cluster' || name === 'replicas') ? [ensureLoadgen] : []),
   ...(wanted.includes('webhook') ? [ensureOha] : []),
 ];
 let building = true;

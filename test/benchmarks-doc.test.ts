@@ -103,6 +103,38 @@ describe('docs/benchmarks.md', () => {
     assert.match(render('--print', '--repo', tree).stdout, /\*\*the CPU column is too low\*\*.* Its 2,500-node pass did not fit the core either, narrowly: 625 millicores, throttled 1.1% of the window\./);
   });
 
+  it('costs the sharded 100,000-node plan from the replicas result: costlier forwarding needs more replicas', () => {
+    const tree = join(work, 'plan-sharded');
+    cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
+    const results = join(tree, 'bench/results');
+    rmSync(join(results, 'cluster.json'), { force: true });
+    const set = (name: string, figures: Record<string, number | string>) => {
+      const file = join(results, `${name}.json`);
+      const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number | string> };
+      writeFileSync(file, JSON.stringify({ ...r, name, figures: { ...r.figures, ...figures } }));
+    };
+    writeFileSync(join(results, 'replicas.json'), readFileSync(join(results, 'ingest.json')));
+    set('ingest', { agents_1000_gateway_rss_mib: 210, agents_10000_gateway_rss_mib: 300 });
+    set('webhook', { '1000_gateway_cpu_us_per_request': 1000 });
+    // (150 m - 50 reviews/s x 1 ms) / 1,000 agents = 0.1 m an agent; 464 + 36 bytes of framing a message; 37,000 bytes a review and its answer.
+    set('replicas', {
+      agents: 1000, replica_millicores: 150, replica_reviews_per_s: 50, agent_messages_per_agent_per_s: 0.2, agent_samples_per_message: 5, agent_message_bytes: 464,
+      review_request_bytes: 36_000, review_answer_bytes: 1000, forward_cpu_us_per_review: 500, forward_added_p99_ms: 3,
+    });
+    const row = (page: string, nodes: string) => page.split('\n').filter((l) => l.startsWith(`| ${nodes} |`)).at(-1);
+    const page = render('--print', '--repo', tree).stdout;
+    assert.match(page, /\*\*100\.0 millicores per 1,000 agents\*\*, 500 µs per message/);
+    // One core holds 10,000 agents; memory (200 MiB + 10 MiB per 1,000) would hold 133,600.
+    assert.match(page, /\*\*Every agent on every replica stops at 10,000 nodes\*\* at the batched rate: one core of ingest holds 10,000 agents, and the \d+ MiB limit 133,600/);
+    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + a third of them forwarded (56 m) is over 1,000 m; 4: 500 + 250 + 62.5.
+    // Network: 5,000 x 0.2 x 500 bytes + 250 x 37,000 x (1 + 2 x 0.5) = 19 MB/s.
+    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,000 | 250 | 50% | 813m | 250 MiB | 152.0 Mbit/s |');
+    assert.match(page, /not built/);
+    // Forwarding at 5 ms a review: 7 replicas (286 + 143 + 143 x 5/7 x 5 = 939 m).
+    set('replicas', { forward_cpu_us_per_review: 5000 });
+    assert.match(row(render('--print', '--repo', tree).stdout, '10,000') ?? '', /^\| 10,000 \| 7 \| 2,858 \| 143 \| 71% \| 939m \|/);
+  });
+
   it('links to the performance log and carries none of its history', () => {
     const page = read('docs/benchmarks.md');
     const log = read('docs/performance-log.md');

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,11 +19,15 @@ import (
 type agentsResult struct {
 	Agents int `json:"agents"`
 	// Welcomed: agents welcomed at least once; connectedAtEnd: on a live stream at the end.
-	Welcomed       int64            `json:"welcomed"`
-	ConnectedAtEnd int64            `json:"connectedAtEnd"`
-	Sent           int64            `json:"sent"`
-	StreamErrors   map[string]int64 `json:"streamErrors"`
-	Reconnects     int64            `json:"reconnects"`
+	Welcomed       int64 `json:"welcomed"`
+	ConnectedAtEnd int64 `json:"connectedAtEnd"`
+	Sent           int64 `json:"sent"`
+	// Messages: what carried the samples sent (fewer with --batch).
+	Messages int64 `json:"messages"`
+	// MessageBytes: the protobuf bytes of those messages (no gRPC, HTTP/2 or TLS framing).
+	MessageBytes int64            `json:"messageBytes"`
+	StreamErrors map[string]int64 `json:"streamErrors"`
+	Reconnects   int64            `json:"reconnects"`
 	// ConnectMs: start to the last agent's first welcome; -1 if some never were.
 	ConnectMs int64 `json:"connectMs"`
 	// Samples that fell due while the agent's previous one was still inside
@@ -52,24 +57,28 @@ type agent struct {
 	due   chan struct{}
 	state atomic.Int32
 	seq   uint64 // this agent's goroutine only
+	// pending: samples taken and not yet sent, with --batch (this agent's goroutine only).
+	pending [][]byte
 }
 
 type agentsRun struct {
 	msgs     *agentMessages
 	agents   []*agent
 	interval time.Duration
-	start    time.Time
+	// batch: samples per message; above 1 they go as one SampleBatch.
+	batch int
+	start time.Time
 	// dialSem bounds first connections in flight: 10,000 simultaneous TLS
 	// handshakes would measure the thundering herd, not steady state.
 	dialSem chan struct{}
 
-	welcomed, live, sent, reconnects     atomic.Int64
-	skippedBusy, skippedDown, sendWaitNs atomic.Int64
-	connectMs                            atomic.Int64
-	errs                                 counts
-	deniedMu                             sync.Mutex
-	denied                               map[string]bool // messages already shown
-	shown                                map[string]int  // per code
+	welcomed, live, sent, messages, messageBytes, reconnects atomic.Int64
+	skippedBusy, skippedDown, sendWaitNs                     atomic.Int64
+	connectMs                                                atomic.Int64
+	errs                                                     counts
+	deniedMu                                                 sync.Mutex
+	denied                                                   map[string]bool // messages already shown
+	shown                                                    map[string]int  // per code
 }
 
 func runAgents(args []string) {
@@ -80,10 +89,11 @@ func runAgents(args []string) {
 	tokensPath := fs.String("tokens", "", `file with one line per agent: "<nodeName> <bearer token>" ("-": no authorization)`)
 	interval := fs.Duration("interval", time.Second, "sample interval of each agent")
 	dialConcurrency := fs.Int("dial-concurrency", 64, "first connections (TCP+TLS+hello) in flight at once")
+	batch := fs.Int("batch", 1, "samples per message: above 1, each agent sends its last N samples as one SampleBatch every N intervals, as a steady agent does under the gateway's send_every_ms (--interval 1s --batch 5: one message per 5 s)")
 	fs.Parse(args)
 
-	if *interval <= 0 || *dialConcurrency < 1 {
-		fatalf("agents: --interval and --dial-concurrency must be positive")
+	if *interval <= 0 || *dialConcurrency < 1 || *batch < 1 {
+		fatalf("agents: --interval, --dial-concurrency and --batch must be positive")
 	}
 	msgs, err := newAgentMessages(mustContract(*protoPath))
 	if err != nil {
@@ -97,7 +107,7 @@ func runAgents(args []string) {
 	if err != nil {
 		fatalf("agents: %v", err)
 	}
-	r := &agentsRun{msgs: msgs, interval: *interval, dialSem: make(chan struct{}, *dialConcurrency), denied: map[string]bool{}, shown: map[string]int{}}
+	r := &agentsRun{msgs: msgs, interval: *interval, batch: *batch, dialSem: make(chan struct{}, *dialConcurrency), denied: map[string]bool{}, shown: map[string]int{}}
 	r.connectMs.Store(-1)
 	for _, t := range tokens {
 		// Each agent its own ClientConn (own TCP connection and TLS session),
@@ -125,7 +135,7 @@ func runAgents(args []string) {
 	stopped, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n := len(r.agents)
-	logf("agents: %d agents to %s, one sample each per %s", n, target.address, *interval)
+	logf("agents: %d agents to %s, one sample each per %s, %d a message", n, target.address, *interval, *batch)
 	cpu0 := cpuMs()
 	r.start = time.Now()
 	for _, a := range r.agents {
@@ -135,12 +145,22 @@ func runAgents(args []string) {
 	stopProgress := progress(func() string {
 		return fmt.Sprintf("connected %d/%d, sent %d, errors %s", r.live.Load(), n, r.sent.Load(), fmtCounts(r.errs.snapshot()))
 	})
+	// Every second on stdout, for a harness that needs the counts at a
+	// moment of its own (the replicas benchmark's kill), not only at the end.
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for range t.C {
+			status, _ := json.Marshal(map[string]any{"live": r.live.Load(), "reconnects": r.reconnects.Load(), "streamErrors": r.errs.snapshot(), "messages": r.messages.Load()})
+			say("status %s", status)
+		}
+	}()
 	<-stopped.Done()
 	// Exit without closing 10,000 connections one by one: the harness wants
 	// the result now, and the kernel closes them as fast.
 	stopProgress()
 	printResult(agentsResult{
-		Agents: n, Welcomed: r.welcomed.Load(), ConnectedAtEnd: r.live.Load(), Sent: r.sent.Load(),
+		Agents: n, Welcomed: r.welcomed.Load(), ConnectedAtEnd: r.live.Load(), Sent: r.sent.Load(), Messages: r.messages.Load(), MessageBytes: r.messageBytes.Load(),
 		StreamErrors: r.errs.snapshot(), Reconnects: r.reconnects.Load(), ConnectMs: r.connectMs.Load(),
 		SamplesSkippedBusy: r.skippedBusy.Load(), SamplesSkippedDisconnected: r.skippedDown.Load(),
 		SendMsgWallMs: r.sendWaitNs.Load() / int64(time.Millisecond), GeneratorCPUMs: cpuMs() - cpu0,

@@ -17,7 +17,9 @@ const gib = 1 << 30
 type agentMessages struct {
 	agentMessage, gatewayMessage, sample protoreflect.MessageDescriptor
 	fHello, fSample, fWelcome, fLastSeq  protoreflect.FieldDescriptor
-	fSeq, fTimestamp, fCPU               protoreflect.FieldDescriptor
+	// fBatch: AgentMessage.batch; fBatchSamples: SampleBatch.samples.
+	fBatch, fBatchSamples  protoreflect.FieldDescriptor
+	fSeq, fTimestamp, fCPU protoreflect.FieldDescriptor
 	// constant holds the fields every sample shares; constantWire is its
 	// encoding, to which each sample appends its own seq, time and CPU.
 	constant     *dynamicpb.Message
@@ -33,6 +35,8 @@ func newAgentMessages(c *contract) (*agentMessages, error) {
 		func() (e error) { m.sample, e = c.message("Sample"); return },
 		func() (e error) { m.fHello, e = field(m.agentMessage, "hello"); return },
 		func() (e error) { m.fSample, e = field(m.agentMessage, "sample"); return },
+		func() (e error) { m.fBatch, e = field(m.agentMessage, "batch"); return },
+		func() (e error) { m.fBatchSamples, e = field(m.fBatch.Message(), "samples"); return },
 		func() (e error) { m.fWelcome, e = field(m.gatewayMessage, "welcome"); return },
 		func() (e error) { m.fLastSeq, e = field(m.fWelcome.Message(), "last_seq"); return },
 		func() (e error) { m.fSeq, e = field(m.sample, "seq"); return },
@@ -96,6 +100,14 @@ func cpuFor(seq uint64) int64 { return int64(500 + (seq%7)*100) }
 // fields' bytes, then seq, timestamp and CPU as varints under the field
 // numbers the contract gives them (proto fields may come in any order).
 func (m *agentMessages) sampleFrame(seq uint64, nowMs int64) wireFrame {
+	inner := m.sampleBytes(seq, nowMs)
+	out := make([]byte, 0, len(inner)+8)
+	out = protowire.AppendTag(out, m.fSample.Number(), protowire.BytesType)
+	return protowire.AppendBytes(out, inner)
+}
+
+// sampleBytes is one Sample's encoding, as sampleFrame and batchFrame carry it.
+func (m *agentMessages) sampleBytes(seq uint64, nowMs int64) []byte {
 	inner := make([]byte, 0, len(m.constantWire)+40)
 	inner = append(inner, m.constantWire...)
 	inner = protowire.AppendTag(inner, m.fSeq.Number(), protowire.VarintType)
@@ -103,10 +115,20 @@ func (m *agentMessages) sampleFrame(seq uint64, nowMs int64) wireFrame {
 	inner = protowire.AppendTag(inner, m.fTimestamp.Number(), protowire.VarintType)
 	inner = protowire.AppendVarint(inner, uint64(nowMs))
 	inner = protowire.AppendTag(inner, m.fCPU.Number(), protowire.VarintType)
-	inner = protowire.AppendVarint(inner, uint64(cpuFor(seq)))
-	out := make([]byte, 0, len(inner)+8)
-	out = protowire.AppendTag(out, m.fSample.Number(), protowire.BytesType)
-	return protowire.AppendBytes(out, inner)
+	return protowire.AppendVarint(inner, uint64(cpuFor(seq)))
+}
+
+// batchFrame encodes AgentMessage{batch: SampleBatch{samples}} from samples
+// encoded by sampleBytes: what a steady agent sends every send_every_ms.
+func (m *agentMessages) batchFrame(samples [][]byte) wireFrame {
+	var batch []byte
+	for _, s := range samples {
+		batch = protowire.AppendTag(batch, m.fBatchSamples.Number(), protowire.BytesType)
+		batch = protowire.AppendBytes(batch, s)
+	}
+	out := make([]byte, 0, len(batch)+8)
+	out = protowire.AppendTag(out, m.fBatch.Number(), protowire.BytesType)
+	return protowire.AppendBytes(out, batch)
 }
 
 // checkFrame makes sure at start that sampleFrame's bytes decode to exactly
@@ -131,6 +153,15 @@ func (m *agentMessages) checkFrame() error {
 	}
 	if !proto.Equal(want, got) {
 		return fmt.Errorf("sampleFrame encodes %v, the contract's message is %v", got, want)
+	}
+	// A batch of two decodes to the same samples, in order, under AgentMessage.batch.
+	batch := dynamicpb.NewMessage(m.agentMessage)
+	if err := proto.Unmarshal(m.batchFrame([][]byte{m.sampleBytes(1, 1_790_000_000_000), m.sampleBytes(2, 1_790_000_001_000)}), batch); err != nil {
+		return fmt.Errorf("batchFrame does not decode: %v", err)
+	}
+	list := batch.Get(m.fBatch).Message().Get(m.fBatchSamples).List()
+	if list.Len() != 2 || list.Get(1).Message().Get(m.fSeq).Uint() != 2 || !proto.Equal(list.Get(0).Message().Interface(), m.sampleMessage(1, 1_790_000_000_000).Get(m.fSample).Message().Interface()) {
+		return fmt.Errorf("batchFrame encodes %v, not the two samples given", batch)
 	}
 	return nil
 }

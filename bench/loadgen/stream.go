@@ -143,7 +143,19 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 		case <-a.due:
 			a.seq++
 			t0 := time.Now()
-			err := st.SendMsg(r.msgs.sampleFrame(a.seq, t0.UnixMilli()))
+			var frame wireFrame
+			if r.batch > 1 {
+				a.pending = append(a.pending, r.msgs.sampleBytes(a.seq, t0.UnixMilli()))
+				if len(a.pending) < r.batch {
+					continue
+				}
+				frame = r.msgs.batchFrame(a.pending)
+			} else {
+				frame = r.msgs.sampleFrame(a.seq, t0.UnixMilli())
+			}
+			samples := int64(max(1, len(a.pending)))
+			a.pending = a.pending[:0]
+			err := st.SendMsg(frame)
 			r.sendWaitNs.Add(int64(time.Since(t0)))
 			if err != nil {
 				if errors.Is(err, io.EOF) {
@@ -155,7 +167,9 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 				}
 				return err
 			}
-			r.sent.Add(1)
+			r.sent.Add(samples)
+			r.messages.Add(1)
+			r.messageBytes.Add(int64(len(frame)))
 		}
 	}
 }

@@ -1,0 +1,356 @@
+// Three gateway replicas against the local control plane, and one killed
+// mid-run (SIGKILL: no graceful stop). As deployed in a cluster: every agent
+// streams to every replica (agent/stream/gateway-set.ts), reviews reach the
+// replicas through the Service (round-robin here; bench/replica-reviews.ts
+// fails and retries them exactly as the kube-apiserver's webhook client
+// does), GetNode calls go to each, and one replica holds the leader Lease.
+// The leader is the one killed. Measured: reviews answered before and after
+// the kill, what the API server would have left unanswered and why, how long
+// until another replica held the Lease, what the agents did; then, on the two
+// survivors, what forwarding a review from one replica to another costs (the
+// sharded plan of bench/capacity.ts reads it), and each replica's CPU and
+// memory per agent at the batched message rate.
+//
+//   node --import tsx bench/replicas.ts                 # 1,000 agents, 100 reviews/s
+//   BENCH_QUICK=1 node --import tsx bench/replicas.ts   # 300 agents, 30 reviews/s
+// Needs the local control plane (scripts/cluster/cluster.sh); take the e2e
+// lock when others use it: flock /tmp/oversell-e2e.lock node --import tsx bench/replicas.ts
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { onLines } from '../scripts/harness/processes.js';
+import { AGENT_SENDING } from '../gateway/config/defaults.js';
+import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
+import { scrapeMetric } from '../test/helpers/metrics.js';
+import { sleep } from './agent-overhead.js';
+import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } from './cluster-objects.js';
+import { useControlPlane } from './control-plane.js';
+import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
+import { cpuSeconds, peakRssMiB, rssMiB } from './proc-stats.js';
+import { GATEWAY_NODE_ARGS, log, REPO, startChild, startGateway, type GatewayProcess } from './processes.js';
+import type { ReplicaReviewsConfig, ReplicaReviewsResult } from './replica-reviews.js';
+import { round, runIfMain, type BenchResult } from './result.js';
+import { reviewBody } from './review-body.js';
+
+const PREFIX = 'sim';
+const REPLICAS = 3;
+const NODE_PLACEHOLDER = 'bench-node-placeholder';
+const UID_PLACEHOLDER = 'bench-uid-placeholder';
+/** deploy/base/webhook.yaml's timeoutSeconds: the API server stops waiting then. */
+const WEBHOOK_TIMEOUT_MS = 2000;
+/** GetNode calls a second over all replicas: a dashboard and a few `oversell top`s. */
+const QUERY_RATE = 50;
+/**
+ * From the kill until the Service stops sending new connections to the dead
+ * replica. The harness sees the process exit at once; in a cluster the
+ * kubelet notices a dead container at its next PLEG relist (every 1 s), then
+ * the pod's Ready condition, the EndpointSlice and kube-proxy follow. 1 s is
+ * the floor of that chain, not a measurement of it.
+ * OVERSELL_BENCH_ENDPOINT_REMOVAL_MS sets another.
+ */
+const ENDPOINT_REMOVAL_MS = Number(process.env.OVERSELL_BENCH_ENDPOINT_REMOVAL_MS ?? 1000);
+/** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
+const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
+const LEASE_NAME = 'oversell-gateway';
+
+interface AgentsResult { agents: number; welcomed: number; sent: number; messages: number; messageBytes: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number }
+interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies }
+/** The agents' `status` line, every second. */
+interface AgentsStatus { live: number; reconnects: number; streamErrors: Record<string, number>; messages: number }
+
+/** The newest `status` line of an agents run. */
+function latestStatus(run: LoadgenRun<AgentsResult>): () => AgentsStatus {
+  let last: AgentsStatus = { live: 0, reconnects: 0, streamErrors: {}, messages: 0 };
+  run.lines((line) => {
+    if (!line.startsWith('status ')) return;
+    try {
+      last = JSON.parse(line.slice(7)) as AgentsStatus;
+    } catch {
+      // a line cut short as the process ends: the previous one stands
+    }
+  });
+  return () => last;
+}
+
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((s, n) => s + n, 0);
+const kinds = (counts: Record<string, number>) => Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(', ') || 'none';
+
+/** bench/replica-reviews.ts in its own process; `send` writes a control line to it. */
+function startReviews(config: ReplicaReviewsConfig): { child: ChildProcess; send(line: string): void; started: Promise<void>; result: Promise<ReplicaReviewsResult> } {
+  // Above the others' priority: on this shared machine a client that falls behind its schedule turns into timeouts the gateway never caused (the API server is on machines of its own).
+  const child = spawn('nice', ['-n', '-10', process.execPath, '--import', 'tsx', join(REPO, 'bench/replica-reviews.ts'), JSON.stringify(config)], { cwd: REPO, stdio: ['pipe', 'pipe', 'inherit'] });
+  let markStarted = () => {};
+  const started = new Promise<void>((resolve) => (markStarted = resolve));
+  const result = new Promise<ReplicaReviewsResult>((resolve, reject) => {
+    onLines(child.stdout!, (line) => {
+      if (line === 'started') markStarted();
+      if (!line.startsWith('result ')) return;
+      try {
+        resolve(JSON.parse(line.slice(7)) as ReplicaReviewsResult);
+      } catch (err) {
+        reject(new Error(`bench/replica-reviews.ts: its result does not parse (${(err as Error).message})`));
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`bench/replica-reviews.ts exited ${code} without a result`)));
+  });
+  return { child, send: (line) => child.stdin!.write(`${line}\n`), started, result };
+}
+
+/** The Lease's holder now, or undefined. */
+async function leaseHolder(api: CoordinationV1Api): Promise<{ holder?: string; durationS?: number }> {
+  const lease = await api.readNamespacedLease({ name: LEASE_NAME, namespace: BENCH_NAMESPACE }).catch(() => undefined);
+  return { holder: lease?.spec?.holderIdentity ?? undefined, durationS: lease?.spec?.leaseDurationSeconds ?? undefined };
+}
+
+interface ForwardRound { directP50: number; directP99: number; viaP50: number; viaP99: number; viaErrors: number; directErrors: number; cpuUsPerReview: number }
+
+/**
+ * A review sent to survivor `via` for a node only `owner` holds: a proxy with
+ * via's serving certificate forwards it over HTTPS keep-alive. Rounds of the
+ * direct path and the forwarded one alternate, so the machine's other load
+ * falls on both alike.
+ */
+async function measureForward(via: GatewayProcess, owner: GatewayProcess, template: string, agents: number, rate: number, seconds: number, rounds: number): Promise<ForwardRound[]> {
+  const ownerUrl = `https://127.0.0.1:${owner.ports.webhook}/mutate/nodes`;
+  const proxy = startChild('forward-proxy', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/forward-proxy.ts'),
+    join(via.tlsDir, 'tls.crt'), join(via.tlsDir, 'tls.key'), ownerUrl, join(owner.tlsDir, 'ca.crt')]);
+  try {
+    const port = Number((await proxy.waitForLine(/^listening \d+$/, 30_000)).slice(10));
+    const base = { rate, warmupS: 3, durationS: seconds, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER };
+    const out: ForwardRound[] = [];
+    for (let i = 0; i < rounds; i++) {
+      const direct = await startReviews({ ...base, endpoints: [{ name: 'owner', url: ownerUrl, ca: join(owner.tlsDir, 'ca.crt') }] }).result;
+      const cpu0 = cpuSeconds(proxy.pid);
+      const forwarded = await startReviews({ ...base, endpoints: [{ name: 'via', url: `https://127.0.0.1:${port}/mutate/nodes`, ca: join(via.tlsDir, 'ca.crt') }] }).result;
+      // The warm-up's reviews went through the proxy too.
+      const reviews = Math.floor((base.warmupS + seconds) * rate);
+      const r: ForwardRound = {
+        directP50: direct.before.latencyMs.p50, directP99: direct.before.latencyMs.p99, directErrors: total(direct.before.errors),
+        viaP50: forwarded.before.latencyMs.p50, viaP99: forwarded.before.latencyMs.p99, viaErrors: total(forwarded.before.errors),
+        cpuUsPerReview: Math.round(((cpuSeconds(proxy.pid) - cpu0) * 1e6) / reviews),
+      };
+      log(`  forward round ${i + 1}: direct p50 ${r.directP50} p99 ${r.directP99} ms; forwarded p50 ${r.viaP50} p99 ${r.viaP99} ms; forwarding ${r.cpuUsPerReview} µs CPU per review`);
+      out.push(r);
+    }
+    return out;
+  } finally {
+    await proxy.stop();
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+
+export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
+  const agents = Number(process.env.OVERSELL_BENCH_REPLICAS_AGENTS ?? NaN) || (options.quick ? 300 : 1000);
+  const reviewRate = options.quick ? 30 : 100;
+  const warmupS = options.quick ? 10 : 15;
+  const beforeS = options.quick ? 15 : 30;
+  // Long enough for the Lease to change hands (its duration, 15 s, plus a retry period).
+  const afterS = options.quick ? 30 : 40;
+  const forward = { seconds: options.quick ? 8 : 20, rounds: options.quick ? 1 : 3 };
+  const pin = cpus().length > 1 ? ['taskset', '-c', String(cpus().length - 1)] : [];
+  const work = mkdtempSync(join(tmpdir(), 'oversell-bench-replicas-'));
+  const tokens = join(work, 'tokens');
+  const loadgen = await ensureLoadgen();
+  const controlPlane = useControlPlane();
+  const stopped: string[] = [];
+  const gateways: GatewayProcess[] = [];
+  const agentRuns: Array<LoadgenRun<AgentsResult> | undefined> = [];
+  const queries: Array<LoadgenRun<QueryResult> | undefined> = [];
+  let reviews: ReturnType<typeof startReviews> | undefined;
+  try {
+    await deleteAgents();
+    // Its node lifecycle and pod GC controllers would act on Nodes no kubelet heartbeats for.
+    cluster('stop-component', 'controller-manager');
+    stopped.push('controller-manager');
+    log(`making ${agents} Nodes, agent pods bound to them and a token each (TokenRequest)`);
+    await createAgents(PREFIX, agents, tokens, join(work, 'viewer-token'));
+    const kc = new KubeConfig();
+    kc.loadFromFile(ADMIN_KUBECONFIG);
+    const leases = kc.makeApiClient(CoordinationV1Api);
+
+    for (let i = 0; i < REPLICAS; i++) {
+      gateways.push(await startGateway({
+        readyWithinMs: 60_000,
+        // Their refusals while every agent's token is reviewed would bury the run's lines; an unexpected exit still prints its output.
+        echo: false,
+        args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--identity', `replica-${i}`, '--grpc-tls', 'on', '--auth', 'kubernetes',
+          '--agent-service-accounts', `${BENCH_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}`, '--sidecars', 'none'],
+      }));
+    }
+    log(`${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
+    const tlsArgs = (gw: GatewayProcess) => ['--ca', join(gw.tlsDir, 'ca.crt'), '--server-name', 'localhost', '--proto', PROTO];
+    const statuses: Array<() => AgentsStatus> = [];
+    for (const gw of gateways) {
+      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', tokens, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
+      agentRuns.push(run);
+      statuses.push(latestStatus(run));
+    }
+    await Promise.all(agentRuns.map((a, i) => waitForLine(a!, /^connected-in-ms \d+/, 10 * 60_000, `${agents} agents of replica-${i}`)));
+    log('every agent welcomed by every replica');
+
+    // Wait for one of these replicas to lead (an earlier run's Lease may still name a gone holder).
+    const identities = gateways.map((_, i) => `replica-${i}`);
+    let lease = await leaseHolder(leases);
+    for (let t = 0; t < 60 && !identities.includes(lease.holder ?? ''); t++) {
+      await sleep(1000);
+      lease = await leaseHolder(leases);
+    }
+    const leaderIndex = identities.indexOf(lease.holder ?? '');
+    if (leaderIndex < 0) throw new Error(`no replica took Lease ${BENCH_NAMESPACE}/${LEASE_NAME} within 60 s (holder: ${lease.holder ?? 'none'})`);
+    log(`replica-${leaderIndex} holds the Lease (duration ${lease.durationS} s): it is the one to be killed`);
+
+    const review = JSON.parse(reviewBody(NODE_PLACEHOLDER)) as { request: { uid: string } };
+    review.request.uid = UID_PLACEHOLDER;
+    const template = join(work, 'review.json');
+    writeFileSync(template, JSON.stringify(review));
+    reviews = startReviews({
+      endpoints: gateways.map((gw, i) => ({ name: `replica-${i}`, url: `https://127.0.0.1:${gw.ports.webhook}/mutate/nodes`, ca: join(gw.tlsDir, 'ca.crt') })),
+      rate: reviewRate, warmupS, durationS: beforeS + afterS, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER,
+    });
+    for (const gw of gateways) {
+      queries.push(startLoadgen<QueryResult>(loadgen, 'query', ['--address', `127.0.0.1:${gw.ports.grpc}`, '--token-file', join(work, 'viewer-token'), ...tlsArgs(gw),
+        '--prefix', PREFIX, '--count', String(agents), '--rate', String(QUERY_RATE / REPLICAS), '--warmup', `${warmupS}s`, '--duration', `${beforeS + afterS}s`], { launcher: pin, echo: false }));
+    }
+    await reviews.started;
+    log(`reviews at ${reviewRate}/s round-robin over the ${REPLICAS} replicas, GetNode at ${QUERY_RATE}/s: ${warmupS} s warm-up, ${beforeS} s measured, then replica-${leaderIndex} is killed, then ${afterS} s more`);
+    await sleep(warmupS * 1000);
+    const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
+    const messages0 = statuses.map((st) => st().messages);
+    const stored0 = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}')));
+    const window0 = performance.now();
+    await sleep(beforeS * 1000);
+    const windowS = (performance.now() - window0) / 1000;
+    const millicores = gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
+    const stored = await Promise.all(gateways.map(async (gw, i) => ((await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}')) - stored0[i]!) / windowS));
+    const messagesPerAgentPerS = statuses.map((st, i) => (st().messages - messages0[i]!) / agents / windowS);
+    const rss = gateways.map((gw) => rssMiB(gw.pid));
+    const rssPeak = gateways.map((gw) => peakRssMiB(gw.pid));
+
+    // The kill.
+    const killed = gateways[leaderIndex]!;
+    const atKill = statuses.map((st) => st());
+    const killAt = Date.now();
+    reviews.send('mark');
+    await killed.kill('SIGKILL');
+    log(`replica-${leaderIndex} killed (SIGKILL); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms after its exit`);
+    await sleep(ENDPOINT_REMOVAL_MS);
+    reviews.send(`remove replica-${leaderIndex}`);
+    // Agents drop a replica their EndpointSlice no longer lists (agent/stream/gateway-set.ts), and so does a query client's resolver.
+    agentRuns[leaderIndex]!.child.kill('SIGTERM');
+    queries[leaderIndex]!.child.kill('SIGTERM');
+    const killedAgents = await agentRuns[leaderIndex]!.result;
+    const killedQuery = await queries[leaderIndex]!.result;
+    agentRuns[leaderIndex] = undefined;
+    queries[leaderIndex] = undefined;
+
+    let failoverMs = Number.NaN;
+    let newLeader = '';
+    while (Date.now() - killAt < (afterS - 2) * 1000) {
+      const now = await leaseHolder(leases);
+      if (now.holder && now.holder !== lease.holder && identities.includes(now.holder)) {
+        failoverMs = Date.now() - killAt;
+        newLeader = now.holder;
+        break;
+      }
+      await sleep(100);
+    }
+    log(Number.isFinite(failoverMs) ? `${newLeader} holds the Lease ${(failoverMs / 1000).toFixed(1)} s after the kill` : `no replica took the Lease within ${afterS - 2} s of the kill`);
+
+    const r = await reviews.result;
+    reviews = undefined;
+    const survivors = gateways.map((_, i) => i).filter((i) => i !== leaderIndex);
+    const queryResults = await Promise.all(survivors.map((i) => queries[i]!.result));
+    for (const i of survivors) queries[i] = undefined;
+    log(`answered/unanswered per second from the client's start (warm-up included; the kill at ${warmupS + beforeS} s): ${r.perSecond.map((x) => (x ? `${x[0]}/${x[1]}` : '-')).join(' ')}`);
+    const unanswered = r.unanswered;
+    const whatIfAnswered = r.whatIfAnswered;
+    log(`reviews before the kill: ${r.before.ok}/${r.before.sent} answered, p99 ${r.before.latencyMs.p99} ms; after: ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms (${kinds(r.after.errors)}); a client retrying elsewhere would have had ${whatIfAnswered} of the ${unanswered} unanswered`);
+
+    // Forwarding, on the survivors, agents still streaming to them.
+    log(`forwarding: reviews to replica-${survivors[0]} for nodes replica-${survivors[1]} owns, against the same reviews sent to replica-${survivors[1]} directly`);
+    const fwd = await measureForward(gateways[survivors[0]!]!, gateways[survivors[1]!]!, template, agents, reviewRate, forward.seconds, forward.rounds);
+
+    // From the kill to the end of the forwarding rounds.
+    const survivorAgents = await Promise.all(survivors.map(async (i) => {
+      agentRuns[i]!.child.kill('SIGTERM');
+      const a = await agentRuns[i]!.result;
+      agentRuns[i] = undefined;
+      return { ...a, reconnectsAfterKill: a.reconnects - atKill[i]!.reconnects, streamErrorsAfterKill: total(a.streamErrors) - total(atKill[i]!.streamErrors) };
+    }));
+
+    const avg = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+    const samplesPerMessage = avg(survivorAgents.map((a) => a.sent / a.messages));
+    const messageBytes = avg(survivorAgents.map((a) => a.messageBytes / a.messages));
+    const survivorReconnects = survivorAgents.reduce((s, a) => s + a.reconnectsAfterKill, 0);
+    const survivorStreamErrors = survivorAgents.reduce((s, a) => s + a.streamErrorsAfterKill, 0);
+    const killedReconnects = killedAgents.reconnects - atKill[leaderIndex]!.reconnects;
+    const killedErrors = Object.fromEntries(Object.entries(killedAgents.streamErrors).map(([k, v]) => [k, v - (atKill[leaderIndex]!.streamErrors[k] ?? 0)]).filter(([, v]) => (v as number) > 0));
+    const q = { calls: queryResults.reduce((s, x) => s + x.calls, 0), ok: queryResults.reduce((s, x) => s + x.ok, 0), errors: queryResults.reduce((s, x) => s + total(x.errors), 0), p99: Math.max(...queryResults.map((x) => x.latencyMs.p99)) };
+    const allErrors: Record<string, number> = { ...r.before.errors };
+    for (const [k, v] of Object.entries(r.after.errors)) allErrors[k] = (allErrors[k] ?? 0) + v;
+    const onKilled = r.unansweredOn[`replica-${leaderIndex}`] ?? 0;
+    const lastFailureMs = r.lastFailureAtMs ?? Number.NaN;
+    const met = unanswered === 0;
+    const fwdFig = {
+      cpuUs: median(fwd.map((f) => f.cpuUsPerReview)),
+      addedP50: round(median(fwd.map((f) => f.viaP50 - f.directP50)), 2),
+      addedP99: round(median(fwd.map((f) => f.viaP99 - f.directP99)), 2),
+    };
+    return {
+      name: 'replicas',
+      summary: `${REPLICAS} replicas, ${agents} agents streaming to each, ${reviewRate} reviews/s round-robin, leader killed (SIGKILL) mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
+        `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
+        `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`,
+      figures: {
+        replicas: REPLICAS, agents, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS,
+        before_reviews_sent: r.before.sent, before_reviews_answered: r.before.ok, before_webhook_p50_ms: r.before.latencyMs.p50, before_webhook_p99_ms: r.before.latencyMs.p99, before_webhook_max_ms: r.before.latencyMs.max,
+        after_reviews_sent: r.after.sent, after_reviews_answered: r.after.ok, after_webhook_p50_ms: r.after.latencyMs.p50, after_webhook_p99_ms: r.after.latencyMs.p99, after_webhook_max_ms: r.after.latencyMs.max,
+        reviews_unanswered: unanswered, reviews_unanswered_kinds: JSON.stringify(allErrors), reviews_unanswered_on_killed_replica: onKilled,
+        reviews_unanswered_last_ms_after_kill: Number.isFinite(lastFailureMs) ? lastFailureMs : 'none',
+        reviews_answered_by_a_retry_elsewhere: whatIfAnswered, retry_elsewhere_max_ms: r.whatIfMaxMs ?? 'none', reviews_unanswered_on: JSON.stringify(r.unansweredOn),
+        review_client_dispatch_lag_max_ms: r.dispatchLagMaxMs, review_client_cpu_ms: r.cpuMs,
+        reviews_resent_by_go_transport: r.transparentRetries, reviews_answered_by: JSON.stringify(r.answeredBy),
+        lease_duration_s: lease.durationS ?? 'unknown', leader_failover_s: Number.isFinite(failoverMs) ? round(failoverMs / 1000, 1) : 'none', new_leader: newLeader || 'none',
+        killed_replica_agent_reconnects: killedReconnects, killed_replica_agent_stream_errors: JSON.stringify(killedErrors),
+        survivor_agent_reconnects: survivorReconnects, survivor_agent_stream_errors: survivorStreamErrors,
+        get_node_calls_survivors: q.calls, get_node_errors_survivors: q.errors, get_node_p99_ms_survivors: q.p99, get_node_errors_killed_replica: total(killedQuery.errors),
+        replica_millicores: round(avg(millicores), 0), replica_millicores_each: JSON.stringify(millicores.map((m) => Math.round(m))),
+        replica_reviews_per_s: round(reviewRate / REPLICAS, 1), replica_queries_per_s: round(QUERY_RATE / REPLICAS, 1),
+        replica_rss_mib: round(avg(rss), 0), replica_rss_peak_mib: round(Math.max(...rssPeak), 0),
+        stored_samples_per_agent_per_s: round(avg(stored) / agents, 3),
+        agent_messages_per_agent_per_s: round(avg(messagesPerAgentPerS), 3), agent_samples_per_message: round(samplesPerMessage, 2), agent_message_bytes: Math.round(messageBytes),
+        review_request_bytes: r.requestBytes, review_answer_bytes: r.answerBytes,
+        forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99,
+        forward_rounds: JSON.stringify(fwd),
+      },
+      targets: [
+        { name: '3 replicas: every review answered when one replica is killed mid-run (failed and retried as the kube-apiserver does)', measured: met ? `${r.after.ok} of ${r.after.sent} after the kill` : `${unanswered} unanswered (${kinds(allErrors)}), ${whatIfAnswered} of them answered by a retry on another replica`, met },
+        { name: 'agents on the surviving replicas keep their streams through the kill', measured: `${survivorReconnects} reconnects, ${survivorStreamErrors} stream errors`, met: survivorReconnects === 0 && survivorStreamErrors === 0 },
+      ],
+      notes: [
+        `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports, --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
+        `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
+        `reviews: bench/replica-reviews.ts, open-loop at ${reviewRate}/s, 36 KB kubelet-shaped reviews over ${agents} nodes, round-robin over the endpoints the Service lists, HTTPS keep-alive, timeout ${WEBHOOK_TIMEOUT_MS / 1000} s (the webhook's timeoutSeconds), latency from when each was due`,
+        'failures as the kube-apiserver fails them: its mutating dispatcher calls the webhook once (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go: client.Post().Body(...).Do(ctx), no WithExponentialBackoff; DefaultShouldRetry and WithExponentialBackoff in k8s.io/apiserver/pkg/util/webhook serve the authn, authz and audit webhooks only); client-go\'s rest.Request retries a transport error only for GET and a response only when it is 429 or 5xx with Retry-After (rest/request.go, with_retry.go); Go\'s net/http re-sends on a new connection only when a reused keep-alive connection failed before any byte of the request was written. So a refused connection, a reset after the review was sent and a timeout leave the review unanswered: with failurePolicy Ignore the status write passes unchanged (raw allocatable until the next one, 10 s later). reviews_answered_by_a_retry_elsewhere: the same review tried once more on another listed replica within its 2 s, as a retrying client would, never counted as answered',
+        `the Service: the killed replica's endpoint stays listed ${ENDPOINT_REMOVAL_MS} ms after the kill (a floor: the kubelet notices a dead container at its next relist, every 1 s, before the EndpointSlice and kube-proxy follow); new connections to it meanwhile are refused. The kube-apiserver reaches a webhook Service through its ClusterIP (kube-proxy picks an endpoint per connection) unless --enable-aggregator-routing, which picks from the EndpointSlices itself`,
+        `leader failover: the Lease ${BENCH_NAMESPACE}/${LEASE_NAME} read every 100 ms from the kill until another replica holds it; the survivors take an unrenewed Lease after its duration`,
+        `agents of the killed replica: stopped ${ENDPOINT_REMOVAL_MS} ms after the kill, as an agent drops a replica its EndpointSlices no longer list; their reconnects and stream errors are those of that window. The survivors' agents: reconnects and stream errors from the kill to the end of the run (the connect storm before it, refusals while tokens are reviewed, not counted); messages per agent per second over the window before the kill`,
+        `per replica (before the kill): CPU from /proc over the ${beforeS} s window, serving ${agents} agents, ${round(reviewRate / REPLICAS, 1)} reviews/s and ${round(QUERY_RATE / REPLICAS, 1)} GetNode/s each; agent_message_bytes is the protobuf message (gRPC, HTTP/2 and TLS framing not included)`,
+        `forwarding: bench/forward-proxy.ts (the gateway's Node flags, a survivor's serving certificate) takes each review, reads request.name, and sends it to the other survivor over HTTPS keep-alive; ${forward.rounds} rounds of ${forward.seconds} s at ${reviewRate}/s, each the direct path then the forwarded one; forward_cpu_us_per_review is the proxy's CPU per review (median of the rounds), forward_added_*: forwarded minus direct latency (median of the rounds)`,
+      ],
+    };
+  } finally {
+    reviews?.child.kill('SIGTERM');
+    for (const a of [...agentRuns, ...queries]) a?.child.kill('SIGTERM');
+    for (const gw of gateways) await gw.stop().catch(() => {});
+    rmSync(work, { recursive: true, force: true });
+    for (const c of stopped) cluster('start-component', c);
+    if (controlPlane.started) controlPlane.release();
+    else await deleteAgents({ all: true });
+  }
+}
+
+runIfMain(import.meta.url, run);
