@@ -16,7 +16,7 @@
 // Needs the local control plane (scripts/cluster/cluster.sh); take the e2e
 // lock when others use it: flock /tmp/oversell-e2e.lock node --import tsx bench/replicas.ts
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
@@ -54,6 +54,10 @@ const ENDPOINT_REMOVAL_MS = Number(process.env.OVERSELL_BENCH_ENDPOINT_REMOVAL_M
 /** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
 const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
 const LEASE_NAME = 'oversell-gateway';
+/** Settled: every replica's main-thread loop delay (p99 over a second) under the gateway's default --shed-loop-delay, this many seconds running. */
+const SETTLED_LOOP_DELAY_S = 0.05;
+const SETTLED_SECONDS = 5;
+const SETTLE_WITHIN_S = 180;
 
 interface AgentsResult { agents: number; welcomed: number; sent: number; messages: number; messageBytes: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number }
 interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies }
@@ -202,6 +206,19 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     if (leaderIndex < 0) throw new Error(`no replica took Lease ${BENCH_NAMESPACE}/${LEASE_NAME} within 60 s (holder: ${lease.holder ?? 'none'})`);
     log(`replica-${leaderIndex} holds the Lease (duration ${lease.durationS} s): it is the one to be killed`);
 
+    // Measure the kill on replicas that have settled: right after every agent connected, a replica's main
+    // thread can lag seconds behind on this shared machine (measured: ~2 s for ~30 s), and reviews then time out
+    // whatever happens to the leader. How long settling took is reported.
+    const settleStart = Date.now();
+    let calm = 0;
+    while (calm < SETTLED_SECONDS && Date.now() - settleStart < SETTLE_WITHIN_S * 1000) {
+      await sleep(1000);
+      const delays = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_event_loop_delay_seconds', '{thread="main"}').catch(() => Number.POSITIVE_INFINITY)));
+      calm = delays.every((d) => d < SETTLED_LOOP_DELAY_S) ? calm + 1 : 0;
+    }
+    const settleS = round((Date.now() - settleStart) / 1000, 0);
+    log(calm >= SETTLED_SECONDS ? `every replica's main loop under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s, ${settleS} s after the agents connected` : `the replicas did not settle within ${SETTLE_WITHIN_S} s: measuring anyway`);
+
     const review = JSON.parse(reviewBody(NODE_PLACEHOLDER)) as { request: { uid: string } };
     review.request.uid = UID_PLACEHOLDER;
     const template = join(work, 'review.json');
@@ -227,6 +244,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const stored = await Promise.all(gateways.map(async (gw, i) => ((await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}')) - stored0[i]!) / windowS));
     const messagesPerAgentPerS = statuses.map((st, i) => (st().messages - messages0[i]!) / agents / windowS);
     const rss = gateways.map((gw) => rssMiB(gw.pid));
+    // How busy the machine was besides: a shared host's other work shows here, not in the replicas' CPU.
+    const loadAvg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 2).map(Number);
     const rssPeak = gateways.map((gw) => peakRssMiB(gw.pid));
 
     // The kill.
@@ -305,7 +324,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
         `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`,
       figures: {
-        replicas: REPLICAS, agents, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS,
+        replicas: REPLICAS, agents, settled_after_connect_s: calm >= SETTLED_SECONDS ? settleS : `not within ${SETTLE_WITHIN_S}`, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS,
         before_reviews_sent: r.before.sent, before_reviews_answered: r.before.ok, before_webhook_p50_ms: r.before.latencyMs.p50, before_webhook_p99_ms: r.before.latencyMs.p99, before_webhook_max_ms: r.before.latencyMs.max,
         after_reviews_sent: r.after.sent, after_reviews_answered: r.after.ok, after_webhook_p50_ms: r.after.latencyMs.p50, after_webhook_p99_ms: r.after.latencyMs.p99, after_webhook_max_ms: r.after.latencyMs.max,
         reviews_unanswered: unanswered, reviews_unanswered_kinds: JSON.stringify(allErrors), reviews_unanswered_on_killed_replica: onKilled,
@@ -317,6 +336,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         killed_replica_agent_reconnects: killedReconnects, killed_replica_agent_stream_errors: JSON.stringify(killedErrors),
         survivor_agent_reconnects: survivorReconnects, survivor_agent_stream_errors: survivorStreamErrors,
         get_node_calls_survivors: q.calls, get_node_errors_survivors: q.errors, get_node_p99_ms_survivors: q.p99, get_node_errors_killed_replica: total(killedQuery.errors),
+        host_load_average_1m_at_kill: loadAvg[0]!, host_load_average_5m_at_kill: loadAvg[1]!, host_cpus: cpus().length,
         replica_millicores: round(avg(millicores), 0), replica_millicores_each: JSON.stringify(millicores.map((m) => Math.round(m))),
         replica_reviews_per_s: round(reviewRate / REPLICAS, 1), replica_queries_per_s: round(QUERY_RATE / REPLICAS, 1),
         replica_rss_mib: round(avg(rss), 0), replica_rss_peak_mib: round(Math.max(...rssPeak), 0),
@@ -332,6 +352,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       ],
       notes: [
         `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports, --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
+        `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
         `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
         `reviews: bench/replica-reviews.ts, open-loop at ${reviewRate}/s, 36 KB kubelet-shaped reviews over ${agents} nodes, round-robin over the endpoints the Service lists, HTTPS keep-alive, timeout ${WEBHOOK_TIMEOUT_MS / 1000} s (the webhook's timeoutSeconds), latency from when each was due`,
         'failures as the kube-apiserver fails them: its mutating dispatcher calls the webhook once (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go: client.Post().Body(...).Do(ctx), no WithExponentialBackoff; DefaultShouldRetry and WithExponentialBackoff in k8s.io/apiserver/pkg/util/webhook serve the authn, authz and audit webhooks only); client-go\'s rest.Request retries a transport error only for GET and a response only when it is 429 or 5xx with Retry-After (rest/request.go, with_retry.go); Go\'s net/http re-sends on a new connection only when a reused keep-alive connection failed before any byte of the request was written. So a refused connection, a reset after the review was sent and a timeout leave the review unanswered: with failurePolicy Ignore the status write passes unchanged (raw allocatable until the next one, 10 s later). reviews_answered_by_a_retry_elsewhere: the same review tried once more on another listed replica within its 2 s, as a retrying client would, never counted as answered',
