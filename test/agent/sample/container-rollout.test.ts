@@ -4,14 +4,12 @@
 // before them), and an old agent's pod reports stored by a new gateway with no
 // containers.
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { ReportStream } from '../../../agent/stream/report-stream.js';
 import type { PodUsage__Output } from '../../../proto/gen/oversell/v1/PodUsage.js';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
-import { LOADER_OPTIONS } from '../../../proto/load.js';
+import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually } from '../../helpers/grpc.js';
 import { startTestGateway } from '../../helpers/gateway.js';
@@ -38,11 +36,8 @@ const POD: PodUsage__Output = {
 };
 const { containers: _, ...POD_BEFORE } = POD;
 
-/** The contract before containers, as grpc-js loads it. */
-function oldContract(): grpc.GrpcObject {
-  const file = fileURLToPath(new URL('../../fixtures/proto/before-batches/oversell/v1/oversell.proto', import.meta.url));
-  return (grpc.loadPackageDefinition(protoLoader.loadSync(file, LOADER_OPTIONS)) as { oversell: { v1: grpc.GrpcObject } }).oversell.v1;
-}
+/** The contract before containers (and batches), as an old gateway or agent speaks it. */
+const oldContract = contractBeforeBatches;
 
 const cleanups: (() => unknown)[] = [];
 after(async () => {

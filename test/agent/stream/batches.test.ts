@@ -3,13 +3,11 @@
 // both ways against the contract as it was before batches (a real gRPC server
 // and client built from test/fixtures/proto/before-batches).
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { ReportStream, sendsAtOnce } from '../../../agent/stream/report-stream.js';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
-import { LOADER_OPTIONS } from '../../../proto/load.js';
+import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
 import { startTestGateway } from '../../helpers/gateway.js';
@@ -30,11 +28,7 @@ function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output
 
 const hello = (node: string) => ({ nodeName: node, instanceId: `i-${node}`, agentVersion: 'test', host: null });
 
-/** The old contract as grpc-js loads it. */
-function oldContract(): grpc.GrpcObject {
-  const file = fileURLToPath(new URL('../../fixtures/proto/before-batches/oversell/v1/oversell.proto', import.meta.url));
-  return (grpc.loadPackageDefinition(protoLoader.loadSync(file, LOADER_OPTIONS)) as { oversell: { v1: grpc.GrpcObject } }).oversell.v1;
-}
+const oldContract = contractBeforeBatches;
 
 const cleanups: (() => unknown)[] = [];
 after(async () => {
