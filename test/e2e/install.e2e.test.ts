@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, DiscoveryV1Api, type CoreV1Event, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
+import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
@@ -125,10 +126,11 @@ describe('install: certificates without manual steps, and two replicas', { timeo
       '--node-name', node.name, '--gateway', `127.0.0.1:${a.ports.grpc},127.0.0.1:${b.ports.grpc}`, '--kubeconfig', ADMIN_KUBECONFIG,
       '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--metrics-address', '127.0.0.1:0', '--interval', '500ms',
     ]);
+    // The pods were bound just now: rises wait out the startup grace first, then the next heartbeat.
     const inflated = await eventually('inflated through replica A', async () => {
       const s = await node.heartbeat();
       return s.status?.allocatable?.cpu === '8' ? s : undefined;
-    });
+    }, DEFAULT_POLICY.startupGraceMs + 30_000);
     assert.equal(inflated.metadata?.annotations?.[ANNOTATION.rawCpu], '4');
   });
 
