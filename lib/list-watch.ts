@@ -78,6 +78,8 @@ export const BACKOFF = {
 /** The API server ends each watch after this; it is also how long a silent connection is trusted. */
 const WATCH_SECONDS = 300;
 const LIST_TIMEOUT_MS = 60_000;
+/** How long start() keeps retrying a first list the API server refused for now (429, 5xx) before it gives up. */
+const FIRST_LIST_PATIENCE_MS = 30_000;
 /** A watch that ends cleanly sooner, without one event, is a failure (as client-go's "very short watch"), not a reason to reconnect at once forever. */
 const SHORT_WATCH_MS = 1000;
 
@@ -104,6 +106,8 @@ interface WatchEvent<T> {
 export class ListWatch<T extends KubeObject, U = T> {
   readonly #o: ListWatchOptions<T, U>;
   readonly #backoff: Backoff;
+  /** Ends start()'s wait between first-list attempts (stop() calls it). */
+  #wake: (() => void) | undefined;
   #resourceVersion = '';
   #synced = false;
   #stopped = false;
@@ -126,18 +130,35 @@ export class ListWatch<T extends KubeObject, U = T> {
 
   /** Resolves after the first list has been handed over, rejects when it fails (ListRefused for an HTTP refusal); then watches until stop(). */
   async start(): Promise<void> {
-    try {
-      await this.#list();
-    } catch (err) {
-      if (this.#stopped) return;
-      throw err;
+    const deadline = Date.now() + FIRST_LIST_PATIENCE_MS;
+    for (;;) {
+      try {
+        await this.#list();
+        break;
+      } catch (err) {
+        if (this.#stopped) return;
+        // A refusal that says "later" (429 while a new CRD's storage initialises,
+        // a 5xx) is retried for a while; anything else (403, 404: no CRD, no
+        // access) is the caller's to report at once.
+        const later = err instanceof ListRefused && err.status !== undefined && (err.status === 429 || err.status >= 500);
+        const delay = this.#backoff.next();
+        if (!later || Date.now() + delay > deadline) throw err;
+        this.#o.log.info({ list: this.#describe(), why: (err as Error).message, retryInMs: delay }, `${this.#o.what}: the API server asked to list again later; retrying`);
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+          this.#timer = setTimeout(resolve, delay);
+        });
+        if (this.#stopped) return;
+      }
     }
+    this.#backoff.reset();
     this.#watch();
   }
 
   /** Ends the open request and any pending retry: nothing of it runs afterwards. */
   stop(): void {
     this.#stopped = true;
+    this.#wake?.();
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#current?.destroy();

@@ -231,6 +231,39 @@ describe('ListWatch', () => {
     assert.equal(w.synced, false);
   });
 
+  it('a first list refused for now (429, as while a new CRD\'s storage initialises) is tried again, and start() resolves once it is served', async () => {
+    await reset();
+    api.refuse = { list: 429 };
+    const { target } = recorder();
+    const w = make({ target, backoff: { initialMs: 20, maxMs: 20 }, random: () => 1 });
+    let started = false;
+    const starting = w.start().then(() => {
+      started = true;
+    });
+    await waitUntil('a second list', () => (api.requests.length >= 2 ? true : undefined));
+    assert.equal(started, false, 'still waiting while the API server says later');
+    api.refuse = {};
+    await starting;
+    assert.equal(w.synced, true);
+    w.stop();
+  });
+
+  it('stop() while start() waits to list again ends the wait: start() resolves and nothing retries', async () => {
+    await reset();
+    api.refuse = { list: 503 };
+    const { target } = recorder();
+    const w = make({ target, backoff: { initialMs: 5000, maxMs: 5000 }, random: () => 1 });
+    const starting = w.start();
+    await waitUntil('the first list', () => (api.requests.length >= 1 ? true : undefined));
+    await sleep(20);
+    w.stop();
+    await starting;
+    await sleep(50);
+    assert.equal(api.requests.length, 1);
+    assert.equal(w.synced, false);
+    api.refuse = {};
+  });
+
   it('stop() ends the open watch and a pending retry: no request afterwards, no socket left', async () => {
     await reset();
     const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
