@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ReportStream } from '../../../agent/stream/report-stream.js';
 import type { PodUsage__Output } from '../../../proto/gen/oversell/v1/PodUsage.js';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
-import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
+import { contractBeforeBatches, startOldGateway } from '../../helpers/contract-before-batches.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually } from '../../helpers/grpc.js';
 import { startTestGateway } from '../../helpers/gateway.js';
@@ -46,20 +46,11 @@ after(async () => {
 
 describe('per-container usage in a rollout, against the contract before it', () => {
   it('a new agent and an old gateway: the old gateway reads every pod of the report as before, the containers skipped as an unknown field', async () => {
-    const V1 = oldContract();
     const pods: Record<string, unknown>[][] = [];
-    const server = new grpc.Server();
-    server.addService((V1.AgentStream as unknown as { service: grpc.ServiceDefinition }).service, {
-      Report(call: grpc.ServerDuplexStream<{ hello?: unknown; sample?: { pods: Record<string, unknown>[] } | null }, unknown>) {
-        call.on('data', (m: { hello?: unknown; sample?: { pods: Record<string, unknown>[] } | null }) => {
-          if (m.hello) call.write({ welcome: { lastSeq: 0, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
-          if (m.sample) pods.push(m.sample.pods);
-        });
-        call.on('end', () => call.end());
-      },
+    const { port, close } = await startOldGateway((m) => {
+      if (m.sample) pods.push(m.sample.pods);
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
-    cleanups.push(() => server.forceShutdown());
+    cleanups.push(close);
     const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port}`, hello: hello('old-gateway'), log });
     cleanups.push(() => rs.stop());
     rs.start();

@@ -7,7 +7,7 @@ import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { ReportStream, sendsAtOnce } from '../../../agent/stream/report-stream.js';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
-import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
+import { contractBeforeBatches, startOldGateway } from '../../helpers/contract-before-batches.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
 import { startTestGateway } from '../../helpers/gateway.js';
@@ -115,21 +115,12 @@ describe('batches against a gateway that takes them', () => {
 
 describe('a rollout, both ways, against the contract before batches', () => {
   it('a new agent and an old gateway: every message is one the old gateway reads (hello or sample), every sample arrives', async () => {
-    const V1 = oldContract();
     const received: { kinds: string[]; seqs: number[] } = { kinds: [], seqs: [] };
-    const server = new grpc.Server();
-    server.addService((V1.AgentStream as unknown as { service: grpc.ServiceDefinition }).service, {
-      Report(call: grpc.ServerDuplexStream<{ hello?: unknown; sample?: { seq: number } }, unknown>) {
-        call.on('data', (m: { hello?: unknown; sample?: { seq: number } | null }) => {
-          received.kinds.push(m.hello ? 'hello' : m.sample ? 'sample' : 'unreadable');
-          if (m.hello) call.write({ welcome: { lastSeq: 0, settings: { sampleIntervalMs: 0, podReportEvery: 0 } } });
-          if (m.sample) received.seqs.push(m.sample.seq);
-        });
-        call.on('end', () => call.end());
-      },
+    const { port, close } = await startOldGateway((m) => {
+      received.kinds.push(m.hello ? 'hello' : m.sample ? 'sample' : 'unreadable');
+      if (m.sample) received.seqs.push(m.sample.seq);
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
-    cleanups.push(() => server.forceShutdown());
+    cleanups.push(close);
     const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port}`, hello: hello('old-gateway'), log });
     cleanups.push(() => rs.stop());
     rs.start();
