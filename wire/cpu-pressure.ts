@@ -7,9 +7,9 @@ import type { Pressure__Output } from '../proto/gen/oversell/v1/Pressure.js';
 /** The fields of a sample the choice reads, by their row paths (a present message reads 1). */
 export type CpuPressureField = 'pressure.cpuContention' | 'pressure.cpuContention.avg10' | 'pressure.cpuSome.avg10';
 
-/** The avg10 CPU pressure (percent) a decision uses, from any reader of a sample's fields. */
-export function cpuPressureFrom(value: (field: CpuPressureField) => number): number {
-  return value('pressure.cpuContention') ? value('pressure.cpuContention.avg10') : value('pressure.cpuSome.avg10');
+/** The avg10 CPU pressure (percent) a decision uses, from a kept sample (the store's record: no closure per sample on the ingest path). */
+export function cpuPressureFrom(sample: { value(field: CpuPressureField): number }): number {
+  return sample.value('pressure.cpuContention') ? sample.value('pressure.cpuContention.avg10') : sample.value('pressure.cpuSome.avg10');
 }
 
 /** The same for a decoded Pressure message. */

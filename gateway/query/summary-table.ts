@@ -160,7 +160,7 @@ export class SummaryTable {
     n.requestsCpuMillicores[slot] = read('requests.cpuMillicores');
     n.requestsMemoryBytes[slot] = read('requests.memoryBytes');
     f.pressureAvailable[slot] = read('pressure.available');
-    n.cpuPressure[slot] = cpuPressureFrom(read);
+    n.cpuPressure[slot] = cpuPressureFrom(record);
     n.memoryPressure[slot] = read('pressure.memorySome.avg10');
     n.windowSamples[slot] = record.window.length - windowStart(record.window, entry?.policy?.windowMs ?? DEFAULT_POLICY.windowMs);
     n.policy[slot] = texts.of(entry?.name ?? '');

@@ -231,7 +231,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       POINT.timestampMs = timestampMs;
       POINT.cpuMillicores = record.value('cpuUsageMillicores');
       POINT.memoryBytes = record.value('memoryWorkingSetBytes');
-      POINT.cpuPressure = cpuPressureFrom((f) => record.value(f));
+      POINT.cpuPressure = cpuPressureFrom(record);
       POINT.memoryPressure = record.value('pressure.memorySome.avg10');
       window.add(POINT);
     }
