@@ -1,7 +1,7 @@
 // `npm run test:e2e`: bring the local control plane up, run the e2e suite
 // against it, print the component logs if anything failed, bring it down.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLUSTER_SH, REPO, STATE } from './cluster.js';
 import { LOG_DIR } from './processes.js';
@@ -20,6 +20,27 @@ function dumpLogs(): void {
       console.log(`\n--- ${join(dir, f)} (last 40 lines)\n${tail(join(dir, f))}`);
     }
   }
+}
+
+/** Each failed test's line and its error block as TAP has it, without durations, the stack cut to its first lines. */
+function failuresOf(tap: string, stackLines = 3): string {
+  const lines = tap.split('\n');
+  const out: string[] = [];
+  lines.forEach((line, i) => {
+    if (!/^\s*not ok /.test(line)) return;
+    const indent = line.search(/\S/);
+    out.push(line.trim());
+    let stack = -1;
+    for (const next of lines.slice(i + 1)) {
+      const text = next.trim();
+      if (text === '...' || (next.search(/\S/) <= indent && text !== '')) break;
+      if (text === '---' || text.startsWith('duration_ms:')) continue;
+      if (text.startsWith('stack:')) stack = 0;
+      else if (stack >= 0 && ++stack > stackLines) continue;
+      out.push(`    ${text}`);
+    }
+  });
+  return out.join('\n');
 }
 
 if (!existsSync(join(REPO, 'dist', 'gateway', 'main.js'))) {
@@ -42,7 +63,15 @@ const only = process.env.OVERSELL_E2E_ONLY ?? '';
 const files = readdirSync(join(REPO, 'test', 'e2e'))
   .filter((f) => f.endsWith('.e2e.test.ts') && f.includes(only))
   .map((f) => join('test', 'e2e', f));
-const suite = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
+// A TAP record beside the spec output: what failed, and why, is printed again
+// last, where a CI log's tail shows it rather than the component logs.
+const tapFile = join(LOG_DIR, 'e2e-results.tap');
+mkdirSync(LOG_DIR, { recursive: true });
+const suite = spawnSync(process.execPath, [
+  '--import', 'tsx', '--test', '--test-concurrency=1',
+  '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`,
+  ...files,
+], {
   cwd: REPO,
   stdio: 'inherit',
 });
@@ -56,5 +85,9 @@ if (keep) {
 } else {
   step('stopping the local control plane');
   spawnSync('bash', [CLUSTER_SH, 'down'], { stdio: 'inherit' });
+}
+if (suite.status !== 0 && existsSync(tapFile)) {
+  step('failed e2e tests (again, from the TAP record)');
+  console.log(failuresOf(readFileSync(tapFile, 'utf8')));
 }
 process.exit(suite.status ?? 1);
