@@ -47,6 +47,12 @@ import type { ReviewStats } from './auth/review-limiter.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-listener.js';
 import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor, type QueryLimits } from './query/query-limits.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
+import { DEFAULT_POLICY } from './decide/policy.js';
+import { PodDirectory } from './metrics-api/pod-directory.js';
+import { watchPodDirectory } from './metrics-api/pod-directory-watch.js';
+import { watchFrontProxyTrust, type FrontProxyTrust } from './metrics-api/front-proxy.js';
+import { cachedAccessReview, kubernetesAccessReview, type AccessReview } from './metrics-api/access-review.js';
+import { buildMetricsApiServer } from './metrics-api/metrics-api-server.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -116,6 +122,12 @@ export interface GatewayOptions {
    * not trusted and each node's next kubelet write establishes raw again.
    */
   proofKey?: Buffer;
+  /**
+   * metrics.k8s.io/v1beta1 on its own HTTPS port (needs `cluster`: pods and
+   * the front-proxy CA come from its API server). review: how access is
+   * checked (default: SubjectAccessReviews to that API server, cached).
+   */
+  metricsApi?: { port: number; review?: AccessReview };
 }
 
 export interface RunningGateway {
@@ -123,7 +135,7 @@ export interface RunningGateway {
   setTls(tls: { cert: string; key: string }): void;
   store: NodeStore;
   metrics: GatewayMetrics;
-  ports: { webhook: number; grpc: number; metrics: number; agent?: number };
+  ports: { webhook: number; grpc: number; metrics: number; agent?: number; metricsApi?: number };
   close(): Promise<void>;
 }
 
@@ -383,6 +395,48 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
 }
 
 /**
+ * metrics.k8s.io: the front-proxy CA watched, the pods named, then the port
+ * (a caller that arrives before the CA is read gets 401, before the pods are
+ * listed an empty list).
+ */
+async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<GatewayOptions['metricsApi']>) {
+  const { store, log, now, options } = s;
+  const directory = new PodDirectory();
+  let trust: FrontProxyTrust | undefined;
+  let pods: Watching | undefined;
+  const server = await buildMetricsApiServer({
+    bindAddress: options.bindAddress,
+    port: o.port,
+    tls: options.tls,
+    handshakeTimeoutMs: s.connections.handshakeTimeoutMs,
+    routes: {
+      store,
+      directory,
+      staleAfterMs: (labels) => options.policies.select(labels)?.policy?.staleAfterMs ?? DEFAULT_POLICY.staleAfterMs,
+      trust: () => trust?.current(),
+      review: o.review ?? cachedAccessReview(kubernetesAccessReview(kubeConfig)),
+      notReady: () => trust?.problem() ?? (directory.synced ? undefined : 'pods not listed yet'),
+      now,
+      log,
+    },
+  });
+  const parts: Part[] = [
+    {
+      name: 'metrics API front-proxy CA',
+      start: async () => {
+        trust = await watchFrontProxyTrust(kubeConfig, log);
+        trust.onChange(() => server.trustChanged());
+        server.trustChanged();
+      },
+      close: () => trust?.stop(),
+    },
+    { name: 'metrics API pods watch', start: async () => void (pods = await watchPodDirectory(kubeConfig, directory, log)), close: () => pods?.stop() },
+    { name: 'metrics API port', start: async () => void (await server.start()), close: () => server.close() },
+  ];
+  return { parts, server };
+}
+
+/**
  * Builds every part of the gateway (store, metrics, servers, watches) without
  * listening or watching; start() then starts them in the order built, and
  * close() closes them in reverse.
@@ -448,6 +502,9 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
     ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
     if (options.cluster) for (const part of clusterParts(s, options.cluster, bound)) life.add(part);
+    if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
+    const metricsApi = options.metricsApi && options.cluster ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi) : undefined;
+    for (const part of metricsApi?.parts ?? []) life.add(part);
     let healthTimer: NodeJS.Timeout | undefined;
     let prune: NodeJS.Timeout | undefined;
     life.add({
@@ -473,10 +530,15 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
       started = true;
       warmUntil = now() + (options.warmupMs ?? 0);
       if (!s.notReady()) grpcPort.setServing(true);
-      const ports = { grpc: grpcPort.port, webhook: webhook.port, metrics: probes.port, ...(ingest?.port !== undefined && { agent: ingest.port }) };
+      const ports = {
+        grpc: grpcPort.port, webhook: webhook.port, metrics: probes.port,
+        ...(ingest?.port !== undefined && { agent: ingest.port }),
+        ...(metricsApi && { metricsApi: metricsApi.server.port }),
+      };
       log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
       const setTls = (tls: { cert: string; key: string }) => {
         webhook.setTls(tls);
+        metricsApi?.server.setTls(tls);
         if (options.grpcTls) {
           grpcPort.setTls(tls);
           ingest?.setTls(tls);
@@ -493,7 +555,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
 
 function portInUse(e: NodeJS.ErrnoException): Error | undefined {
   if (e.code !== 'EADDRINUSE' && !/address already in use|No address added/i.test(e.message)) return undefined;
-  return new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--agent-port/--metrics-port`);
+  return new Error(`a gateway port is already in use (${e.message}); stop the other process or pick ports with --webhook-port/--grpc-port/--agent-port/--metrics-port/--metrics-api-port`);
 }
 
 /** Builds the gateway and starts it: every listener on its port, the watches running. */

@@ -125,6 +125,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     shedding: config.shedding,
     log,
     ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...config.cluster } }),
+    ...(config.mode === 'cluster' && config.metricsApi && { metricsApi: { port: config.metricsApi.port } }),
   });
   const publishCa = (ca: string | undefined) => {
     if (config.mode !== 'cluster' || !kc || !config.caConfigMap || !ca) return;

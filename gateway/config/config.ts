@@ -231,6 +231,9 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
   const proofKeyFile = str(o.proofKeyFile);
 
   if (!kube) {
+    if (onOff(o.metricsApi, '--metrics-api', false)) {
+      throw new ConfigError('--metrics-api on needs a cluster: the metrics API names pods from the API server and serves it through its aggregation layer; run in a pod or pass --kubeconfig');
+    }
     // Refused above: crd policies, a Secret for TLS, configmap sidecars, kubernetes auth.
     if (policies.source !== 'flags' || tls.source === 'secret' || sidecars.source === 'configmap') throw new Error('bug: a cluster-only source in local mode got past the checks');
     return {
@@ -253,6 +256,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       tokenReviewsInFlight: Number(o.tokenReviewsInFlight),
     };
   const caConfigMap = String(o.caConfigmap ?? '');
+  const metricsApi = onOff(o.metricsApi, '--metrics-api', false);
   return {
     ...common,
     mode: 'cluster',
@@ -266,6 +270,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       watchBoundPods: onOff(o.watchBoundPods, '--watch-bound-pods', true),
     },
     ...(caConfigMap && { caConfigMap }),
+    ...(metricsApi && { metricsApi: { port: Number(o.metricsApiPort) } }),
     policies,
     tls,
     proofKey: proofKeyFile

@@ -4,6 +4,8 @@ export const GATEWAY_DEFAULTS = {
   webhookPort: 8443,
   grpcPort: 50051,
   metricsPort: 9090,
+  /** metrics.k8s.io (--metrics-api on): metrics-server's own secure port in its manifests. */
+  metricsApiPort: 4443,
   forgetAfterMs: 600_000,
   bodyLimitBytes: 4 * 1024 * 1024,
   /**

@@ -75,6 +75,10 @@ export const RULES: readonly Rule[] = [
       : undefined),
   },
   {
+    keys: ['metricsApiPort'],
+    ignoredWhen: (c) => (c.mode !== 'cluster' || !c.metricsApi ? 'without --metrics-api on: the metrics API is not served; pass --metrics-api on, or drop it' : undefined),
+  },
+  {
     keys: ['sidecarNamespace'],
     ignoredWhen: (c) => (c.sidecars.source === 'none' ? 'with --sidecars none: no templates are read and no pod is injected; drop it' : undefined),
   },

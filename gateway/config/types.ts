@@ -72,6 +72,8 @@ export interface ClusterConfig extends CommonConfig {
     optInSelector: string;
     watchBoundPods: boolean;
   };
+  /** metrics.k8s.io/v1beta1 on this port; undefined: not served. */
+  metricsApi?: { port: number };
   /** ConfigMap of the lease namespace the CA is published in; undefined: not published. */
   caConfigMap?: string;
   policies: PoliciesConfig;

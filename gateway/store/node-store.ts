@@ -34,6 +34,12 @@ export class NodeRecord {
   readonly window = new UsageWindow();
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
+  /** Agent clock of the sample that carried `pods` (0: none yet); the metrics API's timestamp. */
+  podsAtMs = 0;
+  /** What their CPU rates cover: the time since the pod report before (0: unknown, the first one this store saw). */
+  podsWindowMs = 0;
+  /** Gateway clock when `pods` arrived: their age. */
+  podsReceivedAtMs = 0;
   /** Raw allocatable, labels, caps and grant the kubelet's next write will be decided from (observe()): the query API decides from these. */
   raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
   labels: Record<string, string> = {};
@@ -189,7 +195,14 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
     record.setLatestRow(rows, at);
-    if (record.value('podsIncluded') === 1) record.pods = pods ?? (record.pods.length > 0 ? [] : record.pods);
+    if (record.value('podsIncluded') === 1) {
+      record.pods = pods ?? (record.pods.length > 0 ? [] : record.pods);
+      // The agent's rates run from its previous pod report to this one (agent/sample/sampler.ts).
+      const at = record.value('timestampMs');
+      record.podsWindowMs = record.podsAtMs > 0 && at > record.podsAtMs ? at - record.podsAtMs : 0;
+      record.podsAtMs = at;
+      record.podsReceivedAtMs = nowMs;
+    }
     return this.#stored(record, nowMs);
   }
 
