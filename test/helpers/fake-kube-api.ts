@@ -4,7 +4,8 @@
 // watches from a resourceVersion (the events after it, then live ones, as
 // JSON lines), bookmarks, a history that can be compacted (then a watch from
 // before it gets the ERROR event with 410 the API server sends), watches the
-// server ends, refusals with an HTTP status, and creates (POST) and replaces (PUT).
+// server ends, refusals with an HTTP status, creates (POST), replaces (PUT), and
+// reads (GET) and deletes (DELETE) of one object by name.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -231,10 +232,37 @@ export class FakeKubeApi {
     });
   }
 
+  /** GET or DELETE of collection/name: the object, or 404 as the API server answers. */
+  #byName(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    const slash = url.pathname.lastIndexOf('/');
+    const path = url.pathname.slice(0, slash);
+    const items = this.#collections.get(path);
+    const namespace = /\/namespaces\/([^/]+)\//.exec(path)?.[1];
+    const key = `${namespace ? `${namespace}/` : ''}${url.pathname.slice(slash + 1)}`;
+    const object = items?.get(key);
+    if (!object) {
+      this.#status(res, 404, `${req.method} ${url.pathname}: ${key} not found`);
+      return;
+    }
+    if (req.method === 'DELETE') {
+      if (this.refuse.write) {
+        this.#status(res, this.refuse.write, 'refused by the test');
+        return;
+      }
+      this.remove(path, key);
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(object));
+  }
+
   #serve(req: IncomingMessage, res: ServerResponse): void {
     this.requests.push(req.url ?? '');
     this.arrivals.push(Date.now());
     const url = new URL(req.url ?? '/', 'http://x');
+    if (req.method === 'DELETE' || (req.method === 'GET' && !this.#collections.has(url.pathname))) {
+      this.#byName(req, res, url);
+      return;
+    }
     if (req.method !== 'GET') {
       this.#store(req, res, url);
       return;

@@ -36,3 +36,43 @@ oversell-gateway.{{ .Release.Namespace }}.svc
 {{- end -}}
 {{- join "," $parts -}}
 {{- end -}}
+
+{{/* The metrics API (metricsApi.enabled): the gateway's env names and port, in one place. */}}
+{{- define "oversell.metricsApiPort" -}}4443{{- end -}}
+{{- define "oversell.metricsApiEnv" -}}
+- { name: OVERSELL_METRICS_API, value: "on" }
+- { name: OVERSELL_METRICS_API_PORT, value: {{ include "oversell.metricsApiPort" . | quote }} }
+{{- end -}}
+
+{{/* The ConfigMap (release namespace) that keeps an APIService oversell took over, to give it back. */}}
+{{- define "oversell.metricsApiPrevious" -}}oversell-metrics-api-previous{{- end -}}
+
+{{/* The APIService v1beta1.metrics.k8s.io pointing at the gateway: rendered as
+an object, or handed to the take-over Job as JSON (metrics-api-handover.yaml). */}}
+{{- define "oversell.metricsApiService" -}}
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.metrics.k8s.io
+  labels: {{- include "oversell.labels" . | nindent 4 }}
+  {{- if eq .Values.certificates.mode "cert-manager" }}
+  annotations:
+    # cert-manager's CA injector sets the caBundle from the gateway's Certificate.
+    cert-manager.io/inject-ca-from: {{ printf "%s/oversell-gateway" .Release.Namespace }}
+  {{- end }}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  # Port 4443: the Service's 443 is the webhook's. caBundle: injected, never rendered.
+  service:
+    name: oversell-gateway
+    namespace: {{ .Release.Namespace }}
+    port: {{ include "oversell.metricsApiPort" . }}
+{{- end -}}
+
+{{/* The APIService v1beta1.metrics.k8s.io in the cluster now (empty under helm template). */}}
+{{- define "oversell.metricsApiExisting" -}}
+{{- toJson (lookup "apiregistration.k8s.io/v1" "APIService" "" "v1beta1.metrics.k8s.io") -}}
+{{- end -}}
