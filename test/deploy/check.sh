@@ -11,9 +11,11 @@
 #   3. helm lint --strict, both certificate modes, monitoring on; invalid values are refused
 #   4. render: kubectl kustomize deploy/, overlays/self-managed, overlays/cert-manager,
 #      deploy/ with the monitoring Component, overlays/monitoring, deploy/ with
-#      the agent-pod-read Component; helm template, both modes, in namespace
-#      oversell and in another namespace, with monitoring.enabled=true, and
-#      with agent.podRead=true
+#      the agent-pod-read Component, deploy/ with the metrics-api Component and
+#      overlays/cert-manager with metrics-api-cert-manager; helm template, both
+#      modes, in namespace oversell and in another namespace, with
+#      monitoring.enabled=true, with agent.podRead=true, and with
+#      metricsApi.enabled=true (both modes, two namespaces)
 #   5. every rendered document (and every deploy/base/*.yaml) parses and passes
 #      its schema offline (Kubernetes OpenAPI, cert-manager CRDs, our CRD); the
 #      renders keep their promises (test/deploy/manifests.mjs: security context,
@@ -24,7 +26,9 @@
 #      is granted, and kustomize and helm render the same objects, the same
 #      RBAC rules per subject and the same policies per mode; with monitoring
 #      on, both render the same monitoring objects (same specs, the dashboard
-#      byte for byte), and none with it off
+#      byte for byte), and none with it off; with the metrics API on, both
+#      render the same APIService and RBAC for the mode (and Helm its give-back
+#      hook), and none of it with it off
 #   6. docker-compose.yml against the Compose Specification schema (dclint)
 #   7. only with KUBECONFIG set: server-side dry-run apply of every render. This
 #      creates the Namespace "oversell" and the OversellPolicy CRD for real
@@ -151,6 +155,21 @@ refused "gateway.heapMb=0" --set gateway.heapMb=0
 refused "empty nodeOptIn.matchLabels" --set 'nodeOptIn.matchLabels.oversell\.io/enabled=null'
 refused "networkPolicy.webhookFromCIDRs={not-a-cidr}" --set 'networkPolicy.webhookFromCIDRs={not-a-cidr}'
 refused "monitoring.enabled=maybe" --set monitoring.enabled=maybe
+run "helm lint --strict (metrics API, self-managed)" "$HELM" lint --strict "$CHART" --set metricsApi.enabled=true
+run "helm lint --strict (metrics API, cert-manager, take-over, webhook CIDRs)" "$HELM" lint --strict "$CHART" --set metricsApi.enabled=true --set metricsApi.takeOver=true --set certificates.mode=cert-manager --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}'
+refused "metricsApi.enabled=yes" --set metricsApi.enabled=yes
+refused "metricsApi.takeover=true (misspelt)" --set metricsApi.takeover=true
+# helm template has no cluster: lookup finds no APIService, so even with
+# takeOver ours is rendered and there is nothing to take over (the lookup path
+# runs on install; docs/install.md, "The metrics API").
+mapi="$("$HELM" template oversell "$CHART" --set metricsApi.enabled=true --set metricsApi.takeOver=true)"
+if ! grep -q '^kind: APIService' <<<"$mapi" || grep -q 'name: oversell-metrics-api-take-over' <<<"$mapi" || ! grep -q 'name: oversell-metrics-api-give-back' <<<"$mapi"; then
+  die "metricsApi.takeOver=true with no APIService in the cluster must render ours and the give-back Job, and no take-over Job"
+fi
+ok "metricsApi.takeOver=true, no cluster: ours rendered, give-back hook, nothing to take over"
+mcidr="$("$HELM" template oversell "$CHART" --set metricsApi.enabled=true --set 'networkPolicy.webhookFromCIDRs={10.0.0.0/8}')"
+[[ "$(grep -c 'cidr: "10.0.0.0/8"' <<<"$mcidr")" == 2 ]] || die "networkPolicy.webhookFromCIDRs must limit the metrics API port as it limits the webhook's"
+ok "networkPolicy.webhookFromCIDRs limits the metrics API port too"
 
 # -------------------------------------------------------------- 4. render
 step "render"
@@ -185,6 +204,20 @@ printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization
   "components: [$(realpath --relative-to="$OUT/with-agent-pod-read" "$REPO/deploy/agent-pod-read")]" > "$OUT/with-agent-pod-read/kustomization.yaml"
 run "kubectl kustomize: deploy/ with components: [deploy/agent-pod-read]" sh -c "'$KUBECTL' kustomize '$OUT/with-agent-pod-read' > '$OUT/kustomize-agent-pod-read.yaml'"
 run "helm template (agent.podRead=true)" sh -c "'$HELM' template oversell '$CHART' --namespace oversell --include-crds --set agent.podRead=true > '$OUT/helm-agent-pod-read.yaml'"
+# The metrics API on: deploy/ (self-managed) with components/metrics-api,
+# overlays/cert-manager with components/metrics-api-cert-manager, and Helm's switch.
+for pair in "metrics-api:deploy:self-managed" "metrics-api-cert-manager:deploy/overlays/cert-manager:cert-manager"; do
+  IFS=: read -r component base mode <<<"$pair"
+  mkdir -p "$OUT/with-$component"
+  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+    "resources: [$(realpath --relative-to="$OUT/with-$component" "$REPO/$base")]" \
+    "components: [$(realpath --relative-to="$OUT/with-$component" "$REPO/deploy/components/$component")]" > "$OUT/with-$component/kustomization.yaml"
+  run "kubectl kustomize: $base with components: [deploy/components/$component]" sh -c "'$KUBECTL' kustomize '$OUT/with-$component' > '$OUT/kustomize-$mode-metrics-api.yaml'"
+  for ns in oversell ops; do
+    run "helm template -n $ns (metricsApi.enabled=true, certificates.mode=$mode)" sh -c \
+      "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set metricsApi.enabled=true --set certificates.mode=$mode > '$OUT/helm-$mode-$ns-metrics-api.yaml'"
+  done
+done
 MONITORING_KINDS=ServiceMonitor,PodMonitor,PrometheusRule,ConfigMap
 select_docs --kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed-monitoring.yaml" > "$OUT/monitoring-from-component.yaml"
 select_docs --kinds "$MONITORING_KINDS" "$OUT/overlay-monitoring.yaml" > "$OUT/monitoring-from-overlay.yaml"
@@ -208,6 +241,10 @@ manifests --mode cert-manager --namespace ops helm-ops="$OUT/helm-cert-manager-o
 manifests --mode self-managed --namespace oversell --monitoring on kustomize-monitoring="$OUT/kustomize-self-managed-monitoring.yaml" helm-monitoring="$OUT/helm-self-managed-oversell-monitoring.yaml" || die "renders with monitoring"
 manifests --mode self-managed --namespace ops --monitoring on helm-ops-monitoring="$OUT/helm-self-managed-ops-monitoring.yaml" || die "helm render with monitoring in namespace ops"
 manifests --mode self-managed --namespace oversell --agent-pod-read on kustomize-agent-pod-read="$OUT/kustomize-agent-pod-read.yaml" helm-agent-pod-read="$OUT/helm-agent-pod-read.yaml" || die "renders with agent pod read"
+for mode in self-managed cert-manager; do
+  manifests --mode $mode --namespace oversell --metrics-api on kustomize-metrics-api="$OUT/kustomize-$mode-metrics-api.yaml" helm-metrics-api="$OUT/helm-$mode-oversell-metrics-api.yaml" || die "$mode renders with the metrics API"
+  manifests --mode $mode --namespace ops --metrics-api on helm-ops-metrics-api="$OUT/helm-$mode-ops-metrics-api.yaml" || die "$mode helm render with the metrics API in namespace ops"
+done
 
 # -------------------------------------------------------------- 6. compose
 step "docker-compose.yml against the Compose Specification schema"
@@ -237,7 +274,7 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
     run "$f (as the e2e suite reads it) passes a server-side dry run" \
       "${K[@]}" apply --server-side --dry-run=server --force-conflicts --field-manager=oversell-check -f "$f"
   done
-  renders=(kustomize-self-managed kustomize-cert-manager helm-self-managed-oversell helm-cert-manager-oversell)
+  renders=(kustomize-self-managed kustomize-cert-manager helm-self-managed-oversell helm-cert-manager-oversell kustomize-self-managed-metrics-api helm-self-managed-oversell-metrics-api kustomize-cert-manager-metrics-api helm-cert-manager-oversell-metrics-api)
   if "${K[@]}" get crd servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
     renders+=(kustomize-self-managed-monitoring helm-self-managed-oversell-monitoring)
   else

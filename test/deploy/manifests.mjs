@@ -16,9 +16,16 @@
 // deploy/monitoring Component, Helm's monitoring.enabled), pointing at the
 // gateway and agents of that render, and the renders agree on their specs
 // and the dashboard; with --monitoring off (the default) no render has any.
+// With --metrics-api on (kustomize's deploy/components/metrics-api or
+// metrics-api-cert-manager, Helm's metricsApi.enabled) every render serves the
+// metrics API: the APIService v1beta1.metrics.k8s.io -> Service -> the
+// gateway's port 4443 and env, its RBAC and CA injection for the mode, and
+// Helm's give-back hook (hook objects are checked apart: kustomize has none);
+// with it off, none of that.
 //
 // Usage: node test/deploy/manifests.mjs --mode self-managed|cert-manager
-//          --namespace NS [--monitoring on|off] [--tools DIR] LABEL=FILE [LABEL=FILE...]
+//          --namespace NS [--monitoring on|off] [--agent-pod-read on|off] [--metrics-api on|off]
+//          [--tools DIR] LABEL=FILE [LABEL=FILE...]
 //        node test/deploy/manifests.mjs --parse-only [--tools DIR] FILE...
 //   DIR: where test/deploy/tools is installed (its node_modules has `yaml`).
 //   --parse-only: only that every document parses, is a well-formed object and
@@ -41,9 +48,11 @@ const ns = opt('namespace');
 const monitoring = opt('monitoring') ?? 'off';
 // The opt-in cluster-wide pod read for agents (deploy/agent-pod-read, Helm agent.podRead).
 const agentPodRead = opt('agent-pod-read') ?? 'off';
+// The metrics API (deploy/components/metrics-api*, Helm metricsApi.enabled).
+const metricsApi = opt('metrics-api') ?? 'off';
 const tools = opt('tools') ?? join(import.meta.dirname, 'tools');
-if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns || !['on', 'off'].includes(monitoring) || !['on', 'off'].includes(agentPodRead))) {
-  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--monitoring on|off] [--agent-pod-read on|off] [--tools DIR] LABEL=FILE...');
+if (args.length === 0 || !parseOnly && (!['self-managed', 'cert-manager'].includes(mode) || !ns || !['on', 'off'].includes(monitoring) || !['on', 'off'].includes(agentPodRead) || !['on', 'off'].includes(metricsApi))) {
+  console.error('usage: manifests.mjs --mode self-managed|cert-manager --namespace NS [--monitoring on|off] [--agent-pod-read on|off] [--metrics-api on|off] [--tools DIR] LABEL=FILE...');
   console.error('       manifests.mjs --parse-only [--tools DIR] FILE...');
   process.exit(2);
 }
@@ -57,11 +66,25 @@ const toolImport = async (name) => {
 const CLUSTER_SCOPED = new Set([
   'Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding',
   'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'OversellPolicy', 'PriorityClass',
-  'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding',
+  'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding', 'APIService',
 ]);
 // Events about Nodes live in the namespace default: the gateway's one Role outside its own.
-const OUTSIDE_NAMESPACE = new Set(['Role/default/oversell-gateway-events', 'RoleBinding/default/oversell-gateway-events']);
+// With the metrics API, the binding to the API server's own authentication reader in kube-system.
+const OUTSIDE_NAMESPACE = new Set(['Role/default/oversell-gateway-events', 'RoleBinding/default/oversell-gateway-events', 'RoleBinding/kube-system/oversell-gateway-auth-reader']);
+// Roles the API server bootstraps, that a render binds without rendering (their rules as Kubernetes defines them).
+const BUILTIN_ROLES = {
+  'Role/kube-system/extension-apiserver-authentication-reader': [{ apiGroups: [''], resources: ['configmaps'], resourceNames: ['extension-apiserver-authentication'], verbs: ['get', 'list', 'watch'] }],
+};
+const builtinRole = (b) => {
+  const rules = BUILTIN_ROLES[`${b.roleRef.kind}/${b.kind === 'RoleBinding' ? `${b.metadata.namespace}/` : ''}${b.roleRef.name}`];
+  return rules && { kind: b.roleRef.kind, metadata: { name: b.roleRef.name, namespace: b.metadata.namespace }, rules };
+};
+// Helm hooks (the metrics API's take-over and give-back Jobs and their RBAC): not release objects, checked apart.
+const isHook = (o) => o.metadata?.annotations?.['helm.sh/hook'] !== undefined;
+const METRICS_APISERVICE = 'v1beta1.metrics.k8s.io';
 const DNS_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+const RBAC_KINDS = new Set(['Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding']);
+const RBAC_NAME = /^[^/%]+$/;
 
 let failures = 0;
 const fail = (where, msg) => { failures++; console.log(`  FAIL ${where}: ${msg}`); };
@@ -80,7 +103,9 @@ async function load(label, file) {
     if (o === null || o === undefined) continue; // empty document (a bare ---)
     if (typeof o !== 'object' || Array.isArray(o)) { fail(where, 'not a mapping'); continue; }
     if (!(typeof o.apiVersion === 'string' && typeof o.kind === 'string')) { fail(where, 'no apiVersion or kind'); continue; }
-    check(where, typeof o.metadata?.name === 'string' && DNS_NAME.test(o.metadata.name), `bad metadata.name ${JSON.stringify(o.metadata?.name)}`);
+    // RBAC objects take path-segment names (system:aggregated-metrics-reader); everything else here a DNS name.
+    const nameOk = RBAC_KINDS.has(o.kind) ? RBAC_NAME.test(o.metadata?.name ?? '') && !['.', '..'].includes(o.metadata.name) : DNS_NAME.test(o.metadata?.name ?? '');
+    check(where, typeof o.metadata?.name === 'string' && nameOk, `bad metadata.name ${JSON.stringify(o.metadata?.name)}`);
     const errors = await schemaErrors(o);
     check(`${label} ${id(o)}`, !errors, `schema: ${errors}`);
     objects.push(o);
@@ -145,7 +170,7 @@ async function schemaErrors(o) {
 // Every rule as (subject | verb | resource | scope | names), one per verb and
 // resource. Subjects: gateway, agent, or the name of a role bound to nobody
 // (oversell-viewer, for users). The install namespace is written "oversell".
-const SUBJECTS = { 'oversell-gateway': 'gateway', 'oversell-agent': 'agent' };
+const SUBJECTS = { 'oversell-gateway': 'gateway', 'oversell-agent': 'agent', 'oversell-metrics-api-handover': 'metrics API handover' };
 const resourceName = (group, resource) => {
   const [plural, sub] = resource.split('/');
   return `${plural}${group ? `.${group}` : ''}${sub ? `/${sub}` : ''}`;
@@ -168,7 +193,7 @@ function grantedRules(objects, installNamespace) {
   const scopeOf = (o) => (o.kind.startsWith('Cluster') ? 'cluster' : `namespace ${o.metadata.namespace === installNamespace ? 'oversell' : o.metadata.namespace}`);
   const bound = new Set();
   for (const b of objects.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding')) {
-    const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === 'ClusterRole' || o.metadata.namespace === b.metadata.namespace));
+    const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === 'ClusterRole' || o.metadata.namespace === b.metadata.namespace)) ?? builtinRole(b);
     if (!role) continue; // reported by verify()
     bound.add(id(role));
     for (const s of b.subjects ?? []) for (const r of role.rules ?? []) expand(SUBJECTS[s.name] ?? `${s.kind} ${s.name}`, scopeOf(b), r);
@@ -180,23 +205,23 @@ function grantedRules(objects, installNamespace) {
 }
 
 /** The rows of the table under "## What oversell may do in the cluster" in docs/install.md, for a certificate mode. */
-function documentedRules(markdown, certificateMode) {
+function documentedRules(markdown, certificateMode, installs) {
   const section = markdown.split(/^## /m).find((x) => x.startsWith('What oversell may do in the cluster'));
   if (!section) throw new Error('docs/install.md has no section "## What oversell may do in the cluster"');
   const rows = section.split('\n').filter((l) => l.startsWith('|')).slice(2)
     .map((l) => l.slice(1, -1).split('|').map((c) => c.trim().replaceAll('`', '')));
   const out = new Set();
   for (const [subject, verbs, resource, scope, names, installed] of rows) {
-    if (!['both', certificateMode, ...(agentPodRead === 'on' ? ['agent pod read'] : [])].includes(installed)) continue;
+    if (!(installs ?? ['both', certificateMode, ...(agentPodRead === 'on' ? ['agent pod read'] : []), ...(metricsApi === 'on' ? ['metrics API', `metrics API, ${certificateMode}`] : [])]).includes(installed)) continue;
     for (const verb of verbs.split(',').map((v) => v.trim())) out.add(tuple({ subject, verb, resource, scope, names: names.split(',').map((n) => n.trim()).sort().join(', ') }));
   }
   if (out.size === 0) throw new Error('the RBAC table in docs/install.md has no rows');
   return out;
 }
 
-function verifyRbacTable(label, objects) {
+function verifyRbacTable(label, objects, installs) {
   const granted = grantedRules(objects, ns);
-  const documented = documentedRules(readFileSync(join(REPO, 'docs/install.md'), 'utf8'), mode);
+  const documented = documentedRules(readFileSync(join(REPO, 'docs/install.md'), 'utf8'), mode, installs);
   for (const t of granted) check(label, documented.has(t), `RBAC rule not justified in docs/install.md ("What oversell may do in the cluster"): ${t}`);
   for (const t of documented) check(label, granted.has(t), `docs/install.md lists an RBAC rule this install does not grant (${mode}): ${t}`);
   return granted;
@@ -309,8 +334,91 @@ function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
     if (p.includes(ports.metrics)) {
       check(where, r.from?.length > 0 && r.from.every((f) => f.namespaceSelector?.matchLabels?.['oversell.io/metrics'] === 'allowed' && !f.podSelector), `port ${ports.metrics} (metrics) only from namespaces labelled oversell.io/metrics=allowed`);
     }
-    check(where, r.from?.length > 0 || p.join() === String(ports.webhook), 'only the webhook port is open to anywhere');
+    // The API server calls the webhook and (its aggregation proxy) the metrics API.
+    const apiServerPorts = [ports.webhook, ports['metrics-api']].filter((x) => x !== undefined);
+    check(where, r.from?.length > 0 || (p.length === 1 && apiServerPorts.includes(p[0])), 'only the webhook and metrics API ports are open to anywhere');
+    check(where, !p.includes(ports['metrics-api']) || p.length === 1 && (!r.from || r.from.every((f) => f.ipBlock)), `port ${ports['metrics-api']} (metrics API) in a rule of its own, from anywhere or networkPolicy.webhookFromCIDRs`);
   }
+}
+
+// ------------------------------------------------------------ metrics API
+function verifyMetricsApi(label, objects) {
+  const where = (o) => `${label} ${id(o)}`;
+  const get = (kind, name) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+  const apiService = get('APIService', METRICS_APISERVICE);
+  const reader = get('ClusterRole', 'system:aggregated-metrics-reader');
+  const authReader = get('RoleBinding', 'oversell-gateway-auth-reader');
+  const vap = get('ValidatingAdmissionPolicy', 'oversell-gateway-apiservice-cabundle-only');
+  if (metricsApi === 'off') {
+    for (const o of [apiService, reader, authReader, vap, get('ClusterRole', 'oversell-gateway-apiservice')]) if (o) fail(where(o), 'a metrics API object with --metrics-api off (it must be opt-in: it replaces metrics-server)');
+    return;
+  }
+  check(label, apiService, `missing APIService/${METRICS_APISERVICE}`);
+  if (apiService) {
+    const s = apiService.spec ?? {};
+    check(where(apiService), s.group === 'metrics.k8s.io' && s.version === 'v1beta1' && s.groupPriorityMinimum === 100 && s.versionPriority === 100, `group metrics.k8s.io, version v1beta1, priorities 100/100: ${JSON.stringify(s)}`);
+    check(where(apiService), !s.caBundle && !s.insecureSkipTLSVerify, 'caBundle injected, never rendered, and TLS always verified (no insecureSkipTLSVerify)');
+    const svc = get('Service', s.service?.name);
+    const port = svc?.spec.ports.find((p) => p.port === s.service?.port);
+    const gw = get('Deployment', 'oversell-gateway');
+    const container = gw?.spec.template.spec.containers.find((c) => c.name === 'gateway');
+    check(where(apiService), s.service?.name === 'oversell-gateway' && s.service?.namespace === ns && port?.targetPort === 'metrics-api' && container?.ports?.some((p) => p.name === 'metrics-api'), `service ${JSON.stringify(s.service)} -> Service port -> the gateway's metrics-api port`);
+    check(where(apiService), apiService.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell', 'labelled app.kubernetes.io/part-of=oversell: how the take-over and the chart tell ours from metrics-server\'s');
+    const inject = apiService.metadata.annotations?.['cert-manager.io/inject-ca-from'];
+    if (mode === 'cert-manager') check(where(apiService), inject === `${ns}/oversell-gateway`, `cert-manager injects the caBundle: inject-ca-from ${inject}`);
+    else check(where(apiService), !inject, 'no cert-manager annotation in self-managed mode');
+  }
+  if (reader) {
+    const l = reader.metadata.labels ?? {};
+    check(where(reader), ['view', 'edit', 'admin'].every((r) => l[`rbac.authorization.k8s.io/aggregate-to-${r}`] === 'true'), 'aggregated into view, edit and admin');
+    check(where(reader), canonical(reader.rules) === canonical([{ apiGroups: ['metrics.k8s.io'], resources: ['pods', 'nodes'], verbs: ['get', 'list', 'watch'] }]), `get/list/watch pods and nodes in metrics.k8s.io, nothing else: ${JSON.stringify(reader.rules)}`);
+  } else fail(label, 'missing ClusterRole/system:aggregated-metrics-reader');
+  check(label, authReader?.metadata.namespace === 'kube-system' && authReader.roleRef.name === 'extension-apiserver-authentication-reader' && authReader.subjects?.length === 1 && authReader.subjects[0].name === 'oversell-gateway', 'the gateway reads kube-system/extension-apiserver-authentication (front-proxy CA, allowed names)');
+  const gatewayApiService = objects.filter((b) => b.kind === 'ClusterRoleBinding' && b.subjects?.some((x) => x.name === 'oversell-gateway'))
+    .flatMap((b) => get('ClusterRole', b.roleRef.name)?.rules ?? []).filter((r) => r.resources?.includes('apiservices'));
+  if (mode === 'self-managed') {
+    check(label, gatewayApiService.length === 1 && gatewayApiService[0].resourceNames?.join() === METRICS_APISERVICE && gatewayApiService[0].verbs.join() === 'get,patch', `gateway: get and patch the APIService ${METRICS_APISERVICE} (its caBundle), nothing else: ${JSON.stringify(gatewayApiService)}`);
+    const binding = get('ValidatingAdmissionPolicyBinding', 'oversell-gateway-apiservice-cabundle-only');
+    check(label, vap && binding, 'self-managed: a ValidatingAdmissionPolicy and its binding limit the gateway to the APIService\'s caBundle');
+    if (vap && binding) {
+      check(where(vap), binding.spec.policyName === vap.metadata.name && binding.spec.validationActions?.join() === 'Deny' && !binding.spec.matchResources && vap.spec.failurePolicy === 'Fail', 'bound with [Deny] everywhere, failurePolicy Fail');
+      const rule = vap.spec.matchConstraints?.resourceRules ?? [];
+      check(where(vap), rule.length === 1 && rule[0].resources?.join() === 'apiservices' && rule[0].resourceNames?.join() === METRICS_APISERVICE && rule[0].operations?.includes('UPDATE'), `matches UPDATE of the APIService ${METRICS_APISERVICE}`);
+      check(where(vap), vap.spec.matchConditions?.map((c) => c.expression).join() === `request.userInfo.username == 'system:serviceaccount:${ns}:oversell-gateway'`, 'applies to the gateway\'s ServiceAccount');
+      const cel = vap.spec.validations?.map((v) => v.expression).join('\n') ?? '';
+      for (const field of ['metadata.labels', 'metadata.annotations', 'metadata.ownerReferences', 'metadata.finalizers', 'spec.service', 'spec.group', 'spec.version', 'spec.insecureSkipTLSVerify', 'spec.groupPriorityMinimum', 'spec.versionPriority']) {
+        check(where(vap), cel.includes(`object.${field} == oldObject.${field}`), `does not compare ${field}`);
+      }
+      check(where(vap), !cel.includes('caBundle'), 'must leave spec.caBundle free to change');
+    }
+  } else {
+    check(label, gatewayApiService.length === 0 && !vap, 'cert-manager: the gateway may not change the APIService at all (cert-manager injects its caBundle)');
+  }
+}
+
+/** Helm's hooks: with the metrics API, the give-back Job (post-delete) and the handover RBAC; nothing else is a hook. */
+function verifyHooks(label, hooks, helm) {
+  const where = (o) => `${label} ${id(o)}`;
+  const want = metricsApi === 'on' && helm;
+  const jobs = hooks.filter((o) => o.kind === 'Job');
+  for (const o of hooks) check(where(o), want && o.metadata.name.startsWith('oversell-metrics-api-'), 'the only hooks are the metrics API\'s take-over and give-back');
+  if (!want) return;
+  const giveBack = jobs.find((j) => j.metadata.name === 'oversell-metrics-api-give-back');
+  check(label, giveBack?.metadata.annotations['helm.sh/hook'] === 'post-delete', 'the give-back Job runs on helm uninstall (post-delete)');
+  // helm template has no cluster: lookup finds no APIService, so there is nothing to take over.
+  check(label, !jobs.some((j) => j.metadata.name === 'oversell-metrics-api-take-over'), 'no take-over Job where lookup found no foreign APIService');
+  for (const j of jobs) {
+    const spec = j.spec.template.spec;
+    const c = spec.containers[0];
+    check(where(j), spec.serviceAccountName === 'oversell-metrics-api-handover' && spec.restartPolicy === 'Never', 'runs as oversell-metrics-api-handover, restartPolicy Never');
+    check(where(j), c.command?.[1] === '/app/dist/gateway/act/apiservice-handover-main.js' && c.command.join(' ').endsWith(`--saved ${ns}/oversell-metrics-api-previous`), `runs the handover against ${ns}/oversell-metrics-api-previous: ${c.command}`);
+    check(where(j), spec.securityContext?.runAsNonRoot === true && c.securityContext?.allowPrivilegeEscalation === false && c.securityContext?.readOnlyRootFilesystem === true && c.securityContext?.capabilities?.drop?.includes('ALL') && spec.securityContext?.seccompProfile?.type === 'RuntimeDefault', 'Pod Security restricted');
+    check(where(j), j.metadata.annotations['helm.sh/hook-delete-policy'] === 'before-hook-creation,hook-succeeded', 'deleted once it succeeded');
+  }
+  for (const o of hooks.filter((x) => x.kind !== 'Job')) {
+    check(where(o), Number(o.metadata.annotations['helm.sh/hook-weight']) < 0 && o.metadata.annotations['helm.sh/hook'] === giveBack?.metadata.annotations['helm.sh/hook'], 'created before the Jobs, for the same hook events');
+  }
+  verifyRbacTable(`${label} (hooks)`, hooks, ['metrics API, Helm hook']);
 }
 
 // ------------------------------------------------------------- monitoring
@@ -390,14 +498,14 @@ function verify(label, objects) {
 
   // RBAC: every binding names a role and service accounts that are rendered.
   for (const b of objects.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding')) {
-    check(where(b), get(b.roleRef.kind, b.roleRef.name), `roleRef ${b.roleRef.kind}/${b.roleRef.name} not rendered`);
+    check(where(b), get(b.roleRef.kind, b.roleRef.name) || builtinRole(b), `roleRef ${b.roleRef.kind}/${b.roleRef.name} not rendered (nor one the API server bootstraps)`);
     for (const s of b.subjects ?? []) {
       check(where(b), s.kind === 'ServiceAccount' && s.namespace === ns && get('ServiceAccount', s.name), `subject ${s.kind} ${s.namespace}/${s.name} not rendered`);
     }
   }
   const rules = (sa) => objects
     .filter((b) => (b.kind === 'RoleBinding' || b.kind === 'ClusterRoleBinding') && b.subjects?.some((s) => s.name === sa))
-    .flatMap((b) => (get(b.roleRef.kind, b.roleRef.name)?.rules ?? []).map((r) => ({ ...r, scope: b.kind })));
+    .flatMap((b) => ((get(b.roleRef.kind, b.roleRef.name) ?? builtinRole(b))?.rules ?? []).map((r) => ({ ...r, scope: b.kind })));
   const grants = (sa, group, resource, verb, scope) => rules(sa).some((r) =>
     r.apiGroups?.includes(group) && r.resources?.includes(resource) && r.verbs?.includes(verb) && (!scope || r.scope === scope));
 
@@ -425,6 +533,11 @@ function verify(label, objects) {
     const ports = Object.fromEntries((c?.ports ?? []).map((p) => [p.name, p.containerPort]));
     check(where(gw), ports.webhook === 8443 && ports.grpc === 50051 && ports.agent === 50052 && ports.metrics === 9090, `ports ${JSON.stringify(ports)}`);
     check(where(gw), env.OVERSELL_AGENT_PORT === String(ports.agent), `OVERSELL_AGENT_PORT ${env.OVERSELL_AGENT_PORT} is not the agent container port`);
+    if (metricsApi === 'on') {
+      check(where(gw), env.OVERSELL_METRICS_API === 'on' && ports['metrics-api'] === 4443 && env.OVERSELL_METRICS_API_PORT === String(ports['metrics-api']), `metrics API: OVERSELL_METRICS_API=on, OVERSELL_METRICS_API_PORT = the metrics-api container port 4443 (${env.OVERSELL_METRICS_API}, ${env.OVERSELL_METRICS_API_PORT}, ${ports['metrics-api']})`);
+    } else {
+      check(where(gw), env.OVERSELL_METRICS_API === undefined && env.OVERSELL_METRICS_API_PORT === undefined && ports['metrics-api'] === undefined, 'no metrics API env or port with --metrics-api off');
+    }
     // Secrets: create (namespace-wide: create cannot be limited by name), otherwise by name only.
     const secretRules = rules('oversell-gateway').filter((r) => r.resources?.includes('secrets'));
     check(label, secretRules.every((r) => r.scope === 'RoleBinding' && (r.resourceNames?.length > 0 || r.verbs.join() === 'create')), 'gateway: Secrets in its namespace, by name except create');
@@ -440,6 +553,7 @@ function verify(label, objects) {
       check(where(svc), matches(svc.spec.selector, labels), 'selector does not match the gateway pods');
       const sp = Object.fromEntries(svc.spec.ports.map((p) => [p.name, `${p.port}->${p.targetPort}`]));
       check(where(svc), sp.webhook === '443->webhook' && sp.grpc === '50051->grpc' && sp.metrics === '9090->metrics', `ports ${JSON.stringify(sp)}`);
+      check(where(svc), (sp['metrics-api'] === '4443->metrics-api') === (metricsApi === 'on') && Object.keys(sp).length === (metricsApi === 'on' ? 4 : 3), `metrics-api port 4443->metrics-api only with --metrics-api on: ${JSON.stringify(sp)}`);
     }
     const headless = need('Service', 'oversell-gateway-agents');
     if (headless) {
@@ -549,6 +663,7 @@ function verify(label, objects) {
   }
   verifyRbacTable(label, objects);
   verifyMonitoring(label, objects);
+  verifyMetricsApi(label, objects);
   return objects;
 }
 
@@ -569,14 +684,17 @@ const renders = [];
 for (const a of args) {
   const [label, file] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, a];
   const before = failures;
-  const objects = verify(label, await load(label, file));
-  console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects (${mode}, namespace ${ns}, monitoring ${monitoring})`);
+  const loaded = await load(label, file);
+  const hooks = loaded.filter(isHook);
+  const objects = verify(label, loaded.filter((o) => !isHook(o)));
+  verifyHooks(label, hooks, objects.some((o) => o.metadata.labels?.['app.kubernetes.io/managed-by'] === 'Helm'));
+  console.log(`  ${failures === before ? 'ok  ' : 'FAIL'} ${label}: ${objects.length} objects${hooks.length ? ` and ${hooks.length} hooks` : ''} (${mode}, namespace ${ns}, monitoring ${monitoring}, metrics API ${metricsApi})`);
   renders.push({
     label,
     ids: new Set(objects.filter((o) => o.kind !== 'Namespace').map(id)),
     rules: grantedRules(objects, ns),
     // Specs that must not drift between kustomize and Helm (labels differ, specs must not).
-    specs: new Map(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind) || isMonitoring(o)).map((o) => [id(o), canonical(o.spec ?? o.data)])),
+    specs: new Map(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding', 'APIService'].includes(o.kind) || isMonitoring(o)).map((o) => [id(o), canonical(o.spec ?? o.data)])),
   });
 }
 // Same objects in every render of this mode (helm does not own the Namespace).
