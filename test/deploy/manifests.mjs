@@ -377,7 +377,7 @@ function verifyMetricsApi(label, objects) {
   const gatewayApiService = objects.filter((b) => b.kind === 'ClusterRoleBinding' && b.subjects?.some((x) => x.name === 'oversell-gateway'))
     .flatMap((b) => get('ClusterRole', b.roleRef.name)?.rules ?? []).filter((r) => r.resources?.includes('apiservices'));
   if (mode === 'self-managed') {
-    check(label, gatewayApiService.length === 1 && gatewayApiService[0].resourceNames?.join() === METRICS_APISERVICE && gatewayApiService[0].verbs.join() === 'get,patch', `gateway: get and patch the APIService ${METRICS_APISERVICE} (its caBundle), nothing else: ${JSON.stringify(gatewayApiService)}`);
+    check(label, gatewayApiService.length === 1 && gatewayApiService[0].resourceNames?.join() === METRICS_APISERVICE && gatewayApiService[0].verbs.join() === 'get,update', `gateway: get and update the APIService ${METRICS_APISERVICE} (its caBundle), nothing else: ${JSON.stringify(gatewayApiService)}`);
     const binding = get('ValidatingAdmissionPolicyBinding', 'oversell-gateway-apiservice-cabundle-only');
     check(label, vap && binding, 'self-managed: a ValidatingAdmissionPolicy and its binding limit the gateway to the APIService\'s caBundle');
     if (vap && binding) {
