@@ -11,10 +11,10 @@ import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { COLUMN } from '../decide/usage-window.js';
 import type { AccessReview, Attributes } from './access-review.js';
 import { authenticate, Unauthorized, type Caller, type PeerCertificate, type RequestHeaderConfig } from './front-proxy.js';
-import type { PodDirectory } from './pod-directory.js';
+import type { DirectoryPod, PodDirectory } from './pod-directory.js';
 import {
   API_GROUP, API_GROUP_LIST, API_RESOURCE_LIST, BadRequest, fieldsMatch, forbidden, GROUP, GROUP_VERSION, labelsMatch, nodeMetrics, nodeMetricsList, notFound,
-  parseFieldSelector, podMetrics, podMetricsList, status, type FieldSelector, type NodeMetrics, type NodeReading, type PodMetrics, type PodsReading,
+  parseFieldSelector, podMetrics, podMetricsList, podsStamp, status, type FieldSelector, type NodeMetrics, type NodeReading, type PodMetrics, type PodsReading,
 } from './resource-metrics.js';
 
 export interface MetricsApiPluginOptions extends FastifyPluginOptions {
@@ -112,27 +112,37 @@ export async function metricsApiPlugin(app: FastifyInstance, o: MetricsApiPlugin
   };
 
   /** A pod's metrics from its own node's report only: an agent speaks for the pods bound to its node, no other. */
-  const podOf = (uid: string, record: NodeRecord, reading: PodsReading, staleAfterMs: number, nowMs: number): PodMetrics | undefined => {
-    const pod = o.directory.byUid(uid);
-    if (!pod || pod.node !== record.name) return undefined;
-    const usage = reading.pods.find((p) => p.uid === uid);
-    return usage && podMetrics(pod, usage, reading, staleAfterMs, nowMs);
+  const podOf = (pod: DirectoryPod, nowMs: number): PodMetrics | undefined => {
+    const r = o.store.get(pod.node);
+    if (!r?.hasSample) return undefined;
+    const usage = r.pods.find((p) => p.uid === pod.uid);
+    if (!usage) return undefined;
+    const reading = podsReading(r, nowMs);
+    return podMetrics(pod, usage, reading, o.staleAfterMs(r.labels), podsStamp(reading, nowMs));
   };
 
   const listPods = (namespace: string | undefined, labels: LabelSelector | undefined, fields: FieldSelector | undefined, nowMs: number): PodMetrics[] => {
     const items: PodMetrics[] = [];
-    for (const r of o.store.list()) {
-      if (!r.hasSample || r.pods.length === 0) continue;
-      const reading = podsReading(r, nowMs);
-      const staleAfterMs = o.staleAfterMs(r.labels);
-      if (reading.ageMs > staleAfterMs) continue;
-      for (const usage of r.pods) {
-        const pod = o.directory.byUid(usage.uid);
-        if (!pod || pod.node !== r.name) continue;
-        if (namespace !== undefined && pod.namespace !== namespace) continue;
-        if (!fieldsMatch(fields, pod.name, pod.namespace) || !labelsMatch(labels, pod.labels)) continue;
-        const m = podMetrics(pod, usage, reading, staleAfterMs, nowMs);
+    const selected = (pod: DirectoryPod) => fieldsMatch(fields, pod.name, pod.namespace) && labelsMatch(labels, pod.labels);
+    if (namespace !== undefined) {
+      // One namespace (what the HPA asks): its pods from the directory, each looked up in its own node's report.
+      for (const pod of o.directory.inNamespace(namespace)) {
+        const m = selected(pod) ? podOf(pod, nowMs) : undefined;
         if (m) items.push(m);
+      }
+    } else {
+      for (const r of o.store.list()) {
+        if (!r.hasSample || r.pods.length === 0) continue;
+        const reading = podsReading(r, nowMs);
+        const staleAfterMs = o.staleAfterMs(r.labels);
+        if (reading.ageMs > staleAfterMs) continue;
+        const stamp = podsStamp(reading, nowMs);
+        for (const usage of r.pods) {
+          const pod = o.directory.byUid(usage.uid);
+          if (!pod || pod.node !== r.name || !selected(pod)) continue;
+          const m = podMetrics(pod, usage, reading, staleAfterMs, stamp);
+          if (m) items.push(m);
+        }
       }
     }
     return items.sort((x, y) => {
@@ -150,8 +160,7 @@ export async function metricsApiPlugin(app: FastifyInstance, o: MetricsApiPlugin
 
   const getPod = (namespace: string, name: string, nowMs: number): PodMetrics | undefined => {
     const pod = o.directory.byName(namespace, name);
-    const r = pod && o.store.get(pod.node);
-    return pod && r?.hasSample ? podOf(pod.uid, r, podsReading(r, nowMs), o.staleAfterMs(r.labels), nowMs) : undefined;
+    return pod && podOf(pod, nowMs);
   };
 
   const serve = async (request: FastifyRequest, reply: FastifyReply) => {

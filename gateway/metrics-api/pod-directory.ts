@@ -44,11 +44,10 @@ export function directoryPod(pod: V1Pod): DirectoryPod | undefined {
   return { uid: m.uid, namespace: m.namespace ?? '', name: m.name, node, labels: m.labels ?? {}, containers };
 }
 
-const key = (namespace: string, name: string) => `${namespace}/${name}`;
-
 export class PodDirectory {
   readonly #byUid = new Map<string, DirectoryPod>();
-  readonly #byName = new Map<string, string>();
+  /** namespace -> name -> pod: gets by name, and a namespace's pods without a scan (the HPA lists one namespace). */
+  readonly #byNamespace = new Map<string, Map<string, DirectoryPod>>();
   #synced = false;
 
   /** False until the first complete list: until then every pod is unknown. */
@@ -62,24 +61,33 @@ export class PodDirectory {
 
   replaceAll(pods: DirectoryPod[]): void {
     this.#byUid.clear();
-    this.#byName.clear();
+    this.#byNamespace.clear();
     for (const p of pods) this.set(p);
     this.#synced = true;
   }
 
   set(pod: DirectoryPod): void {
     const old = this.#byUid.get(pod.uid);
-    if (old) this.#byName.delete(key(old.namespace, old.name));
+    if (old) this.#unname(old);
     this.#byUid.set(pod.uid, pod);
-    this.#byName.set(key(pod.namespace, pod.name), pod.uid);
+    let names = this.#byNamespace.get(pod.namespace);
+    if (!names) this.#byNamespace.set(pod.namespace, (names = new Map()));
+    names.set(pod.name, pod);
   }
 
   delete(uid: string): void {
     const old = this.#byUid.get(uid);
     if (!old) return;
     this.#byUid.delete(uid);
-    // A pod deleted and created again under its name has a new uid: only the name's own entry goes.
-    if (this.#byName.get(key(old.namespace, old.name)) === uid) this.#byName.delete(key(old.namespace, old.name));
+    this.#unname(old);
+  }
+
+  /** A pod deleted and created again under its name has a new uid: only the name's own entry goes. */
+  #unname(pod: DirectoryPod): void {
+    const names = this.#byNamespace.get(pod.namespace);
+    if (names?.get(pod.name) !== pod) return;
+    names.delete(pod.name);
+    if (names.size === 0) this.#byNamespace.delete(pod.namespace);
   }
 
   byUid(uid: string): DirectoryPod | undefined {
@@ -87,7 +95,10 @@ export class PodDirectory {
   }
 
   byName(namespace: string, name: string): DirectoryPod | undefined {
-    const uid = this.#byName.get(key(namespace, name));
-    return uid === undefined ? undefined : this.#byUid.get(uid);
+    return this.#byNamespace.get(namespace)?.get(name);
+  }
+
+  inNamespace(namespace: string): Iterable<DirectoryPod> {
+    return this.#byNamespace.get(namespace)?.values() ?? [];
   }
 }

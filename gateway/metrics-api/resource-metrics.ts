@@ -60,15 +60,31 @@ export interface PodMetrics {
   containers: ContainerMetrics[];
 }
 
-/** CPU as apimachinery prints metrics-server's nanocores: "250m", "2", "0". */
-export const cpuQuantity = (millicores: number): string => formatMilli(Math.max(0, Math.round(millicores)));
+/** CPU as apimachinery prints metrics-server's nanocores: "250m", "2", "0" (a list prints 100,000 of them: numbers, not BigInt, below 1000 cores). */
+export function cpuQuantity(millicores: number): string {
+  const m = Math.max(0, Math.round(millicores));
+  if (m >= 1_000_000) return formatMilli(m);
+  return m % 1000 === 0 ? String(m / 1000) : `${m}m`;
+}
+
+const BINARY = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'];
 
 /**
  * Memory as apimachinery prints a BinarySI quantity of bytes: "123456Ki",
  * "2Gi", and plain bytes when not a multiple of 1024 ("1500000000", never
  * "1500M": metrics-server's quantities are BinarySI).
  */
-export const memoryQuantity = (bytes: number): string => formatQuantity({ nanos: BigInt(Math.max(0, Math.round(bytes))) * 1_000_000_000n, format: 'BinarySI' });
+export function memoryQuantity(bytes: number): string {
+  const b = Math.max(0, Math.round(bytes));
+  if (b < 1024 || !Number.isSafeInteger(b)) return formatQuantity({ nanos: BigInt(b) * 1_000_000_000n, format: 'BinarySI' });
+  let units = b;
+  let power = 0;
+  while (power < 6 && units % 1024 === 0) {
+    units /= 1024;
+    power += 1;
+  }
+  return `${units}${BINARY[power]}`;
+}
 
 /** metav1.Time: RFC 3339 in UTC, whole seconds. */
 export const metaTime = (ms: number): string => `${new Date(Math.floor(ms / 1000) * 1000).toISOString().slice(0, 19)}Z`;
@@ -100,13 +116,22 @@ export function nodeMetrics(node: NodeReading, staleAfterMs: number, nowMs: numb
   };
 }
 
+/** The strings every pod of one node's report shares, made once per node rather than once per pod. */
+export interface PodsStamp {
+  creationTimestamp: string;
+  timestamp: string;
+  window: string;
+}
+
+export const podsStamp = (reading: PodsReading, nowMs: number): PodsStamp => ({ creationTimestamp: metaTime(nowMs), timestamp: metaTime(reading.timestampMs), window: goDuration(reading.windowMs) });
+
 /**
  * A pod's PodMetrics from its node's last report: one entry per container
  * the pod's status names (the sandbox, whose id no status lists, is
  * dropped), in the order of the report. Undefined when the report is stale,
  * its window unknown, or no container of it has a name yet.
  */
-export function podMetrics(pod: DirectoryPod, usage: PodUsage__Output, reading: PodsReading, staleAfterMs: number, nowMs: number): PodMetrics | undefined {
+export function podMetrics(pod: DirectoryPod, usage: PodUsage__Output, reading: PodsReading, staleAfterMs: number, stamp: PodsStamp): PodMetrics | undefined {
   if (reading.ageMs > staleAfterMs || reading.windowMs <= 0) return undefined;
   const containers: ContainerMetrics[] = [];
   for (const c of usage.containers) {
@@ -118,9 +143,9 @@ export function podMetrics(pod: DirectoryPod, usage: PodUsage__Output, reading: 
   return {
     kind: 'PodMetrics',
     apiVersion: GROUP_VERSION,
-    metadata: { name: pod.name, namespace: pod.namespace, ...(Object.keys(pod.labels).length > 0 && { labels: pod.labels }), creationTimestamp: metaTime(nowMs) },
-    timestamp: metaTime(reading.timestampMs),
-    window: goDuration(reading.windowMs),
+    metadata: { name: pod.name, namespace: pod.namespace, ...(Object.keys(pod.labels).length > 0 && { labels: pod.labels }), creationTimestamp: stamp.creationTimestamp },
+    timestamp: stamp.timestamp,
+    window: stamp.window,
     containers,
   };
 }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  BadRequest, cpuQuantity, fieldsMatch, forbidden, goDuration, memoryQuantity, metaTime, nodeMetrics, notFound, parseFieldSelector, podMetrics,
+  BadRequest, cpuQuantity, fieldsMatch, forbidden, goDuration, memoryQuantity, metaTime, nodeMetrics, notFound, parseFieldSelector, podMetrics, podsStamp,
   type NodeReading, type PodsReading,
 } from '../../../gateway/metrics-api/resource-metrics.js';
 import type { DirectoryPod } from '../../../gateway/metrics-api/pod-directory.js';
@@ -16,11 +16,11 @@ const PAUSE = 'c'.repeat(64);
 const NOW = Date.parse('2026-11-30T12:00:10.500Z');
 
 describe('quantities as apimachinery prints metrics-server\'s', () => {
-  const cpu: Array<[number, string]> = [[0, '0'], [1, '1m'], [250, '250m'], [1000, '1'], [1500, '1500m'], [16_000, '16']];
+  const cpu: Array<[number, string]> = [[0, '0'], [1, '1m'], [250, '250m'], [1000, '1'], [1500, '1500m'], [16_000, '16'], [999_999, '999999m'], [1_000_000, '1k'], [1_500_000, '1500']];
   for (const [m, s] of cpu) it(`cpu ${m} millicores: ${s}`, () => assert.equal(cpuQuantity(m), s));
   // BinarySI, as metrics-server's uint64Quantity(..., resource.BinarySI, 0): a binary suffix only where exact; under 1024 apimachinery prints it as DecimalSI (1000 is "1k").
   const memory: Array<[number, string]> = [
-    [0, '0'], [1000, '1k'], [1023, '1023'], [4096, '4Ki'], [123 * 1024, '123Ki'], [1024 ** 2, '1Mi'], [1536 * 1024 ** 2, '1536Mi'], [2 * 1024 ** 3, '2Gi'], [1_500_000_000, '1500000000'],
+    [0, '0'], [1000, '1k'], [1023, '1023'], [4096, '4Ki'], [123 * 1024, '123Ki'], [1024 ** 2, '1Mi'], [1536 * 1024 ** 2, '1536Mi'], [2 * 1024 ** 3, '2Gi'], [1_500_000_000, '1500000000'], [2 ** 60, '1Ei'], [3 * 2 ** 60, '3Ei'],
   ];
   for (const [b, s] of memory) it(`memory ${b} bytes: ${s}`, () => assert.equal(memoryQuantity(b), s));
 });
@@ -65,7 +65,7 @@ const usage = (containers: Array<[string, number, number]>) => ({
 
 describe('PodMetrics', () => {
   it('one entry per container by name; the sandbox (pause), whose id no status lists, is dropped', () => {
-    const m = podMetrics(pod, usage([[PAUSE, 1, 40_960], [APP, 120, 64 * 1024 ** 2], [SIDECAR, 5, 12 * 1024 ** 2]]), reading(), 40_000, NOW);
+    const m = podMetrics(pod, usage([[PAUSE, 1, 40_960], [APP, 120, 64 * 1024 ** 2], [SIDECAR, 5, 12 * 1024 ** 2]]), reading(), 40_000, podsStamp(reading(), NOW));
     assert.deepEqual(m, {
       kind: 'PodMetrics',
       apiVersion: 'metrics.k8s.io/v1beta1',
@@ -81,7 +81,7 @@ describe('PodMetrics', () => {
     ['the report is older than staleAfter', usage([[APP, 1, 4096]]), { ageMs: 40_001 }],
     ['the window is unknown (the first report this gateway saw)', usage([[APP, 1, 4096]]), { windowMs: 0 }],
   ];
-  for (const [what, u, over] of omitted) it(`left out: ${what}`, () => assert.equal(podMetrics(pod, u, reading(over), 40_000, NOW), undefined));
+  for (const [what, u, over] of omitted) it(`left out: ${what}`, () => assert.equal(podMetrics(pod, u, reading(over), 40_000, podsStamp(reading(over), NOW)), undefined));
 });
 
 describe('field selectors, as the API server takes them for a kind without field label conversions', () => {
