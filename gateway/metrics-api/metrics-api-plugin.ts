@@ -14,7 +14,7 @@ import { authenticate, Unauthorized, type Caller, type PeerCertificate, type Req
 import type { DirectoryPod, PodDirectory } from './pod-directory.js';
 import {
   API_GROUP, API_GROUP_LIST, API_RESOURCE_LIST, BadRequest, fieldsMatch, forbidden, GROUP, GROUP_VERSION, labelsMatch, nodeMetrics, nodeMetricsList, notFound,
-  parseFieldSelector, podMetrics, podMetricsList, podsStamp, status, type FieldSelector, type NodeMetrics, type NodeReading, type PodMetrics, type PodsReading,
+  parseFieldSelector, podMetrics, podMetricsList, podsStamp, status, type FieldSelector, type NodeMetrics, type NodeReading, type PodMetrics, type PodsReading, type PodsStamp,
 } from './resource-metrics.js';
 
 export interface MetricsApiPluginOptions extends FastifyPluginOptions {
@@ -91,6 +91,26 @@ function route(path: string): Route {
 
 const send = (reply: FastifyReply, code: number, body: unknown) => reply.code(code).type('application/json').send(JSON.stringify(body));
 
+/**
+ * The main thread answers the webhook too: a list of 100,000 pods is about 2 s
+ * of CPU (docs/benchmarks.md), so lists are built and written in slices with
+ * a turn of the event loop between them, and a review waits one slice, not
+ * the whole list.
+ */
+const SLICE = 1000;
+const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+async function listBody(list: { kind: string; apiVersion: string; metadata: object; items: unknown[] }): Promise<string> {
+  const { items, ...head } = list;
+  const parts = [`${JSON.stringify(head).slice(0, -1)},"items":[`];
+  for (let i = 0; i < items.length; i++) {
+    parts.push(i === 0 ? JSON.stringify(items[i]) : `,${JSON.stringify(items[i])}`);
+    if (i % SLICE === SLICE - 1) await yieldTurn();
+  }
+  parts.push(']}');
+  return parts.join('');
+}
+
 export async function metricsApiPlugin(app: FastifyInstance, o: MetricsApiPluginOptions): Promise<void> {
   const probe = (_request: FastifyRequest, reply: FastifyReply) => reply.type('text/plain').send('ok');
   app.get('/healthz', probe);
@@ -111,46 +131,45 @@ export async function metricsApiPlugin(app: FastifyInstance, o: MetricsApiPlugin
     return items.sort((x, y) => (x.metadata.name < y.metadata.name ? -1 : x.metadata.name > y.metadata.name ? 1 : 0));
   };
 
-  /** A pod's metrics from its own node's report only: an agent speaks for the pods bound to its node, no other. */
-  const podOf = (pod: DirectoryPod, nowMs: number): PodMetrics | undefined => {
+  /**
+   * A pod's metrics from its own node's report only: an agent speaks for the
+   * pods bound to its node, no other. stamps: the strings a node's pods share,
+   * made once per node and request.
+   */
+  const podOf = (pod: DirectoryPod, nowMs: number, stamps?: Map<NodeRecord, PodsStamp>): PodMetrics | undefined => {
     const r = o.store.get(pod.node);
     if (!r?.hasSample) return undefined;
     const usage = r.pods.find((p) => p.uid === pod.uid);
     if (!usage) return undefined;
     const reading = podsReading(r, nowMs);
-    return podMetrics(pod, usage, reading, o.staleAfterMs(r.labels), podsStamp(reading, nowMs));
+    let stamp = stamps?.get(r);
+    if (!stamp) {
+      stamp = podsStamp(reading, nowMs);
+      stamps?.set(r, stamp);
+    }
+    return podMetrics(pod, usage, reading, o.staleAfterMs(r.labels), stamp);
   };
 
-  const listPods = (namespace: string | undefined, labels: LabelSelector | undefined, fields: FieldSelector | undefined, nowMs: number): PodMetrics[] => {
+  /**
+   * In the order the answer has (namespace, then name), from the directory's
+   * namespace index: a namespace (what the HPA asks) costs its own pods, and
+   * no sort of the whole list holds the thread.
+   */
+  const listPods = async (namespace: string | undefined, labels: LabelSelector | undefined, fields: FieldSelector | undefined, nowMs: number): Promise<PodMetrics[]> => {
     const items: PodMetrics[] = [];
-    const selected = (pod: DirectoryPod) => fieldsMatch(fields, pod.name, pod.namespace) && labelsMatch(labels, pod.labels);
-    if (namespace !== undefined) {
-      // One namespace (what the HPA asks): its pods from the directory, each looked up in its own node's report.
-      for (const pod of o.directory.inNamespace(namespace)) {
-        const m = selected(pod) ? podOf(pod, nowMs) : undefined;
+    const stamps = new Map<NodeRecord, PodsStamp>();
+    const namespaces = namespace !== undefined ? [namespace] : [...o.directory.namespaces()].sort();
+    let seen = 0;
+    for (const ns of namespaces) {
+      const pods = [...o.directory.inNamespace(ns)].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+      for (const pod of pods) {
+        if (++seen % SLICE === 0) await yieldTurn();
+        if (!fieldsMatch(fields, pod.name, pod.namespace) || !labelsMatch(labels, pod.labels)) continue;
+        const m = podOf(pod, nowMs, stamps);
         if (m) items.push(m);
       }
-    } else {
-      for (const r of o.store.list()) {
-        if (!r.hasSample || r.pods.length === 0) continue;
-        const reading = podsReading(r, nowMs);
-        const staleAfterMs = o.staleAfterMs(r.labels);
-        if (reading.ageMs > staleAfterMs) continue;
-        const stamp = podsStamp(reading, nowMs);
-        for (const usage of r.pods) {
-          const pod = o.directory.byUid(usage.uid);
-          if (!pod || pod.node !== r.name || !selected(pod)) continue;
-          const m = podMetrics(pod, usage, reading, staleAfterMs, stamp);
-          if (m) items.push(m);
-        }
-      }
     }
-    return items.sort((x, y) => {
-      const a = x.metadata;
-      const b = y.metadata;
-      if (a.namespace !== b.namespace) return a.namespace < b.namespace ? -1 : 1;
-      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-    });
+    return items;
   };
 
   const getNode = (name: string, nowMs: number): NodeMetrics | undefined => {
@@ -200,8 +219,8 @@ export async function metricsApiPlugin(app: FastifyInstance, o: MetricsApiPlugin
       }
       const labels = parseLabelSelector(q.get('labelSelector') ?? '');
       const fields = parseFieldSelector(q.get('fieldSelector') ?? '');
-      const body = r.resource === 'nodes' ? nodeMetricsList(listNodes(labels, fields, nowMs)) : podMetricsList(listPods(r.namespace, labels, fields, nowMs));
-      return send(reply, 200, body);
+      const list = r.resource === 'nodes' ? nodeMetricsList(listNodes(labels, fields, nowMs)) : podMetricsList(await listPods(r.namespace, labels, fields, nowMs));
+      return reply.code(200).type('application/json').send(await listBody(list));
     } catch (err) {
       if (err instanceof BadRequest || (err as Error).name === 'SelectorError') return send(reply, 400, status(400, 'BadRequest', (err as Error).message));
       throw err;

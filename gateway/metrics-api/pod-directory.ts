@@ -98,6 +98,10 @@ export class PodDirectory {
     return this.#byNamespace.get(namespace)?.get(name);
   }
 
+  namespaces(): Iterable<string> {
+    return this.#byNamespace.keys();
+  }
+
   inNamespace(namespace: string): Iterable<DirectoryPod> {
     return this.#byNamespace.get(namespace)?.values() ?? [];
   }
