@@ -20,7 +20,7 @@ import { ensureLoadgen } from './loadgen.js';
  * last: it brings the control plane up with the real node, which the two
  * before it bring up without (and take down again).
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'agent-real-node'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'metrics-api', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && !only;
@@ -28,8 +28,8 @@ const resultsDir = publish ? PUBLISHED_DIR : scratchDir();
 const started = Date.now();
 
 const wanted = RUN_ORDER.filter((name) => !only || only.includes(name));
-// scaling measures in this process; the others start the built binaries.
-if (wanted.some((name) => name !== 'scaling') && !existsSync(join(REPO, 'dist/gateway/main.js'))) {
+// scaling and metrics-api measure in this process; the others start the built binaries.
+if (wanted.some((name) => name !== 'scaling' && name !== 'metrics-api') && !existsSync(join(REPO, 'dist/gateway/main.js'))) {
   console.log('building (npm run build)');
   if (spawnSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' }).status !== 0) process.exit(1);
 }
