@@ -50,14 +50,16 @@ describe('decide', () => {
     assert.equal(headroom(7910, 6000, 3000, DEFAULT_POLICY.cpu), 9492);
   });
 
-  it('caps at raw * maxRatio (cpu 2x, memory 1.5x by default)', () => {
+  it('caps at raw * maxRatio (cpu 2x, memory 1.5x by default; memory 1.25x while learning)', () => {
     const d = decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 })));
     assert.equal(d.cpu.decidedBy, 'cap');
     assert.equal(d.cpu.granted, 15820n);
     assert.equal(d.memory.decidedBy, 'cap');
-    assert.equal(d.memory.granted, 5667390n * 1024n); // 1.5 * 3778260Ki exactly
+    assert.equal(d.memory.granted, 4722825n * 1024n); // 1.25 * 3778260Ki exactly: no load history yet
     assert.match(d.reason, /cpu 7910m->15820m \(capped at 2x raw/);
     assert.match(d.reason, /^policy flags; /);
+    const learnt = { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, learningMaxRatio: { cpu: 2, memory: 1.5 } } };
+    assert.equal(decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 }), { policy: learnt })).memory.granted, 5667390n * 1024n); // 1.5 * 3778260Ki exactly
   });
 
   it('never goes below raw allocatable when the node is busy', () => {
@@ -178,10 +180,10 @@ describe('decide', () => {
   });
 
   it('rounds memory down to whole KiB so the API server keeps our string', () => {
-    // raw 1024007 B; 1.5x = 1536010.5 B -> 1500 KiB exactly
+    // raw 1024007 B; 1.25x (the learning cap) = 1280008.75 B -> 1250 KiB exactly
     const d = decide({ raw: { cpuMillicores: 1000n, memoryBytes: 1000n * 1024n + 7n }, usage: usage({ mem: 1, reqMem: 900 * 1024 }), policy: DEFAULT_POLICY });
     assert.equal(d.memory.decidedBy, 'cap');
-    assert.equal(d.memory.granted, 1500n * 1024n);
+    assert.equal(d.memory.granted, 1250n * 1024n);
   });
 
   it('uses the policy statistic: p95 ignores one spike, max does not', () => {
@@ -349,7 +351,11 @@ describe('decide: properties over random inputs', () => {
     calmPeriodMs: fc.integer({ min: 0, max: 60_000 }),
     hysteresis: fc.double({ min: 0, max: 0.5, noNaN: true }),
     startupGraceMs: fc.integer({ min: 0, max: 60_000 }),
-    history: fc.record({ minSpanMs: fc.integer({ min: 0, max: 2 * 86_400_000 }), learning: fc.constantFrom('Targets', 'Floor' as const) }),
+    history: fc.record({
+      minSpanMs: fc.integer({ min: 0, max: 2 * 86_400_000 }),
+      learning: fc.constantFrom('Targets', 'Floor' as const),
+      learningMaxRatio: fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }), memory: fc.double({ min: 1, max: 10, noNaN: true }) }),
+    }),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });

@@ -95,7 +95,11 @@ function flagsPolicy(o: Record<string, unknown>): Policy {
     ...p,
     cpu: { ...p.cpu, maxRatio: Number(o.maxRatioCpu), targetUtilization: fraction(o.targetCpu, '--target-cpu'), riskBudget: budgetFlags(o, 'cpu') },
     memory: { ...p.memory, maxRatio: Number(o.maxRatioMemory), targetUtilization: fraction(o.targetMemory, '--target-memory'), riskBudget: budgetFlags(o, 'memory') },
-    history: { minSpanMs: parsed(o.historyMinSpan, (s) => parseDuration(s, '--history-min-span')), learning: learningFlag(o.historyLearning) },
+    history: {
+      minSpanMs: parsed(o.historyMinSpan, (s) => parseDuration(s, '--history-min-span')),
+      learning: learningFlag(o.historyLearning),
+      learningMaxRatio: { cpu: Number(o.historyLearningMaxRatioCpu), memory: Number(o.historyLearningMaxRatioMemory) },
+    },
     staleAfterMs: parsed(o.staleAfter, (s) => parseDuration(s, '--stale-after')),
     windowMs: parsed(o.window, (s) => parseDuration(s, '--window')),
     calmPeriodMs: parsed(o.calmPeriod, (s) => parseDuration(s, '--calm-period')),

@@ -37,6 +37,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--budget-memory-margin <share>', 'risk budget: share of raw allocatable memory kept free at the predicted peak: the surge above anything seen that pods survive (0-0.5)', 'OVERSELL_BUDGET_MEMORY_MARGIN', String(p.memory.riskBudget.margin)))
   .addOption(durationFlag('--history-min-span <duration>', 'risk budget: how long a node\'s load history must span before it is used (the targets until then)', 'OVERSELL_HISTORY_MIN_SPAN', `${p.history.minSpanMs / 3_600_000}h`))
   .addOption(flag('--history-learning <Targets|Floor>', 'risk budget: what decides until the history spans --history-min-span: the targets, or nothing above the floor', 'OVERSELL_HISTORY_LEARNING', p.history.learning))
+  .addOption(numberFlag('--history-learning-max-ratio-cpu <ratio>', 'risk budget: cap on granted/raw cpu while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_CPU', String(p.history.learningMaxRatio.cpu), 1))
+  .addOption(numberFlag('--history-learning-max-ratio-memory <ratio>', 'risk budget: cap on granted/raw memory while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_MEMORY', String(p.history.learningMaxRatio.memory), 1))
   .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
   .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
   .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))

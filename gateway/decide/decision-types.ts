@@ -57,9 +57,11 @@ export interface Policy {
   /**
    * How long a node's load history must span before its risk budget is used,
    * and what decides until then: the targets (Targets), or nothing above the
-   * floor (Floor: a night is not mistaken for the peak).
+   * floor (Floor: a night is not mistaken for the peak). While the targets
+   * learn, the caps are at most learningMaxRatio: pods placed then stay
+   * through a peak the history has not seen.
    */
-  history: { minSpanMs: number; learning: 'Targets' | 'Floor' };
+  history: { minSpanMs: number; learning: 'Targets' | 'Floor'; learningMaxRatio: { cpu: number; memory: number } };
 }
 
 

@@ -63,7 +63,7 @@ export const DEFAULT_POLICY: Policy = {
   calmPeriodMs: 60_000,
   hysteresis: 0.05,
   startupGraceMs: 30_000,
-  history: { minSpanMs: 24 * 3_600_000, learning: 'Targets' },
+  history: { minSpanMs: 24 * 3_600_000, learning: 'Targets', learningMaxRatio: { cpu: 2, memory: 1.25 } },
 };
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
@@ -102,6 +102,8 @@ interface ResourceContext {
   history: LoadHistoryView | undefined;
   /** Policy.history.learning is Floor. */
   learnAtFloor: boolean;
+  /** Learning with the targets: the history so far, which may lower them (never raise them). */
+  learningHistory: LoadHistoryView | undefined;
   from: number;
   field: 'cpuMillicores' | 'memoryBytes';
   underPressure: boolean;
@@ -164,12 +166,23 @@ function decideResource(c: ResourceContext): ResourceDecision {
   // Until the history is long enough to have seen the node's peak: the target, or with learning Floor nothing above the floor.
   // Without requests a load factor says nothing: the target.
   if (budget.enabled && !c.history && c.learnAtFloor && requests > 0) return resourceDecision(c, floor, 'learning', floor, cap, usage, undefined);
-  const loadFactor = budget.enabled && c.history && requests > 0
-    ? Math.max(c.history.quantile(c.field === 'cpuMillicores' ? 'cpu' : 'memory', budget.overShare), usage / requests, c.policy.minLoadFactor)
-    : undefined;
+  const resource = c.field === 'cpuMillicores' ? 'cpu' : 'memory';
+  const minLoadFactor = c.policy.minLoadFactor;
+  const predictedPeak = (h: LoadHistoryView) => Math.max(h.quantile(resource, budget.overShare), usage / requests, minLoadFactor);
+  let loadFactor = budget.enabled && c.history && requests > 0 ? predictedPeak(c.history) : undefined;
   // Pods bound but not yet admitted (not running: no usage to see) count at their requests.
   const starting = c.requestsTrusted && c.admitted !== undefined ? Math.max(0, Math.min(requests, requests - c.admitted)) : 0;
-  const h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), requests, starting, loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
+  let h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), requests, starting, loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
+  // Learning: the targets see only the window; the history so far has seen more (a burst an hour ago), so the budget on it may lower them.
+  // It never raises them: a short history has not seen the daily peak.
+  if (loadFactor === undefined && budget.enabled && c.learningHistory && requests > 0 && c.learningHistory.spanMs() > 0) {
+    const partial = predictedPeak(c.learningHistory);
+    const lower = budgetHeadroom(Number(c.raw), requests, starting, partial, budget.margin);
+    if (lower < h) {
+      h = lower;
+      loadFactor = partial;
+    }
+  }
   const hRounded = Number.isFinite(h) ? (BigInt(Math.floor(h)) / c.unit) * c.unit : 0n;
   let granted = maxBig(floor, minBig(cap, hRounded));
   let which: DecidedBy;
@@ -218,9 +231,16 @@ export function decide(input: DecisionInput): Decision {
   const dryRun = policy?.mode === 'DryRun';
   const history = policy && usage?.history && usage.history.spanMs() >= policy.history.minSpanMs ? usage.history : undefined;
   const learnAtFloor = policy?.history.learning === 'Floor';
+  // Learning with the targets: the history so far may lower them, and the learning caps bound them (docs/policy.md, "The risk budget").
+  const learning = policy !== undefined && !history && !learnAtFloor;
+  const learningHistory = learning ? usage?.history : undefined;
+  const learningCaps = {
+    cpu: learning && policy.cpu.riskBudget.enabled ? policy.history.learningMaxRatio.cpu : Infinity,
+    memory: learning && mem?.riskBudget.enabled ? policy.history.learningMaxRatio.memory : Infinity,
+  };
 
-  const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity);
-  const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity);
+  const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity, learningCaps.cpu);
+  const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity, learningCaps.memory);
   const cpu = decideResource({
     stale,
     noData,
@@ -238,6 +258,7 @@ export function decide(input: DecisionInput): Decision {
     window,
     history,
     learnAtFloor,
+    learningHistory,
     from,
     field: 'cpuMillicores',
     underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
@@ -261,6 +282,7 @@ export function decide(input: DecisionInput): Decision {
     window,
     history,
     learnAtFloor,
+    learningHistory,
     from,
     field: 'memoryBytes',
     underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),
@@ -280,6 +302,7 @@ export function decide(input: DecisionInput): Decision {
     newestPodAgeMs,
     policy,
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
+    learningCaps,
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
 }

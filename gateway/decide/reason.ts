@@ -11,6 +11,8 @@ export interface ExplainFacts {
   newestPodAgeMs: number | undefined;
   policy: Policy | undefined;
   nodeMaxRatio: DecisionInput['nodeMaxRatio'];
+  /** The caps while the node is learning (Infinity: none). */
+  learningCaps: { cpu: number; memory: number };
 }
 
 const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
@@ -51,20 +53,23 @@ const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number,
 
 function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
   const p = input.policy?.[name];
-  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity);
+  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
   const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
-  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${moved}`;
+  const learningCapped = d.decidedBy === 'cap' && input.learningCaps[name] === maxRatio && maxRatio < (p?.maxRatio ?? 1);
+  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';
   if (d.loadFactor !== undefined) {
     const b = p.riskBudget;
     const over = b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'largest';
-    return `${head} (${bound}; headroom ${fmt(d.headroom)}: predicted peak at ${d.loadFactor.toFixed(3)} of requests ${req} (history ${hours(input.historySpanMs)}, ${over}; ${p.statistic} usage now ${fmt(d.usage)}), margin ${pct(b.margin)})`;
+    const minSpanMs = input.policy?.history.minSpanMs ?? 0;
+    const learning = (input.historySpanMs ?? 0) < minSpanMs ? `; learning: below the targets, which decide until the history spans ${hours(minSpanMs)}` : '';
+    return `${head} (${bound}; headroom ${fmt(d.headroom)}: predicted peak at ${d.loadFactor.toFixed(3)} of requests ${req} (history ${hours(input.historySpanMs)}, ${over}; ${p.statistic} usage now ${fmt(d.usage)}), margin ${pct(b.margin)}${learning})`;
   }
   const why = !p.riskBudget.enabled || !input.policy ? '' : !r.known ? '; the risk budget needs requests'
-    : `; the risk budget once the load history spans ${hours(input.policy.history.minSpanMs)} (${hours(input.historySpanMs)} so far)`;
+    : `; the risk budget once the load history spans ${hours(input.policy.history.minSpanMs)} (${hours(input.historySpanMs)} so far; until then it may only lower them)`;
   return `${head} (${bound}; headroom ${fmt(d.headroom)} from ${p.statistic} usage ${fmt(d.usage)}, requests ${req}, target ${Math.round(p.targetUtilization * 100)}%${why})`;
 }
 

@@ -113,7 +113,11 @@ function history(spec: Record<string, unknown>): Policy['history'] {
   if (minSpanMs > 7 * 86_400_000) throw new Error('spec.history.minSpan must be at most 168h');
   const learning = h.learning ?? DEFAULT_POLICY.history.learning;
   if (learning !== 'Targets' && learning !== 'Floor') throw new Error('spec.history.learning must be Targets or Floor');
-  return { minSpanMs, learning };
+  const caps = h.learningMaxRatio ?? {};
+  if (!isObject(caps)) throw new Error('spec.history.learningMaxRatio must be an object');
+  const d = DEFAULT_POLICY.history.learningMaxRatio;
+  const learningMaxRatio = { cpu: num(caps, 'cpu', d.cpu, 1, 10, 'spec.history.learningMaxRatio'), memory: num(caps, 'memory', d.memory, 1, 10, 'spec.history.learningMaxRatio') };
+  return { minSpanMs, learning, learningMaxRatio };
 }
 
 function selector(spec: Record<string, unknown>): LabelSelector {

@@ -132,7 +132,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     const ms = Date.now() - started;
     assert.ok(ms <= 2000, `lowered after ${ms} ms`);
     assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->4000m \(pressure: floor until calm\)/);
-    assert.equal(lowered.status?.allocatable?.memory, '12Gi', 'memory had no pressure and stays inflated');
+    assert.equal(lowered.status?.allocatable?.memory, '10Gi', 'memory had no pressure and stays inflated (1.25x while learning)');
     // The kubelet's next write keeps it down while the pressure lasts.
     assert.equal((await n.heartbeat()).status?.allocatable?.cpu, '4');
     console.log(`# pressure -> allocatable lowered in ${ms} ms`);

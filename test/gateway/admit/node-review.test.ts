@@ -107,9 +107,9 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
   const rows: Row[] = [
     {
       // cpu: A = 7910m, R = 6000m, U = 600m: L = 0.1, headroom = 6000 + (4746-600)/0.1 -> capped at 2x = 15820m.
-      // memory: A = 31369912Ki, R = 20Gi, U = 6Gi, L = 0.3 -> headroom far above the cap 1.5x = 47054868Ki.
+      // memory: A = 31369912Ki, R = 20Gi, U = 6Gi, L = 0.3 -> headroom far above the cap while learning (no load history yet) 1.25x = 39212390Ki.
       what: 'a kubelet nodes/status UPDATE is inflated, with raw values and reason recorded',
-      outcome: 'patched', cpu: '15820m', memory: '47054868Ki',
+      outcome: 'patched', cpu: '15820m', memory: '39212390Ki',
       annotations: { rawCpu: '7910m', rawMemory: '31369912Ki', grantedCpu: '15820m', dryRunCpu: undefined, reason: /^policy flags; cpu 7910m->15820m \(capped at 2x raw/ },
     },
     {
@@ -154,7 +154,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
   it('the quantities it writes are exact: granted values parse back to the decided numbers', () => {
     const { result, out } = run(rows[0]!);
     assert.equal(milliValue(parseQuantity(out.status.allocatable.cpu ?? '')), 15820n);
-    assert.equal(value(parseQuantity(out.status.allocatable.memory ?? '')), 47054868n * 1024n);
+    assert.equal(value(parseQuantity(out.status.allocatable.memory ?? '')), 39212390n * 1024n);
     assert.equal(result.decision?.cpu.applied, 15820n);
   });
 
@@ -211,7 +211,7 @@ describe('reviewNode: one kubelet write of the fixture node (8 cores, 7910m allo
     assert.equal(result.node, 'ip-10-0-17-42.eu-west-1.compute.internal');
     assert.equal(result.dryRun, false);
     assert.deepEqual(result.observed?.raw, { cpuMillicores: 7910n, memoryBytes: 31369912n * 1024n });
-    assert.deepEqual(result.observed?.lastGrant?.granted, { cpuMillicores: 15820n, memoryBytes: 47054868n * 1024n });
+    assert.deepEqual(result.observed?.lastGrant?.granted, { cpuMillicores: 15820n, memoryBytes: 39212390n * 1024n });
     assert.equal(result.decision?.cpu.decidedBy, 'cap');
     const dry = run({ ...rows[0]!, write: (r) => (r.request.dryRun = true) });
     assert.equal(dry.result.dryRun, true);

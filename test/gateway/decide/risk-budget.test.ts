@@ -53,20 +53,56 @@ describe('the risk budget', () => {
     const d = decide(input(usage(history(5, 0.6, 0.55))));
     assert.equal(d.cpu.decidedBy, 'headroom');
     assert.equal(d.cpu.loadFactor, undefined);
-    assert.match(d.reason, /the risk budget once the load history spans 24h \(5h so far\)/);
+    assert.match(d.reason, /the risk budget once the load history spans 24h \(5h so far; until then it may only lower them\)/);
     // The same history is enough for a policy that asks for less.
-    const short = decide(input(usage(history(5, 0.6, 0.55)), { ...DEFAULT_POLICY, history: { minSpanMs: 4 * HOUR, learning: 'Targets' } }));
+    const short = decide(input(usage(history(5, 0.6, 0.55)), { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, minSpanMs: 4 * HOUR, learning: 'Targets' } }));
     assert.equal(short.cpu.decidedBy, 'budget');
   });
 
   it('with learning Floor, nothing above the floor until the history spans minSpan; then the budget', () => {
-    const floorWhileLearning = { ...DEFAULT_POLICY, history: { minSpanMs: 24 * HOUR, learning: 'Floor' as const } };
+    const floorWhileLearning = { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, minSpanMs: 24 * HOUR, learning: 'Floor' as const } };
     const learning = decide(input(usage(history(5, 0.6, 0.7)), floorWhileLearning));
     assert.equal(learning.cpu.decidedBy, 'learning');
     assert.equal(learning.cpu.granted, 20_000n, 'the floor: bound requests');
     assert.match(learning.reason, /learning the node: floor until its load history spans 24h \(5h so far\)/);
     assert.equal(decide(input(usage(history(25, 0.6, 0.7)), floorWhileLearning)).cpu.decidedBy, 'budget');
     assert.equal(decide(input(usage(history(5, 0.6, 0.7)))).cpu.decidedBy, 'headroom', 'the default learns under the targets');
+  });
+
+  it('while learning with the targets, the history so far may lower them, never raise them', () => {
+    // The window shows CPU at 0.4 of requests; the 5 h history has seen 0.7.
+    const targets = decide(input(usage(undefined)));
+    assert.equal(targets.cpu.decidedBy, 'headroom');
+    assert.equal(targets.cpu.granted, 24_000n, 'requests + (0.6 x raw - usage) / 0.4');
+    const lowered = decide(input(usage(history(5, 0.7, 0.5))));
+    const lf = Math.ceil(0.7 * 128) / 128;
+    assert.equal(lowered.cpu.decidedBy, 'budget');
+    assert.equal(lowered.cpu.loadFactor, lf);
+    assert.equal(lowered.cpu.granted, BigInt(Math.floor(20_000 + (16_000 - lf * 20_000) / lf)));
+    assert.ok(lowered.cpu.granted < targets.cpu.granted);
+    assert.match(lowered.reason, /history 5h, exceeded 0\.1% of the time.*learning: below the targets, which decide until the history spans 24h/);
+    // A quieter history than the window does not lift the targets: it has not seen the daily peak.
+    const quiet = decide(input(usage(history(5, 0.2, 0.2))));
+    assert.equal(quiet.cpu.decidedBy, 'headroom');
+    assert.equal(quiet.cpu.granted, targets.cpu.granted);
+  });
+
+  it('while learning with the targets, the caps are at most history.learningMaxRatio', () => {
+    // Memory's targets ask for 102.4 GiB: past the 1.5x cap, and past the 1.25x learning cap.
+    const learning = decide(input(usage(undefined)));
+    assert.equal(learning.memory.decidedBy, 'cap');
+    assert.equal(learning.memory.granted, 80n * BigInt(GI), '1.25 x 64 GiB');
+    assert.match(learning.reason, /memory 64GiB->80GiB \(capped at 1\.25x raw while learning \(history\.learningMaxRatio\)/);
+    const wider = { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, learningMaxRatio: { cpu: 2, memory: 1.4 } } };
+    assert.equal(decide(input(usage(undefined), wider)).memory.granted, BigInt(Math.floor((64 * 1.4 * GI) / 1024) * 1024));
+    // Without a budget to learn for, nothing is learning: the policy's own cap.
+    const noBudget = { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
+    const capped = decide(input(usage(undefined), noBudget));
+    assert.equal(capped.memory.granted, 96n * BigInt(GI), '1.5 x 64 GiB');
+    assert.match(capped.reason, /memory 64GiB->96GiB \(capped at 1\.5x raw;/);
+    // Learning at the floor: the floor, whatever the learning caps.
+    const floor = decide(input(usage(undefined), { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, learning: 'Floor' } }));
+    assert.equal(floor.memory.decidedBy, 'learning');
   });
 
   it('yesterday\'s peak holds the grant down at night: the history, not the last minute, predicts', () => {
@@ -129,6 +165,9 @@ describe('the risk budget', () => {
     assert.equal(ok.policy?.history.learning, 'Targets');
     assert.equal(spec({ history: { learning: 'Floor' } }).policy?.history.learning, 'Floor');
     assert.match(spec({ history: { learning: 'Never' } }).error ?? '', /learning must be Targets or Floor/);
+    assert.deepEqual(ok.policy?.history.learningMaxRatio, { cpu: 2, memory: 1.25 });
+    assert.deepEqual(spec({ history: { learningMaxRatio: { memory: 1.1 } } }).policy?.history.learningMaxRatio, { cpu: 2, memory: 1.1 });
+    assert.match(spec({ history: { learningMaxRatio: { memory: 0.9 } } }).error ?? '', /spec\.history\.learningMaxRatio\.memory must be a number in \[1, 10\], got 0\.9/);
     assert.match(spec({ memory: { riskBudget: { overShare: 0.05 } } }).error ?? '', /spec\.memory\.riskBudget\.overShare must be a number in \[0, 0\.01\]/);
     assert.match(spec({ cpu: { riskBudget: { margin: 0.9 } } }).error ?? '', /spec\.cpu\.riskBudget\.margin/);
     assert.match(spec({ cpu: { riskBudget: { enabled: 'yes' } } }).error ?? '', /enabled must be true or false/);
