@@ -16,6 +16,8 @@ import { ReviewLimiter } from './auth/review-limiter.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileProofKey, secretProofKey } from './auth/proof-key.js';
+import { injectApiServiceCaBundle } from './act/apiservice-cabundle.js';
+import { METRICS_APISERVICE } from './act/apiservice-handover.js';
 import { publishCaConfigMap } from './tls/ca-bundle.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 import type { AuthConfig, GatewayConfig, ProofKeyConfig, SidecarsConfig, TlsConfig } from './config/types.js';
@@ -50,14 +52,25 @@ async function templateSource(sidecars: SidecarsConfig, kc: KubeConfig | undefin
   return configMapTemplateSource(kc, sidecars.namespace, log);
 }
 
-async function servingTls(tls: TlsConfig, kc: KubeConfig | undefined, log: Logger): Promise<{ tls: Tls; keeper?: TlsKeeper }> {
+/** --metrics-api on with a self-managed certificate: the APIService's caBundle kept like the webhook's. */
+function apiServiceInjector(kc: KubeConfig, log: Logger): (ca: string) => Promise<void> {
+  return async (ca) => {
+    try {
+      if (await injectApiServiceCaBundle(kc, ca)) log.info({ apiService: METRICS_APISERVICE }, 'injected our CA into the metrics APIService caBundle');
+    } catch (err) {
+      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message }, 'cannot inject the metrics APIService caBundle yet; retrying each minute (is the metrics-api component installed?)');
+    }
+  };
+}
+
+async function servingTls(tls: TlsConfig, kc: KubeConfig | undefined, log: Logger, metricsApi: boolean): Promise<{ tls: Tls; keeper?: TlsKeeper }> {
   if (tls.source === 'files') {
     const keeper = fileTlsKeeper(tls.certFile, tls.keyFile, log);
     return { tls: keeper.current, keeper };
   }
   if (tls.source === 'secret') {
     if (!kc) throw new Error('bug: a TLS Secret without a kubeconfig');
-    const keeper = await secretTlsKeeper({ kubeConfig: kc, namespace: tls.namespace, name: tls.name, hosts: tls.hosts, webhookConfiguration: tls.webhookConfiguration, log });
+    const keeper = await secretTlsKeeper({ kubeConfig: kc, namespace: tls.namespace, name: tls.name, hosts: tls.hosts, webhookConfiguration: tls.webhookConfiguration, alsoInject: metricsApi ? apiServiceInjector(kc, log) : undefined, log });
     return { tls: keeper.current, keeper };
   }
   const own = await ensureServingCertificate(tls.dir, tls.hosts);
@@ -100,7 +113,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
   const kc = kubeConfigOf(config);
   const policies = await policySource(config, kc, log);
   const templates = await templateSource(config.sidecars, kc, log);
-  const { tls, keeper } = await servingTls(config.tls, kc, log);
+  const { tls, keeper } = await servingTls(config.tls, kc, log, config.mode === 'cluster' && config.metricsApi !== undefined);
   for (const warning of config.warnings) log.warn(warning);
   const proofKey = await proofKeyOf(config.proofKey, kc);
   const auth = authOf(config.auth, kc, log);

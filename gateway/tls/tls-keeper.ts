@@ -63,6 +63,8 @@ export interface SecretTlsOptions {
   hosts: string[];
   /** MutatingWebhookConfiguration to keep the caBundle of; empty: do not inject. */
   webhookConfiguration: string;
+  /** Also given each CA as it is made or renewed (the metrics APIService's caBundle); it logs its own failures. */
+  alsoInject?: ((ca: string) => Promise<void>) | undefined;
   log: Logger;
   checkEveryMs?: number;
 }
@@ -78,6 +80,7 @@ export async function secretTlsKeeper(o: SecretTlsOptions): Promise<TlsKeeper> {
     } catch (err) {
       o.log.warn({ webhookConfiguration: o.webhookConfiguration, err: (err as Error).message }, 'cannot inject the caBundle yet; retrying (is the MutatingWebhookConfiguration installed?)');
     }
+    await o.alsoInject?.(ca);
   };
   const first = await store.ensure();
   await inject(first.ca);
