@@ -4,9 +4,10 @@
 // behind its Service (the API server calls the webhook through it; kube-proxy
 // routes), the real kubelet writing its status and admitting real pods.
 //
-// Memory is the resource these tests oversell: its default cap (1.5x) and
-// target (80%) leave room on this host whatever it runs meanwhile, where CPU
-// (2 cores, busy with the control plane) may have none.
+// Memory is the resource these tests oversell: its default cap (1.25x while a
+// node learns, 1.5x after) and target (80%) leave room on this host whatever
+// it runs meanwhile, where CPU (2 cores, busy with the control plane) may have
+// none.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
