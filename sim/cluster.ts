@@ -406,11 +406,13 @@ export function runPolicy(o: RunOptions): RunMetrics {
       if (cpu > shape.capacity.cpu && !recordedOverCpu) m.cpuOver += stepSeconds;
       if (cpu > o.targets.cpu * shape.raw.cpu || memory > o.targets.memory * shape.raw.memory) m.overTarget += stepSeconds;
 
-      // What the agent reports: usage and PSI as they were before the kubelet acts.
+      // What the agent reports, as it was before the kubelet acts: usage, CPU
+      // contention as agent/sample/cpu-contention.ts measures it (the share of
+      // CPUs with a task waiting: demand past capacity over capacity), memory PSI.
       sample.tMs = t * w.stepMs;
       sample.cpu = cpu;
       sample.memory = memory;
-      sample.cpuPressure = cpu > shape.capacity.cpu ? (100 * (cpu - shape.capacity.cpu)) / cpu : 0;
+      sample.cpuPressure = cpu > shape.capacity.cpu ? Math.min(100, (100 * (cpu - shape.capacity.cpu)) / shape.capacity.cpu) : 0;
       sample.memoryPressure = memory > memoryLimit ? 50 : 0;
 
       if (memory > memoryLimit) {
