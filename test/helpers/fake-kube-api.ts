@@ -146,16 +146,9 @@ export class FakeKubeApi {
     return { server: new URL(this.url), token: () => 'fake-token' };
   }
 
-  /** A kubeconfig for the gateway's code: plain HTTP needs skipTLSVerify in client-node. */
+  /** A kubeconfig for the gateway's code. */
   kubeConfig(): KubeConfig {
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: this.url, skipTLSVerify: true }],
-      users: [{ name: 'fake', token: 'fake-token' }],
-      contexts: [{ name: 'fake', cluster: 'fake', user: 'fake' }],
-      currentContext: 'fake',
-    });
-    return kc;
+    return kubeConfigFor(this.url);
   }
 
   async close(): Promise<void> {
@@ -323,4 +316,16 @@ export class FakeKubeApi {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ kind: 'List', apiVersion: 'v1', metadata, items: page }));
   }
+}
+
+/** A kubeconfig for a plain-HTTP test server at `url` (client-node needs skipTLSVerify for http). */
+export function kubeConfigFor(url: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
+    users: [{ name: 'fake', token: 'fake-token' }],
+    contexts: [{ name: 'fake', cluster: 'fake', user: 'fake' }],
+    currentContext: 'fake',
+  });
+  return kc;
 }

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { kubeConfigFor } from '../../helpers/fake-kube-api.js';
 import { LeaderLease } from '../../../gateway/act/leader-lease.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually } from '../../helpers/grpc.js';
@@ -48,16 +49,7 @@ function leaseServer(): { server: Server; kubeConfig: () => KubeConfig; hang: (o
   });
   return {
     server,
-    kubeConfig: () => {
-      const kc = new KubeConfig();
-      kc.loadFromOptions({
-        clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-        users: [{ name: 'u', token: 't' }],
-        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-        currentContext: 'x',
-      });
-      return kc;
-    },
+    kubeConfig: () => kubeConfigFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
     hang: (on) => {
       hanging = on;
     },

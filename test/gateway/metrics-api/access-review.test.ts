@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import { kubeConfigFor } from '../../helpers/fake-kube-api.js';
 import { cachedAccessReview, kubernetesAccessReview, type AccessReview, type Attributes } from '../../../gateway/metrics-api/access-review.js';
 import type { Caller } from '../../../gateway/metrics-api/front-proxy.js';
 
@@ -27,13 +27,7 @@ describe('kubernetesAccessReview against an HTTP API server', () => {
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
+    const kc = kubeConfigFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     try {
       await run(kubernetesAccessReview(kc), asked);
     } finally {
