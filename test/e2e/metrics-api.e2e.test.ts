@@ -429,11 +429,16 @@ describe('the metrics API on the real node, installed with kubectl apply -k and 
     // Read all along, from before the kubelet's first reading to after its second.
     let polling = true;
     let reads = 0;
+    /** How old the figure was when read (its timestamp has whole seconds). */
+    const ages: number[] = [];
     const pollStart = Date.now();
     const poller = (async () => {
       while (polling) {
         const n = await metricsApi<MetricsObject>(`nodes/${nodeName}`).catch(() => undefined);
-        if (n?.usage) nodeSamples.set(n.timestamp, { cpu: cpuOf(n.usage), memory: memoryOf(n.usage), at: Date.parse(n.timestamp) });
+        if (n?.usage) {
+          nodeSamples.set(n.timestamp, { cpu: cpuOf(n.usage), memory: memoryOf(n.usage), at: Date.parse(n.timestamp) });
+          ages.push(Date.now() - Date.parse(n.timestamp));
+        }
         reads++;
         await sleep(100);
       }
@@ -461,6 +466,13 @@ describe('the metrics API on the real node, installed with kubectl apply -k and 
     console.log(`# kubectl top nodes: ${topNodes.map((r) => r.join('  ')).join(' | ')}`);
     console.log(`# node CPU: oversell mean ${oNode.toFixed(0)}m of ${cpus.length} 1 s samples (of ${nodeSamples.size} distinct in ${reads} reads over ${((Date.now() - pollStart) / 1000).toFixed(0)} s, median ${steps[steps.length >> 1]} ms apart; sd ${spread.toFixed(0)}m, min ${Math.min(...cpus)}m, max ${Math.max(...cpus)}m); kubelet ${kNode.millicores.toFixed(0)}m over ${((kNode.to - kNode.from) / 1000).toFixed(1)} s`);
     console.log(`# node memory: oversell ${(oMem / MI).toFixed(0)}Mi; kubelet ${(kMem / MI).toFixed(0)}Mi (${(((oMem - kMem) / kMem) * 100).toFixed(1)} %); ${gap.how}`);
+    ages.sort((x, y) => x - y);
+    console.log(`# node figure's age when read: median ${ages[ages.length >> 1]} ms, max ${ages.at(-1)} ms (${ages.length} reads)`);
+    // Agents send a steady node's 1 s samples in batches, each at most
+    // --agent-send-every (5 s) after its first sample, taken 1 s after the previous
+    // batch's last (a change is sent at once): 6 s, plus the timestamp's lost
+    // fraction of a second and a second for the read on a busy host (6.9 s seen).
+    assert.ok(ages.at(-1)! <= 8000, `the node's figure was ${ages.at(-1)} ms old when read`);
     assert.ok(topRow, `kubectl top nodes lists ${nodeName}`);
     assert.ok(topMilli(topRow[1]!) > 0 && topBytes(topRow[3]!) > 0, `kubectl top nodes: ${topRow.join(' ')}`);
     // Read as fast as the API answers; on a host at 100 % CPU a read through the
