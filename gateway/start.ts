@@ -54,13 +54,27 @@ async function templateSource(sidecars: SidecarsConfig, kc: KubeConfig | undefin
 
 /** --metrics-api on with a self-managed certificate: the APIService's caBundle kept like the webhook's. */
 function apiServiceInjector(kc: KubeConfig, log: Logger): (ca: string) => Promise<void> {
-  return async (ca) => {
+  // A failure is retried sooner than the TLS keeper's minute, backing off to it:
+  // Helm's take-over Job puts our APIService in place of metrics-server's a few
+  // seconds after the gateway started and found it foreign, and until the CA is
+  // in, nobody's metrics API is available (seen: 58 s without this, metrics-api.e2e).
+  const firstRetryMs = 2_000;
+  const maxRetryMs = 60_000;
+  let retryMs = firstRetryMs;
+  let retry: NodeJS.Timeout | undefined;
+  const inject = async (ca: string): Promise<void> => {
+    clearTimeout(retry);
     try {
       if (await injectApiServiceCaBundle(kc, ca)) log.info({ apiService: METRICS_APISERVICE }, 'injected our CA into the metrics APIService caBundle');
+      retryMs = firstRetryMs;
     } catch (err) {
-      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message }, 'cannot inject the metrics APIService caBundle yet; retrying each minute (is the metrics-api component installed?)');
+      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message, retryInMs: retryMs }, 'cannot inject the metrics APIService caBundle yet; retrying, then each minute (is the metrics-api component installed?)');
+      retry = setTimeout(() => void inject(ca), retryMs);
+      retry.unref();
+      retryMs = Math.min(retryMs * 2, maxRetryMs);
     }
   };
+  return inject;
 }
 
 async function servingTls(tls: TlsConfig, kc: KubeConfig | undefined, log: Logger, metricsApi: boolean): Promise<{ tls: Tls; keeper?: TlsKeeper }> {

@@ -44,8 +44,8 @@ const autoscaling = () => adminConfig().makeApiClient(AutoscalingV2Api);
 const errText = (e: unknown) => String((e as { stderr?: string }).stderr ?? (e as Error).message);
 
 interface ApiServiceObject {
-  metadata: { name: string; labels?: Record<string, string> };
-  spec: { group?: string; service?: { name?: string; namespace?: string; port?: number }; caBundle?: string };
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; resourceVersion?: string };
+  spec: { group?: string; version?: string; groupPriorityMinimum?: number; versionPriority?: number; insecureSkipTLSVerify?: boolean; service?: { name?: string; namespace?: string; port?: number }; caBundle?: string };
   status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }
 
@@ -67,6 +67,38 @@ async function removeOurApiService(): Promise<void> {
     await objects().delete({ ...APISERVICE_REF, metadata: { name: a.metadata.name } }).catch(() => {});
   }
   await eventually('no oversell APIService for metrics.k8s.io', async () => ((await metricsApiServices()).some((a) => a.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell') ? undefined : true), 30_000, 250);
+}
+
+/** The take-over test's stand-in for metrics-server's APIService carries this label (and nothing of oversell's). */
+const STAND_IN_LABEL = 'e2e.oversell.io/stand-in';
+
+/**
+ * metrics-server's APIService as its Helm chart (metrics-server 3.12) makes it:
+ * to kube-system/metrics-server:443, insecureSkipTLSVerify, the chart's labels and
+ * Helm's ownership annotations; plus a label and an annotation of its own, to see
+ * them given back. There is no such Service: it stays unavailable.
+ */
+function standInApiService(): ApiServiceObject & { apiVersion: string; kind: string } {
+  return {
+    apiVersion: 'apiregistration.k8s.io/v1',
+    kind: 'APIService',
+    metadata: {
+      name: APISERVICE,
+      labels: { 'app.kubernetes.io/name': 'metrics-server', 'app.kubernetes.io/instance': 'metrics-server', 'app.kubernetes.io/managed-by': 'Helm', 'helm.sh/chart': 'metrics-server-3.12.2', [STAND_IN_LABEL]: 'metrics-server' },
+      annotations: { 'meta.helm.sh/release-name': 'metrics-server', 'meta.helm.sh/release-namespace': 'kube-system', 'e2e.oversell.io/note': 'given back as created' },
+    },
+    spec: { group: 'metrics.k8s.io', version: 'v1beta1', groupPriorityMinimum: 100, versionPriority: 100, insecureSkipTLSVerify: true, service: { name: 'metrics-server', namespace: 'kube-system', port: 443 } },
+  };
+}
+
+/** What must come back exactly: the spec, labels and annotations, as the API server holds them. */
+const heldParts = (a?: ApiServiceObject) => ({ spec: a?.spec, labels: a?.metadata.labels, annotations: a?.metadata.annotations });
+
+async function removeStandIn(): Promise<void> {
+  const a = (await metricsApiServices()).find((x) => x.metadata.labels?.[STAND_IN_LABEL]);
+  if (!a) return;
+  await objects().delete({ ...APISERVICE_REF, metadata: { name: a.metadata.name } }).catch(() => {});
+  await eventually('the stand-in APIService gone', async () => ((await metricsApiServices()).some((x) => x.metadata.labels?.[STAND_IN_LABEL]) ? undefined : true), 30_000, 250);
 }
 
 // ---------------------------------------------------------------- figures
@@ -309,6 +341,7 @@ before(async () => {
   node = await findRealNode();
   if (!node) return;
   nodeName = node.metadata!.name!;
+  await removeStandIn(); // left by a killed run of the take-over test
   const foreign = (await metricsApiServices()).filter((a) => a.metadata.labels?.['app.kubernetes.io/part-of'] !== 'oversell');
   assert.deepEqual(foreign.map((a) => a.metadata.name), [], 'an APIService for metrics.k8s.io that is not oversell\'s (metrics-server?): this file proves the API with none');
   await importImage(OVERSELL_IMAGE_TAR).catch((err: Error) => assert.fail(`${err.message}; build the image first (bash scripts/image/build.sh)`));
@@ -612,14 +645,23 @@ describe('the metrics API on the real node, installed with kubectl apply -k and 
   });
 });
 
-describe('the metrics API on the real node, installed with helm install --set metricsApi.enabled=true', { timeout: 10 * 60_000 }, () => {
-  const helm = async (...args: string[]) => {
-    const build = join(REPO, 'test/deploy/build-helm.sh');
-    await promisify(execFile)('bash', [build]); // cached after test/deploy/check.sh: well under a second
-    const bin = (await promisify(execFile)('bash', [build, '--print-path'], { encoding: 'utf8' })).stdout.trim();
-    return (await promisify(execFile)(bin, ['--kubeconfig', join(STATE, 'admin.kubeconfig'), ...args], { encoding: 'utf8' })).stdout;
-  };
+/** The helm binary test/deploy builds (pinned), against the local cluster. */
+async function helm(...args: string[]): Promise<string> {
+  const build = join(REPO, 'test/deploy/build-helm.sh');
+  await promisify(execFile)('bash', [build]); // cached after test/deploy/check.sh: well under a second
+  const bin = (await promisify(execFile)('bash', [build, '--print-path'], { encoding: 'utf8' })).stdout.trim();
+  return (await promisify(execFile)(bin, ['--kubeconfig', join(STATE, 'admin.kubeconfig'), ...args], { encoding: 'utf8' })).stdout;
+}
 
+/** helm install of the chart on the real node (one gateway replica there), with the metrics API and `more` --set. */
+const helmInstall = (...more: string[]) => helm('install', 'oversell', join(REPO, 'deploy/helm/oversell'), '-n', NS, '--create-namespace',
+  '--set', 'metricsApi.enabled=true',
+  '--set', 'gateway.replicas=1',
+  '--set-json', `gateway.nodeSelector={"${Object.keys(realNodePlacement().nodeSelector)[0]}":"true"}`,
+  '--set-json', `gateway.tolerations=${JSON.stringify(realNodePlacement().tolerations)}`,
+  ...more);
+
+describe('the metrics API on the real node, installed with helm install --set metricsApi.enabled=true', { timeout: 10 * 60_000 }, () => {
   after(async () => {
     if (!node) return;
     await helm('uninstall', 'oversell', '-n', NS, '--ignore-not-found', '--no-hooks').catch(() => {});
@@ -638,11 +680,7 @@ describe('the metrics API on the real node, installed with helm install --set me
     await removeInstallLeftovers();
     assert.deepEqual(await metricsApiServices(), [], 'no APIService for metrics.k8s.io before the install');
     const started = Date.now();
-    await helm('install', 'oversell', join(REPO, 'deploy/helm/oversell'), '-n', NS, '--create-namespace',
-      '--set', 'metricsApi.enabled=true',
-      '--set', 'gateway.replicas=1',
-      '--set-json', `gateway.nodeSelector={"${Object.keys(realNodePlacement().nodeSelector)[0]}":"true"}`,
-      '--set-json', `gateway.tolerations=${JSON.stringify(realNodePlacement().tolerations)}`);
+    await helmInstall();
     await waitInstalled();
     const a = await eventually('the APIService Available=True', async () => {
       const x = (await metricsApiServices()).find((y) => y.metadata.name === APISERVICE);
@@ -664,5 +702,95 @@ describe('the metrics API on the real node, installed with helm install --set me
     });
     console.log(`# helm uninstall (with its give-back hook) took ${((Date.now() - gone) / 1000).toFixed(1)} s`);
     assert.deepEqual(await metricsApiServices(), [], 'no APIService for metrics.k8s.io after helm uninstall');
+  });
+});
+
+describe('helm install where metrics-server\'s APIService exists: refused, taken over with metricsApi.takeOver=true, given back on helm uninstall', { timeout: 12 * 60_000 }, () => {
+  const PREVIOUS = 'oversell-metrics-api-previous';
+  const current = async () => (await metricsApiServices()).find((a) => a.metadata.name === APISERVICE);
+
+  after(async () => {
+    if (!node) return;
+    await helm('uninstall', 'oversell', '-n', NS, '--ignore-not-found', '--no-hooks').catch(() => {});
+    await rbac().deleteClusterRoleBinding({ name: 'oversell-metrics-api-handover' }).catch(() => {});
+    await rbac().deleteClusterRole({ name: 'oversell-metrics-api-handover' }).catch(() => {});
+    // The stand-in first: an unavailable APIService holds a namespace's deletion (discovery fails).
+    await removeStandIn().catch(() => {});
+    await removeOurApiService().catch(() => {});
+    await removeInstallLeftovers().catch(() => {});
+  });
+
+  it('refuses without metricsApi.takeOver and changes nothing; takes over with it (Available, kubectl top, the previous one saved); helm uninstall gives it back exactly', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    await helm('uninstall', 'oversell', '-n', NS, '--ignore-not-found', '--no-hooks').catch(() => {});
+    await removeOurApiService();
+    await removeInstallLeftovers();
+    assert.deepEqual(await metricsApiServices(), [], 'no APIService for metrics.k8s.io before the stand-in');
+    await objects().create(standInApiService());
+    const created = await current();
+    assert.ok(created, 'the stand-in exists');
+    const want = standInApiService();
+    assert.deepEqual(heldParts(created), heldParts(want), 'the API server holds the stand-in as sent');
+
+    // (a) No takeOver: the chart's own refusal, before anything is created.
+    const refused = await helmInstall().then((out) => `installed: ${out}`, errText);
+    console.log(`# helm install without takeOver: ${refused.trim().split('\n').slice(0, 3).join(' | ')}`);
+    assert.match(refused, /The APIService v1beta1\.metrics\.k8s\.io exists and is not oversell's: it sends the metrics API to the Service kube-system\/metrics-server/);
+    assert.match(refused, /--set metricsApi\.takeOver=true \(the current one is saved in the ConfigMap oversell\/oversell-metrics-api-previous and given back on helm uninstall\)/);
+    const after1 = await current();
+    assert.equal(after1?.metadata.resourceVersion, created.metadata.resourceVersion, 'the stand-in was not written to');
+    assert.deepEqual(heldParts(after1), heldParts(created));
+    assert.deepEqual(await metricsApiServices().then((l) => l.map((a) => a.metadata.name)), [APISERVICE]);
+    const release = await helm('status', 'oversell', '-n', NS).then((out) => `exists: ${out}`, errText);
+    assert.match(release, /release: not found/, 'no Helm release after the refusal');
+    const ns = await core().readNamespace({ name: NS }).then(() => true, () => false);
+    assert.equal(ns, false, `the namespace ${NS} was not created`);
+
+    // (b) takeOver: the post-install Job saves the stand-in and puts oversell's in its place.
+    const started = Date.now();
+    await helmInstall('--set', 'metricsApi.takeOver=true');
+    const installedIn = Date.now() - started;
+    const saved = await core().readNamespacedConfigMap({ namespace: NS, name: PREVIOUS });
+    const savedObject = JSON.parse(saved.data?.['apiservice.json'] ?? 'null') as ApiServiceObject;
+    assert.deepEqual(heldParts(savedObject), heldParts(created), `the ConfigMap ${NS}/${PREVIOUS} holds the stand-in`);
+    const ours = await current();
+    assert.equal(ours?.metadata.labels?.['app.kubernetes.io/part-of'], 'oversell', 'oversell\'s APIService in place');
+    assert.equal(ours?.metadata.labels?.[STAND_IN_LABEL], undefined, 'none of the stand-in\'s labels');
+    assert.equal(ours?.metadata.annotations?.['meta.helm.sh/release-name'], 'oversell', 'Helm\'s ownership, for the next upgrade');
+    assert.deepEqual(ours?.spec.service, { name: 'oversell-gateway', namespace: NS, port: 4443 });
+    assert.equal(ours?.spec.insecureSkipTLSVerify ?? false, false);
+    await waitInstalled();
+    const a = await eventually('oversell\'s APIService Available=True', async () => {
+      const x = await current();
+      return available(x)?.status === 'True' && x?.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell' ? x : undefined;
+    }, 120_000, 250).catch(explain);
+    const availableIn = Date.now() - started;
+    console.log(`# take-over: helm install returned after ${(installedIn / 1000).toFixed(1)} s (the take-over Job done), Available ${(availableIn / 1000).toFixed(1)} s after it began; the gateway's log of it:`);
+    console.log((await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=200')).split('\n').filter((l) => /apiService/.test(l)).map((l) => `#   ${l}`).join('\n'));
+    // The gateway found the stand-in in place when it started, before the Job: it
+    // retries the CA's injection within seconds, not the TLS keeper's minute
+    // (65 s after helm install began when it did; 24-31 s for a plain install).
+    assert.ok(availableIn - installedIn < 40_000, `Available ${((availableIn - installedIn) / 1000).toFixed(1)} s after the take-over Job was done`);
+    assert.ok(a.spec.caBundle, 'the gateway injected its CA into the APIService it now owns');
+    assert.deepEqual((await metricsApiServices()).map((x) => x.metadata.name), [APISERVICE]);
+    const row = await eventually('the real node in kubectl top nodes', async () => (await top('nodes')).find((r) => r[0] === nodeName), 60_000, 1000);
+    console.log(`# take-over: kubectl top nodes: ${row.join('  ')}`);
+    assert.ok(topMilli(row[1]!) > 0 && topBytes(row[3]!) > 0);
+
+    // (c) helm uninstall: the post-delete Job gives the stand-in back and forgets it.
+    const gone = Date.now();
+    await helm('uninstall', 'oversell', '-n', NS, '--wait', '--timeout', '180s').catch(async (err: Error) => {
+      const jobs = await kubectl('get', 'jobs,pods', '-n', NS, '-o', 'wide').catch((e: Error) => e.message);
+      assert.fail(`helm uninstall: ${errText(err)}\n${jobs}`);
+    });
+    console.log(`# give-back: helm uninstall took ${((Date.now() - gone) / 1000).toFixed(1)} s`);
+    const back = await current();
+    assert.deepEqual(heldParts(back), heldParts(created), 'the stand-in given back: spec, labels and annotations as created');
+    assert.deepEqual((await metricsApiServices()).map((x) => x.metadata.name), [APISERVICE]);
+    const left = await core().readNamespacedConfigMap({ namespace: NS, name: PREVIOUS }).then(() => 'still there', (e: { code?: number }) => e.code);
+    assert.equal(left, 404, `the ConfigMap ${NS}/${PREVIOUS} deleted`);
+    assert.match(await helm('status', 'oversell', '-n', NS).then((out) => `exists: ${out}`, errText), /release: not found/);
+    await removeStandIn();
+    await removeInstallLeftovers();
   });
 });
