@@ -16,6 +16,7 @@ import { ReviewLimiter } from './auth/review-limiter.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileProofKey, secretProofKey } from './auth/proof-key.js';
+import { Backoff } from '../lib/backoff.js';
 import { injectApiServiceCaBundle } from './act/apiservice-cabundle.js';
 import { METRICS_APISERVICE } from './act/apiservice-handover.js';
 import { publishCaConfigMap } from './tls/ca-bundle.js';
@@ -58,20 +59,19 @@ function apiServiceInjector(kc: KubeConfig, log: Logger): (ca: string) => Promis
   // Helm's take-over Job puts our APIService in place of metrics-server's a few
   // seconds after the gateway started and found it foreign, and until the CA is
   // in, nobody's metrics API is available (seen: 58 s without this, metrics-api.e2e).
-  const firstRetryMs = 2_000;
-  const maxRetryMs = 60_000;
-  let retryMs = firstRetryMs;
+  // No jitter: one gateway per APIService, nothing to spread.
+  const backoff = new Backoff({ initialMs: 2_000, maxMs: 60_000 }, () => 1);
   let retry: NodeJS.Timeout | undefined;
   const inject = async (ca: string): Promise<void> => {
     clearTimeout(retry);
     try {
       if (await injectApiServiceCaBundle(kc, ca)) log.info({ apiService: METRICS_APISERVICE }, 'injected our CA into the metrics APIService caBundle');
-      retryMs = firstRetryMs;
+      backoff.reset();
     } catch (err) {
-      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message, retryInMs: retryMs }, 'cannot inject the metrics APIService caBundle yet; retrying, then each minute (is the metrics-api component installed?)');
-      retry = setTimeout(() => void inject(ca), retryMs);
+      const retryInMs = backoff.next();
+      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message, retryInMs }, 'cannot inject the metrics APIService caBundle yet; retrying, then each minute (is the metrics-api component installed?)');
+      retry = setTimeout(() => void inject(ca), retryInMs);
       retry.unref();
-      retryMs = Math.min(retryMs * 2, maxRetryMs);
     }
   };
   return inject;
