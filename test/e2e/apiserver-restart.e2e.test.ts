@@ -214,12 +214,14 @@ describe('the API server restarted while oversell runs', { timeout: 10 * 60_000 
     }, 30_000);
     assert.equal(renewed.spec?.holderIdentity, IDENTITY, 'the one gateway holds it, no other identity took over');
 
+    // At least three answered writes to judge: on a fast restart the policy and the lease can be back by the second.
+    await eventually('three kubelet writes stored after the restart', async () =>
+      (kubelet?.writes.filter((w) => w.at >= restartAt && w.status === 200).length ?? 0) >= 3 ? true : undefined, 30_000);
     await kubelet?.stop();
     const writes = kubelet?.writes.filter((w) => w.at >= restartAt) ?? [];
     kubelet = undefined;
     for (const w of writes.filter((x) => x.at >= readyAt)) assert.equal(w.status, 200, `a kubelet write after /readyz: ${JSON.stringify(w)}`);
     const answered = writes.filter((w) => w.status === 200);
-    assert.ok(answered.length >= 3, `${answered.length} kubelet writes stored after the restart`);
     for (const w of answered) assert.ok(w.cpu === '6' || w.cpu === '8', `inflated, not raw: ${JSON.stringify(w)}`);
     const early = writes.filter((w) => w.at < readyAt);
     console.log(`# kubelet writes after the restart: ${answered.length} stored, all inflated; before /readyz: ${JSON.stringify(early)}`);
