@@ -45,11 +45,12 @@ async function each<T>(what: string, items: readonly T[], fn: (item: T) => Promi
 export const nodeName = (prefix: string, i: number) => `${prefix}-${i}`;
 
 /**
- * Namespace, ServiceAccounts, the viewer binding, `count` Nodes and agent
- * pods, and a token per agent: writes `<nodeName> <token>` lines to
+ * Namespace, ServiceAccounts, the viewer binding, Nodes and agent pods
+ * `from` to `count - 1` (from 0 unless more are added to an earlier call's),
+ * and a token per agent: writes their `<nodeName> <token>` lines to
  * tokensFile and the viewer's token to viewerTokenFile.
  */
-export async function createAgents(prefix: string, count: number, tokensFile: string, viewerTokenFile: string): Promise<void> {
+export async function createAgents(prefix: string, count: number, tokensFile: string, viewerTokenFile: string, from = 0): Promise<void> {
   const api = core();
   // Kept from an earlier run when there was one: deleting a namespace waits on kube-controller-manager's backoff.
   await exists(api.createNamespace({ body: { metadata: { name: BENCH_NAMESPACE } } }));
@@ -64,11 +65,11 @@ export async function createAgents(prefix: string, count: number, tokensFile: st
     subjects: [{ kind: 'ServiceAccount', name: VIEWER, namespace: BENCH_NAMESPACE }],
   } as KubernetesObject));
 
-  const indexes = Array.from({ length: count }, (_, i) => i);
+  const indexes = Array.from({ length: count - from }, (_, i) => from + i);
   await each('Nodes created', indexes, async (i) => {
     await api.createNode({ body: { metadata: { name: nodeName(prefix, i), labels: { [NODE_LABEL.key]: NODE_LABEL.value } } } });
   });
-  const tokens: string[] = new Array(count);
+  const tokens: string[] = [];
   await each('agent pods and their tokens', indexes, async (i) => {
     const node = nodeName(prefix, i);
     const pod = await api.createNamespacedPod({
@@ -80,7 +81,7 @@ export async function createAgents(prefix: string, count: number, tokensFile: st
       body: { spec: { audiences: ['oversell-gateway'], expirationSeconds: TOKEN_SECONDS, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' } } },
     });
     if (!t.status?.token) throw new Error(`TokenRequest for ${node}'s agent pod returned no token`);
-    tokens[i] = `${node} ${t.status.token}`;
+    tokens[i - from] = `${node} ${t.status.token}`;
   });
   writeFileSync(tokensFile, `${tokens.join('\n')}\n`, { mode: 0o600 });
   const viewer = await api.createNamespacedServiceAccountToken({ name: VIEWER, namespace: BENCH_NAMESPACE, body: { spec: { audiences: [], expirationSeconds: TOKEN_SECONDS } } });

@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cpus, tmpdir } from 'node:os';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
-import { scrapeMetric } from '../test/helpers/metrics.js';
+import { metricValue, scrapeMetric } from '../test/helpers/metrics.js';
 import { sleep } from './agent-overhead.js';
 import { useControlPlane } from './control-plane.js';
 import { peakRssMiB } from './proc-stats.js';
@@ -44,8 +44,15 @@ const ROOMY_MEMORY_MIB = 4096;
  * measure what one core does hold (install.md sizes the CPU from it).
  */
 const SMALLER_AGENTS = 2500;
+/** Twice the target's cluster on the same replica: every review must still be answered, and what was shed is reported. */
+const LARGER_AGENTS = 20_000;
 
-interface AgentsResult { agents: number; welcomed: number; sent: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number; [k: string]: unknown }
+interface AgentsResult {
+  agents: number; welcomed: number; sent: number; messages: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number;
+  settingsReceived: number; batchAtEnd: Record<string, number>; [k: string]: unknown;
+}
+/** What the gateway's load shedder did over the measured window, read from its /metrics every second. */
+interface Shedding { sendEveryMaxS: number; sendEveryEndS: number; mainOverloadedS: number; ingestOverloadedS: number; queriesShed: number }
 interface ReviewsResult { sent: number; ok: number; errors: Record<string, number>; rate: number; latencyMs: Latencies; generatorCpuMs: number }
 interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies; lagMs: { p50: number; p99: number; max: number }; noSample: number }
 
@@ -75,6 +82,7 @@ interface Pass {
   reviews?: ReviewsResult;
   query?: QueryResult;
   agentRun?: AgentsResult;
+  shedding?: Shedding;
   stored?: number;
   millicores?: number;
   throttledPct?: number;
@@ -118,7 +126,8 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     const tls = ['--ca', ca, '--server-name', 'localhost', '--proto', PROTO];
     log(`${setup.agents} agents connecting, each on its own TLS connection, each token reviewed by the API server`);
     const connectStart = group.usage();
-    agentRun = startLoadgen<AgentsResult>(setup.loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', setup.tokens, ...tls], { launcher: setup.pin });
+    // --batch 0: each agent sends as the gateway says (its welcome's batches, the load shedder's Settings), as the agent does.
+    agentRun = startLoadgen<AgentsResult>(setup.loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', setup.tokens, '--batch', '0', ...tls], { launcher: setup.pin });
     const connected = await Promise.race([waitForLine(agentRun, /^connected-in-ms \d+/, 15 * 60_000, `${setup.agents} agents`), died]);
     if (!connected.startsWith('connected-in-ms')) {
       clearInterval(hwm);
@@ -143,8 +152,11 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     await sleep(setup.warmupS * 1000);
     const windowStart = group.usage();
     const windowStartAt = performance.now();
+    const shedStart = await scrapeMetric(gw.ports.metrics, 'oversell_shed_total', '{what="queries"}');
+    const shedding = watchShedding(gw.ports.metrics);
     await sleep(setup.windowS * 1000);
     const windowUsage = diff(windowStart, group.usage());
+    const shed = await shedding.stop(shedStart);
     const windowSeconds = (performance.now() - windowStartAt) / 1000;
     const [r, q] = await Promise.all([reviews.result, query.result]);
 
@@ -157,7 +169,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     rssPeakMiB = Math.round(peakRssMiB(gw.pid));
     const u = group.usage();
     const p: Pass = {
-      agents: setup.agents, reviewRate: setup.reviewRate, memoryMiB, connectS, connectCpuS, reviews: r, query: q, agentRun: a, stored,
+      agents: setup.agents, reviewRate: setup.reviewRate, memoryMiB, connectS, connectCpuS, reviews: r, query: q, agentRun: a, shedding: shed, stored,
       millicores: Math.round((windowUsage.cpuSeconds / windowSeconds) * 1000),
       throttledPct: round((windowUsage.throttledSeconds / windowSeconds) * 100, 1), throttledPeriods: windowUsage.throttledPeriods,
       rssPeakMiB, cgroupPeakMiB: Math.round(u.memoryPeakBytes / 2 ** 20), oomKills: u.oomKills, describe: group.describe,
@@ -175,6 +187,33 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   }
 }
 
+/** The load shedder's state each second (its gauges), until stop() adds the queries it refused. */
+function watchShedding(metricsPort: number): { stop(shedStart: number): Promise<Shedding> } {
+  const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0 };
+  const read = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const sendEvery = metricValue(text, 'oversell_agent_send_every_seconds') ?? NaN;
+    seen.sendEveryMaxS = Math.max(seen.sendEveryMaxS, sendEvery);
+    seen.sendEveryEndS = sendEvery;
+    seen.mainOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="main"}') ?? 0;
+    seen.ingestOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="ingest"}') ?? 0;
+    return text;
+  };
+  let reading: Promise<unknown> = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(read).catch((err: Error) => log(`  could not read the gateway's /metrics (${err.message})`));
+  }, 1000);
+  return {
+    async stop(shedStart) {
+      clearInterval(timer);
+      await reading;
+      const text = await read();
+      seen.queriesShed = (metricValue(text, 'oversell_shed_total', '{what="queries"}') ?? NaN) - shedStart;
+      return seen;
+    },
+  };
+}
+
 /** A pass's figures, keyed with its memory limit. */
 function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
   const k = `${prefix}limit_${p.memoryMiB}mib`;
@@ -182,6 +221,7 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
   const r = p.reviews!;
   const q = p.query!;
   const a = p.agentRun!;
+  const sh = p.shedding!;
   return {
     [`${k}_agents_connected_in_s`]: round(p.connectS!, 1), [`${k}_connect_gateway_cpu_s`]: round(p.connectCpuS!, 1),
     [`${k}_agent_stream_errors`]: JSON.stringify(a.streamErrors), [`${k}_agent_reconnects`]: a.reconnects,
@@ -192,12 +232,22 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
     [`${k}_gateway_millicores`]: p.millicores!, [`${k}_throttled_pct_of_window`]: p.throttledPct!, [`${k}_throttled_periods`]: p.throttledPeriods!,
     [`${k}_rss_peak_mib`]: p.rssPeakMiB, [`${k}_cgroup_memory_peak_mib`]: p.cgroupPeakMiB, [`${k}_oom_kills`]: p.oomKills,
     [`${k}_samples_sent`]: a.sent, [`${k}_samples_stored`]: p.stored!, [`${k}_samples_dropped`]: Math.max(0, a.sent - p.stored!),
+    [`${k}_agent_messages`]: a.messages, [`${k}_agent_samples_per_message`]: round(a.sent / Math.max(1, a.messages), 2),
+    [`${k}_agent_settings_received`]: a.settingsReceived, [`${k}_agents_by_samples_per_message_at_end`]: JSON.stringify(a.batchAtEnd),
+    [`${k}_send_every_max_s`]: sh.sendEveryMaxS, [`${k}_send_every_end_s`]: sh.sendEveryEndS,
+    [`${k}_main_overloaded_s`]: sh.mainOverloadedS, [`${k}_ingest_overloaded_s`]: sh.ingestOverloadedS, [`${k}_queries_shed`]: sh.queriesShed,
   };
 }
 
+const shedLine = (p: Pass) => {
+  const sh = p.shedding!;
+  const a = p.agentRun!;
+  return `agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
+};
+
 const passLine = (p: Pass, what = '') => p.died
   ? `${what}under ${p.memoryMiB} MiB: ${p.died}`
-  : `${what}under ${p.memoryMiB} MiB: ${p.reviews!.ok === 0 ? `no review answered (${Object.entries(p.reviews!.errors).map(([k, n]) => `${n} ${k}`).join(', ')})` : `webhook p99 ${p.reviews!.latencyMs.p99} ms (p99.9 ${p.reviews!.latencyMs.p99_9}), ${total(p.reviews!.errors)} errors`}; GetNode p99 ${p.query!.latencyMs.p99} ms; lag p99 ${p.query!.lagMs.p99} ms; ${p.millicores} millicores, throttled ${p.throttledPct}%; RSS peak ${p.rssPeakMiB} MiB; ${Math.max(0, p.agentRun!.sent - p.stored!)} samples dropped; agents connected in ${round(p.connectS!, 1)} s`;
+  : `${what}under ${p.memoryMiB} MiB: ${p.reviews!.ok === 0 ? `no review answered (${Object.entries(p.reviews!.errors).map(([k, n]) => `${n} ${k}`).join(', ')})` : `webhook p99 ${p.reviews!.latencyMs.p99} ms (p99.9 ${p.reviews!.latencyMs.p99_9}), ${total(p.reviews!.errors)} errors`}; GetNode p99 ${p.query!.latencyMs.p99} ms; lag p99 ${p.query!.lagMs.p99} ms; ${p.millicores} millicores, throttled ${p.throttledPct}%; RSS peak ${p.rssPeakMiB} MiB; ${Math.max(0, p.agentRun!.sent - p.stored!)} samples dropped; agents connected in ${round(p.connectS!, 1)} s; ${shedLine(p)}`;
 
 export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
   // OVERSELL_BENCH_CLUSTER_AGENTS: another cluster size, for trying one (saved to the scratch directory like any single run).
@@ -236,6 +286,17 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       log(`${agents} nodes did not fit ${CPU_CORES} core: the same load for ${SMALLER_AGENTS} nodes, to measure what it holds`);
       smaller = await pass({ ...setup, agents: SMALLER_AGENTS, reviewRate: reviewRateFor(SMALLER_AGENTS), tokens }, shippedBytes);
     }
+    // The larger cluster: the agents added to the first ones, their reviews at the rate a cluster of that size makes.
+    let larger: Pass | undefined;
+    if (full && agents < LARGER_AGENTS && process.env.OVERSELL_BENCH_CLUSTER_LARGER !== '0') {
+      const added = join(work, 'tokens-added');
+      log(`${LARGER_AGENTS - agents} more Nodes, agent pods and tokens, for ${LARGER_AGENTS} agents on the same replica`);
+      await createAgents(PREFIX, LARGER_AGENTS, added, setup.viewerToken, agents);
+      const tokens = join(work, `tokens-${LARGER_AGENTS}`);
+      writeFileSync(tokens, readFileSync(setup.tokens, 'utf8') + readFileSync(added, 'utf8'), { mode: 0o600 });
+      larger = await pass({ ...setup, agents: LARGER_AGENTS, reviewRate: reviewRateFor(LARGER_AGENTS), tokens }, shippedBytes);
+    }
+    const lr = larger?.reviews;
     const r = fitting?.reviews;
     const q = fitting?.query;
     const dropped = fitting ? Math.max(0, fitting.agentRun!.sent - fitting.stored!) : NaN;
@@ -243,13 +304,15 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     return {
       name: 'cluster',
       summary: `${agents} agents on TLS + ${setup.reviewRate} reviews/s + ${QUERY_RATE} GetNode/s on one replica with ${CPU_CORES} core of quota, ${passes.map((p) => passLine(p)).join('; ')}` +
-        (smaller ? `; ${passLine(smaller, `${smaller.agents} agents + ${smaller.reviewRate} reviews/s `)}` : ''),
+        (smaller ? `; ${passLine(smaller, `${smaller.agents} agents + ${smaller.reviewRate} reviews/s `)}` : '') +
+        (larger ? `; ${passLine(larger, `${larger.agents} agents + ${larger.reviewRate} reviews/s `)}` : ''),
       figures: {
         agents, reviews_per_s: setup.reviewRate, queries_per_s: QUERY_RATE, window_s: setup.windowS,
         // Which pass the load fitted in: the capacity plan (capacity.ts) reads its figures.
         fitting_limit_mib: fitting?.memoryMiB ?? 'none',
         ...Object.assign({}, ...passes.map((p) => passFigures(p))),
         ...(smaller && { smaller_agents: smaller.agents, smaller_limit_mib: smaller.memoryMiB, smaller_reviews_per_s: smaller.reviewRate, smaller_fits_core: fitsCore(smaller) ? 'yes' : 'no', ...passFigures(smaller, `agents_${smaller.agents}_`) }),
+        ...(larger && { larger_agents: larger.agents, larger_reviews_per_s: larger.reviewRate, ...passFigures(larger, `agents_${larger.agents}_`) }),
       },
       targets: full
         ? [
@@ -260,17 +323,23 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
             { name: `GetNode p99 <= 5 ms meanwhile${under}`, measured: !q ? 'not measured' : q.ok === 0 ? `no call answered (${total(q.errors)} errors)` : `${q.latencyMs.p99} ms, ${total(q.errors)} errors`, met: !!q && q.ok > 0 && q.latencyMs.p99 <= 5 && total(q.errors) === 0 },
             { name: `no sample dropped${under}`, measured: fitting ? `${dropped} of ${fitting.agentRun!.sent}` : 'not measured', met: dropped === 0 },
             { name: `inside ${CPU_CORES} core: throttled < 1% of the window${under}`, measured: fitting ? `${fitting.millicores} millicores, throttled ${fitting.throttledPct}%` : 'not measured', met: !!fitting && fitting.throttledPct! < 1 },
+            ...(larger ? [
+              { name: `${LARGER_AGENTS.toLocaleString('en-US')} agents (${larger.reviewRate.toLocaleString('en-US')} reviews/s) on the same replica: every review answered`, measured: larger.died ?? (lr ? `${total(lr.errors)} of ${lr.sent} unanswered${total(lr.errors) ? ` (${JSON.stringify(lr.errors)})` : ''}` : 'not measured'), met: !!lr && lr.ok > 0 && total(lr.errors) === 0 },
+              { name: `${LARGER_AGENTS.toLocaleString('en-US')} agents: webhook p99 <= 100 ms`, measured: !lr || lr.ok === 0 ? 'no review answered' : `${lr.latencyMs.p99} ms`, met: !!lr && lr.ok > 0 && lr.latencyMs.p99 <= 100 },
+              { name: `${LARGER_AGENTS.toLocaleString('en-US')} agents: what was shed, reported`, measured: larger.died ? 'not measured' : shedLine(larger), met: !larger.died },
+            ] : []),
           ]
         : [{ name: '(quick run: 10,000-node targets not measured)', measured: `${agents} agents`, met: true }],
       notes: [
         `gateway as deployed: node ${GATEWAY_NODE_ARGS.join(' ')}, --grpc-tls on, --auth kubernetes, agents on --agent-port (the ingest thread), --watch-bound-pods on (the ${agents} agent pods), --policies flags; in a cgroup made by the benchmark (${shipped.describe}): ${CPU_CORES} core of CFS quota (deploy/base ships a 100m request and no CPU limit: the quota is the target's core) and deploy/base's memory limit${passes.length > 1 ? `; the gateway did not survive it, so a second gateway ran the same load under ${ROOMY_MEMORY_MIB} MiB to measure what it needs` : ''}`,
         `control plane: scripts/cluster/cluster.sh (etcd, kube-apiserver, kube-scheduler, kwok) on the same machine; kube-controller-manager stopped for the run, so no controller acts on ${agents} Nodes no kubelet heartbeats for`,
-        `agents: bench/loadgen agents (Go), each on its own gRPC client connection (TCP + TLS 1.3, the gateway's self-managed CA), authorization: Bearer <token>: a TokenRequest bound to its own agent pod (audience oversell-gateway, ${agents} pods bound to ${agents} Nodes); agent i sends at i/N of each second. Connected-in: from the first dial until every agent was welcomed, through the gateway's TokenReview budget (--token-reviews-per-second, default 100); refused attempts are retried after 1-2 s, as the agent does`,
+        `agents: bench/loadgen agents (Go), each on its own gRPC client connection (TCP + TLS 1.3, the gateway's self-managed CA), authorization: Bearer <token>: a TokenRequest bound to its own agent pod (audience oversell-gateway, ${agents} pods bound to ${agents} Nodes); agent i samples at i/N of each second and sends as the gateway says (--batch 0): a SampleBatch when its oldest sample is send_every_ms old, at most max_batch_samples, from the welcome and then every Settings the load shedder sends, as the agent's ReportStream does (a steady node's samples; the agent's at-once sending of a rise is not simulated). Connected-in: from the first dial until every agent was welcomed, through the gateway's TokenReview budget (--token-reviews-per-second, default 100); refused attempts are retried after 1-2 s, as the agent does`,
         `reviews: bench/loadgen reviews, open-loop at ${setup.reviewRate}/s, each request measured from when it was due (no coordinated omission), 36 KB kubelet-shaped AdmissionReviews (bench/webhook.ts) naming node ${PREFIX}-i in a permutation over all ${agents} with a fresh request uid; an answer counts as ok when 200, its uid matches and allowed is true; timeout ${WEBHOOK_TIMEOUT_S} s, the shipped webhook's timeoutSeconds, after which the API server gives up and the write passes unchanged`,
         `queries: bench/loadgen query, GetNode on random nodes at ${QUERY_RATE}/s over one TLS connection with a viewer's token (ClusterRole oversell-viewer from deploy/base/rbac.yaml, checked by SubjectAccessReview); lag = the node's received_at - its latest sample's timestamp, from the same answers`,
         `load generators pinned to CPU ${pin.at(-1) ?? '(one CPU only)'} with taskset; the gateway's threads may run on any CPU within its quota. All on one ${cpus().length}-CPU machine, so the generators, the API server and etcd share it with the gateway`,
         `CPU and throttling from the cgroup over the ${setup.windowS} s window after ${setup.warmupS} s of warm-up; RSS peak is the gateway's VmHWM over its life (the connect storm included); cgroup memory peak includes page cache`,
         'samples dropped: sent by the simulator over the run minus stored by the gateway (oversell_samples_received_total{result="stored"}) 2 s after the simulator stopped',
+        ...(larger ? [`then ${LARGER_AGENTS} agents on a new gateway under the same limits (the larger_ and agents_${LARGER_AGENTS}_ figures): ${LARGER_AGENTS - agents} more Nodes, pods and tokens added to the first ${agents}, reviews at ${larger.reviewRate}/s over all ${LARGER_AGENTS} nodes (a cluster that size with oversell), GetNode at ${QUERY_RATE}/s; the shedding figures are the gateway's gauges read every second over the window (oversell_agent_send_every_seconds, oversell_overloaded) and oversell_shed_total's rise`] : []),
         ...(smaller ? [`${agents} nodes did not fit ${CPU_CORES} core, so a new gateway under the same limits then ran the same load for ${SMALLER_AGENTS} nodes (the smaller_ and agents_${SMALLER_AGENTS}_ figures): the first ${SMALLER_AGENTS} agents with their tokens, ${reviewRateFor(SMALLER_AGENTS)} reviews/s over their nodes, GetNode over their nodes at ${QUERY_RATE}/s; its bound-pods watch still lists all ${agents} agent pods. smaller_fits_core: throttled < 1% of the window and every review answered`] : []),
       ],
     };

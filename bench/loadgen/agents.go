@@ -39,6 +39,11 @@ type agentsResult struct {
 	// waits, and on a busy machine the CPU queueing of the sending goroutine.
 	SendMsgWallMs  int64 `json:"sendMsgWallMs"`
 	GeneratorCPUMs int64 `json:"generatorCpuMs"`
+	// With --batch 0: Settings messages received after the welcome (the
+	// gateway's load shedder changing the send interval), and how many
+	// agents sent how many samples a message at the end.
+	SettingsReceived int64            `json:"settingsReceived"`
+	BatchAtEnd       map[string]int64 `json:"batchAtEnd"`
 }
 
 // An agent is never welcomed (new), on a welcomed stream (live), or between
@@ -59,13 +64,16 @@ type agent struct {
 	seq   uint64 // this agent's goroutine only
 	// pending: samples taken and not yet sent, with --batch (this agent's goroutine only).
 	pending [][]byte
+	// batch: samples a message now, from --batch or what the gateway said.
+	batch atomic.Int64
 }
 
 type agentsRun struct {
 	msgs     *agentMessages
 	agents   []*agent
 	interval time.Duration
-	// batch: samples per message; above 1 they go as one SampleBatch.
+	// batch: samples per message; above 1 they go as one SampleBatch; 0:
+	// as the gateway says (followGateway).
 	batch int
 	start time.Time
 	// dialSem bounds first connections in flight: 10,000 simultaneous TLS
@@ -73,7 +81,7 @@ type agentsRun struct {
 	dialSem chan struct{}
 
 	welcomed, live, sent, messages, messageBytes, reconnects atomic.Int64
-	skippedBusy, skippedDown, sendWaitNs                     atomic.Int64
+	skippedBusy, skippedDown, sendWaitNs, settingsReceived   atomic.Int64
 	connectMs                                                atomic.Int64
 	errs                                                     counts
 	deniedMu                                                 sync.Mutex
@@ -89,11 +97,11 @@ func runAgents(args []string) {
 	tokensPath := fs.String("tokens", "", `file with one line per agent: "<nodeName> <bearer token>" ("-": no authorization)`)
 	interval := fs.Duration("interval", time.Second, "sample interval of each agent")
 	dialConcurrency := fs.Int("dial-concurrency", 64, "first connections (TCP+TLS+hello) in flight at once")
-	batch := fs.Int("batch", 1, "samples per message: above 1, each agent sends its last N samples as one SampleBatch every N intervals, as a steady agent does under the gateway's send_every_ms (--interval 1s --batch 5: one message per 5 s)")
+	batch := fs.Int("batch", 1, "samples per message: above 1, each agent sends its last N samples as one SampleBatch every N intervals, as a steady agent does under the gateway's send_every_ms (--interval 1s --batch 5: one message per 5 s); 0: as the gateway says in its welcome and later Settings (the load shedder's interval), as the agent does")
 	fs.Parse(args)
 
-	if *interval <= 0 || *dialConcurrency < 1 || *batch < 1 {
-		fatalf("agents: --interval, --dial-concurrency and --batch must be positive")
+	if *interval <= 0 || *dialConcurrency < 1 || *batch < 0 {
+		fatalf("agents: --interval and --dial-concurrency must be positive, --batch 0 or more")
 	}
 	msgs, err := newAgentMessages(mustContract(*protoPath))
 	if err != nil {
@@ -135,7 +143,11 @@ func runAgents(args []string) {
 	stopped, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n := len(r.agents)
-	logf("agents: %d agents to %s, one sample each per %s, %d a message", n, target.address, *interval, *batch)
+	perMessage := fmt.Sprint(*batch)
+	if *batch == 0 {
+		perMessage = "as the gateway says"
+	}
+	logf("agents: %d agents to %s, one sample each per %s, %s a message", n, target.address, *interval, perMessage)
 	cpu0 := cpuMs()
 	r.start = time.Now()
 	for _, a := range r.agents {
@@ -164,8 +176,33 @@ func runAgents(args []string) {
 		StreamErrors: r.errs.snapshot(), Reconnects: r.reconnects.Load(), ConnectMs: r.connectMs.Load(),
 		SamplesSkippedBusy: r.skippedBusy.Load(), SamplesSkippedDisconnected: r.skippedDown.Load(),
 		SendMsgWallMs: r.sendWaitNs.Load() / int64(time.Millisecond), GeneratorCPUMs: cpuMs() - cpu0,
+		SettingsReceived: r.settingsReceived.Load(), BatchAtEnd: r.batchAtEnd(),
 	})
 	os.Exit(0)
+}
+
+// followGateway sets the agent's samples a message from what the gateway
+// said, as the agent's ReportStream does: a batch goes when its oldest
+// sample is send_every_ms old (so one more sample than fits the interval),
+// at most max_batch_samples; a max_batch_samples of 0 or 1 (a gateway before
+// batches) means one sample a message. A later Settings without batches
+// keeps the current value, as the agent does.
+func (r *agentsRun) followGateway(a *agent, sendEveryMs, maxBatch uint64, welcome bool) {
+	if maxBatch <= 1 {
+		if welcome {
+			a.batch.Store(1)
+		}
+		return
+	}
+	a.batch.Store(int64(min(maxBatch, sendEveryMs/uint64(r.interval.Milliseconds())+1)))
+}
+
+func (r *agentsRun) batchAtEnd() map[string]int64 {
+	out := map[string]int64{}
+	for _, a := range r.agents {
+		out[fmt.Sprint(a.batch.Load())]++
+	}
+	return out
 }
 
 // schedule gives agent i its sample at offset i/N of every interval, so N

@@ -107,6 +107,13 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 	// against the same gateway must go on from there or its samples would be
 	// taken for replays.
 	a.seq = max(a.seq, r.msgs.lastSeq(in))
+	follow := r.batch == 0
+	if follow {
+		sendEvery, maxBatch, _ := r.msgs.sending(in)
+		r.followGateway(a, sendEvery, maxBatch, true)
+	} else {
+		a.batch.Store(int64(r.batch))
+	}
 	select {
 	case <-a.due: // a hand-off left from before the last stream failed
 	default:
@@ -123,14 +130,29 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 		}
 	}
 
-	// Acks are read and dropped; the reader also learns first when the stream ends.
+	// Acks are read and dropped (following the gateway, Settings change the
+	// batch); the reader also learns first when the stream ends.
 	ended := make(chan error, 1)
 	go func() {
 		var m discard
+		gm := dynamicpb.NewMessage(r.msgs.gatewayMessage)
 		for {
-			if err := st.RecvMsg(&m); err != nil {
+			var err error
+			if follow {
+				gm.Reset()
+				err = st.RecvMsg(gm)
+			} else {
+				err = st.RecvMsg(&m)
+			}
+			if err != nil {
 				ended <- err
 				return
+			}
+			if follow {
+				if sendEvery, maxBatch, ok := r.msgs.sending(gm); ok {
+					r.settingsReceived.Add(1)
+					r.followGateway(a, sendEvery, maxBatch, false)
+				}
 			}
 		}
 	}()
@@ -144,9 +166,11 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 			a.seq++
 			t0 := time.Now()
 			var frame wireFrame
-			if r.batch > 1 {
+			// Pending samples go as a batch even when the gateway has just
+			// said one a message: they were taken under batches.
+			if size := int(a.batch.Load()); size > 1 || len(a.pending) > 0 {
 				a.pending = append(a.pending, r.msgs.sampleBytes(a.seq, t0.UnixMilli()))
-				if len(a.pending) < r.batch {
+				if len(a.pending) < size {
 					continue
 				}
 				frame = r.msgs.batchFrame(a.pending)
