@@ -16,9 +16,7 @@ import { ReviewLimiter } from './auth/review-limiter.js';
 import { configMapTemplateSource, fileTemplateSource, noTemplates, type TemplateSource } from './inject/template-source.js';
 import { ensureServingCertificate } from './tls/self-signed.js';
 import { fileProofKey, secretProofKey } from './auth/proof-key.js';
-import { Backoff } from '../lib/backoff.js';
-import { injectApiServiceCaBundle } from './act/apiservice-cabundle.js';
-import { METRICS_APISERVICE } from './act/apiservice-handover.js';
+import { apiServiceCaBundleKeeper } from './act/apiservice-cabundle.js';
 import { publishCaConfigMap } from './tls/ca-bundle.js';
 import { fileTlsKeeper, secretTlsKeeper, type Tls, type TlsKeeper } from './tls/tls-keeper.js';
 import type { AuthConfig, GatewayConfig, ProofKeyConfig, SidecarsConfig, TlsConfig } from './config/types.js';
@@ -53,30 +51,6 @@ async function templateSource(sidecars: SidecarsConfig, kc: KubeConfig | undefin
   return configMapTemplateSource(kc, sidecars.namespace, log);
 }
 
-/** --metrics-api on with a self-managed certificate: the APIService's caBundle kept like the webhook's. */
-function apiServiceInjector(kc: KubeConfig, log: Logger): (ca: string) => Promise<void> {
-  // A failure is retried sooner than the TLS keeper's minute, backing off to it:
-  // Helm's take-over Job puts our APIService in place of metrics-server's a few
-  // seconds after the gateway started and found it foreign, and until the CA is
-  // in, nobody's metrics API is available (seen: 58 s without this, metrics-api.e2e).
-  // No jitter: one gateway per APIService, nothing to spread.
-  const backoff = new Backoff({ initialMs: 2_000, maxMs: 60_000 }, () => 1);
-  let retry: NodeJS.Timeout | undefined;
-  const inject = async (ca: string): Promise<void> => {
-    clearTimeout(retry);
-    try {
-      if (await injectApiServiceCaBundle(kc, ca)) log.info({ apiService: METRICS_APISERVICE }, 'injected our CA into the metrics APIService caBundle');
-      backoff.reset();
-    } catch (err) {
-      const retryInMs = backoff.next();
-      log.warn({ apiService: METRICS_APISERVICE, err: (err as Error).message, retryInMs }, 'cannot inject the metrics APIService caBundle yet; retrying, then each minute (is the metrics-api component installed?)');
-      retry = setTimeout(() => void inject(ca), retryInMs);
-      retry.unref();
-    }
-  };
-  return inject;
-}
-
 async function servingTls(tls: TlsConfig, kc: KubeConfig | undefined, log: Logger, metricsApi: boolean): Promise<{ tls: Tls; keeper?: TlsKeeper }> {
   if (tls.source === 'files') {
     const keeper = fileTlsKeeper(tls.certFile, tls.keyFile, log);
@@ -84,7 +58,7 @@ async function servingTls(tls: TlsConfig, kc: KubeConfig | undefined, log: Logge
   }
   if (tls.source === 'secret') {
     if (!kc) throw new Error('bug: a TLS Secret without a kubeconfig');
-    const keeper = await secretTlsKeeper({ kubeConfig: kc, namespace: tls.namespace, name: tls.name, hosts: tls.hosts, webhookConfiguration: tls.webhookConfiguration, alsoInject: metricsApi ? apiServiceInjector(kc, log) : undefined, log });
+    const keeper = await secretTlsKeeper({ kubeConfig: kc, namespace: tls.namespace, name: tls.name, hosts: tls.hosts, webhookConfiguration: tls.webhookConfiguration, alsoInject: metricsApi ? apiServiceCaBundleKeeper(kc, log) : undefined, log });
     return { tls: keeper.current, keeper };
   }
   const own = await ensureServingCertificate(tls.dir, tls.hosts);

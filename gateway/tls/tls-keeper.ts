@@ -63,8 +63,8 @@ export interface SecretTlsOptions {
   hosts: string[];
   /** MutatingWebhookConfiguration to keep the caBundle of; empty: do not inject. */
   webhookConfiguration: string;
-  /** Also given each CA as it is made or renewed (the metrics APIService's caBundle); it logs its own failures. */
-  alsoInject?: ((ca: string) => Promise<void>) | undefined;
+  /** Also given each CA as it is made or renewed (the metrics APIService's caBundle); it logs and retries its own failures, stopped with the keeper. */
+  alsoInject?: { inject(ca: string): Promise<void>; stop(): void } | undefined;
   log: Logger;
   checkEveryMs?: number;
 }
@@ -80,12 +80,15 @@ export async function secretTlsKeeper(o: SecretTlsOptions): Promise<TlsKeeper> {
     } catch (err) {
       o.log.warn({ webhookConfiguration: o.webhookConfiguration, err: (err as Error).message }, 'cannot inject the caBundle yet; retrying (is the MutatingWebhookConfiguration installed?)');
     }
-    await o.alsoInject?.(ca);
+    await o.alsoInject?.inject(ca);
   };
   const first = await store.ensure();
   await inject(first.ca);
   let timer: NodeJS.Timeout | undefined;
-  const k = keeper({ cert: first.cert, key: first.key, ca: first.ca }, () => clearInterval(timer));
+  const k = keeper({ cert: first.cert, key: first.key, ca: first.ca }, () => {
+    clearInterval(timer);
+    o.alsoInject?.stop();
+  });
   timer = setInterval(() => {
     store.ensure().then(
       async (c) => {
