@@ -6,7 +6,7 @@
 import { Agent, request } from 'node:https';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { NodeStore } from '../gateway/store/node-store.js';
-import { directoryPod, PodDirectory, type DirectoryPod } from '../gateway/metrics-api/pod-directory.js';
+import { directoryPod, PodDirectory, type DirectoryPod } from '../gateway/store/pod-directory.js';
 import { buildMetricsApiServer } from '../gateway/metrics-api/metrics-api-server.js';
 import { requestHeaderConfig } from '../gateway/metrics-api/front-proxy.js';
 import { cachedAccessReview } from '../gateway/metrics-api/access-review.js';

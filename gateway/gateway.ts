@@ -48,8 +48,7 @@ import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-l
 import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor, type QueryLimits } from './query/query-limits.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
 import { DEFAULT_POLICY } from './decide/policy.js';
-import { PodDirectory } from './metrics-api/pod-directory.js';
-import { watchPodDirectory } from './metrics-api/pod-directory-watch.js';
+import { PodDirectory } from './store/pod-directory.js';
 import { watchFrontProxyTrust, type FrontProxyTrust } from './metrics-api/front-proxy.js';
 import { cachedAccessReview, kubernetesAccessReview, type AccessReview } from './metrics-api/access-review.js';
 import { buildMetricsApiServer } from './metrics-api/metrics-api-server.js';
@@ -350,17 +349,18 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
   };
 }
 
-/** With a cluster: the pods bound to nodes, the node objects, and the leader's status writes. */
-function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>, bound: BoundRequests): Part[] {
+/** With a cluster: the pods bound to nodes (for the decision and the metrics API's directory), the node objects, and the leader's status writes. */
+function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>, bound: BoundRequests, directory: PodDirectory | undefined): Part[] {
   const { store, metrics, log, now, proof } = s;
   const { policies } = s.options;
   const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = cluster;
   const parts: Part[] = [];
-  if (cluster.watchBoundPods !== false) {
+  const stores = { ...(cluster.watchBoundPods !== false && { requests: bound }), ...(directory && { directory }) };
+  if (stores.requests || stores.directory) {
     let boundPods: Watching | undefined;
     parts.push({
       name: 'bound pods watch',
-      start: async () => void (boundPods = await watchBoundPods(kubeConfig, bound, log)),
+      start: async () => void (boundPods = await watchBoundPods(kubeConfig, stores, log)),
       close: () => boundPods?.stop(),
     });
   }
@@ -395,15 +395,13 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
 }
 
 /**
- * metrics.k8s.io: the front-proxy CA watched, the pods named, then the port
- * (a caller that arrives before the CA is read gets 401, before the pods are
- * listed an empty list).
+ * metrics.k8s.io: the front-proxy CA watched, then the port (a caller that
+ * arrives before the CA is read gets 401, before the bound pods watch has
+ * named the pods in `directory` a 503).
  */
-async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<GatewayOptions['metricsApi']>) {
+async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<GatewayOptions['metricsApi']>, directory: PodDirectory) {
   const { store, log, now, options } = s;
-  const directory = new PodDirectory();
   let trust: FrontProxyTrust | undefined;
-  let pods: Watching | undefined;
   const server = await buildMetricsApiServer({
     bindAddress: options.bindAddress,
     port: o.port,
@@ -430,7 +428,6 @@ async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable
       },
       close: () => trust?.stop(),
     },
-    { name: 'metrics API pods watch', start: async () => void (pods = await watchPodDirectory(kubeConfig, directory, log)), close: () => pods?.stop() },
     { name: 'metrics API port', start: async () => void (await server.start()), close: () => server.close() },
   ];
   return { parts, server };
@@ -501,9 +498,11 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     const webhook = life.add(await webhookPart(s, templates));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
     ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
-    if (options.cluster) for (const part of clusterParts(s, options.cluster, bound)) life.add(part);
     if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
-    const metricsApi = options.metricsApi && options.cluster ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi) : undefined;
+    // Named by the bound pods watch (a cluster part), read by the metrics API.
+    const directory = options.metricsApi ? new PodDirectory() : undefined;
+    if (options.cluster) for (const part of clusterParts(s, options.cluster, bound, directory)) life.add(part);
+    const metricsApi = options.metricsApi && options.cluster && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi, directory) : undefined;
     for (const part of metricsApi?.parts ?? []) life.add(part);
     let healthTimer: NodeJS.Timeout | undefined;
     let prune: NodeJS.Timeout | undefined;

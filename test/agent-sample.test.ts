@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { detectCgroupLayout, listPodCgroups } from '../agent/sample/cgroup-layout.js';
 import { flatKeyedValue } from '../agent/sample/files.js';
 import { parseMeminfo } from '../agent/sample/meminfo.js';
-import { readPodCounters } from '../agent/sample/pod-counters.js';
+import { readPodCounters, readRootCgroupWorkingSet } from '../agent/sample/pod-counters.js';
 import { parsePsi } from '../agent/sample/pressure.js';
 import { cpuMillicoresBetween, parseProcStat } from '../agent/sample/proc-stat.js';
 import { NodeSampler } from '../agent/sample/sampler.js';
@@ -50,6 +50,22 @@ describe('cgroup layouts from real host shapes', () => {
       }
     });
   }
+
+  // Root files copied from a real cgroup v1 host (this project's CI machine) at the same moment.
+  it('the node\'s working set as the kubelet reports it: the root memory cgroup\'s on v1 and hybrid, none on v2', () => {
+    for (const c of cases) {
+      const layout = detectCgroupLayout(cgroupFixture(c.tree));
+      const root = readRootCgroupWorkingSet(layout);
+      if (c.mode === 'v2') {
+        assert.equal(root, undefined, `${c.tree}: the kubelet's figure is /proc/meminfo's`);
+        continue;
+      }
+      assert.equal(root, 2_680_434_688 - 809_754_624, `${c.tree}: memory.usage_in_bytes - total_inactive_file`);
+    }
+    const v1 = detectCgroupLayout(cgroupFixture('v1-cgroupfs'));
+    const reading = new NodeSampler({ procRoot: procFixture('vm-2cpu'), cgroupRoot: cgroupFixture('v1-cgroupfs') }).read(Date.now(), false);
+    assert.equal(reading.rootCgroupMemoryWorkingSetBytes, readRootCgroupWorkingSet(v1), 'sent with every sample');
+  });
 
   it('a pod whose cgroup vanished between list and read is skipped, not an error', () => {
     const layout = detectCgroupLayout(cgroupFixture('v2-systemd'));

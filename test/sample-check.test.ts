@@ -70,6 +70,8 @@ describe('sample check (pure)', () => {
     ['no-capacity', 'memory usage with zero memory capacity', { capacity: { cpuMillicores: 4000, memoryBytes: 0 } }],
     ['usage-over-capacity', 'CPU usage past 1.5 x', { cpuUsageMillicores: 6001 }],
     ['usage-over-capacity', 'working set past 1.1 x', { memoryWorkingSetBytes: Math.ceil(1.1 * 8 * GI) + 1 }],
+    ['usage-over-capacity', 'the root cgroup\'s working set past 1.1 x', { rootCgroupMemoryWorkingSetBytes: Math.ceil(1.1 * 8 * GI) + 1 }],
+    ['negative', 'the root cgroup\'s working set -1', { rootCgroupMemoryWorkingSetBytes: -1 }],
     ['requests-over-capacity', 'CPU requests of 9e18 millicores', { requests: requests(9e18, GI) }],
     ['requests-over-capacity', `memory requests past ${requestsOverCapacity} x`, { requests: requests(1000, requestsOverCapacity * 8 * GI + 1) }],
     ['pressure-out-of-range', 'PSI avg10 100.5', { pressure: psi(100.5) }],

@@ -14,7 +14,7 @@ export function sampleRow(): MessageRow<Sample__Output> {
 
 /** The fields the gateway reads from every sample (an absent message's read 0; bools are 1 or 0). */
 const READ = [
-  'seq', 'timestampMs', 'cpuUsageMillicores', 'memoryWorkingSetBytes', 'podsIncluded',
+  'seq', 'timestampMs', 'cpuUsageMillicores', 'memoryWorkingSetBytes', 'rootCgroupMemoryWorkingSetBytes', 'podsIncluded',
   'capacity.cpuMillicores', 'capacity.memoryBytes',
   'requests.cpuMillicores', 'requests.memoryBytes', 'requests.known',
   'pressure.available', 'pressure.cpuSome.avg10', 'pressure.memorySome.avg10', 'pressure.cpuContention', 'pressure.cpuContention.avg10',

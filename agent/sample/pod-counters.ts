@@ -55,3 +55,17 @@ export function readPodFiles(files: PodFiles): PodCounters | undefined {
 export function readPodCounters(layout: CgroupLayout, pod: PodCgroup): PodCounters | undefined {
   return readPodFiles(podFiles(layout, pod));
 }
+
+/**
+ * cgroup v1 and hybrid: the root memory cgroup's working set, which is the
+ * node figure the kubelet's resource metrics report there (cAdvisor's root
+ * container). Undefined on v2, where the kubelet's figure is /proc/meminfo's,
+ * or when the files cannot be read.
+ */
+export function readRootCgroupWorkingSet(layout: CgroupLayout): number | undefined {
+  if (layout.mode === 'v2') return undefined;
+  const usage = readOptional(join(layout.memoryRoot, 'memory.usage_in_bytes'));
+  const memStat = readOptional(join(layout.memoryRoot, 'memory.stat'));
+  if (usage === undefined || memStat === undefined) return undefined;
+  return Math.max(0, Number(usage) - (flatKeyedValue(memStat, 'total_inactive_file') ?? 0));
+}

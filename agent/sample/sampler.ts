@@ -9,7 +9,7 @@ import { detectCgroupLayout, listContainerCgroups, listPodCgroups, type CgroupLa
 import { ContentionMeter } from './cpu-contention.js';
 import { readOptional } from './files.js';
 import { parseMeminfo } from './meminfo.js';
-import { podFiles, readPodFiles, type PodCounters, type PodFiles } from './pod-counters.js';
+import { podFiles, readPodFiles, readRootCgroupWorkingSet, type PodCounters, type PodFiles } from './pod-counters.js';
 import { parsePsi } from './pressure.js';
 import { cpuMillicoresBetween, parseProcStat, type CpuTimes } from './proc-stat.js';
 
@@ -70,6 +70,7 @@ export class NodeSampler {
       timestampMs: nowMs,
       cpuUsageMillicores,
       memoryWorkingSetBytes: memory.workingSetBytes,
+      rootCgroupMemoryWorkingSetBytes: readRootCgroupWorkingSet(this.#layout) ?? 0,
       capacity: { cpuMillicores: cpu.cpus * 1000, memoryBytes: memory.totalBytes },
       pressure: this.#readPressure(nowMs),
       podsIncluded: includePods,

@@ -12,7 +12,7 @@ import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { COLUMN } from '../decide/usage-window.js';
 import type { AccessReview, Attributes } from './access-review.js';
 import { authenticate, Unauthorized, type Caller, type PeerCertificate, type RequestHeaderConfig } from './front-proxy.js';
-import type { DirectoryPod, PodDirectory } from './pod-directory.js';
+import type { DirectoryPod, PodDirectory } from '../store/pod-directory.js';
 import {
   API_GROUP, API_GROUP_LIST, API_RESOURCE_LIST, BadRequest, fieldsMatch, forbidden, GROUP, GROUP_VERSION, labelsMatch, nodeMetrics, nodeMetricsList, notFound,
   parseFieldSelector, podMetrics, podMetricsList, podsStamp, status, type FieldSelector, type NodeMetrics, type NodeReading, type PodMetrics, type PodsReading, type PodsStamp,
@@ -44,7 +44,8 @@ export function nodeReading(r: NodeRecord, nowMs: number): NodeReading {
     timestampMs: r.value('timestampMs'),
     windowMs: n >= 2 ? w.get(n - 1, COLUMN.timestampMs) - w.get(n - 2, COLUMN.timestampMs) : SAMPLE_INTERVAL_MS,
     cpuMillicores: r.value('cpuUsageMillicores'),
-    memoryWorkingSetBytes: r.value('memoryWorkingSetBytes'),
+    // The kubelet's figure where the agent sends it (cgroup v1: the root memory cgroup's), so kubectl top agrees with the kubelet.
+    memoryWorkingSetBytes: r.value('rootCgroupMemoryWorkingSetBytes') || r.value('memoryWorkingSetBytes'),
     ageMs: Math.max(0, nowMs - r.receivedAtMs),
   };
 }

@@ -8,7 +8,7 @@ import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { formatMilli, formatQuantity } from '../../lib/quantity.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import { matches } from '../decide/select-policy.js';
-import type { DirectoryPod } from './pod-directory.js';
+import type { DirectoryPod } from '../store/pod-directory.js';
 
 export const GROUP = 'metrics.k8s.io';
 export const VERSION = 'v1beta1';

@@ -51,7 +51,7 @@ const CONTAINER_ID = /^[0-9a-f]{64}$/;
 
 interface Layout {
   width: number;
-  timestamp: number; cpu: number; memory: number; capCpu: number; capMemory: number;
+  timestamp: number; cpu: number; memory: number; rootMemory: number; capCpu: number; capMemory: number;
   reqCpu: number; reqMemory: number; reqKnown: number;
   psi: Int32Array;
 }
@@ -65,6 +65,7 @@ function at(): Layout {
       timestamp: r.offsetOf('timestampMs'),
       cpu: r.offsetOf('cpuUsageMillicores'),
       memory: r.offsetOf('memoryWorkingSetBytes'),
+      rootMemory: r.offsetOf('rootCgroupMemoryWorkingSetBytes'),
       capCpu: r.offsetOf('capacity.cpuMillicores'),
       capMemory: r.offsetOf('capacity.memoryBytes'),
       reqCpu: r.offsetOf('requests.cpuMillicores'),
@@ -93,7 +94,7 @@ export function checkSampleRow(row: Float64Array, base: number, nowMs: number): 
   const capMemory = row[base + o.capMemory]!;
   if (capCpu > SAMPLE_BOUNDS.maxCapacityMillicores || capMemory > SAMPLE_BOUNDS.maxCapacityBytes) return 'capacity-implausible';
   const cpu = row[base + o.cpu]!;
-  const memory = row[base + o.memory]!;
+  const memory = Math.max(row[base + o.memory]!, row[base + o.rootMemory]!);
   if ((cpu > 0 && capCpu === 0) || (memory > 0 && capMemory === 0)) return 'no-capacity';
   if (cpu > SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu || memory > SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory) return 'usage-over-capacity';
   if (row[base + o.reqKnown] === 1 &&

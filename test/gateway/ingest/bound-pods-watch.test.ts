@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
 import { BoundRequests } from '../../../gateway/store/bound-requests.js';
+import { PodDirectory } from '../../../gateway/store/pod-directory.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
 
@@ -33,7 +34,7 @@ describe('watchBoundPods', () => {
     api.put(PODS, pod('done', 'node-a', '7', 'Succeeded'));
     const bound = new BoundRequests();
     assert.equal(bound.synced, false);
-    const watching = await watchBoundPods(api.kubeConfig(), bound, log);
+    const watching = await watchBoundPods(api.kubeConfig(), { requests: bound }, log);
     try {
       assert.equal(bound.synced, true);
       assert.equal(cpuOf(bound, 'node-a'), 501);
@@ -72,9 +73,38 @@ describe('watchBoundPods', () => {
   it('a refused list fails the start and says what the gateway needs', async () => {
     api.refuse = { list: 403 };
     try {
-      await assert.rejects(watchBoundPods(api.kubeConfig(), new BoundRequests(), log), /cannot list the pods bound to nodes: .*HTTP 403.*list and watch on pods/);
+      await assert.rejects(watchBoundPods(api.kubeConfig(), { requests: new BoundRequests() }, log), /cannot list the pods bound to nodes: .*HTTP 403.*list and watch on pods/);
     } finally {
       api.refuse = {};
+    }
+  });
+
+  it('one list and one watch feed both stores: requests for the decision, names and container ids for the metrics API', async () => {
+    const api2 = await FakeKubeApi.start([PODS]);
+    const id = (c: string) => c.repeat(64);
+    const named = (name: string, phase: string, containerId: string): FakeObject => ({
+      ...pod(name, 'node-a', '100m', phase),
+      status: { phase, containerStatuses: [{ name: 'app', containerID: `containerd://${containerId}` }] },
+    });
+    api2.put(PODS, named('web', 'Running', id('a')));
+    api2.put(PODS, named('done', 'Succeeded', id('b')));
+    const bound = new BoundRequests();
+    const directory = new PodDirectory();
+    const watching = await watchBoundPods(api2.kubeConfig(), { requests: bound, directory }, log);
+    try {
+      assert.deepEqual([bound.synced, directory.synced], [true, true]);
+      assert.equal(cpuOf(bound, 'node-a'), 100);
+      assert.deepEqual([directory.size, directory.byName('default', 'web')?.containers], [1, [id('a'), 'app']], 'a finished pod has no usage to name');
+      // The container restarted: a new id; then the pod finished and leaves both.
+      api2.put(PODS, named('web', 'Running', id('c')));
+      await waitUntil('the new id', () => (directory.byUid('uid-web')?.containers[0] === id('c') ? true : undefined), 5000);
+      api2.put(PODS, named('web', 'Failed', id('c')));
+      await waitUntil('the finished pod gone from both', () => (directory.size === 0 && cpuOf(bound, 'node-a') === 0 ? true : undefined), 5000);
+      assert.equal(api2.listRequests().length, 1, 'one list for both stores');
+      assert.equal(api2.watchRequests().length, 1, 'one watch for both stores');
+    } finally {
+      await watching.stop();
+      await api2.close();
     }
   });
 });

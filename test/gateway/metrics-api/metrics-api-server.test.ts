@@ -11,9 +11,10 @@ import { NodeStore } from '../../../gateway/store/node-store.js';
 import { GATEWAY_DEFAULTS } from '../../../gateway/config/defaults.js';
 import { generateCa, generateServingCertificate, issueServingCertificate, type CertificateAuthority } from '../../../gateway/tls/self-signed.js';
 import { AUTH_CONFIGMAP, watchFrontProxyTrust, type Caller, type FrontProxyTrust } from '../../../gateway/metrics-api/front-proxy.js';
-import { PodDirectory } from '../../../gateway/metrics-api/pod-directory.js';
-import { watchPodDirectory } from '../../../gateway/metrics-api/pod-directory-watch.js';
+import { PodDirectory } from '../../../gateway/store/pod-directory.js';
+import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
 import { buildMetricsApiServer, type MetricsApiServer } from '../../../gateway/metrics-api/metrics-api-server.js';
+import { nodeReading } from '../../../gateway/metrics-api/metrics-api-plugin.js';
 import type { Attributes, Decision } from '../../../gateway/metrics-api/access-review.js';
 import type { Watching } from '../../../lib/list-watch.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
@@ -81,7 +82,7 @@ describe('metrics API over HTTPS', () => {
     api.put('/api/v1/pods', pod('u3', 'shop', 'web-2', 'node-b', { app: 'web' }, OTHER));
     const directory = new PodDirectory();
     trust = await watchFrontProxyTrust(api.kubeConfig(), silentLog);
-    pods = await watchPodDirectory(api.kubeConfig(), directory, silentLog);
+    pods = await watchBoundPods(api.kubeConfig(), { directory }, silentLog);
 
     // node-a: fresh, two pod reports (the window is the time between them); node-b: its last sample 60 s old.
     store.attach('node-a', 'i1', null, 1);
@@ -237,6 +238,11 @@ describe('metrics API over HTTPS', () => {
       assert.equal(a.json.kind, 'NodeMetricsList');
       assert.deepEqual(a.json.items?.map((n) => [n.metadata.name, n.usage, n.window]), [['node-a', { cpu: '1750m', memory: '6Gi' }, '1s']]);
       assert.equal((await asAlice('/apis/metrics.k8s.io/v1beta1/nodes/node-b')).status, 404);
+      // A cgroup v1 node's agent also sends the root memory cgroup's working set: the kubelet's figure, which the API serves.
+      const record = store.get('node-a')!;
+      assert.equal(nodeReading(record, NOW).memoryWorkingSetBytes, 6 * 1024 ** 3, 'v2 (or an older agent): the host\'s working set');
+      storeSample(store, 'node-a', 1, nodeSample(NOW - 500, { cpuUsageMillicores: 1750, rootCgroupMemoryWorkingSetBytes: 5 * 1024 ** 3, seq: NOW - 500 }), NOW - 500);
+      assert.deepEqual((await asAlice('/apis/metrics.k8s.io/v1beta1/nodes/node-a')).json.usage, { cpu: '1750m', memory: '5Gi' });
       const missing = await asAlice('/apis/metrics.k8s.io/v1beta1/nodes/nope');
       assert.equal(missing.status, 404);
       assert.equal(missing.json.message, 'nodes.metrics.k8s.io "nope" not found');

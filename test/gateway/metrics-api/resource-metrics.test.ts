@@ -8,7 +8,7 @@ import {
   BadRequest, cpuQuantity, fieldsMatch, forbidden, goDuration, memoryQuantity, metaTime, nodeMetrics, notFound, parseFieldSelector, podMetrics, podsStamp,
   type NodeReading, type PodsReading,
 } from '../../../gateway/metrics-api/resource-metrics.js';
-import type { DirectoryPod } from '../../../gateway/metrics-api/pod-directory.js';
+import type { DirectoryPod } from '../../../gateway/store/pod-directory.js';
 
 const APP = 'a'.repeat(64);
 const SIDECAR = 'b'.repeat(64);
