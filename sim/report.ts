@@ -216,7 +216,7 @@ function bounds(r: SimulationResult): string[] {
     line('memory', 'Memory'),
     '',
     r.budget.cpu || r.budget.memory
-      ? `A pod needs both, so requests can grow to about ${peak.toFixed(2)}x raw allocatable, by night as by day: the budget predicts the daily peak from the node's history (once it spans a day; the targets decide until then).`
+      ? `A pod needs both, so requests can grow to about ${peak.toFixed(2)}x raw allocatable, by night as by day: the budget predicts the daily peak from the node's history once it spans a day; until then the targets decide, lowered to what the history so far allows and capped at history.learningMaxRatio.`
       : `A pod needs both, so requests can grow to about ${mean.toFixed(2)}x raw allocatable on average and ${peak.toFixed(2)}x at the daily peak, when pods wait; ` +
         'pods placed before the peak stay (the floor never drops below bound requests), so the gain over a day sits between the two.',
   ];

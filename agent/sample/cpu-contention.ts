@@ -12,7 +12,7 @@
 // the share of CPUs that have a task waiting, min(runnable - cpus, cpus) / cpus,
 // is what PSI's per-CPU "some" measures for contention, and it is averaged the
 // way PSI's avg10 and avg60 are.
-import { readOptional } from './files.js';
+import { closeSync, openSync, readSync } from 'node:fs';
 
 export interface ContentionLine {
   avg10: number;
@@ -49,11 +49,16 @@ export interface ContentionMeterOptions {
   cpus: () => number;
 }
 
+/** /proc/loadavg is one short line. */
+const LINE = Buffer.allocUnsafe(256);
+
 /**
  * Reads the runnable count every `everyMs` and, at each take(), folds the mean
  * waiting share since the previous take() into the averages. Unavailable (take()
  * returns undefined) when the file cannot be read or parsed; the timer then
- * stops and only take() tries again.
+ * stops and only take() tries again. The file stays open and is read again from
+ * its start (procfs makes the line anew for each read at 0): several times a
+ * second, the open and close were most of a read's cost.
  */
 export class ContentionMeter {
   readonly #options: ContentionMeterOptions;
@@ -63,6 +68,7 @@ export class ContentionMeter {
   #line: ContentionLine = { avg10: 0, avg60: 0 };
   #lastTakeMs: number | undefined;
   #available = false;
+  #fd: number | undefined;
 
   constructor(options: ContentionMeterOptions) {
     this.#options = options;
@@ -78,6 +84,8 @@ export class ContentionMeter {
   stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    if (this.#fd !== undefined) closeSync(this.#fd);
+    this.#fd = undefined;
   }
 
   /** The averages as of nowMs, or undefined when the runnable count cannot be read here. */
@@ -94,8 +102,17 @@ export class ContentionMeter {
     return { ...this.#line };
   }
 
+  #readLine(): string | undefined {
+    try {
+      this.#fd ??= openSync(this.#options.loadavgPath, 'r');
+      return LINE.toString('latin1', 0, readSync(this.#fd, LINE, 0, LINE.length, 0));
+    } catch {
+      return undefined;
+    }
+  }
+
   #read(): void {
-    const text = readOptional(this.#options.loadavgPath);
+    const text = this.#readLine();
     const runnable = text === undefined ? undefined : runnableTasks(text);
     if (runnable === undefined) {
       this.#available = false;

@@ -55,6 +55,7 @@ describe('CPU contention from the runnable count', () => {
     for (let t = 61; t <= 90; t++) line = meter.take(t * 1000);
     assert.ok(line && line.avg10 < 3, JSON.stringify(line));
     assert.ok(line && line.avg60 > line.avg10, 'the 60 s average falls slower');
+    meter.stop();
   });
 
   it('the meter is unavailable where the file is missing or not /proc/loadavg', () => {
