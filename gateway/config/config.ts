@@ -9,6 +9,7 @@ import type { OutputConfiguration } from 'commander';
 import { join } from 'node:path';
 import { parseArgs, parsed, type Args, type Env } from '../../lib/cli.js';
 import { availableCpus } from '../../lib/container-cpus.js';
+import { containerMemoryLimit } from '../../lib/container-memory.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
 import { DEFAULT_POLICY, type Policy, type RiskBudget } from '../decide/policy.js';
@@ -37,6 +38,33 @@ export const DEFAULT_MAX_INGEST_THREADS = 4;
 
 /** The ingest threads for a container of `cpus` CPUs when --ingest-threads is unset. */
 export const defaultIngestThreads = (cpus: number): number => Math.max(1, Math.min(cpus, DEFAULT_MAX_INGEST_THREADS));
+
+/**
+ * Memory an agent's connection holds in the gateway (its TLS session, HTTP/2
+ * session and stream, its store entry), with margin: 10,000 agents measured at
+ * 1121 MiB RSS peak, about 95 KiB each over an idle gateway's 170 MiB
+ * (docs/benchmarks.md, cluster).
+ */
+export const MEMORY_PER_CONNECTION_BYTES = 128 * 1024;
+/** What the gateway holds besides its connections: an idle one, its store of nodes and the review load's garbage. */
+const MEMORY_BEFORE_CONNECTIONS_BYTES = 256 * 2 ** 20;
+
+/**
+ * --max-connections when unset: what the container's memory limit holds, so
+ * that agents past it are refused (and retry) instead of the gateway being
+ * OOM-killed with every agent's data (20,000 agents in 1536 MiB were); the
+ * built-in default where there is no limit.
+ */
+export function defaultMaxConnections(memoryLimitBytes: number | undefined): number {
+  const fallback = GATEWAY_DEFAULTS.connections.grpcMaxConnections;
+  if (memoryLimitBytes === undefined) return fallback;
+  return Math.max(100, Math.min(fallback, Math.floor((memoryLimitBytes - MEMORY_BEFORE_CONNECTIONS_BYTES) / MEMORY_PER_CONNECTION_BYTES)));
+}
+
+function maxConnections(v: unknown): number {
+  if (v === undefined) return defaultMaxConnections(containerMemoryLimit());
+  return Number(v);
+}
 
 /** --ingest-threads, or defaultIngestThreads() of the container's CPUs when unset. */
 function ingestThreads(v: unknown): number {
@@ -215,7 +243,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),
     warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
     connections: {
-      grpcMaxConnections: Number(o.maxConnections),
+      grpcMaxConnections: maxConnections(o.maxConnections),
       webhookMaxConnections: Number(o.webhookMaxConnections),
       handshakeTimeoutMs: parsed(o.handshakeTimeout, (s) => parseDuration(s, '--handshake-timeout')),
     },

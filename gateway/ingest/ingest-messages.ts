@@ -20,6 +20,8 @@ export interface IngestThreadData {
   shareFd?: number;
   /** This thread's name in logs and metrics (ingest-0, ingest-1, ...). */
   thread: string;
+  /** The thread's own nice value: above the main thread's, so reviews run first when CPU is short. */
+  nice: number;
   /** The thread's stream ids count up from here: no other thread, or earlier run of this one, uses its range. */
   streamIdBase: number;
   logLevel: string;

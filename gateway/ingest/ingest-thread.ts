@@ -22,6 +22,7 @@ import { agentStreamService, type IngestTarget } from './agent-stream-service.js
 import { AgentSending } from './agent-sending.js';
 import { loopDelay } from './loop-delay.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
+import { niceThisThread } from '../../lib/thread-priority.js';
 
 // A sample waits at most this long on this thread before the store has it.
 const FLUSH_EVERY_MS = 5;
@@ -33,6 +34,11 @@ const port = parentPort;
 if (!port) throw new Error('ingest-thread.ts runs as a worker thread (gateway/ingest/ingest-worker.ts starts it)');
 const data = workerData as IngestThreadData;
 const log = createLogger('oversell-gateway', data.logLevel).child({ thread: data.thread });
+try {
+  niceThisThread(data.nice);
+} catch (err) {
+  log.warn({ nice: data.nice, err: (err as Error).message }, 'cannot lower the ingest thread\'s priority; under a CPU quota the agents\' streams may then delay the reviews');
+}
 const post = (m: ToMain) => port.postMessage(m);
 
 let ops: IngestOp[] = [];

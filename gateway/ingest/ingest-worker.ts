@@ -15,6 +15,16 @@ import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
+/**
+ * Ingest threads run at this nice value, the main thread at the process's:
+ * under a CPU quota every thread of the gateway competes for the same CPU
+ * time, and the agents' TLS and decoding took it from the reviews (no review
+ * answered at 10,000 agents in one core). At 10 the kernel weighs an ingest
+ * thread about a tenth of the main thread when both are runnable; the ingest
+ * falls behind instead, and the load shedder slows the agents.
+ */
+export const INGEST_THREAD_NICE = 10;
+
 export interface IngestWorkerOptions {
   store: NodeStore;
   metrics: GatewayMetrics;
@@ -26,6 +36,8 @@ export interface IngestWorkerOptions {
   shareFd?: number;
   /** The thread's name in logs and metrics. */
   thread: string;
+  /** The thread's nice value (default INGEST_THREAD_NICE; 0: the main thread's). */
+  nice?: number;
   /** Its stream ids count up from here (streamIdBase()). */
   streamIdBase: number;
   tls?: { cert: string; key: string };
@@ -63,6 +75,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     port: options.port,
     ...(options.shareFd !== undefined && { shareFd: options.shareFd }),
     thread,
+    nice: options.nice ?? INGEST_THREAD_NICE,
     streamIdBase: options.streamIdBase,
     logLevel: log.level,
     ...(options.tls && { tls: options.tls }),

@@ -5,13 +5,14 @@
 // one store, and a thread that dies cuts off only its own agents, which
 // reconnect to the same port and are stored again while the other thread's
 // agents stream on without reconnecting.
+import { readdirSync, readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { ReportStream } from '../../../agent/stream/report-stream.js';
 import { createLogger } from '../../../lib/log.js';
-import { startSupervisedIngest, type IngestThreads } from '../../../gateway/ingest/ingest-worker.js';
+import { INGEST_THREAD_NICE, startSupervisedIngest, type IngestThreads } from '../../../gateway/ingest/ingest-worker.js';
 import { GatewayMetrics } from '../../../gateway/metrics/metrics.js';
 import { NodeStore } from '../../../gateway/store/node-store.js';
 import { eventually } from '../../helpers/grpc.js';
@@ -65,6 +66,13 @@ async function everyNodeStores(store: NodeStore, agents: Map<string, ReportStrea
   await eventually(() => ([...want].every(([node, s]) => (store.get(node)?.lastSeq ?? 0) >= s) ? true : undefined), 10_000, `every node's sample stored (${what})`);
 }
 
+/** [thread id, nice] of every thread of this process (/proc/self/task/<tid>/stat: nice is the 19th field, the 17th after the command's closing parenthesis). */
+const threadNices = (): Array<[number, number]> =>
+  readdirSync('/proc/self/task').map((tid) => {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    return [Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])];
+  });
+
 const canBind = (port: number) =>
   new Promise<boolean>((resolve) => {
     const probe = net.createServer();
@@ -95,6 +103,11 @@ describe('ingest threads sharing one agent port', () => {
       return ['ingest-0', 'ingest-1'].every((th) => t.includes(`oversell_ingest_thread_heap_bytes{thread="${th}",kind="used"}`) && t.includes(`oversell_event_loop_delay_seconds{thread="${th}"}`)) ? t : undefined;
     }, 5000, 'per-thread heap and loop delay');
     assert.match(text, /oversell_ingest_thread_heap_bytes\{thread="ingest-1",kind="limit"\} [1-9]/);
+
+    // The ingest threads run at a lower priority than the main thread (reviews first when CPU is short); no other thread does.
+    const nices = threadNices();
+    assert.equal(nices.filter(([, nice]) => nice === INGEST_THREAD_NICE).length, 2, `two threads at nice ${INGEST_THREAD_NICE}: ${JSON.stringify(nices)}`);
+    assert.equal(nices.find(([tid]) => tid === process.pid)?.[1], 0, 'the main thread keeps its priority');
 
     // Threads number their streams in ranges of their own: no two nodes' streams share an id.
     const ids = [...agents.keys()].map((node) => store.get(node)?.streamId);
