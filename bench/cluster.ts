@@ -48,11 +48,11 @@ const SMALLER_AGENTS = 2500;
 const LARGER_AGENTS = 20_000;
 
 interface AgentsResult {
-  agents: number; welcomed: number; sent: number; messages: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number;
+  agents: number; welcomed: number; connectedAtEnd: number; sent: number; messages: number; streamErrors: Record<string, number>; reconnects: number; connectMs: number;
   settingsReceived: number; batchAtEnd: Record<string, number>; [k: string]: unknown;
 }
 /** What the gateway's load shedder did over the measured window, read from its /metrics every second. */
-interface Shedding { sendEveryMaxS: number; sendEveryEndS: number; mainOverloadedS: number; ingestOverloadedS: number; queriesShed: number }
+interface Shedding { sendEveryMaxS: number; sendEveryEndS: number; mainOverloadedS: number; ingestOverloadedS: number; queriesShed: number; agentConnectionsRefused: number }
 interface ReviewsResult { sent: number; ok: number; errors: Record<string, number>; rate: number; latencyMs: Latencies; generatorCpuMs: number }
 interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies; lagMs: { p50: number; p99: number; max: number }; noSample: number }
 
@@ -128,7 +128,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     const connectStart = group.usage();
     // --batch 0: each agent sends as the gateway says (its welcome's batches, the load shedder's Settings), as the agent does.
     agentRun = startLoadgen<AgentsResult>(setup.loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', setup.tokens, '--batch', '0', ...tls], { launcher: setup.pin });
-    const connected = await Promise.race([waitForLine(agentRun, /^connected-in-ms \d+/, 15 * 60_000, `${setup.agents} agents`), died]);
+    const connected = await Promise.race([waitForLine(agentRun, /^connected-in-ms \d+/, 15 * 60_000, `${setup.agents} agents`), plateau(agentRun, setup.agents), died]);
     if (!connected.startsWith('connected-in-ms')) {
       clearInterval(hwm);
       const u = group.usage();
@@ -137,7 +137,8 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     }
     const connectS = Number(connected.split(' ')[1]) / 1000;
     const connectCpuS = diff(connectStart, group.usage()).cpuSeconds;
-    log(`all ${setup.agents} agents welcomed in ${connectS.toFixed(1)} s; gateway CPU meanwhile ${connectCpuS.toFixed(1)} s`);
+    const liveAtStart = Number(connected.split(' ')[2] ?? setup.agents);
+    log(`${liveAtStart === setup.agents ? 'all ' : ''}${liveAtStart} of ${setup.agents} agents welcomed in ${connectS.toFixed(1)} s; gateway CPU meanwhile ${connectCpuS.toFixed(1)} s`);
 
     log(`reviews at ${setup.reviewRate}/s over all ${setup.agents} nodes and GetNode at ${QUERY_RATE}/s: ${setup.warmupS} s of warm-up, then ${setup.windowS} s measured`);
     const review = JSON.parse(reviewBody(NODE_PLACEHOLDER)) as { request: { uid: string } };
@@ -189,7 +190,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
 
 /** The load shedder's state each second (its gauges), until stop() adds the queries it refused. */
 function watchShedding(metricsPort: number): { stop(shedStart: number): Promise<Shedding> } {
-  const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0 };
+  const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0, agentConnectionsRefused: 0 };
   const read = async () => {
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const sendEvery = metricValue(text, 'oversell_agent_send_every_seconds') ?? NaN;
@@ -209,9 +210,36 @@ function watchShedding(metricsPort: number): { stop(shedStart: number): Promise<
       await reading;
       const text = await read();
       seen.queriesShed = (metricValue(text, 'oversell_shed_total', '{what="queries"}') ?? NaN) - shedStart;
+      // Over the gateway's life: agents past --max-connections, closed as they arrived (they retry).
+      seen.agentConnectionsRefused = metricValue(text, 'oversell_connections_refused_total', '{listener="agent",reason="connection-limit"}') ?? 0;
       return seen;
     },
   };
+}
+
+/**
+ * When the gateway refuses agents past its connection limit, not every agent
+ * is ever welcomed: resolves "connected-in-ms <ms> <live>" once the live count
+ * has not grown for PLATEAU_MS (and some are live), the rest retrying.
+ */
+const PLATEAU_MS = 30_000;
+function plateau(run: LoadgenRun<AgentsResult>, agents: number): Promise<string> {
+  const started = Date.now();
+  let best = 0;
+  let grewAt = Date.now();
+  return new Promise((resolve) => {
+    run.lines((line) => {
+      const m = /^status (\{.*\})$/.exec(line);
+      if (!m) return;
+      const live = (JSON.parse(m[1]!) as { live: number }).live;
+      if (live > best) {
+        best = live;
+        grewAt = Date.now();
+      } else if (best > 0 && best < agents && Date.now() - grewAt >= PLATEAU_MS) {
+        resolve(`connected-in-ms ${grewAt - started} ${best}`);
+      }
+    });
+  });
 }
 
 /** A pass's figures, keyed with its memory limit. */
@@ -235,6 +263,7 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
     [`${k}_agent_messages`]: a.messages, [`${k}_agent_samples_per_message`]: round(a.sent / Math.max(1, a.messages), 2),
     [`${k}_agent_settings_received`]: a.settingsReceived, [`${k}_agents_by_samples_per_message_at_end`]: JSON.stringify(a.batchAtEnd),
     [`${k}_send_every_max_s`]: sh.sendEveryMaxS, [`${k}_send_every_end_s`]: sh.sendEveryEndS,
+    [`${k}_agents_connected_at_end`]: a.connectedAtEnd, [`${k}_agent_connections_refused`]: sh.agentConnectionsRefused,
     [`${k}_main_overloaded_s`]: sh.mainOverloadedS, [`${k}_ingest_overloaded_s`]: sh.ingestOverloadedS, [`${k}_queries_shed`]: sh.queriesShed,
   };
 }
@@ -242,7 +271,8 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
 const shedLine = (p: Pass) => {
   const sh = p.shedding!;
   const a = p.agentRun!;
-  return `agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
+  const refused = a.connectedAtEnd < p.agents ? `${a.connectedAtEnd} of ${p.agents} agents connected at the end, the rest refused past the connection limit and retrying (${sh.agentConnectionsRefused} connections refused); ` : '';
+  return `${refused}agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
 };
 
 const passLine = (p: Pass, what = '') => p.died

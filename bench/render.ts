@@ -36,8 +36,10 @@ brings it up with the real node, installs its Debian packages and builds the
 image, and needs root),
 \`BENCH_ONLY=webhook npm run bench\`, or one file alone:
 \`node --import tsx bench/webhook.ts\`. Only a full \`npm run bench\` replaces
-these results: a subset, a single file or \`BENCH_QUICK=1\` saves to
-\`.oversell/bench/\` (or \`OVERSELL_BENCH_SCRATCH\`) and leaves this page alone.
+these results, or a subset with \`BENCH_PUBLISH=1\` its own sections (each
+section says when it was measured): a subset without it, a single file or
+\`BENCH_QUICK=1\` saves to \`.oversell/bench/\` (or \`OVERSELL_BENCH_SCRATCH\`)
+and leaves this page alone.
 \`node --import tsx bench/render.ts\` rewrites this page from the saved results
 without measuring. The 10-minute
 soak (5,000 agents plus 500 webhook requests/s: errors, latency, memory

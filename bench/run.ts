@@ -2,7 +2,9 @@
 // benchmark in bench/results/, and docs/benchmarks.md written from them.
 // BENCH_QUICK=1 shortens every window (for trying the harness, not for figures);
 // BENCH_ONLY=webhook,ingest runs a subset. Either saves to the scratch
-// directory (result.ts): only a full run replaces published results.
+// directory (result.ts): only a full run replaces published results, or a
+// full-length subset with BENCH_PUBLISH=1 its own sections (each is dated:
+// re-running one that failed in a 40-minute run, without the other 40 minutes).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -23,7 +25,7 @@ import { ensureLoadgen } from './loadgen.js';
 const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'metrics-api', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
-const publish = !quick && !only;
+const publish = !quick && (!only || process.env.BENCH_PUBLISH === '1');
 const resultsDir = publish ? PUBLISHED_DIR : scratchDir();
 const started = Date.now();
 
