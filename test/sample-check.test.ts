@@ -18,7 +18,7 @@ const GI = 1024 ** 3;
 const NOW = 1_750_000_000_000;
 function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
-    seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI,
+    seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI, rootCgroupMemoryWorkingSetBytes: 0,
     capacity: { cpuMillicores: 4000, memoryBytes: 8 * GI },
     pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
