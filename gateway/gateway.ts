@@ -66,6 +66,8 @@ export interface GatewayOptions {
   agentPort?: number;
   /** Threads serving agentPort, all on that one port (default 1). */
   ingestThreads?: number;
+  /** Their nice value (default INGEST_THREAD_NICE; 0: the main thread's). */
+  ingestNice?: number;
   metricsPort: number;
   tls: { cert: string; key: string };
   /** Serve gRPC (agents, query API) over TLS with the same certificate. */
@@ -337,6 +339,7 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
       worker = await startSupervisedIngest({
         store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
         threads: options.ingestThreads ?? 1,
+        ...(options.ingestNice !== undefined && { nice: options.ingestNice }),
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),

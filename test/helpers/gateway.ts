@@ -69,6 +69,9 @@ export async function startTestGateway(
     ...(over.queryLimits && { queryLimits: over.queryLimits }),
     ...(over.agentSending && { agentSending: over.agentSending }),
     shedding: over.shedding ?? { loopDelayMs: 0, maxSendEveryMs: 0 },
+    // Ingest threads at the main thread's priority: on a test host every other test's processes share the
+    // cgroup, and a thread at nice 10 yields to all of them, not only to its gateway's main thread as in a pod.
+    ingestNice: 0,
   });
   return { ...gw, ca: cert.ca };
 }
