@@ -48,7 +48,8 @@ export function containerCpus(files: CpuQuotaFiles, parallelism: number): number
   return Math.max(1, Math.floor(cpus));
 }
 
-const readIfThere = (path: string): string | undefined => {
+/** A file's text, or undefined when it cannot be read. */
+export const readIfThere = (path: string): string | undefined => {
   try {
     return readFileSync(path, 'utf8');
   } catch {
