@@ -67,14 +67,19 @@ export async function createAgents(prefix: string, count: number, tokensFile: st
 
   const indexes = Array.from({ length: count - from }, (_, i) => from + i);
   await each('Nodes created', indexes, async (i) => {
-    await api.createNode({ body: { metadata: { name: nodeName(prefix, i), labels: { [NODE_LABEL.key]: NODE_LABEL.value } } } });
+    await exists(api.createNode({ body: { metadata: { name: nodeName(prefix, i), labels: { [NODE_LABEL.key]: NODE_LABEL.value } } } }));
   });
   const tokens: string[] = [];
   await each('agent pods and their tokens', indexes, async (i) => {
     const node = nodeName(prefix, i);
+    const name = `agent-${node}`;
+    // A pod an interrupted run left (deleting 10,000 pods at once can outlast the client's timeout) is the same pod: its token binds to it as well.
     const pod = await api.createNamespacedPod({
       namespace: BENCH_NAMESPACE,
-      body: { metadata: { name: `agent-${node}` }, spec: { nodeName: node, serviceAccountName: AGENT_SERVICE_ACCOUNT, containers: [{ name: 'agent', image: 'oversell:bench' }] } },
+      body: { metadata: { name }, spec: { nodeName: node, serviceAccountName: AGENT_SERVICE_ACCOUNT, containers: [{ name: 'agent', image: 'oversell:bench' }] } },
+    }).catch((err: unknown) => {
+      if (statusOf(err) !== 409) throw err;
+      return api.readNamespacedPod({ namespace: BENCH_NAMESPACE, name });
     });
     const t = await api.createNamespacedServiceAccountToken({
       name: AGENT_SERVICE_ACCOUNT, namespace: BENCH_NAMESPACE,

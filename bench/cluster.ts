@@ -290,10 +290,12 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     loadgen: await ensureLoadgen(), agents, reviewRate: reviewRateFor(agents), warmupS: options.quick ? 10 : 30, windowS: options.quick ? 20 : 60,
     tokens: join(work, 'tokens'), viewerToken: join(work, 'viewer-token'), pin,
   };
+  const keepAgents = process.env.OVERSELL_BENCH_KEEP_AGENTS === '1';
   const controlPlane = useControlPlane();
   const stopped: string[] = [];
   try {
-    await deleteAgents(); // what an interrupted earlier run left
+    // What an interrupted earlier run left; OVERSELL_BENCH_KEEP_AGENTS=1 keeps them, for runs tried one after another at one size.
+    if (!keepAgents) await deleteAgents();
     // Its node lifecycle and pod GC controllers would act on Nodes no kubelet heartbeats for (taints, then evictions).
     cluster('stop-component', 'controller-manager');
     stopped.push('controller-manager');
@@ -377,7 +379,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     rmSync(work, { recursive: true, force: true });
     for (const c of stopped) cluster('start-component', c);
     if (controlPlane.started) controlPlane.release();
-    else await deleteAgents({ all: true });
+    else if (!keepAgents) await deleteAgents({ all: true });
   }
 }
 

@@ -47,6 +47,7 @@ import type { ReviewStats } from './auth/review-limiter.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-listener.js';
 import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor, type QueryLimits } from './query/query-limits.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
+import type { CommonConfig } from './config/types.js';
 import { DEFAULT_POLICY } from './decide/policy.js';
 import { PodDirectory } from './store/pod-directory.js';
 import { watchFrontProxyTrust, type FrontProxyTrust } from './metrics-api/front-proxy.js';
@@ -104,7 +105,7 @@ export interface GatewayOptions {
   /** /readyz stays 503 this long after start, so agents (which find not-ready replicas too) fill the store first. */
   warmupMs?: number;
   /** Connections per listener and how long one may stay silent (default GATEWAY_DEFAULTS.connections). */
-  connections?: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
+  connections?: CommonConfig['connections'];
   /** What query callers may hold (default DEFAULT_QUERY_LIMITS). */
   queryLimits?: Partial<QueryLimits>;
   /** What agents are told about batches (default AGENT_SENDING). */
@@ -228,8 +229,8 @@ function grpcPart(s: Shared) {
   };
 }
 
-async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
-  await app.listen({ host, port });
+async function listen(app: FastifyInstance, host: string, port: number, backlog?: number): Promise<number> {
+  await app.listen({ host, port, ...(backlog !== undefined && { backlog }) });
   const address = app.server.address();
   return typeof address === 'object' && address ? address.port : port;
 }
@@ -265,7 +266,11 @@ async function webhookPart(s: Shared, templates: TemplateSource) {
     setTls: (tls: { cert: string; key: string }) =>
       (webhook.server as unknown as TlsServer).setSecureContext({ cert: tls.cert, key: tls.key, ...(options.webhookClientCa && { ca: options.webhookClientCa }) }),
     async start() {
-      port = await listen(webhook, options.bindAddress, options.webhookPort);
+      // libuv accepts one connection per turn of the event loop: when the
+      // main thread is busy, a connection waits in the kernel's queue for
+      // as many turns as are ahead of it. A short queue keeps the ones
+      // accepted young enough that their caller still waits for the answer.
+      port = await listen(webhook, options.bindAddress, options.webhookPort, connections.webhookBacklog);
     },
     close: () => webhook.close(),
   };

@@ -245,6 +245,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     connections: {
       grpcMaxConnections: maxConnections(o.maxConnections),
       webhookMaxConnections: Number(o.webhookMaxConnections),
+      webhookBacklog: Number(o.webhookBacklog),
       handshakeTimeoutMs: parsed(o.handshakeTimeout, (s) => parseDuration(s, '--handshake-timeout')),
     },
     agentSending: {

@@ -15,7 +15,7 @@ export const GATEWAY_DEFAULTS = {
    * (10,000 nodes) waiting 2 s is 2,000. 10 s to finish TLS and speak: a
    * handshake is one round trip and a few milliseconds of CPU.
    */
-  connections: { grpcMaxConnections: 20_000, webhookMaxConnections: 4_000, handshakeTimeoutMs: 10_000 },
+  connections: { grpcMaxConnections: 20_000, webhookMaxConnections: 4_000, webhookBacklog: 64, handshakeTimeoutMs: 10_000 },
 };
 
 /** Agents send batches of up to 10 samples, every 5 s at the latest: a fifth of the messages, a rise as fast as before. */

@@ -40,7 +40,7 @@ export interface CommonConfig {
   webhookClientCaFile?: string;
   warmupMs: number;
   /** Per listener: connections at once, and how long one may stay silent. */
-  connections: { grpcMaxConnections: number; webhookMaxConnections: number; handshakeTimeoutMs: number };
+  connections: { grpcMaxConnections: number; webhookMaxConnections: number; webhookBacklog: number; handshakeTimeoutMs: number };
   /** How agents send: batches of at most maxBatchSamples (0: none), a sample waiting at most sendEveryMs. */
   agentSending: { maxBatchSamples: number; sendEveryMs: number };
   /** Load shedding: over loopDelayMs a thread is overloaded (0: never); agents are slowed to at most maxSendEveryMs. */

@@ -284,13 +284,15 @@ export async function startSupervisedIngest(options: SupervisedIngestOptions): P
   let shared: ListenerHandle | undefined;
   const down = new Set<number>();
   const report = (why: string) => options.onDown(down.size === count ? `every ingest thread stopped (${why}); restarting` : undefined);
-  // --max-connections holds for the port: each thread takes its share (the kernel spreads connections about evenly; one refused reconnects and may land on another).
+  // --max-connections holds for the port, all threads together: the kernel
+  // spreads connections only about evenly, and a share per thread refused
+  // agents on the fuller thread while the port was under its cap.
   const limits = options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs };
-  const perThread = { ...limits, maxConnections: Math.ceil(limits.maxConnections / count) };
+  const counts = new Int32Array(new SharedArrayBuffer(4 * count));
   const start = (i: number, onFailed: (err: Error) => void) =>
     startIngestWorker({
       ...options,
-      limits: perThread,
+      limits: { ...limits, shared: { counts, slot: i } },
       ...(shared && { shareFd: shared.fd }),
       thread: `ingest-${i}`,
       streamIdBase: nextStreamIdBase(),

@@ -16,6 +16,13 @@ export interface ConnectionLimits {
   maxConnections: number;
   /** To finish the TLS handshake, and again to send the HTTP/2 preface. */
   handshakeTimeoutMs: number;
+  /**
+   * Threads accepting on one port hold maxConnections together: each counts
+   * its open connections in its slot of `counts` (shared memory), and a
+   * connection is taken while the sum is under the cap. Two threads taking
+   * one at the same instant may pass it by one each.
+   */
+  shared?: { counts: Int32Array; slot: number };
 }
 
 /**
@@ -91,8 +98,28 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
         handshakeTimeout: limits.handshakeTimeoutMs,
       }, awaitPreface)
     : net.createServer(awaitPreface);
-  tcp.maxConnections = limits.maxConnections;
+  const { shared } = limits;
+  if (shared) {
+    // This slot's earlier owner, a thread that died, closed nothing it counted.
+    Atomics.store(shared.counts, shared.slot, 0);
+  } else {
+    tcp.maxConnections = limits.maxConnections;
+  }
+  const heldByEveryThread = (counts: Int32Array) => {
+    let sum = 0;
+    for (let i = 0; i < counts.length; i++) sum += Atomics.load(counts, i);
+    return sum;
+  };
   tcp.on('connection', (raw: net.Socket) => {
+    if (shared) {
+      if (heldByEveryThread(shared.counts) >= limits.maxConnections) {
+        onRefused?.('connection-limit');
+        raw.destroy();
+        return;
+      }
+      Atomics.add(shared.counts, shared.slot, 1);
+      raw.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
+    }
     open.add(raw);
     raw.once('close', () => open.delete(raw));
     // A client that resets mid-handshake is its own problem, not an uncaught error.

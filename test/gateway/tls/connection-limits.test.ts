@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
+import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { getNode, queryClient } from '../../helpers/grpc.js';
@@ -11,6 +12,7 @@ import { scrapeMetric } from '../../helpers/metrics.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
 import * as grpc from '@grpc/grpc-js';
 import { oversellV1 } from '../../../proto/load.js';
+import { listenGrpc } from '../../../gateway/tls/grpc-listener.js';
 
 const TIMEOUT_MS = 300;
 /** Closed within the timeout, give or take a busy event loop. */
@@ -48,7 +50,7 @@ describe('connections that never speak (300 ms timeout)', () => {
     gw = await startTestGateway({
       grpcTls: true,
       agentPort: 0,
-      connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, handshakeTimeoutMs: TIMEOUT_MS },
+      connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, webhookBacklog: 64, handshakeTimeoutMs: TIMEOUT_MS },
     });
   });
   after(() => gw?.close());
@@ -87,7 +89,7 @@ describe('connections that never speak (300 ms timeout)', () => {
 describe('plaintext gRPC (local mode): a connection that never sends the preface', () => {
   let gw: TestGateway;
   before(async () => {
-    gw = await startTestGateway({ connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, handshakeTimeoutMs: TIMEOUT_MS } });
+    gw = await startTestGateway({ connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, webhookBacklog: 64, handshakeTimeoutMs: TIMEOUT_MS } });
   });
   after(() => gw?.close());
 
@@ -113,7 +115,7 @@ describe('connections per listener', () => {
       grpcTls: true,
       agentPort: 0,
       // Long enough that the first CAP connections are still open when the next one comes.
-      connections: { grpcMaxConnections: CAP, webhookMaxConnections: CAP, handshakeTimeoutMs: 10_000 },
+      connections: { grpcMaxConnections: CAP, webhookMaxConnections: CAP, webhookBacklog: 64, handshakeTimeoutMs: 10_000 },
     });
   });
   after(() => gw?.close());
@@ -143,4 +145,88 @@ describe('connections per listener', () => {
       }
     });
   }
+});
+
+// While the event loop is busy nothing is accepted, and the kernel queues new
+// connections only up to the listen backlog (Linux: backlog + 1); the rest
+// wait for a SYN retry. Connections are opened by a child process, since this
+// test blocks its own thread, the gateway's, to hold the queue full.
+describe('the webhook\'s accept queue (--webhook-backlog)', () => {
+  const BACKLOG = 4;
+  const TRIED = 30;
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, webhookBacklog: BACKLOG, handshakeTimeoutMs: 10_000 } });
+  });
+  after(() => gw?.close());
+
+  it(`holds at most ${BACKLOG} + 1 connections while the loop does not accept, and takes the rest once it does`, { timeout: 20_000 }, async () => {
+    // The child says it runs, waits 100 ms, opens TRIED connections, and after 1.2 s prints how many connected.
+    const child = spawn(process.execPath, ['-e', `
+      const net = require('node:net');
+      let connected = 0;
+      process.stdout.write('ready\\n');
+      setTimeout(() => {
+        for (let i = 0; i < ${TRIED}; i++) net.connect(${gw.ports.webhook}, '127.0.0.1').on('connect', () => connected++).on('error', () => {});
+        setTimeout(() => { process.stdout.write('queued ' + connected + '\\n'); }, 1200);
+        setTimeout(() => { process.stdout.write('later ' + connected + '\\n'); process.exit(0); }, 6000);
+      }, 100);
+    `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await waitUntil('the child runs', async () => (out.includes('ready') ? true : undefined), 10_000, 10);
+      // Busy for 2.5 s: the child's connections arrive and its count is taken meanwhile.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2500);
+      await waitUntil('the child counted', async () => (/later \d+/.test(out) ? true : undefined), 15_000, 50);
+      const queued = Number(/queued (\d+)/.exec(out)?.[1]);
+      const later = Number(/later (\d+)/.exec(out)?.[1]);
+      assert.ok(queued <= BACKLOG + 1, `${queued} of ${TRIED} connections were queued while nothing was accepted (backlog ${BACKLOG})`);
+      assert.ok(queued >= 1, `no connection was queued (${out.trim()})`);
+      // SYNs dropped while the queue was full are retried (after 1 s, then 3 s), and accepted once the loop runs.
+      assert.equal(later, TRIED, `${later} of ${TRIED} connected once the loop accepted again`);
+    } finally {
+      child.kill();
+    }
+  });
+});
+
+// Ingest threads accepting on one port hold --max-connections together
+// (gateway/ingest/ingest-worker.ts gives each a slot of one shared count).
+describe('one connection cap shared by the threads of a port', () => {
+  it('a listener takes connections while every thread\'s count together is under the cap, and refuses past it', { timeout: 10_000 }, async () => {
+    const counts = new Int32Array(new SharedArrayBuffer(8));
+    counts[0] = 99; // what a dead thread left in this slot: forgotten when the listener starts
+    counts[1] = 4; // another thread's open connections
+    const server = new grpc.Server();
+    const refusals: string[] = [];
+    const listener = await listenGrpc(server, {
+      host: '127.0.0.1', port: 0,
+      limits: { maxConnections: 6, handshakeTimeoutMs: 10_000, shared: { counts, slot: 0 } },
+      onRefused: (reason) => refusals.push(reason),
+    });
+    const held: ReturnType<typeof silentTcp>[] = [];
+    try {
+      assert.equal(counts[0], 0, 'the slot starts at 0');
+      for (let i = 0; i < 2; i++) held.push(silentTcp(listener.port));
+      await waitUntil('both counted in this slot', async () => (Atomics.load(counts, 0) === 2 ? true : undefined), 3000);
+      const extra = silentTcp(listener.port);
+      const afterMs = await extra.closed;
+      assert.ok(afterMs < 1000, `the connection past 4 + 2 was closed after ${afterMs} ms`);
+      assert.deepEqual(refusals, ['connection-limit']);
+      // The other thread lets one go: this one takes the next.
+      Atomics.sub(counts, 1, 1);
+      const next = silentTcp(listener.port);
+      held.push(next);
+      const outcome = await Promise.race([next.closed.then(() => 'closed'), new Promise((r) => setTimeout(() => r('open'), 500))]);
+      assert.equal(outcome, 'open');
+      assert.equal(Atomics.load(counts, 0), 3);
+      held.pop()!.socket.destroy();
+      await waitUntil('a closed connection leaves the count', async () => (Atomics.load(counts, 0) === 2 ? true : undefined), 3000);
+    } finally {
+      for (const h of held) h.socket.destroy();
+      await listener.close();
+      server.forceShutdown();
+    }
+  });
 });
