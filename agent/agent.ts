@@ -55,6 +55,9 @@ export function startAgent(options: AgentOptions): RunningAgent {
     cgroupDriver: layout.driver ?? '',
   };
   let intervalMs = options.intervalMs;
+  // A gateway shedding load may ask for fewer samples (Settings.min_sample_interval_ms): the timer runs at the longer of the two.
+  let minIntervalMs = 0;
+  const effectiveIntervalMs = () => Math.max(intervalMs, minIntervalMs);
   let podReportEvery = Math.max(1, options.podReportEvery);
   let timer: NodeJS.Timeout | undefined;
   let seq = 0;
@@ -69,11 +72,16 @@ export function startAgent(options: AgentOptions): RunningAgent {
     silenceTimeoutMs: Math.max(30_000, intervalMs * 10),
     onSettings: (s) => {
       if (s.podReportEvery > 0) podReportEvery = s.podReportEvery;
+      const before = effectiveIntervalMs();
       if (s.sampleIntervalMs > 0 && s.sampleIntervalMs !== intervalMs) {
         log.info({ from: intervalMs, to: s.sampleIntervalMs }, 'gateway changed the sampling interval');
         intervalMs = s.sampleIntervalMs;
-        schedule();
       }
+      if (s.minSampleIntervalMs !== minIntervalMs) {
+        log.info({ minIntervalMs: s.minSampleIntervalMs, intervalMs }, s.minSampleIntervalMs > 0 ? 'gateway is shedding load: sampling less often until it says otherwise' : 'gateway no longer sheds samples: sampling at the agent\'s own interval');
+        minIntervalMs = s.minSampleIntervalMs;
+      }
+      if (effectiveIntervalMs() !== before) schedule();
     },
   }, log);
 
@@ -99,7 +107,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
 
   function schedule() {
     clearInterval(timer);
-    timer = setInterval(tick, intervalMs);
+    timer = setInterval(tick, effectiveIntervalMs());
   }
 
   log.info(

@@ -52,7 +52,7 @@ interface AgentsResult {
   settingsReceived: number; batchAtEnd: Record<string, number>; [k: string]: unknown;
 }
 /** What the gateway's load shedder did over the measured window, read from its /metrics every second. */
-interface Shedding { sendEveryMaxS: number; sendEveryEndS: number; mainOverloadedS: number; ingestOverloadedS: number; queriesShed: number; agentConnectionsRefused: number }
+interface Shedding { sendEveryMaxS: number; sendEveryEndS: number; minSampleIntervalMaxS: number; mainOverloadedS: number; ingestOverloadedS: number; queriesShed: number; agentConnectionsRefused: number }
 interface ReviewsResult { sent: number; ok: number; errors: Record<string, number>; rate: number; latencyMs: Latencies; generatorCpuMs: number }
 interface QueryResult { calls: number; ok: number; errors: Record<string, number>; latencyMs: Latencies; lagMs: { p50: number; p99: number; max: number }; noSample: number }
 
@@ -190,12 +190,13 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
 
 /** The load shedder's state each second (its gauges), until stop() adds the queries it refused. */
 function watchShedding(metricsPort: number): { stop(shedStart: number): Promise<Shedding> } {
-  const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0, agentConnectionsRefused: 0 };
+  const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, minSampleIntervalMaxS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0, agentConnectionsRefused: 0 };
   const read = async () => {
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const sendEvery = metricValue(text, 'oversell_agent_send_every_seconds') ?? NaN;
     seen.sendEveryMaxS = Math.max(seen.sendEveryMaxS, sendEvery);
     seen.sendEveryEndS = sendEvery;
+    seen.minSampleIntervalMaxS = Math.max(seen.minSampleIntervalMaxS, metricValue(text, 'oversell_agent_min_sample_interval_seconds') ?? 0);
     seen.mainOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="main"}') ?? 0;
     seen.ingestOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="ingest"}') ?? 0;
     return text;
@@ -262,7 +263,7 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
     [`${k}_samples_sent`]: a.sent, [`${k}_samples_stored`]: p.stored!, [`${k}_samples_dropped`]: Math.max(0, a.sent - p.stored!),
     [`${k}_agent_messages`]: a.messages, [`${k}_agent_samples_per_message`]: round(a.sent / Math.max(1, a.messages), 2),
     [`${k}_agent_settings_received`]: a.settingsReceived, [`${k}_agents_by_samples_per_message_at_end`]: JSON.stringify(a.batchAtEnd),
-    [`${k}_send_every_max_s`]: sh.sendEveryMaxS, [`${k}_send_every_end_s`]: sh.sendEveryEndS,
+    [`${k}_send_every_max_s`]: sh.sendEveryMaxS, [`${k}_send_every_end_s`]: sh.sendEveryEndS, [`${k}_min_sample_interval_max_s`]: sh.minSampleIntervalMaxS,
     [`${k}_agents_connected_at_end`]: a.connectedAtEnd, [`${k}_agent_connections_refused`]: sh.agentConnectionsRefused,
     [`${k}_main_overloaded_s`]: sh.mainOverloadedS, [`${k}_ingest_overloaded_s`]: sh.ingestOverloadedS, [`${k}_queries_shed`]: sh.queriesShed,
   };
@@ -272,7 +273,7 @@ const shedLine = (p: Pass) => {
   const sh = p.shedding!;
   const a = p.agentRun!;
   const refused = a.connectedAtEnd < p.agents ? `${a.connectedAtEnd} of ${p.agents} agents connected at the end, the rest refused past the connection limit and retrying (${sh.agentConnectionsRefused} connections refused); ` : '';
-  return `${refused}agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
+  return `${refused}agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message${sh.minSampleIntervalMaxS > 0 ? `; samples shed: told to sample at most every ${sh.minSampleIntervalMaxS} s` : ''}), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
 };
 
 const passLine = (p: Pass, what = '') => p.died

@@ -113,11 +113,12 @@ export interface GatewayOptions {
   /**
    * Load shedding (default SHEDDING): over loopDelayMs of event-loop delay a
    * thread is overloaded (0: never shed); agents are then told to send less
-   * often, up to maxSendEveryMs, and while it is the main thread queries are
-   * refused. periodMs, slowEveryMs, calmForMs: how often it measures, how
+   * often, up to maxSendEveryMs, then to sample less often, up to
+   * maxSampleEveryMs (default 0 here: never), and while it is the main thread
+   * queries are refused. periodMs, slowEveryMs, calmForMs: how often it measures, how
    * soon it slows agents again, how long calm before a step back (tests).
    */
-  shedding?: { loopDelayMs: number; maxSendEveryMs: number; periodMs?: number; slowEveryMs?: number; calmForMs?: number };
+  shedding?: { loopDelayMs: number; maxSendEveryMs: number; maxSampleEveryMs?: number; periodMs?: number; slowEveryMs?: number; calmForMs?: number };
   /**
    * The key every replica signs its grants with (docs/security.md). Without
    * one, a random key of this process: records from before a restart are then
@@ -471,7 +472,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
   const shedder = new LoadShedder({
     // Agents without batches send every sample at once: nothing to slow.
     limits: {
-      ...shedLimits(baseSending.sendEveryMs, baseSending.maxBatchSamples > 0 ? shedding.maxSendEveryMs : baseSending.sendEveryMs, shedding.loopDelayMs),
+      ...shedLimits(baseSending.sendEveryMs, baseSending.maxBatchSamples > 0 ? shedding.maxSendEveryMs : baseSending.sendEveryMs, shedding.loopDelayMs, shedding.maxSampleEveryMs),
       ...(shedding.slowEveryMs !== undefined && { slowEveryMs: shedding.slowEveryMs }),
       ...(shedding.calmForMs !== undefined && { calmForMs: shedding.calmForMs }),
     },

@@ -66,6 +66,11 @@ type agent struct {
 	pending [][]byte
 	// batch: samples a message now, from --batch or what the gateway said.
 	batch atomic.Int64
+	// every: one due sample in every is taken (the load shedder's
+	// min_sample_interval_ms over the sampling interval; 1: each); dues
+	// counts them (this agent's goroutine only).
+	every atomic.Int64
+	dues  int64
 }
 
 type agentsRun struct {
@@ -187,14 +192,17 @@ func runAgents(args []string) {
 // at most max_batch_samples; a max_batch_samples of 0 or 1 (a gateway before
 // batches) means one sample a message. A later Settings without batches
 // keeps the current value, as the agent does.
-func (r *agentsRun) followGateway(a *agent, sendEveryMs, maxBatch uint64, welcome bool) {
+func (r *agentsRun) followGateway(a *agent, sendEveryMs, maxBatch, minSampleMs uint64, welcome bool) {
+	iv := uint64(r.interval.Milliseconds())
+	every := max(1, (minSampleMs+iv-1)/iv)
+	a.every.Store(int64(every))
 	if maxBatch <= 1 {
 		if welcome {
 			a.batch.Store(1)
 		}
 		return
 	}
-	a.batch.Store(int64(min(maxBatch, sendEveryMs/uint64(r.interval.Milliseconds())+1)))
+	a.batch.Store(int64(min(maxBatch, sendEveryMs/(iv*every)+1)))
 }
 
 func (r *agentsRun) batchAtEnd() map[string]int64 {

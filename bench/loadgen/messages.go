@@ -21,8 +21,8 @@ type agentMessages struct {
 	fBatch, fBatchSamples protoreflect.FieldDescriptor
 	// What the gateway says about sending: GatewayMessage.settings,
 	// Welcome.settings, Settings.send_every_ms and max_batch_samples.
-	fSettings, fWelcomeSettings, fSendEvery, fMaxBatch protoreflect.FieldDescriptor
-	fSeq, fTimestamp, fCPU                             protoreflect.FieldDescriptor
+	fSettings, fWelcomeSettings, fSendEvery, fMaxBatch, fMinSample protoreflect.FieldDescriptor
+	fSeq, fTimestamp, fCPU                                         protoreflect.FieldDescriptor
 	// constant holds the fields every sample shares; constantWire is its
 	// encoding, to which each sample appends its own seq, time and CPU.
 	constant     *dynamicpb.Message
@@ -46,6 +46,7 @@ func newAgentMessages(c *contract) (*agentMessages, error) {
 		func() (e error) { m.fWelcomeSettings, e = field(m.fWelcome.Message(), "settings"); return },
 		func() (e error) { m.fSendEvery, e = field(m.fSettings.Message(), "send_every_ms"); return },
 		func() (e error) { m.fMaxBatch, e = field(m.fSettings.Message(), "max_batch_samples"); return },
+		func() (e error) { m.fMinSample, e = field(m.fSettings.Message(), "min_sample_interval_ms"); return },
 		func() (e error) { m.fSeq, e = field(m.sample, "seq"); return },
 		func() (e error) { m.fTimestamp, e = field(m.sample, "timestamp_ms"); return },
 		func() (e error) { m.fCPU, e = field(m.sample, "cpu_usage_millicores"); return },
@@ -182,8 +183,9 @@ func (m *agentMessages) isWelcome(gm *dynamicpb.Message) bool { return gm.Has(m.
 
 // sending reads what a GatewayMessage says about batches, from its welcome's
 // settings or a Settings message (the load shedder's change); ok is false
-// when it says nothing. A max_batch_samples of 0 or 1 means no batches.
-func (m *agentMessages) sending(gm *dynamicpb.Message) (sendEveryMs, maxBatch uint64, ok bool) {
+// when it says nothing. A max_batch_samples of 0 or 1 means no batches;
+// minSampleMs above 0: the load shedder's least sampling interval.
+func (m *agentMessages) sending(gm *dynamicpb.Message) (sendEveryMs, maxBatch, minSampleMs uint64, ok bool) {
 	var s protoreflect.Message
 	switch {
 	case gm.Has(m.fSettings):
@@ -191,7 +193,7 @@ func (m *agentMessages) sending(gm *dynamicpb.Message) (sendEveryMs, maxBatch ui
 	case gm.Has(m.fWelcome) && gm.Get(m.fWelcome).Message().Has(m.fWelcomeSettings):
 		s = gm.Get(m.fWelcome).Message().Get(m.fWelcomeSettings).Message()
 	default:
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return s.Get(m.fSendEvery).Uint(), s.Get(m.fMaxBatch).Uint(), true
+	return s.Get(m.fSendEvery).Uint(), s.Get(m.fMaxBatch).Uint(), s.Get(m.fMinSample).Uint(), true
 }

@@ -109,8 +109,8 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 	a.seq = max(a.seq, r.msgs.lastSeq(in))
 	follow := r.batch == 0
 	if follow {
-		sendEvery, maxBatch, _ := r.msgs.sending(in)
-		r.followGateway(a, sendEvery, maxBatch, true)
+		sendEvery, maxBatch, minSample, _ := r.msgs.sending(in)
+		r.followGateway(a, sendEvery, maxBatch, minSample, true)
 	} else {
 		a.batch.Store(int64(r.batch))
 	}
@@ -149,9 +149,9 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 				return
 			}
 			if follow {
-				if sendEvery, maxBatch, ok := r.msgs.sending(gm); ok {
+				if sendEvery, maxBatch, minSample, ok := r.msgs.sending(gm); ok {
 					r.settingsReceived.Add(1)
-					r.followGateway(a, sendEvery, maxBatch, false)
+					r.followGateway(a, sendEvery, maxBatch, minSample, false)
 				}
 			}
 		}
@@ -163,6 +163,10 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 		case err := <-ended:
 			return err
 		case <-a.due:
+			// Told to sample less often: only every every-th due sample is taken.
+			if a.dues++; a.dues%max(1, a.every.Load()) != 0 {
+				continue
+			}
 			a.seq++
 			t0 := time.Now()
 			var frame wireFrame

@@ -140,12 +140,16 @@ function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, arg
   const loopDelayMs = parsed(o.shedLoopDelay, (s) => parseDuration(s, '--shed-loop-delay'));
   let maxSendEveryMs = parsed(o.shedMaxSendEvery, (s) => parseDuration(s, '--shed-max-send-every'));
   const sendEveryMs = parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every'));
+  const maxSampleEveryMs = parsed(o.shedMaxSampleEvery, (s) => parseDuration(s, '--shed-max-sample-every'));
+  if (maxSampleEveryMs !== 0 && maxSampleEveryMs < 2000) {
+    throw new ConfigError(`--shed-max-sample-every ${maxSampleEveryMs}ms: shedding samples starts at every other sample (2s); use 2s or more, or 0 to never shed samples`);
+  }
   // A steady node's newest data is up to one interval old: past staleAfter, shedding would turn its oversell off.
   const staleAfterMs = policies.source === 'flags' ? policies.policy.staleAfterMs : undefined;
   if (!args.given('shedMaxSendEvery')) {
     // The default leaves half of a short --stale-after as margin, and never asks agents to send more often.
     if (staleAfterMs !== undefined) maxSendEveryMs = Math.min(maxSendEveryMs, staleAfterMs / 2);
-    return { loopDelayMs, maxSendEveryMs: Math.max(maxSendEveryMs, sendEveryMs) };
+    return { loopDelayMs, maxSendEveryMs: Math.max(maxSendEveryMs, sendEveryMs), maxSampleEveryMs };
   }
   if (maxSendEveryMs < sendEveryMs) {
     throw new ConfigError(`${args.named('shedMaxSendEvery')} ${maxSendEveryMs / 1000}s is below --agent-send-every ${sendEveryMs / 1000}s: shedding only makes agents send less often; raise it to at least --agent-send-every`);
@@ -153,7 +157,7 @@ function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, arg
   if (staleAfterMs !== undefined && maxSendEveryMs >= staleAfterMs) {
     throw new ConfigError(`${args.named('shedMaxSendEvery')} ${maxSendEveryMs / 1000}s is not under --stale-after ${staleAfterMs / 1000}s: a steady node's data would go stale while agents are slowed, and its allocatable fall back to raw; lower it (half of --stale-after leaves room) or raise --stale-after`);
   }
-  return { loopDelayMs, maxSendEveryMs };
+  return { loopDelayMs, maxSendEveryMs, maxSampleEveryMs };
 }
 
 function historySnapshotEvery(value: unknown): number {

@@ -27,4 +27,4 @@ export const AGENT_SENDING = { maxBatchSamples: 10, sendEveryMs: 5000 };
  * to send at most every 20 s: half the default staleAfter (40 s), so a steady
  * node's data stays fresh enough to inflate from.
  */
-export const SHEDDING = { loopDelayMs: 50, maxSendEveryMs: 20_000 };
+export const SHEDDING = { loopDelayMs: 50, maxSendEveryMs: 20_000, maxSampleEveryMs: 4_000 };

@@ -44,7 +44,7 @@ export interface CommonConfig {
   /** How agents send: batches of at most maxBatchSamples (0: none), a sample waiting at most sendEveryMs. */
   agentSending: { maxBatchSamples: number; sendEveryMs: number };
   /** Load shedding: over loopDelayMs a thread is overloaded (0: never); agents are slowed to at most maxSendEveryMs. */
-  shedding: { loopDelayMs: number; maxSendEveryMs: number };
+  shedding: { loopDelayMs: number; maxSendEveryMs: number; maxSampleEveryMs: number };
   /** What query callers may hold on a replica. */
   queryLimits: { watchesPerCaller: number; watches: number; listsInFlight: number; watchStallMs: number };
   /** Said at start, loudly: settings that are allowed but open something up. */

@@ -1,11 +1,13 @@
 // What agents are told about sending (Settings.max_batch_samples,
-// send_every_ms): the welcome says the current value, and a change (the load
+// send_every_ms, min_sample_interval_ms): the welcome says the current value, and a change (the load
 // shedder slowing agents, or letting them speed up again) goes to every stream
 // already welcomed, so agents follow it without reconnecting.
 
 export interface Sending {
   maxBatchSamples: number;
   sendEveryMs: number;
+  /** The load shedder's least sampling interval (Settings.min_sample_interval_ms); 0 or absent: the agents' own. */
+  minSampleIntervalMs?: number;
 }
 
 export class AgentSending {
@@ -27,7 +29,7 @@ export class AgentSending {
 
   /** Tells every welcomed stream, once per change. */
   set(next: Sending): void {
-    if (next.maxBatchSamples === this.#current.maxBatchSamples && next.sendEveryMs === this.#current.sendEveryMs) return;
+    if (next.maxBatchSamples === this.#current.maxBatchSamples && next.sendEveryMs === this.#current.sendEveryMs && (next.minSampleIntervalMs ?? 0) === (this.#current.minSampleIntervalMs ?? 0)) return;
     this.#current = { ...next };
     for (const tell of this.#streams) tell(this.#current);
   }

@@ -189,7 +189,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           node = nodeName;
           const { agentVersion } = msg.hello;
-          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs });
+          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0 });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
             call.write({ welcome: { lastSeq, settings: settingsOf(sending.current) } });

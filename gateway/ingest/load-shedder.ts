@@ -34,7 +34,7 @@ export class LoadShedder {
   #timer: NodeJS.Timeout | undefined;
   #lastMainMs = 0;
   /** Of the shedding under way: queries refused and the longest interval announced, for the line that ends it. */
-  #episode = { queries: 0, longestMs: 0, sinceMs: 0 };
+  #episode = { queries: 0, longestMs: 0, longestSampleMs: 0, sinceMs: 0 };
 
   constructor(options: LoadShedderOptions) {
     this.#o = options;
@@ -44,7 +44,7 @@ export class LoadShedder {
 
   /** What agents are told now. */
   get sending(): Sending {
-    return sendingAt(this.#state.sendEveryMs, this.#o.base);
+    return sendingAt(this.#state.sendEveryMs, this.#o.base, this.#state.sampleEveryMs);
   }
 
   start(): void {
@@ -84,11 +84,16 @@ export class LoadShedder {
     const { limits } = this.#o;
     const was = isShedding(before, limits);
     const is = isShedding(this.#state, limits);
+    const changed = this.#state.sendEveryMs !== before.sendEveryMs || this.#state.sampleEveryMs !== before.sampleEveryMs;
     if (this.#state.sendEveryMs !== before.sendEveryMs) {
       this.#o.log.debug({ sendEveryMs: this.#state.sendEveryMs, was: before.sendEveryMs, mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs) }, 'agents told a new send interval');
     }
+    if (this.#state.sampleEveryMs !== before.sampleEveryMs) {
+      // Samples shed are data the decision never sees: said at info, not debug.
+      this.#o.log.info({ minSampleIntervalMs: this.#state.sampleEveryMs, was: before.sampleEveryMs, mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs) }, this.#state.sampleEveryMs > 0 ? `agents told to sample at most every ${this.#state.sampleEveryMs / 1000}s: sending as seldom as allowed did not relieve the gateway` : 'agents told to sample at their own interval again');
+    }
     if (!was && is) {
-      this.#episode = { queries: 0, longestMs: this.#state.sendEveryMs, sinceMs: now };
+      this.#episode = { queries: 0, longestMs: this.#state.sendEveryMs, longestSampleMs: this.#state.sampleEveryMs, sinceMs: now };
       const behind = [this.#state.mainOverloaded && `the main thread (store, webhook, query API) runs ${Math.round(mainMs)}ms late`, this.#state.ingestOverloaded && `an ingest thread runs ${Math.round(ingestMs ?? 0)}ms late`].filter(Boolean).join(' and ');
       this.#o.log.warn(
         { mainDelayMs: Math.round(mainMs), ingestDelayMs: ingestMs && Math.round(ingestMs), limitMs: limits.overloadDelayMs, sendEveryMs: this.#state.sendEveryMs },
@@ -96,18 +101,19 @@ export class LoadShedder {
       );
     }
     this.#episode.longestMs = Math.max(this.#episode.longestMs, this.#state.sendEveryMs);
+    this.#episode.longestSampleMs = Math.max(this.#episode.longestSampleMs, this.#state.sampleEveryMs);
     if (was && !is) {
       this.#o.log.info(
-        { forMs: now - this.#episode.sinceMs, queriesRefused: this.#episode.queries, longestSendEveryMs: this.#episode.longestMs },
-        `shedding stopped: every thread under ${limits.calmDelayMs}ms of loop delay; agents send every ${limits.baseMs / 1000}s again, queries are served (${this.#episode.queries} refused while it lasted; agents slowed to at most ${this.#episode.longestMs / 1000}s)`,
+        { forMs: now - this.#episode.sinceMs, queriesRefused: this.#episode.queries, longestSendEveryMs: this.#episode.longestMs, longestMinSampleIntervalMs: this.#episode.longestSampleMs },
+        `shedding stopped: every thread under ${limits.calmDelayMs}ms of loop delay; agents send every ${limits.baseMs / 1000}s again, queries are served (${this.#episode.queries} refused while it lasted; agents slowed to at most ${this.#episode.longestMs / 1000}s${this.#episode.longestSampleMs > 0 ? `, sampling at most every ${this.#episode.longestSampleMs / 1000}s` : ''})`,
       );
     }
     this.#publish();
-    if (this.#state.sendEveryMs !== before.sendEveryMs) this.#o.announce(this.sending);
+    if (changed) this.#o.announce(this.sending);
   }
 
   /** The ingest threads' own delays are reported as they arrive (ingest-worker.ts); this is the main thread's and the policy's state. */
   #publish(): void {
-    this.#o.metrics.shedding({ mainDelayMs: this.#lastMainMs, mainOverloaded: this.#state.mainOverloaded, ingestOverloaded: this.#state.ingestOverloaded, sendEveryMs: this.#state.sendEveryMs });
+    this.#o.metrics.shedding({ mainDelayMs: this.#lastMainMs, mainOverloaded: this.#state.mainOverloaded, ingestOverloaded: this.#state.ingestOverloaded, sendEveryMs: this.#state.sendEveryMs, minSampleIntervalMs: this.#state.sampleEveryMs });
   }
 }

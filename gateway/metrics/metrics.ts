@@ -288,6 +288,12 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #minSampleInterval = new Gauge({
+    name: 'oversell_agent_min_sample_interval_seconds',
+    help: 'The least sampling interval the gateway announces now: 0 when calm (agents sample at their own interval); 2 s, doubling up to --shed-max-sample-every, while a thread stays overloaded with agents already sending as seldom as allowed. Samples not taken are data no decision sees.',
+    registers: [this.registry],
+  });
+
   readonly #sendEvery = new Gauge({
     name: 'oversell_agent_send_every_seconds',
     help: 'The longest a sample waits in its agent before it is sent, as the gateway announces it now: --agent-send-every when calm, doubled up to --shed-max-send-every while overloaded (a rise or pressure is sent at once whatever it says).',
@@ -307,7 +313,8 @@ export class GatewayMetrics {
   })();
 
   /** The load shedder's measurement and state, once per period. */
-  shedding(s: { mainDelayMs: number; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number }): void {
+  shedding(s: { mainDelayMs: number; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number; minSampleIntervalMs: number }): void {
+    this.#minSampleInterval.set(s.minSampleIntervalMs / 1000);
     this.#loopDelay.set({ thread: 'main' }, s.mainDelayMs / 1000);
     this.#overloaded.set({ thread: 'main' }, s.mainOverloaded ? 1 : 0);
     this.#overloaded.set({ thread: 'ingest' }, s.ingestOverloaded ? 1 : 0);

@@ -46,7 +46,7 @@ describe('LoadShedder', () => {
 
       steps(80, 25);
       assert.deepEqual(told, [10_000, 20_000], 'doubled at once, again 10 s later, then held at the max');
-      assert.deepEqual(shedder.sending, { maxBatchSamples: 40, sendEveryMs: 20_000 });
+      assert.deepEqual(shedder.sending, { maxBatchSamples: 40, sendEveryMs: 20_000, minSampleIntervalMs: 0 });
       const why = shedder.refuseQuery();
       assert.match(why ?? '', /main thread runs 80ms late, limit 50ms, --shed-loop-delay\) and refuses queries .*retry with exponential backoff/);
       for (let i = 0; i < 9; i++) shedder.refuseQuery();

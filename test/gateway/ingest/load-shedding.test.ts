@@ -4,10 +4,17 @@
 // still answered with its patch; calm again, agents are told the base interval
 // and queries are served. Real gRPC, real HTTPS, port 0, on both agent ports.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { ReportStream } from '../../../agent/stream/report-stream.js';
+import { startAgent } from '../../../agent/agent.js';
+import { filePodSource } from '../../../agent/requests/pod-source.js';
+import { copyFixtureHost } from '../../helpers/fake-host.js';
 import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
 import { createLogger } from '../../../lib/log.js';
 import { AGENT_STREAM_MODES, postHttps, startTestGateway } from '../../helpers/gateway.js';
@@ -92,4 +99,47 @@ describe('load shedding with the main thread held', () => {
       }
     });
   }
+});
+
+// Sending as seldom as allowed did not relieve the gateway: the real agent is
+// told to sample less often, samples at that interval, and at its own again
+// once the gateway is calm. Main-thread port only: the policy is the same.
+describe('samples shed with the main thread held (--shed-max-sample-every)', () => {
+  it('the real agent samples at most every 2 s while told, at its own 50 ms again once calm', async () => {
+    const gw = await startTestGateway({
+      agentSending: { maxBatchSamples: 0, sendEveryMs: 0 },
+      // Without batches agents cannot send less often: samples are shed at once.
+      shedding: { loopDelayMs: 30, maxSendEveryMs: 0, maxSampleEveryMs: 2000, periodMs: 100, slowEveryMs: 60_000, calmForMs: 300 },
+    });
+    cleanups.push(() => gw.close());
+    const work = mkdtempSync(join(tmpdir(), 'oversell-shed-samples-'));
+    cleanups.push(() => rmSync(work, { recursive: true, force: true }));
+    const { procRoot, cgroupRoot } = copyFixtureHost(work);
+    const agent = startAgent({
+      nodeName: 'shed-node', gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], procRoot, cgroupRoot, intervalMs: 50, podReportEvery: 10,
+      pods: filePodSource(fileURLToPath(new URL('../../../examples/local-pods.yaml', import.meta.url)), log), log,
+    });
+    cleanups.push(() => agent.stop());
+    const stored = () => gw.store.get('shed-node')?.lastSeq ?? 0;
+    /** Samples stored over `ms` of wall time (the store's seq advances one per sample). */
+    const rate = async (ms: number) => {
+      const from = stored();
+      await new Promise((r) => setTimeout(r, ms));
+      return stored() - from;
+    };
+    await eventually(async () => (stored() > 5 ? true : undefined), 5000, 'the agent streaming');
+    assert.ok((await rate(1000)) >= 8, 'calm: about 20 samples a second');
+
+    const release = holdMainThread();
+    try {
+      await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 2$/m.test(await gw.metrics.registry.metrics()) || undefined), 5000, 'samples shed: 2 s announced');
+      await new Promise((r) => setTimeout(r, 500)); // the agent heard it
+      const shed = await rate(4200);
+      assert.ok(shed <= 3, `${shed} samples stored in 4.2 s while told to sample at most every 2 s`);
+    } finally {
+      release();
+    }
+    await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 0$/m.test(await gw.metrics.registry.metrics()) || undefined), 5000, 'every sample again once calm');
+    await eventually(async () => ((await rate(500)) >= 4 ? true : undefined), 5000, 'the agent at its own interval again');
+  });
 });

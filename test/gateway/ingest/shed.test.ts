@@ -105,11 +105,69 @@ describe('shedStep: the interval announced to agents', () => {
 
 describe('sendingAt: what agents are told at an interval', () => {
   const base = { maxBatchSamples: 10, sendEveryMs: 5000 };
-  it('the base as it is', () => assert.deepEqual(sendingAt(5000, base), base));
+  it('the base as it is', () => assert.deepEqual(sendingAt(5000, base), { ...base, minSampleIntervalMs: 0 }));
   it('a batch grows with the interval, so it does not fill and go before its time', () => {
-    assert.deepEqual(sendingAt(10_000, base), { maxBatchSamples: 20, sendEveryMs: 10_000 });
-    assert.deepEqual(sendingAt(20_000, base), { maxBatchSamples: 40, sendEveryMs: 20_000 });
+    assert.deepEqual(sendingAt(10_000, base), { maxBatchSamples: 20, sendEveryMs: 10_000, minSampleIntervalMs: 0 });
+    assert.deepEqual(sendingAt(20_000, base), { maxBatchSamples: 40, sendEveryMs: 20_000, minSampleIntervalMs: 0 });
   });
   it('never past what the gateway accepts in one message (256)', () => assert.equal(sendingAt(600_000, base).maxBatchSamples, 256));
-  it('no batches stays no batches', () => assert.deepEqual(sendingAt(20_000, { maxBatchSamples: 0, sendEveryMs: 5000 }), { maxBatchSamples: 0, sendEveryMs: 20_000 }));
+  it('no batches stays no batches', () => assert.deepEqual(sendingAt(20_000, { maxBatchSamples: 0, sendEveryMs: 5000 }), { maxBatchSamples: 0, sendEveryMs: 20_000, minSampleIntervalMs: 0 }));
+  it('the sampling interval shed is said as it is', () => assert.equal(sendingAt(20_000, base, 4000).minSampleIntervalMs, 4000));
+});
+
+describe('shedStep: samples shed once sending is as seldom as allowed', () => {
+  // Calm 5 s, at most 20 s, overloaded over 50 ms; samples shed up to every 4 s.
+  const sampling = shedLimits(5000, 20_000, 50, 4000);
+  const steps = (delayMs: number, n: number, from: ShedState, fromMs: number) => {
+    const states: ShedState[] = [];
+    let s = from;
+    for (let i = 1; i <= n; i++) {
+      s = shedStep(s, { mainMs: delayMs }, fromMs + i * 1000, sampling);
+      states.push(s);
+    }
+    return states;
+  };
+
+  it('no sample is shed while sending can still slow; then every 2 s, then 4 s, and no further', () => {
+    const over = steps(80, 60, initialShedState(sampling, 0), 0);
+    const at = (sec: number) => [over[sec - 1]!.sendEveryMs, over[sec - 1]!.sampleEveryMs];
+    assert.deepEqual(at(2), [10_000, 0], 'first: send less often');
+    assert.deepEqual(at(12), [20_000, 0], 'the longest send interval');
+    assert.deepEqual(at(22), [20_000, 2000], 'still overloaded 10 s later: every other sample');
+    assert.deepEqual(at(32), [20_000, 4000]);
+    assert.deepEqual(at(60), [20_000, 4000], 'capped at --shed-max-sample-every');
+    assert.equal(over.filter((s) => s.sampleEveryMs > 0 && s.sendEveryMs < 20_000).length, 0, 'samples are shed only at the longest send interval');
+  });
+
+  it('calm: every sample again first, step by step, then timely sending; shedding until both are back', () => {
+    const slowed = steps(80, 40, initialShedState(sampling, 0), 0).at(-1)!;
+    assert.deepEqual([slowed.sendEveryMs, slowed.sampleEveryMs], [20_000, 4000]);
+    const calm = steps(5, 150, slowed, 40_000);
+    const at = (sec: number) => [calm[sec - 1]!.sendEveryMs, calm[sec - 1]!.sampleEveryMs];
+    assert.deepEqual(at(30), [20_000, 4000]);
+    assert.deepEqual(at(31), [20_000, 2000], 'a step down after 30 s calm: samples first');
+    assert.deepEqual(at(61), [20_000, 0], 'every sample again');
+    assert.deepEqual(at(91), [10_000, 0], 'then sending');
+    assert.deepEqual(at(121), [5000, 0]);
+    assert.equal(isShedding(calm[60]!, sampling), true, 'agents still slowed');
+    assert.equal(isShedding(calm[120]!, sampling), false);
+  });
+
+  it('a max of 0 never sheds samples', () => {
+    const never = shedLimits(5000, 20_000, 50, 0);
+    let s = initialShedState(never, 0);
+    for (let i = 1; i <= 100; i++) s = shedStep(s, { mainMs: 80 }, i * 1000, never);
+    assert.deepEqual([s.sendEveryMs, s.sampleEveryMs], [20_000, 0]);
+  });
+
+  it('agents without batches (max send interval at the base) are shed samples directly', () => {
+    const noBatches = shedLimits(0, 0, 50, 4000);
+    let s = initialShedState(noBatches, 0);
+    const seen: number[] = [];
+    for (let i = 1; i <= 25; i++) {
+      s = shedStep(s, { mainMs: 80 }, i * 1000, noBatches);
+      seen.push(s.sampleEveryMs);
+    }
+    assert.deepEqual([seen[1], seen[11], seen[21]], [2000, 4000, 4000]);
+  });
 });
