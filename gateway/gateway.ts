@@ -114,7 +114,7 @@ export interface GatewayOptions {
    * Load shedding (default SHEDDING): over loopDelayMs of event-loop delay a
    * thread is overloaded (0: never shed); agents are then told to send less
    * often, up to maxSendEveryMs, then to sample less often, up to
-   * maxSampleEveryMs (default 0 here: never), and while it is the main thread
+   * maxSampleEveryMs (unset: SHEDDING's; 0: never), and while it is the main thread
    * queries are refused. periodMs, slowEveryMs, calmForMs: how often it measures, how
    * soon it slows agents again, how long calm before a step back (tests).
    */
