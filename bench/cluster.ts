@@ -11,7 +11,7 @@
 //
 //   node --import tsx bench/cluster.ts                 # 10,000 agents, 1,000 reviews/s
 //   BENCH_QUICK=1 node --import tsx bench/cluster.ts   # 1,000 agents, 100 reviews/s
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cpus, tmpdir } from 'node:os';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
@@ -20,6 +20,7 @@ import { sleep } from './agent-overhead.js';
 import { useControlPlane } from './control-plane.js';
 import { peakRssMiB } from './proc-stats.js';
 import { benchCgroup, inCgroup, type CgroupUsage } from './cgroup.js';
+import { formatSummary, summarize, type CpuProfile } from './cpu-profile.js';
 import { REVIEWS_PER_NODE_PER_S } from './capacity.js';
 import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } from './cluster-objects.js';
 import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
@@ -105,8 +106,12 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   let gateway: GatewayProcess | undefined;
   let agentRun: LoadgenRun<AgentsResult> | undefined;
   let rssPeakMiB = NaN;
+  // OVERSELL_BENCH_CLUSTER_PROFILE=<dir>: each thread of the gateway under --cpu-prof, summed over the measured window only.
+  const profileDir = process.env.OVERSELL_BENCH_CLUSTER_PROFILE ? join(process.env.OVERSELL_BENCH_CLUSTER_PROFILE, `${setup.agents}-agents-${process.pid}`) : undefined;
+  let profiled: { fromUs: number; toUs: number; reviews: number } | undefined;
   try {
     gateway = await startGateway({
+      nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
       launcher: (argv) => inCgroup(group, argv),
       readyWithinMs: 60_000,
       args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--grpc-tls', 'on', '--auth', 'kubernetes',
@@ -153,13 +158,15 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     await sleep(setup.warmupS * 1000);
     const windowStart = group.usage();
     const windowStartAt = performance.now();
-    const shedStart = await scrapeMetric(gw.ports.metrics, 'oversell_shed_total', '{what="queries"}');
+    const windowFromUs = nowUs();
     const shedding = watchShedding(gw.ports.metrics);
     await sleep(setup.windowS * 1000);
     const windowUsage = diff(windowStart, group.usage());
-    const shed = await shedding.stop(shedStart);
+    const windowToUs = nowUs();
+    const shed = await shedding.stop();
     const windowSeconds = (performance.now() - windowStartAt) / 1000;
     const [r, q] = await Promise.all([reviews.result, query.result]);
+    profiled = { fromUs: windowFromUs, toUs: windowToUs, reviews: r.ok };
 
     agentRun.child.kill('SIGTERM');
     const a = await agentRun.result;
@@ -180,6 +187,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   } finally {
     if (agentRun) agentRun.child.kill('SIGTERM');
     await gateway?.stop();
+    if (profileDir && profiled) summarizeProfiles(profileDir, profiled);
     try {
       group.remove();
     } catch (err) {
@@ -188,29 +196,51 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   }
 }
 
-/** The load shedder's state each second (its gauges), until stop() adds the queries it refused. */
-function watchShedding(metricsPort: number): { stop(shedStart: number): Promise<Shedding> } {
+/** The monotonic clock V8 stamps profile samples with, in µs. */
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/** Each thread's profile over the window, printed and saved beside the profiles. */
+function summarizeProfiles(dir: string, window: { fromUs: number; toUs: number; reviews: number }): void {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort();
+  if (files.length === 0) log(`no profile in ${dir}: did the gateway exit cleanly?`);
+  for (const f of files) {
+    const summary = formatSummary(summarize(JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile, window), window.reviews, 40);
+    writeFileSync(join(dir, `${f}.window.txt`), `${summary}\n`);
+    log(`profile of ${f} over the measured window (per answered review):\n${summary}`);
+  }
+}
+
+/** What the load shedder did over the window: its intervals read every SHED_READ_MS, its counters' rise. */
+const SHED_READ_MS = 5000;
+function watchShedding(metricsPort: number): { stop(): Promise<Shedding> } {
   const seen: Shedding = { sendEveryMaxS: 0, sendEveryEndS: 0, minSampleIntervalMaxS: 0, mainOverloadedS: 0, ingestOverloadedS: 0, queriesShed: 0, agentConnectionsRefused: 0 };
+  const counters = (text: string) => ({
+    main: metricValue(text, 'oversell_overloaded_seconds_total', '{thread="main"}') ?? NaN,
+    ingest: metricValue(text, 'oversell_overloaded_seconds_total', '{thread="ingest"}') ?? NaN,
+    queries: metricValue(text, 'oversell_shed_total', '{what="queries"}') ?? NaN,
+  });
   const read = async () => {
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const sendEvery = metricValue(text, 'oversell_agent_send_every_seconds') ?? NaN;
     seen.sendEveryMaxS = Math.max(seen.sendEveryMaxS, sendEvery);
     seen.sendEveryEndS = sendEvery;
     seen.minSampleIntervalMaxS = Math.max(seen.minSampleIntervalMaxS, metricValue(text, 'oversell_agent_min_sample_interval_seconds') ?? 0);
-    seen.mainOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="main"}') ?? 0;
-    seen.ingestOverloadedS += metricValue(text, 'oversell_overloaded', '{thread="ingest"}') ?? 0;
     return text;
   };
-  let reading: Promise<unknown> = Promise.resolve();
+  const start = read().then(counters);
+  let reading: Promise<unknown> = start;
   const timer = setInterval(() => {
     reading = reading.then(read).catch((err: Error) => log(`  could not read the gateway's /metrics (${err.message})`));
-  }, 1000);
+  }, SHED_READ_MS);
   return {
-    async stop(shedStart) {
+    async stop() {
       clearInterval(timer);
       await reading;
       const text = await read();
-      seen.queriesShed = (metricValue(text, 'oversell_shed_total', '{what="queries"}') ?? NaN) - shedStart;
+      const [a, b] = [await start, counters(text)];
+      seen.mainOverloadedS = round(b.main - a.main, 1);
+      seen.ingestOverloadedS = round(b.ingest - a.ingest, 1);
+      seen.queriesShed = b.queries - a.queries;
       // Over the gateway's life: agents past --max-connections, closed as they arrived (they retry).
       seen.agentConnectionsRefused = metricValue(text, 'oversell_connections_refused_total', '{listener="agent",reason="connection-limit"}') ?? 0;
       return seen;
@@ -272,7 +302,8 @@ function passFigures(p: Pass, prefix = ''): Record<string, number | string> {
 const shedLine = (p: Pass) => {
   const sh = p.shedding!;
   const a = p.agentRun!;
-  const refused = a.connectedAtEnd < p.agents ? `${a.connectedAtEnd} of ${p.agents} agents connected at the end, the rest refused past the connection limit and retrying (${sh.agentConnectionsRefused} connections refused); ` : '';
+  const why = sh.agentConnectionsRefused > 0 ? `${sh.agentConnectionsRefused} connections refused past the connection limit, the agents retrying` : 'none refused past the connection limit: the rest were reconnecting';
+  const refused = a.connectedAtEnd < p.agents ? `${a.connectedAtEnd} of ${p.agents} agents connected at the end (${why}); ` : '';
   return `${refused}agents told to send every ${sh.sendEveryMaxS} s at most (${sh.sendEveryEndS} s at the end; ${a.settingsReceived} Settings received; ${round(a.sent / Math.max(1, a.messages), 1)} samples a message${sh.minSampleIntervalMaxS > 0 ? `; samples shed: told to sample at most every ${sh.minSampleIntervalMaxS} s` : ''}), main thread overloaded ${sh.mainOverloadedS} s and ingest ${sh.ingestOverloadedS} s of the window, ${sh.queriesShed} queries refused (RESOURCE_EXHAUSTED)`;
 };
 
@@ -372,7 +403,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `load generators pinned to CPU ${pin.at(-1) ?? '(one CPU only)'} with taskset; the gateway's threads may run on any CPU within its quota. All on one ${cpus().length}-CPU machine, so the generators, the API server and etcd share it with the gateway`,
         `CPU and throttling from the cgroup over the ${setup.windowS} s window after ${setup.warmupS} s of warm-up; RSS peak is the gateway's VmHWM over its life (the connect storm included); cgroup memory peak includes page cache`,
         'samples dropped: sent by the simulator over the run minus stored by the gateway (oversell_samples_received_total{result="stored"}) 2 s after the simulator stopped',
-        ...(larger ? [`then ${LARGER_AGENTS} agents on a new gateway under the same limits (the larger_ and agents_${LARGER_AGENTS}_ figures): ${LARGER_AGENTS - agents} more Nodes, pods and tokens added to the first ${agents}, reviews at ${larger.reviewRate}/s over all ${LARGER_AGENTS} nodes (a cluster that size with oversell), GetNode at ${QUERY_RATE}/s; the shedding figures are the gateway's gauges read every second over the window (oversell_agent_send_every_seconds, oversell_overloaded) and oversell_shed_total's rise`] : []),
+        ...(larger ? [`then ${LARGER_AGENTS} agents on a new gateway under the same limits (the larger_ and agents_${LARGER_AGENTS}_ figures): ${LARGER_AGENTS - agents} more Nodes, pods and tokens added to the first ${agents}, reviews at ${larger.reviewRate}/s over all ${LARGER_AGENTS} nodes (a cluster that size with oversell), GetNode at ${QUERY_RATE}/s; the shedding figures are the gateway's intervals read every 5 s over the window (oversell_agent_send_every_seconds, oversell_agent_min_sample_interval_seconds; a scrape, like Prometheus's, costs the gateway CPU) and the rise of oversell_overloaded_seconds_total and oversell_shed_total`] : []),
         ...(smaller ? [`${agents} nodes did not fit ${CPU_CORES} core, so a new gateway under the same limits then ran the same load for ${SMALLER_AGENTS} nodes (the smaller_ and agents_${SMALLER_AGENTS}_ figures): the first ${SMALLER_AGENTS} agents with their tokens, ${reviewRateFor(SMALLER_AGENTS)} reviews/s over their nodes, GetNode over their nodes at ${QUERY_RATE}/s; its bound-pods watch still lists all ${agents} agent pods. smaller_fits_core: throttled < 1% of the window and every review answered`] : []),
       ],
     };

@@ -16,7 +16,7 @@ interface ProfileNode {
   callFrame: CallFrame;
   children?: number[];
 }
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   startTime: number;
   endTime: number;

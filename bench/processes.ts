@@ -65,11 +65,11 @@ export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
  * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
  * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
  */
-export async function startGateway(options: { args?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number } = {}): Promise<GatewayProcess> {
+export async function startGateway(options: { args?: string[]; nodeArgs?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number } = {}): Promise<GatewayProcess> {
   const grpc = await freePort();
   const ports = { webhook: await freePort(), grpc, metrics: await freePort(), agent: options.agentThread === false ? grpc : await freePort() };
   const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+  const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, ...(options.nodeArgs ?? []), join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
     '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...(options.args ?? [])]);

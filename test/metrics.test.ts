@@ -11,21 +11,7 @@ import { createLogger } from '../lib/log.js';
 import { eventually } from './helpers/grpc.js';
 import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
 import { AGENT_SERIES, GATEWAY_SERIES } from './helpers/metric-names.js';
-
-/** Parses the text exposition format strictly enough to fail on garbage; returns TYPE by family. */
-export function parseExposition(text: string): Map<string, string> {
-  const types = new Map<string, string>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('# HELP ')) continue;
-    const t = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line);
-    if (t) {
-      types.set(t[1]!, t[2]!);
-      continue;
-    }
-    assert.match(line, /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? -?(\d+(\.\d+)?(e[+-]?\d+)?|NaN|\+Inf|-Inf)( \d+)?$/, `not a sample line: ${line}`);
-  }
-  return types;
-}
+import { parseExposition } from './helpers/metrics.js';
 
 const log = createLogger('test', 'silent');
 const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url));

@@ -17,7 +17,7 @@ export interface LoadShedderOptions {
   announce(sending: Sending): void;
   /** The most delayed ingest thread's last measured loop delay in ms; undefined without one. */
   ingestDelayMs?: () => number | undefined;
-  metrics: Pick<GatewayMetrics, 'shedding' | 'shed'>;
+  metrics: Pick<GatewayMetrics, 'shedding' | 'shed' | 'overloadedFor'>;
   log: Logger;
   /** How often delays are measured and the policy stepped (default 1 s). */
   periodMs?: number;
@@ -33,6 +33,7 @@ export class LoadShedder {
   #delay: LoopDelay | undefined;
   #timer: NodeJS.Timeout | undefined;
   #lastMainMs = 0;
+  #lastStepAt = 0;
   /** Of the shedding under way: queries refused and the longest interval announced, for the line that ends it. */
   #episode = { queries: 0, longestMs: 0, longestSampleMs: 0, sinceMs: 0 };
 
@@ -49,6 +50,7 @@ export class LoadShedder {
 
   start(): void {
     this.#delay = (this.#o.monitor ?? loopDelay)();
+    this.#lastStepAt = this.#now();
     this.#publish();
     this.#timer = setInterval(() => this.step(), this.#o.periodMs ?? 1000);
     this.#timer.unref();
@@ -80,6 +82,11 @@ export class LoadShedder {
     this.#lastMainMs = mainMs;
     const before = this.#state;
     const now = this.#now();
+    // The state before this step held over the period just ended.
+    const periodMs = now - this.#lastStepAt;
+    this.#lastStepAt = now;
+    if (before.mainOverloaded) this.#o.metrics.overloadedFor('main', periodMs);
+    if (before.ingestOverloaded) this.#o.metrics.overloadedFor('ingest', periodMs);
     this.#state = shedStep(before, { mainMs, ingestMs }, now, this.#o.limits);
     const { limits } = this.#o;
     const was = isShedding(before, limits);

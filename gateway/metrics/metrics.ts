@@ -1,5 +1,6 @@
 // The gateway's Prometheus series. One registry per gateway instance, so tests
 // can run several gateways in one process without their counters mixing.
+import { readdir } from 'node:fs/promises';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecidedBy } from '../decide/policy.js';
 import type { SampleRefusal } from '../store/sample-check.js';
@@ -7,6 +8,7 @@ import type { SampleRefusal } from '../store/sample-check.js';
 /** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
 export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;
 import type { IngestResult, NodeStore } from '../store/node-store.js';
+import { NodeSeries, type NodeResource } from './node-series.js';
 
 /** What a node's gauges show of one resource's decision. */
 export interface NodeGaugeValues {
@@ -28,10 +30,6 @@ export class GatewayMetrics {
    */
   readonly #samplesSinceScrape = new Map<SampleResult, number>();
   readonly #statusWrites: Counter<'result'>;
-  readonly #granted: Gauge<'node' | 'resource'>;
-  readonly #applied: Gauge<'node' | 'resource'>;
-  readonly #raw: Gauge<'node' | 'resource'>;
-  readonly #overCap: Gauge<'node' | 'resource'>;
   readonly #untouched: Counter<'reason'>;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
@@ -39,10 +37,16 @@ export class GatewayMetrics {
   readonly #templates: Gauge<'state'>;
   readonly #authRefusals: Counter<'api' | 'reason'>;
   readonly #ingestThreadHeap: Gauge<'thread' | 'kind'>;
+  readonly #nodeSeries = new NodeSeries();
+  readonly #store: NodeStore;
+  readonly #now: () => number;
 
   constructor(store: NodeStore, now: () => number = Date.now) {
+    this.#store = store;
+    this.#now = now;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'oversell_gateway_' });
+    openFdsOffTheLoop(this.registry, 'oversell_gateway_');
     this.#webhookDuration = new Histogram({
       name: 'oversell_webhook_request_duration_seconds',
       help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error).',
@@ -72,35 +76,11 @@ export class GatewayMetrics {
       labelNames: ['result'],
       registers,
     });
-    this.#granted = new Gauge({
-      name: 'oversell_node_granted_ratio',
-      help: 'Granted / raw allocatable per node and resource at the last decision; in DryRun, what would be granted.',
-      labelNames: ['node', 'resource'],
-      registers,
-    });
-    this.#applied = new Gauge({
-      name: 'oversell_node_applied_ratio',
-      help: 'Allocatable written / raw allocatable per node and resource at the last decision (1 in DryRun unless bound requests exceed raw).',
-      labelNames: ['node', 'resource'],
-      registers,
-    });
-    this.#overCap = new Gauge({
-      name: 'oversell_node_requests_over_cap',
-      help: '1 when the bound requests the node\'s agent reports exceed the oversell cap (the floor stops at the cap; a kubelet restart may reject pods), else 0; per node and resource at the last decision.',
-      labelNames: ['node', 'resource'],
-      registers: [this.registry],
-    });
     this.#untouched = new Counter({
       name: 'oversell_webhook_untouched_total',
       help: 'Node writes the webhook passed unchanged because it could not trust them: not by the node\'s own kubelet (not-kubelet), or raw allocatable not established (no-proof, above-capacity, no-capacity, not-positive, beyond-int64).',
       labelNames: ['reason'],
       registers: [this.registry],
-    });
-    this.#raw = new Gauge({
-      name: 'oversell_node_raw_allocatable',
-      help: 'Raw allocatable the kubelet wrote, per node and resource, in cores (cpu) or bytes (memory).',
-      labelNames: ['node', 'resource'],
-      registers,
     });
     // Sidecar injection has its own series: pod creations must not blur the
     // latency of the node heartbeat path, which is the one with a budget.
@@ -152,60 +132,54 @@ export class GatewayMetrics {
         this.set(store.connectedCount());
       },
     });
-    new Gauge({
-      name: 'oversell_node_sample_age_seconds',
-      help: 'Age of the newest sample of each node, on the gateway clock.',
-      labelNames: ['node'],
-      registers,
-      collect() {
-        this.reset();
-        const t = now();
-        for (const r of store.list()) if (r.hasSample) this.set({ node: r.name }, (t - r.receivedAtMs) / 1000);
-      },
-    });
   }
 
   observeWebhook(outcome: string, seconds: number): void {
     this.#webhookDuration.observe({ outcome }, seconds);
   }
 
-  readonly #lastRatios = new Map<string, string>();
-
   /** A decision made: counted, and the node's gauges follow it. */
-  decision(node: string, resource: 'cpu' | 'memory', d: NodeGaugeValues): void {
+  decision(node: string, resource: NodeResource, d: NodeGaugeValues): void {
     this.#decisions.inc({ resource, bound: d.decidedBy });
     this.nodeGauges(node, resource, d);
   }
 
   /** A decision only counted: its node's gauges follow another source (GatewayOptions.webhookClientCa). */
-  decisionCounted(resource: 'cpu' | 'memory', decidedBy: DecidedBy): void {
+  decisionCounted(resource: NodeResource, decidedBy: DecidedBy): void {
     this.#decisions.inc({ resource, bound: decidedBy });
   }
 
   /** The node's per-node gauges (raw, granted, applied, over cap) at a decision. */
-  nodeGauges(node: string, resource: 'cpu' | 'memory', d: NodeGaugeValues): void {
-    // Heartbeats mostly repeat the last values: skip the labelled gauge updates then (hot path).
-    const key = `${node}/${resource}`;
-    const values = `${d.raw}/${d.granted}/${d.applied}/${d.requestsOverCap}`;
-    if (this.#lastRatios.get(key) === values) return;
-    this.#lastRatios.set(key, values);
-    this.#overCap.set({ node, resource }, d.requestsOverCap ? 1 : 0);
-    if (d.raw > 0n) {
-      this.#raw.set({ node, resource }, resource === 'cpu' ? Number(d.raw) / 1000 : Number(d.raw));
-      this.#granted.set({ node, resource }, Number(d.granted) / Number(d.raw));
-      this.#applied.set({ node, resource }, Number(d.applied) / Number(d.raw));
-    }
+  nodeGauges(node: string, resource: NodeResource, d: NodeGaugeValues): void {
+    const raw = Number(d.raw);
+    this.#nodeSeries.set(node, resource, {
+      raw: resource === 'cpu' ? raw / 1000 : raw,
+      grantedRatio: d.raw > 0n ? Number(d.granted) / raw : undefined,
+      appliedRatio: d.raw > 0n ? Number(d.applied) / raw : undefined,
+      overCap: d.requestsOverCap,
+    });
   }
 
   /** A node the store forgot: drop its series. */
   forgetNode(node: string): void {
-    for (const resource of ['cpu', 'memory']) {
-      this.#lastRatios.delete(`${node}/${resource}`);
-      this.#granted.remove({ node, resource });
-      this.#raw.remove({ node, resource });
-      this.#applied.remove({ node, resource });
-      this.#overCap.remove({ node, resource });
-    }
+    this.#nodeSeries.forget(node);
+  }
+
+  /**
+   * The /metrics text in chunks: prom-client's registry, then the per-node
+   * series (node-series.ts), which yield to the event loop as they are written.
+   */
+  async *expositionChunks(): AsyncGenerator<string> {
+    yield await this.registry.metrics();
+    yield '\n';
+    yield* this.#nodeSeries.chunks(this.#store.list(), this.#now());
+  }
+
+  /** The whole /metrics text at once (tests). */
+  async exposition(): Promise<string> {
+    let text = '';
+    for await (const chunk of this.expositionChunks()) text += chunk;
+    return text;
   }
 
   /** A node write passed unchanged because it could not be trusted. */
@@ -288,6 +262,17 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #overloadedSeconds = (() => {
+    const c = new Counter({
+      name: 'oversell_overloaded_seconds_total',
+      help: 'Time each thread spent overloaded (oversell_overloaded at 1), by thread (main; ingest: the most delayed ingest thread), counted at the end of each load-shedder period (1 s).',
+      labelNames: ['thread'],
+      registers: [this.registry],
+    });
+    for (const thread of ['main', 'ingest']) c.inc({ thread }, 0);
+    return c;
+  })();
+
   readonly #minSampleInterval = new Gauge({
     name: 'oversell_agent_min_sample_interval_seconds',
     help: 'The least sampling interval the gateway announces now: 0 when calm (agents sample at their own interval); 2 s, doubling up to --shed-max-sample-every, while a thread stays overloaded with agents already sending as seldom as allowed. Samples not taken are data no decision sees.',
@@ -319,6 +304,11 @@ export class GatewayMetrics {
     this.#overloaded.set({ thread: 'main' }, s.mainOverloaded ? 1 : 0);
     this.#overloaded.set({ thread: 'ingest' }, s.ingestOverloaded ? 1 : 0);
     this.#sendEvery.set(s.sendEveryMs / 1000);
+  }
+
+  /** A thread was overloaded for this long (the load shedder's period just ended). */
+  overloadedFor(thread: 'main' | 'ingest', ms: number): void {
+    this.#overloadedSeconds.inc({ thread }, ms / 1000);
   }
 
   shed(what: 'queries'): void {
@@ -359,4 +349,28 @@ export class GatewayMetrics {
   countTokenReviews(stats: { sent: number; inFlight: number }): void {
     this.#tokenReviewStats = stats;
   }
+}
+
+/**
+ * prom-client's process_open_fds lists /proc/self/fd synchronously at each
+ * scrape: with 10,000 agent connections that was 31 ms of the main thread per
+ * scrape. The same gauge, listed by libuv's threadpool.
+ */
+function openFdsOffTheLoop(registry: Registry, prefix: string): void {
+  const name = `${prefix}process_open_fds`;
+  if (!registry.getSingleMetric(name)) return; // not Linux: prom-client registers none
+  registry.removeSingleMetric(name);
+  new Gauge({
+    name,
+    help: 'Number of open file descriptors.',
+    registers: [registry],
+    async collect() {
+      try {
+        // Less the descriptor the listing itself held open.
+        this.set((await readdir('/proc/self/fd')).length - 1);
+      } catch {
+        // /proc unreadable: the series keeps its last value
+      }
+    },
+  });
 }

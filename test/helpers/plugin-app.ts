@@ -33,7 +33,7 @@ export async function pluginApp<O extends { metrics: GatewayMetrics; log: Logger
     metrics,
     post: (path, body, headers = { 'content-type': 'application/json' }) => app.inject({ method: 'POST', url: path, payload: body, headers }),
     async series(line) {
-      const text = await metrics.registry.metrics();
+      const text = await metrics.exposition();
       const found = text.split('\n').find((l) => l.startsWith(`${line} `));
       return found ? Number(found.slice(line.length + 1)) : 0;
     },

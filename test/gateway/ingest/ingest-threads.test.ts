@@ -99,7 +99,7 @@ describe('ingest threads sharing one agent port', () => {
     assert.ok(perThread.every((n) => n > 0), `the kernel handed connections to both threads: ${perThread}`);
     // Each thread reports its own heap and loop delay, by thread.
     const text = await eventually(async () => {
-      const t = await metrics.registry.metrics();
+      const t = await metrics.exposition();
       return ['ingest-0', 'ingest-1'].every((th) => t.includes(`oversell_ingest_thread_heap_bytes{thread="${th}",kind="used"}`) && t.includes(`oversell_event_loop_delay_seconds{thread="${th}"}`)) ? t : undefined;
     }, 5000, 'per-thread heap and loop delay');
     assert.match(text, /oversell_ingest_thread_heap_bytes\{thread="ingest-1",kind="limit"\} [1-9]/);

@@ -63,10 +63,13 @@ describe('LoadShedder', () => {
       assert.match(said[1]!.msg, /^shedding stopped: .* agents send every 5s again, queries are served \(10 refused while it lasted; agents slowed to at most 20s\)/);
       assert.equal(said[1]!.queriesRefused, 10);
 
-      const text = await metrics.registry.metrics();
+      const text = await metrics.exposition();
       assert.match(text, /^oversell_shed_total\{what="queries"\} 10$/m);
       assert.match(text, /^oversell_agent_send_every_seconds 5$/m);
       assert.match(text, /^oversell_overloaded\{thread="main"\} 0$/m);
+      // Overloaded after the second late period (two in a row), through the 23 late periods left and the calm one that ended it; by the shedder's clock, not its timer's period.
+      assert.match(text, /^oversell_overloaded_seconds_total\{thread="main"\} 24$/m);
+      assert.match(text, /^oversell_overloaded_seconds_total\{thread="ingest"\} 0$/m);
     } finally {
       shedder.stop();
     }
@@ -81,7 +84,7 @@ describe('LoadShedder', () => {
       base: { maxBatchSamples: 10, sendEveryMs: 5000 },
       announce: (s) => told.push(s.sendEveryMs),
       ingestDelayMs: () => ingestMs,
-      metrics: { shedding: () => {}, shed: () => assert.fail('no query is refused') },
+      metrics: { shedding: () => {}, overloadedFor: () => {}, shed: () => assert.fail('no query is refused') },
       log: pino({ level: 'silent' }),
       periodMs: 3_600_000,
       now: () => clock,

@@ -80,7 +80,7 @@ describe('load shedding with the main thread held', () => {
         assert.ok(body.response.patch, 'the review is decided from the agent\'s data: a patch, not a pass-through');
         assert.ok(tookMs < 2000, `answered inside the API server's timeout (took ${Math.round(tookMs)} ms)`);
 
-        const text = await gw.metrics.registry.metrics();
+        const text = await gw.metrics.exposition();
         assert.ok(metric(text, /^oversell_shed_total\{what="queries"\} (\d+)$/m) >= 1, 'the refused query counted');
         assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 1);
         assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 10);
@@ -90,12 +90,12 @@ describe('load shedding with the main thread held', () => {
 
       await eventually(async () => (settings.at(-1)?.sendEveryMs === 5000 ? true : undefined), 5000, 'back to the base interval once calm');
       await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'queries served again');
-      const text = await gw.metrics.registry.metrics();
+      const text = await gw.metrics.exposition();
       assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 0);
       assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 5);
       if (gw.ports.agent !== undefined) {
         // The ingest thread measures its own loop (the main thread's monitor cannot see it) and reports it every second.
-        await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest-0"\} \S+$/m.test(await gw.metrics.registry.metrics()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
+        await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest-0"\} \S+$/m.test(await gw.metrics.exposition()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
       }
     });
   }
@@ -132,14 +132,14 @@ describe('samples shed with the main thread held (--shed-max-sample-every)', () 
 
     const release = holdMainThread();
     try {
-      await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 2$/m.test(await gw.metrics.registry.metrics()) || undefined), 5000, 'samples shed: 2 s announced');
+      await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 2$/m.test(await gw.metrics.exposition()) || undefined), 5000, 'samples shed: 2 s announced');
       await new Promise((r) => setTimeout(r, 500)); // the agent heard it
       const shed = await rate(4200);
       assert.ok(shed <= 3, `${shed} samples stored in 4.2 s while told to sample at most every 2 s`);
     } finally {
       release();
     }
-    await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 0$/m.test(await gw.metrics.registry.metrics()) || undefined), 5000, 'every sample again once calm');
+    await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 0$/m.test(await gw.metrics.exposition()) || undefined), 5000, 'every sample again once calm');
     await eventually(async () => ((await rate(500)) >= 4 ? true : undefined), 5000, 'the agent at its own interval again');
   });
 });
