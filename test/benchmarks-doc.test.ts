@@ -126,13 +126,14 @@ describe('docs/benchmarks.md', () => {
     assert.match(page, /\*\*100\.0 millicores per 1,000 agents\*\*, 500 µs per message/);
     // One core holds 10,000 agents; memory (200 MiB + 10 MiB per 1,000) would hold 133,600.
     assert.match(page, /\*\*Every agent on every replica stops at 10,000 nodes\*\* at the batched rate: one core of ingest holds 10,000 agents, and the \d+ MiB limit 133,600/);
-    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + a third of them forwarded (56 m) is over 1,000 m; 4: 500 + 250 + 62.5.
-    // Network: 5,000 x 0.2 x 500 bytes + 250 x 37,000 x (1 + 2 x 0.5) = 19 MB/s.
-    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,000 | 250 | 50% | 813m | 250 MiB | 152.0 Mbit/s |');
+    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + a third of them forwarded (56 m) is over 1,000 m; 4: the heaviest
+    // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 62.5.
+    // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 x (1 + 2 x 0.5) = 19 MB/s.
+    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 50% | 815m | 250 MiB | 152.0 Mbit/s |');
     assert.match(page, /not built/);
-    // Forwarding at 5 ms a review: 7 replicas (286 + 143 + 143 x 5/7 x 5 = 939 m).
+    // Forwarding at 5 ms a review: 7 replicas (the heaviest 2,876 agents: 288 + 143 + 143 x 5/7 x 5 = 941 m).
     set('replicas', { forward_cpu_us_per_review: 5000 });
-    assert.match(row(render('--print', '--repo', tree).stdout, '10,000') ?? '', /^\| 10,000 \| 7 \| 2,858 \| 143 \| 71% \| 939m \|/);
+    assert.match(row(render('--print', '--repo', tree).stdout, '10,000') ?? '', /^\| 10,000 \| 7 \| 2,876 \| 143 \| 71% \| 941m \|/);
   });
 
   it('links to the performance log and carries none of its history', () => {
