@@ -20,7 +20,7 @@ import { sleep } from './agent-overhead.js';
 import { useControlPlane } from './control-plane.js';
 import { peakRssMiB } from './proc-stats.js';
 import { benchCgroup, inCgroup, type CgroupUsage } from './cgroup.js';
-import { formatSummary, summarize, type CpuProfile } from './cpu-profile.js';
+import { formatLongRuns, formatSummary, longRuns, summarize, type CpuProfile } from './cpu-profile.js';
 import { REVIEWS_PER_NODE_PER_S } from './capacity.js';
 import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } from './cluster-objects.js';
 import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
@@ -111,7 +111,8 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   let profiled: { fromUs: number; toUs: number; reviews: number } | undefined;
   try {
     gateway = await startGateway({
-      nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+      // OVERSELL_BENCH_GATEWAY_NODE_FLAGS: Node flags to try beside the deployed ones (space-separated).
+      nodeArgs: [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(process.env.OVERSELL_BENCH_GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])],
       launcher: (argv) => inCgroup(group, argv),
       readyWithinMs: 60_000,
       args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--grpc-tls', 'on', '--auth', 'kubernetes',
@@ -199,12 +200,16 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
 /** The monotonic clock V8 stamps profile samples with, in µs. */
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
+/** A thread busy this long without a pause holds up a review past the webhook's p99 target. */
+const LONG_RUN_MS = 10;
+
 /** Each thread's profile over the window, printed and saved beside the profiles. */
 function summarizeProfiles(dir: string, window: { fromUs: number; toUs: number; reviews: number }): void {
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort();
   if (files.length === 0) log(`no profile in ${dir}: did the gateway exit cleanly?`);
   for (const f of files) {
-    const summary = formatSummary(summarize(JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile, window), window.reviews, 40);
+    const profile = JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile;
+    const summary = `${formatSummary(summarize(profile, window), window.reviews, 40)}\n${formatLongRuns(longRuns(profile, LONG_RUN_MS, window), LONG_RUN_MS)}`;
     writeFileSync(join(dir, `${f}.window.txt`), `${summary}\n`);
     log(`profile of ${f} over the measured window (per answered review):\n${summary}`);
   }

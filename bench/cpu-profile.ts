@@ -94,6 +94,73 @@ export function summarize(profile: CpuProfile, window?: { fromUs: number; toUs: 
   };
 }
 
+/**
+ * What held the thread busy without a pause for at least `minMs`: runs of
+ * samples with no idle one between them (one or more turns of the event loop
+ * back to back), each attributed to the first frame of ours (gateway/, lib/)
+ * from the root of its stacks, else its leaf. A review that arrives during
+ * such a run waits for the rest of it.
+ */
+export function longRuns(profile: CpuProfile, minMs: number, window?: { fromUs: number; toUs: number }): { runs: number; totalMs: number; longestMs: number; byCause: Array<{ cause: string; ms: number }> } {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const label = (f: CallFrame) => `${f.functionName || '(anonymous)'}${f.url ? `  ${f.url.replace(/^file:\/\/.*?\/(node_modules|gateway|lib|bench)\//, '$1/')}:${f.lineNumber + 1}` : ''}`;
+  const causeOf = new Map<number, string>();
+  const cause = (id: number) => {
+    let c = causeOf.get(id);
+    if (c === undefined) {
+      const path: number[] = [];
+      for (let x: number | undefined = id; x !== undefined; x = parent.get(x)) path.unshift(x);
+      const ours = path.find((i) => {
+        const url = byId.get(i)!.callFrame.url;
+        return /\/(gateway|lib)\//.test(url) && !url.includes('/node_modules/');
+      });
+      c = label(byId.get(ours ?? id)!.callFrame);
+      causeOf.set(id, c);
+    }
+    return c;
+  };
+  const totals = new Map<string, number>();
+  let runs = 0, totalMs = 0, longestMs = 0;
+  let run: Map<string, number> | undefined;
+  let runMs = 0;
+  const end = () => {
+    if (run && runMs >= minMs) {
+      runs += 1;
+      totalMs += runMs;
+      longestMs = Math.max(longestMs, runMs);
+      for (const [c, ms] of run) totals.set(c, (totals.get(c) ?? 0) + ms);
+    }
+    run = undefined;
+    runMs = 0;
+  };
+  let at = profile.startTime;
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i] ?? 0;
+    if (window && (at < window.fromUs || at > window.toUs)) continue;
+    const id = profile.samples[i]!;
+    if (byId.get(id)!.callFrame.functionName === '(idle)') {
+      end();
+      continue;
+    }
+    const ms = Math.max(0, profile.timeDeltas[i + 1] ?? 0) / 1000;
+    run ??= new Map();
+    runMs += ms;
+    const c = cause(id);
+    run.set(c, (run.get(c) ?? 0) + ms);
+  }
+  end();
+  return { runs, totalMs, longestMs, byCause: [...totals].map(([c, ms]) => ({ cause: c, ms })).sort((a, b) => b.ms - a.ms) };
+}
+
+export function formatLongRuns(r: ReturnType<typeof longRuns>, minMs: number, top = 10): string {
+  return [
+    `${r.runs} busy runs of ${minMs} ms or more (${r.totalMs.toFixed(0)} ms in all, the longest ${r.longestMs.toFixed(1)} ms), by what ran in them:`,
+    ...r.byCause.slice(0, top).map((c) => `  ${c.ms.toFixed(0).padStart(7)} ms  ${c.cause}`),
+  ].join('\n');
+}
+
 /** The profile of each thread in a --cpu-prof-dir: the main thread's is the one whose file name says thread 0. */
 export function mainThreadProfile(files: readonly string[]): string | undefined {
   return files.find((f) => /\.0\.\d+\.cpuprofile$/.test(f)) ?? files.find((f) => f.endsWith('.cpuprofile'));

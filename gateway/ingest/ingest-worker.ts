@@ -13,6 +13,7 @@ import type { ConnectionLimits } from '../tls/grpc-listener.js';
 import { GATEWAY_DEFAULTS } from '../config/defaults.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
+import { SlicedBatches } from './sliced-batches.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 /**
@@ -116,22 +117,18 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     if (name === undefined) return counted('unknown-node', streamId);
     counted(store.ingest(name, streamId, rows, at + ROW_SAMPLE, rows[at + ROW_RECEIVED_AT_MS]!), streamId);
   };
-  const apply = (m: Extract<ToMain, { type: 'ops' }>) => {
-    const rows = m.rows;
-    const total = rows.length / stride;
-    let next = 0;
-    const applyRowsUntil = (end: number) => {
-      for (; next < end; next++) {
-        // One bad sample costs itself, never the batch or the gateway.
-        try {
-          applyRow(rows, next * stride);
-        } catch (err) {
-          log.error({ stream: rows[next * stride + ROW_STREAM_ID], err: (err as Error).message }, 'an agent stream\'s sample could not be applied to the store; dropped');
-        }
+  type OpsMessage = Extract<ToMain, { type: 'ops' }> & { rowCount: number };
+  const batches = new SlicedBatches<OpsMessage>({
+    row(m, index) {
+      // One bad sample costs itself, never the batch or the gateway.
+      try {
+        applyRow(m.rows, index * stride);
+      } catch (err) {
+        log.error({ stream: m.rows[index * stride + ROW_STREAM_ID], err: (err as Error).message }, 'an agent stream\'s sample could not be applied to the store; dropped');
       }
-    };
-    for (const op of m.ops) {
-      applyRowsUntil(op.after);
+    },
+    op(m, index) {
+      const op = m.ops[index]!;
       try {
         applyOne(op);
       } catch (err) {
@@ -139,16 +136,18 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
         // The stream waits for its welcome: tell it, so it ends and the agent reconnects.
         if (op.op === 'attach') send({ type: 'attached', id: op.id, error: (err as Error).message });
       }
-    }
-    applyRowsUntil(total);
-    for (const [kind, what, n] of m.counts) {
-      for (let i = 0; i < n; i++) {
-        if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
-        else if (kind === 'connection') metrics.connectionRefused('agent', what as Parameters<GatewayMetrics['connectionRefused']>[1]);
-        else metrics.authRefused('agent-stream', what);
+    },
+    done(m) {
+      for (const [kind, what, n] of m.counts) {
+        for (let i = 0; i < n; i++) {
+          if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
+          else if (kind === 'connection') metrics.connectionRefused('agent', what as Parameters<GatewayMetrics['connectionRefused']>[1]);
+          else metrics.authRefused('agent-stream', what);
+        }
       }
-    }
-  };
+    },
+  });
+  const apply = (m: Extract<ToMain, { type: 'ops' }>) => batches.push({ ...m, rowCount: m.rows.length / stride });
 
   let started = false;
   let failed = false;
@@ -157,6 +156,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     if (!started || failed) return;
     failed = true;
     // Its streams are gone with it: the nodes read as disconnected until their agents reconnect (to any thread).
+    batches.clear();
     for (const [streamId, name] of nodeOf) store.detach(name, streamId);
     nodeOf.clear();
     // The thread runs under the process's --max-old-space-size: a worker's
