@@ -72,7 +72,8 @@ export async function startGateway(options: { args?: string[]; nodeArgs?: string
   const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, ...(options.nodeArgs ?? []), join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
-    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', ...(options.args ?? [])]);
+    // No drain on stop (a gateway here is stopped by the benchmark, not rolled by a Deployment); bench/replicas.ts asks for one.
+    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', '--shutdown-drain', '0s', ...(options.args ?? [])]);
   const child = startChild('gateway', file!, args, { echo: options.echo ?? true });
   await waitUntil('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined), options.readyWithinMs ?? 20_000, 100);
   return {

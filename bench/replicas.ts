@@ -21,7 +21,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { onLines } from '../scripts/harness/processes.js';
-import { AGENT_SENDING } from '../gateway/config/defaults.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS } from '../gateway/config/defaults.js';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
 import { scrapeMetric } from '../test/helpers/metrics.js';
 import { sleep } from './agent-overhead.js';
@@ -51,6 +51,15 @@ const QUERY_RATE = 50;
  * OVERSELL_BENCH_ENDPOINT_REMOVAL_MS sets another.
  */
 const ENDPOINT_REMOVAL_MS = Number(process.env.OVERSELL_BENCH_ENDPOINT_REMOVAL_MS ?? 1000);
+/**
+ * OVERSELL_BENCH_REPLICA_STOP=SIGTERM: the leader is stopped as a rollout or
+ * a drain stops a pod, with the gateway's default --shutdown-drain of a
+ * cluster, instead of killed. Its endpoint leaves the Service
+ * ENDPOINT_REMOVAL_MS after the signal (a terminating pod's endpoint is
+ * marked not ready at once), while it still answers.
+ */
+const STOP_SIGNAL: 'SIGKILL' | 'SIGTERM' = process.env.OVERSELL_BENCH_REPLICA_STOP === 'SIGTERM' ? 'SIGTERM' : 'SIGKILL';
+const DRAIN = `${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s`;
 /** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
 const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
 const LEASE_NAME = 'oversell-gateway';
@@ -181,7 +190,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         // Their refusals while every agent's token is reviewed would bury the run's lines; an unexpected exit still prints its output.
         echo: false,
         args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--identity', `replica-${i}`, '--grpc-tls', 'on', '--auth', 'kubernetes',
-          '--agent-service-accounts', `${BENCH_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}`, '--sidecars', 'none'],
+          '--agent-service-accounts', `${BENCH_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}`, '--sidecars', 'none', ...(STOP_SIGNAL === 'SIGTERM' ? ['--shutdown-drain', DRAIN] : [])],
       }));
     }
     log(`${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
@@ -253,10 +262,19 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const atKill = statuses.map((st) => st());
     const killAt = Date.now();
     reviews.send('mark');
-    await killed.kill('SIGKILL');
-    log(`replica-${leaderIndex} killed (SIGKILL); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms after its exit`);
-    await sleep(ENDPOINT_REMOVAL_MS);
-    reviews.send(`remove replica-${leaderIndex}`);
+    if (STOP_SIGNAL === 'SIGKILL') {
+      await killed.kill('SIGKILL');
+      log(`replica-${leaderIndex} killed (SIGKILL); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms after its exit`);
+      await sleep(ENDPOINT_REMOVAL_MS);
+      reviews.send(`remove replica-${leaderIndex}`);
+    } else {
+      const exited = killed.kill('SIGTERM');
+      log(`replica-${leaderIndex} sent SIGTERM (--shutdown-drain ${DRAIN}); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms later`);
+      await sleep(ENDPOINT_REMOVAL_MS);
+      reviews.send(`remove replica-${leaderIndex}`);
+      await exited;
+      log(`replica-${leaderIndex} exited ${((Date.now() - killAt) / 1000).toFixed(1)} s after SIGTERM`);
+    }
     // Agents drop a replica their EndpointSlice no longer lists (agent/stream/gateway-set.ts), and so does a query client's resolver.
     agentRuns[leaderIndex]!.child.kill('SIGTERM');
     queries[leaderIndex]!.child.kill('SIGTERM');
@@ -320,11 +338,11 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     };
     return {
       name: 'replicas',
-      summary: `${REPLICAS} replicas, ${agents} agents streaming to each, ${reviewRate} reviews/s round-robin, leader killed (SIGKILL) mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
+      summary: `${REPLICAS} replicas, ${agents} agents streaming to each, ${reviewRate} reviews/s round-robin, leader ${STOP_SIGNAL === 'SIGKILL' ? 'killed (SIGKILL)' : `stopped (SIGTERM, --shutdown-drain ${DRAIN})`} mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
         `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
         `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`,
       figures: {
-        replicas: REPLICAS, agents, settled_after_connect_s: calm >= SETTLED_SECONDS ? settleS : `not within ${SETTLE_WITHIN_S}`, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS,
+        replicas: REPLICAS, agents, settled_after_connect_s: calm >= SETTLED_SECONDS ? settleS : `not within ${SETTLE_WITHIN_S}`, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS, stop_signal: STOP_SIGNAL,
         before_reviews_sent: r.before.sent, before_reviews_answered: r.before.ok, before_webhook_p50_ms: r.before.latencyMs.p50, before_webhook_p99_ms: r.before.latencyMs.p99, before_webhook_max_ms: r.before.latencyMs.max,
         after_reviews_sent: r.after.sent, after_reviews_answered: r.after.ok, after_webhook_p50_ms: r.after.latencyMs.p50, after_webhook_p99_ms: r.after.latencyMs.p99, after_webhook_max_ms: r.after.latencyMs.max,
         reviews_unanswered: unanswered, reviews_unanswered_kinds: JSON.stringify(allErrors), reviews_unanswered_on_killed_replica: onKilled,

@@ -139,6 +139,13 @@ export interface RunningGateway {
   store: NodeStore;
   metrics: GatewayMetrics;
   ports: { webhook: number; grpc: number; metrics: number; agent?: number; metricsApi?: number };
+  /**
+   * The first step of a graceful stop: /readyz and gRPC health say not
+   * serving, and every webhook answer from now on closes its connection, so
+   * the API server's next review dials the Service again and reaches a
+   * replica that stays. Everything keeps serving until close().
+   */
+  drain(): void;
   close(): Promise<void>;
 }
 
@@ -164,6 +171,8 @@ interface Shared {
   connections: NonNullable<GatewayOptions['connections']>;
   /** Why the gateway is not ready, undefined when it is. */
   notReady: () => string | undefined;
+  /** Set by RunningGateway.drain(): not ready, and every webhook answer closes its connection. */
+  draining: boolean;
   /** With a cluster and no webhook client CA, node gauges follow the node objects rather than reviews. */
   nodeGaugesFromWatch: boolean;
   /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
@@ -257,6 +266,11 @@ async function webhookPart(s: Shared, templates: TemplateSource) {
     // The API server's own timeout is seconds; a client that dribbles a body longer than this is not it.
     requestTimeout: 10_000,
     connectionTimeout: 10_000,
+  });
+  // A kept-alive connection would bring the API server back here after the drain; closed, its next review goes through the Service again.
+  webhook.addHook('onSend', async (_request, reply, payload) => {
+    if (s.draining) reply.header('connection', 'close');
+    return payload;
   });
   let port = NaN;
   const part = {
@@ -492,7 +506,8 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     proof: new GrantProof(options.proofKey ?? randomBytes(32)),
     boundRequests: (node) => bound.of(node, now()),
     connections: options.connections ?? GATEWAY_DEFAULTS.connections,
-    notReady: () => (started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
+    notReady: () => (s.draining ? 'shutting down: draining reviews to the other replicas' : started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
+    draining: false,
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
     agentSending,
     shedder,
@@ -552,7 +567,13 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
           ingest?.setTls(tls);
         }
       };
-      return { store, metrics, ports, setTls, close: () => life.close() };
+      const drain = () => {
+        if (s.draining) return;
+        s.draining = true;
+        grpcPort.setServing(false);
+        log.info({ webhookPort: webhook.port }, 'draining: /readyz fails and every webhook answer closes its connection, so reviews move to the other replicas');
+      };
+      return { store, metrics, ports, setTls, drain, close: () => life.close() };
     };
     return { store, metrics, start, close: () => life.close() };
   } catch (err) {

@@ -3,6 +3,7 @@
 // authenticators, each built from its part of the config. Every choice was made
 // in loadConfig; this file only carries them out.
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { PooledKubeConfig } from '../lib/pooled-kube-config.js';
 import type { Logger } from '../lib/log.js';
@@ -146,6 +147,10 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
   return {
     gateway,
     stop: async () => {
+      if (config.shutdownDrainMs > 0) {
+        gateway.drain();
+        await sleep(config.shutdownDrainMs);
+      }
       keeper?.stop();
       await gateway.close();
       kc?.closeConnections();

@@ -103,14 +103,14 @@ export function parseArgs(define: (cmd: Command) => Command, argv: readonly stri
   };
 }
 
-/** Ends the process on SIGINT/SIGTERM after stop() resolves, or after 10 s regardless. */
-export function stopOnSignals(stop: () => Promise<void>, log: { info(o: object, m: string): void }): void {
+/** Ends the process on SIGINT/SIGTERM after stop() resolves, or after forceAfterMs (default 10 s) regardless. */
+export function stopOnSignals(stop: () => Promise<void>, log: { info(o: object, m: string): void }, forceAfterMs = 10_000): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
-    setTimeout(() => process.exit(1), 10_000).unref();
+    setTimeout(() => process.exit(1), forceAfterMs).unref();
     stop().then(
       () => process.exit(0),
       () => process.exit(1),

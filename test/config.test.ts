@@ -37,7 +37,7 @@ const ACCEPTED: Accepted[] = [
       policies: { source: 'flags', policy: DEFAULT_POLICY },
       tls: { source: 'self-managed', dir: '.oversell/tls' },
       proofKey: { source: 'file', file: '.oversell/tls/proof.key' },
-      auth: { mode: 'none' }, sidecars: { source: 'none' }, warnings: [], warmupMs: 0, logLevel: 'info',
+      auth: { mode: 'none' }, sidecars: { source: 'none' }, warnings: [], warmupMs: 0, shutdownDrainMs: 0, logLevel: 'info',
     },
   },
   {
@@ -50,9 +50,10 @@ const ACCEPTED: Accepted[] = [
       proofKey: { source: 'secret', namespace: 'oversell', name: 'oversell-gateway-proof-key' },
       sidecars: { source: 'configmap', namespace: 'oversell', excludedNamespaces: ['oversell', 'oversell'] },
       cluster: { leaseNamespace: 'oversell', identity: 'oversell-gateway-0', statusWritesPerSecond: 10, historySnapshotEveryMs: 300_000, optInSelector: 'oversell.io/enabled=true', watchBoundPods: true },
-      caConfigMap: 'oversell-gateway-ca', warnings: [],
+      caConfigMap: 'oversell-gateway-ca', warnings: [], shutdownDrainMs: 5000,
     },
   },
+  { name: '--shutdown-drain given', argv: ['--shutdown-drain', '12s'], env: POD, expect: { shutdownDrainMs: 12_000 } },
   {
     name: 'a kubeconfig file (KUBECONFIG) is cluster mode too',
     env: { KUBECONFIG: '/home/me/.kube/config' },
@@ -228,6 +229,7 @@ const REFUSED: Refused[] = [
   { name: 'a target over 1', argv: ['--target-cpu', '1.5'], error: /^--target-cpu must be in \(0, 1\], got 1.5/ },
   { name: 'a memory budget over its bound', argv: ['--budget-memory-over-share', '0.05'], error: /^--budget-memory-over-share must be in \[0, 0.01\], got 0.05/ },
   { name: 'a memory budget that may be exceeded with too little margin, as the CRD refuses it', argv: ['--budget-memory-over-share', '0.005', '--budget-memory-margin', '0.01'], error: /needs a margin of at least 0.05/ },
+  { name: 'a drain the pod\'s grace period cannot hold', argv: ['--shutdown-drain', '21s'], env: POD, error: /^--shutdown-drain 21s: the kubelet kills the pod 30 s after SIGTERM by default, and closing may take 10 s after the drain; use 20s or less$/ },
   { name: 'a bad opt-in selector, whatever the mode', argv: ['--opt-in-selector', 'a in b'], env: POD, error: /^"a in b": cannot parse "a in b"; use forms like/ },
   { name: '--grpc-tls neither on nor off', argv: ['--grpc-tls', 'yes'], error: /^--grpc-tls must be on or off, got "yes"/ },
   { name: 'a Secret that is not namespace/name', argv: ['--tls-secret', 'just-a-name'], env: POD, error: /^--tls-secret must be namespace\/name, got "just-a-name"/ },

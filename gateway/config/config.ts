@@ -74,6 +74,13 @@ function ingestThreads(v: unknown): number {
   return n;
 }
 
+/** --shutdown-drain: the pod's default grace period (30 s) must leave the 10 s a close may take after it. */
+function shutdownDrain(v: unknown): number {
+  const ms = parsed(v, (s) => parseDuration(s, '--shutdown-drain'));
+  if (ms > 20_000) throw new ConfigError(`--shutdown-drain ${ms / 1000}s: the kubelet kills the pod 30 s after SIGTERM by default, and closing may take 10 s after the drain; use 20s or less`);
+  return ms;
+}
+
 function fraction(v: unknown, name: string): number {
   const n = Number(v);
   if (!(n > 0 && n <= 1)) throw new ConfigError(`${name} must be in (0, 1], got ${v}`);
@@ -246,6 +253,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     grpcTls: transport.grpcTls,
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),
     warmupMs: parsed(o.warmup, (s) => parseDuration(s, '--warmup')),
+    shutdownDrainMs: o.shutdownDrain === undefined ? (kube ? GATEWAY_DEFAULTS.shutdownDrainMs : 0) : shutdownDrain(o.shutdownDrain),
     connections: {
       grpcMaxConnections: maxConnections(o.maxConnections),
       webhookMaxConnections: Number(o.webhookMaxConnections),

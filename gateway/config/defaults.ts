@@ -16,6 +16,12 @@ export const GATEWAY_DEFAULTS = {
    * handshake is one round trip and a few milliseconds of CPU.
    */
   connections: { grpcMaxConnections: 20_000, webhookMaxConnections: 4_000, webhookBacklog: 64, handshakeTimeoutMs: 10_000 },
+  /**
+   * After SIGTERM, answering on with /readyz failing: the EndpointSlice drops
+   * a terminating pod at once, but kube-proxy and the API server's own view
+   * follow a second or more later, and until then reviews still arrive.
+   */
+  shutdownDrainMs: 5_000,
 };
 
 /** Agents send batches of up to 10 samples, every 5 s at the latest: a fifth of the messages, a rise as fast as before. */

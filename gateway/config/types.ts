@@ -39,6 +39,7 @@ export interface CommonConfig {
   grpcTls: boolean;
   webhookClientCaFile?: string;
   warmupMs: number;
+  shutdownDrainMs: number;
   /** Per listener: connections at once, and how long one may stay silent. */
   connections: { grpcMaxConnections: number; webhookMaxConnections: number; webhookBacklog: number; handshakeTimeoutMs: number };
   /** How agents send: batches of at most maxBatchSamples (0: none), a sample waiting at most sendEveryMs. */

@@ -8,7 +8,8 @@ import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startTestGateway } from '../helpers/gateway.js';
+import { Agent } from 'node:https';
+import { postHttps, startTestGateway } from '../helpers/gateway.js';
 import { eventually } from '../helpers/grpc.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures', import.meta.url));
@@ -78,6 +79,46 @@ describe('binaries', () => {
     assert.equal(code, 0);
     // A clean stop logs no error (the ingest thread's end once did).
     assert.doesNotMatch(out, /"level":(50|60)/);
+  });
+
+  it('on SIGTERM with --shutdown-drain, the gateway fails /readyz, answers reviews with Connection: close until the drain ends, then exits 0', async () => {
+    const tlsDir = join(work, 'tls-drain');
+    const child = spawn(process.execPath, [bin('gateway'), '--shutdown-drain', '2s'], {
+      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir },
+    });
+    try {
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c));
+      const ports = await eventually(() => {
+        const line = out.split('\n').find((l) => l.includes('gateway serving'));
+        return line ? (JSON.parse(line) as { metrics: number; webhook: number }) : undefined;
+      }, 15_000, 'the "gateway serving" line');
+      const gw = { ports: { webhook: ports.webhook }, ca: readFileSync(join(tlsDir, 'ca.crt'), 'utf8') } as Parameters<typeof postHttps>[0];
+      const review = readFileSync(join(fixtures, 'admission', 'node-status-update.json'), 'utf8');
+      const keepAlive = new Agent({ keepAlive: true });
+      const before = await postHttps(gw, '/mutate/nodes', review, undefined, keepAlive);
+      assert.equal(before.status, 200);
+      assert.notEqual(before.headers.connection, 'close', 'kept alive while serving');
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      const termAt = Date.now();
+      child.kill('SIGTERM');
+      const readyz = await eventually(async () => {
+        const r = await fetch(`http://127.0.0.1:${ports.metrics}/readyz`);
+        return r.status === 503 ? r.text() : undefined;
+      }, 1500, '/readyz failing once SIGTERM arrives');
+      assert.match(readyz, /shutting down: draining reviews to the other replicas/);
+      const during = await postHttps(gw, '/mutate/nodes', review, undefined, keepAlive);
+      assert.equal(during.status, 200, 'a review during the drain is answered');
+      assert.equal((during.json() as { response: { uid: string } }).response.uid, (JSON.parse(review) as { request: { uid: string } }).request.uid);
+      assert.equal(during.headers.connection, 'close', 'and its connection closed, so the caller dials the Service again');
+      keepAlive.destroy();
+      assert.equal(await exited, 0);
+      const tookMs = Date.now() - termAt;
+      assert.ok(tookMs >= 2000 && tookMs < 12_000, `stopped ${tookMs} ms after SIGTERM: after the 2 s drain`);
+      assert.doesNotMatch(out, /"level":(50|60)/);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('the agent reports this machine\'s host facts, read by systeminformation in a child process, and stops on SIGTERM', async () => {

@@ -32,7 +32,8 @@ export function run(name: string, bin: 'gateway' | 'agent', args: string[], env:
   mkdirSync(LOG_DIR, { recursive: true });
   const logFile = join(LOG_DIR, `${name}.log`);
   const child = startProcess(name, process.execPath, ['--enable-source-maps', join(REPO, 'dist', bin, 'main.js'), ...args], {
-    env: { ...process.env, OVERSELL_LOG_LEVEL: 'info', ...env },
+    // Gateways stop at once unless a test asks for a drain (OVERSELL_SHUTDOWN_DRAIN or --shutdown-drain).
+    env: { ...process.env, OVERSELL_LOG_LEVEL: 'info', ...(bin === 'gateway' && { OVERSELL_SHUTDOWN_DRAIN: '0s' }), ...env },
     logFile,
     // A test may wait for a line long after it was written: keep them all.
     keepLines: Infinity,

@@ -1,5 +1,6 @@
 // A real gateway on random 127.0.0.1 ports, with a freshly generated CA, for tests.
 import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Agent } from 'node:https';
 import { createLogger } from '../../lib/log.js';
 import { DEFAULT_POLICY, type Policy } from '../../gateway/decide/policy.js';
@@ -78,6 +79,7 @@ export async function startTestGateway(
 
 export interface HttpAnswer {
   status: number;
+  headers: IncomingHttpHeaders;
   body: string;
   json: () => unknown;
 }
@@ -99,7 +101,7 @@ export function postHttps(
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString();
-          resolve({ status: res.statusCode ?? 0, body: text, json: () => JSON.parse(text) });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, json: () => JSON.parse(text) });
         });
       },
     );
