@@ -103,13 +103,17 @@ export function parseArgs(define: (cmd: Command) => Command, argv: readonly stri
   };
 }
 
-/** Ends the process on SIGINT/SIGTERM after stop() resolves, or after forceAfterMs (default 10 s) regardless. */
+/**
+ * Ends the process on SIGINT/SIGTERM after stop() resolves, or after
+ * forceAfterMs (default 10 s) regardless; a second signal ends it at once
+ * (Ctrl-C twice skips the gateway's drain).
+ */
 export function stopOnSignals(stop: () => Promise<void>, log: { info(o: object, m: string): void }, forceAfterMs = 10_000): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) process.exit(1);
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal }, 'shutting down (a second signal stops at once)');
     setTimeout(() => process.exit(1), forceAfterMs).unref();
     stop().then(
       () => process.exit(0),

@@ -121,6 +121,26 @@ describe('binaries', () => {
     }
   });
 
+  it('a second SIGTERM during the drain stops the gateway at once (exit 1)', async () => {
+    const child = spawn(process.execPath, [bin('gateway'), '--shutdown-drain', '15s'], {
+      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: join(work, 'tls-twice') },
+    });
+    try {
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c));
+      await eventually(() => out.includes('gateway serving') || undefined, 15_000, 'the "gateway serving" line');
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      child.kill('SIGTERM');
+      await eventually(() => out.includes('"msg":"draining') || undefined, 3000, 'the drain begun');
+      const againAt = Date.now();
+      child.kill('SIGTERM');
+      assert.equal(await exited, 1);
+      assert.ok(Date.now() - againAt < 3000, `exited ${Date.now() - againAt} ms after the second signal, not after the 15 s drain`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   it('the agent reports this machine\'s host facts, read by systeminformation in a child process, and stops on SIGTERM', async () => {
     const gw = await startTestGateway();
     const node = 'bin-host-facts';
