@@ -3,6 +3,8 @@
 // default collectors (agent/process-metrics.ts), and without them prom-client
 // was a whole library for a handful of series. The gateway keeps prom-client.
 
+import { escapeLabel, familyHeader, formatValue } from '../lib/prometheus-text-format.js';
+
 export type MetricType = 'counter' | 'gauge' | 'histogram';
 
 export interface MetricFamily {
@@ -16,15 +18,6 @@ export interface MetricFamily {
 
 type Labels<L extends string> = Partial<Record<L, string>>;
 
-const escapeLabel = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-const escapeHelp = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-
-export function formatValue(v: number): string {
-  if (Number.isNaN(v)) return 'NaN';
-  if (v === Infinity) return '+Inf';
-  if (v === -Infinity) return '-Inf';
-  return String(v);
-}
 
 /** `{a="x",b="y"}` in labelNames order; empty without labels. */
 function labelText(labelNames: readonly string[], labels: Record<string, string | undefined>): string {
@@ -190,7 +183,7 @@ export class Registry {
     await Promise.all(this.#beforeScrape.map((fn) => fn()));
     let out = '';
     for (const m of this.#families.values()) {
-      out += `# HELP ${m.name} ${escapeHelp(m.help)}\n# TYPE ${m.name} ${m.type}\n${m.samples()}`;
+      out += `${familyHeader(m.name, m.help, m.type)}${m.samples()}`;
     }
     return out;
   }

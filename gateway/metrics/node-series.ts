@@ -4,6 +4,7 @@
 // 90,000 labelled values in one turn of the main thread (0.4-0.65 s), and
 // every review that arrived meanwhile waited for it.
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { escapeLabel, familyHeader, formatValue } from '../../lib/prometheus-text-format.js';
 
 export type NodeResource = 'cpu' | 'memory';
 
@@ -30,14 +31,22 @@ interface Family {
   labels: readonly string[];
 }
 
-/** The families this module writes, in the order written: type and labels for the dashboard checks and docs. */
-export const NODE_FAMILIES: readonly Family[] = [
-  { name: 'oversell_node_granted_ratio', help: 'Granted / raw allocatable per node and resource at the last decision; in DryRun, what would be granted.', labels: ['node', 'resource'] },
-  { name: 'oversell_node_applied_ratio', help: 'Allocatable written / raw allocatable per node and resource at the last decision (1 in DryRun unless bound requests exceed raw).', labels: ['node', 'resource'] },
-  { name: 'oversell_node_requests_over_cap', help: '1 when the bound requests the node\'s agent reports exceed the oversell cap (the floor stops at the cap; a kubelet restart may reject pods), else 0; per node and resource at the last decision.', labels: ['node', 'resource'] },
-  { name: 'oversell_node_raw_allocatable', help: 'Raw allocatable the kubelet wrote, per node and resource, in cores (cpu) or bytes (memory).', labels: ['node', 'resource'] },
-  { name: 'oversell_node_sample_age_seconds', help: 'Age of the newest sample of each node, on the gateway clock.', labels: ['node'] },
+/** A family of the last decisions, per node and resource, and what it shows of a resource's values (undefined: no series). */
+interface DecidedFamily extends Family {
+  shown(v: NodeResourceValues): number | undefined;
+}
+
+const decided = (name: string, help: string, shown: DecidedFamily['shown']): DecidedFamily => ({ name, help, labels: ['node', 'resource'], shown });
+const DECIDED: readonly DecidedFamily[] = [
+  decided('oversell_node_granted_ratio', 'Granted / raw allocatable per node and resource at the last decision; in DryRun, what would be granted.', (v) => v.grantedRatio),
+  decided('oversell_node_applied_ratio', 'Allocatable written / raw allocatable per node and resource at the last decision (1 in DryRun unless bound requests exceed raw).', (v) => v.appliedRatio),
+  decided('oversell_node_requests_over_cap', '1 when the bound requests the node\'s agent reports exceed the oversell cap (the floor stops at the cap; a kubelet restart may reject pods), else 0; per node and resource at the last decision.', (v) => (v.overCap ? 1 : 0)),
+  decided('oversell_node_raw_allocatable', 'Raw allocatable the kubelet wrote, per node and resource, in cores (cpu) or bytes (memory).', (v) => (v.grantedRatio === undefined ? undefined : v.raw)),
 ];
+const SAMPLE_AGE: Family = { name: 'oversell_node_sample_age_seconds', help: 'Age of the newest sample of each node, on the gateway clock.', labels: ['node'] };
+
+/** The families this module writes, in the order written: type and labels for the dashboard checks and docs. */
+export const NODE_FAMILIES: readonly Family[] = [...DECIDED, SAMPLE_AGE];
 
 /** Nodes written per event-loop turn: about a millisecond of work each. */
 export const NODES_PER_TURN = 500;
@@ -63,7 +72,7 @@ export class NodeSeries {
    */
   async *chunks(records: readonly SampledNode[], nowMs: number): AsyncGenerator<string> {
     const decided = [...this.#values.keys()];
-    for (const [family, shown] of DECIDED) {
+    for (const family of DECIDED) {
       yield header(family);
       for (let from = 0; from < decided.length; from += NODES_PER_TURN) {
         if (from > 0) await nextTurn();
@@ -72,7 +81,7 @@ export class NodeSeries {
           const entry = this.#values.get(node); // undefined: forgotten while the scrape yielded
           for (const resource of RESOURCES) {
             const v = entry?.[resource];
-            const value = v && shown(v);
+            const value = v && family.shown(v);
             if (value !== undefined) text += `${family.name}{node="${escapeLabel(node)}",resource="${resource}"} ${formatValue(value)}\n`;
           }
         }
@@ -93,30 +102,4 @@ export class NodeSeries {
 
 const RESOURCES: readonly NodeResource[] = ['cpu', 'memory'];
 
-/** Each decision family and what it shows of a resource's values (undefined: no series). */
-const DECIDED: ReadonlyArray<[Family, (v: NodeResourceValues) => number | undefined]> = [
-  [NODE_FAMILIES[0]!, (v) => v.grantedRatio],
-  [NODE_FAMILIES[1]!, (v) => v.appliedRatio],
-  [NODE_FAMILIES[2]!, (v) => (v.overCap ? 1 : 0)],
-  [NODE_FAMILIES[3]!, (v) => (v.grantedRatio === undefined ? undefined : v.raw)],
-];
-const SAMPLE_AGE = NODE_FAMILIES[4]!;
-
-function header(f: Family): string {
-  return `# HELP ${f.name} ${escapeHelp(f.help)}\n# TYPE ${f.name} gauge\n`;
-}
-
-/** Prometheus text format: backslash, double quote and line feed escaped in label values. */
-function escapeLabel(value: string): string {
-  return /[\\"\n]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"') : value;
-}
-
-function escapeHelp(help: string): string {
-  return help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-}
-
-function formatValue(v: number): string {
-  if (Number.isNaN(v)) return 'NaN';
-  if (!Number.isFinite(v)) return v > 0 ? '+Inf' : '-Inf';
-  return String(v);
-}
+const header = (f: Family): string => familyHeader(f.name, f.help, 'gauge');
