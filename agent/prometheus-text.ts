@@ -18,7 +18,6 @@ export interface MetricFamily {
 
 type Labels<L extends string> = Partial<Record<L, string>>;
 
-
 /** `{a="x",b="y"}` in labelNames order; empty without labels. */
 function labelText(labelNames: readonly string[], labels: Record<string, string | undefined>): string {
   const parts: string[] = [];

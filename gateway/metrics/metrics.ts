@@ -109,15 +109,15 @@ export class GatewayMetrics {
       labelNames: ['state'],
       registers,
     });
-    this.#authRefusals = new Counter({
+    this.#authRefusals = startingAtZero(new Counter({
       name: 'oversell_auth_refusals_total',
       help: 'Callers refused by authentication or authorization, by api (agent-stream, query) and reason (unauthenticated, permission-denied, node-mismatch, unavailable, expired).',
       labelNames: ['api', 'reason'],
       registers,
-    });
-    // Zero series from the start, so an alert on their rate sees the first refusal.
-    for (const reason of ['unauthenticated', 'permission-denied', 'node-mismatch', 'unavailable', 'expired']) this.#authRefusals.inc({ api: 'agent-stream', reason }, 0);
-    for (const reason of ['unauthenticated', 'permission-denied', 'unavailable']) this.#authRefusals.inc({ api: 'query', reason }, 0);
+    }), [
+      ...['unauthenticated', 'permission-denied', 'node-mismatch', 'unavailable', 'expired'].map((reason) => ({ api: 'agent-stream', reason })),
+      ...['unauthenticated', 'permission-denied', 'unavailable'].map((reason) => ({ api: 'query', reason })),
+    ]);
     this.#ingestThreadHeap = new Gauge({
       name: 'oversell_ingest_thread_heap_bytes',
       help: 'V8 heap of each ingest thread (--agent-port, --ingest-threads), by thread: used, and the limit it runs under (--max-old-space-size plus its young generation); no series without the threads.',
@@ -262,16 +262,12 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  readonly #overloadedSeconds = (() => {
-    const c = new Counter({
-      name: 'oversell_overloaded_seconds_total',
-      help: 'Time each thread spent overloaded (oversell_overloaded at 1), by thread (main; ingest: the most delayed ingest thread), counted at the end of each load-shedder period (1 s).',
-      labelNames: ['thread'],
-      registers: [this.registry],
-    });
-    for (const thread of ['main', 'ingest']) c.inc({ thread }, 0);
-    return c;
-  })();
+  readonly #overloadedSeconds = startingAtZero(new Counter({
+    name: 'oversell_overloaded_seconds_total',
+    help: 'Time each thread spent overloaded (oversell_overloaded at 1), by thread (main; ingest: the most delayed ingest thread), counted at the end of each load-shedder period (1 s).',
+    labelNames: ['thread'],
+    registers: [this.registry],
+  }), [{ thread: 'main' }, { thread: 'ingest' }]);
 
   readonly #minSampleInterval = new Gauge({
     name: 'oversell_agent_min_sample_interval_seconds',
@@ -285,17 +281,12 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  readonly #shed = (() => {
-    const shed = new Counter({
-      name: 'oversell_shed_total',
-      help: 'What the gateway refused because a thread was overloaded, by what (queries: query calls answered RESOURCE_EXHAUSTED while the main thread was). Reviews are never shed.',
-      labelNames: ['what'],
-      registers: [this.registry],
-    });
-    // A zero series from the start, so an alert on its rate sees the first refusal.
-    shed.inc({ what: 'queries' }, 0);
-    return shed;
-  })();
+  readonly #shed = startingAtZero(new Counter({
+    name: 'oversell_shed_total',
+    help: 'What the gateway refused because a thread was overloaded, by what (queries: query calls answered RESOURCE_EXHAUSTED while the main thread was). Reviews are never shed.',
+    labelNames: ['what'],
+    registers: [this.registry],
+  }), [{ what: 'queries' }]);
 
   /** The load shedder's measurement and state, once per period. */
   shedding(s: { mainDelayMs: number; mainOverloaded: boolean; ingestOverloaded: boolean; sendEveryMs: number; minSampleIntervalMs: number }): void {
@@ -349,6 +340,12 @@ export class GatewayMetrics {
   countTokenReviews(stats: { sent: number; inFlight: number }): void {
     this.#tokenReviewStats = stats;
   }
+}
+
+/** The counter with these series at 0 from the start, so an alert on their rate sees the first increment. */
+function startingAtZero<L extends string>(counter: Counter<L>, series: ReadonlyArray<Partial<Record<L, string>>>): Counter<L> {
+  for (const labels of series) counter.inc(labels, 0);
+  return counter;
 }
 
 /**
