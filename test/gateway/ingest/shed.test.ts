@@ -7,12 +7,12 @@ import { initialShedState, isShedding, sendingAt, shedLimits, shedStep, type Loo
 // Calm 5 s, at most 20 s, overloaded over 50 ms (two periods in a row), calm under 25 ms.
 const limits = shedLimits(5000, 20_000, 50);
 
-/** Steps once per second from startMs through the delays given; the interval announced after each, and when the last step was. */
-function run(delays: LoopDelays[], start: ShedState = initialShedState(limits, 0), startMs = 0): { intervals: number[]; states: ShedState[]; endMs: number } {
+/** Steps once per second from startMs through the delays given, under `lim` (default `limits`); the interval announced after each, and when the last step was. */
+function run(delays: LoopDelays[], start?: ShedState, startMs = 0, lim = limits): { intervals: number[]; states: ShedState[]; endMs: number } {
   const states: ShedState[] = [];
-  let s = start;
+  let s = start ?? initialShedState(lim, 0);
   delays.forEach((d, i) => {
-    s = shedStep(s, d, startMs + (i + 1) * 1000, limits);
+    s = shedStep(s, d, startMs + (i + 1) * 1000, lim);
     states.push(s);
   });
   return { intervals: states.map((x) => x.sendEveryMs), states, endMs: startMs + delays.length * 1000 };
@@ -75,31 +75,23 @@ describe('shedStep: the interval announced to agents', () => {
 
   it('a limit of 0 never sheds', () => {
     const off = shedLimits(5000, 20_000, 0);
-    let s = initialShedState(off, 0);
-    for (let i = 1; i <= 20; i++) s = shedStep(s, { mainMs: 5000, ingestMs: 5000 }, i * 1000, off);
+    const s = run(Array.from({ length: 20 }, () => ({ mainMs: 5000, ingestMs: 5000 })), undefined, 0, off).states.at(-1)!;
     assert.equal(s.sendEveryMs, 5000);
     assert.equal(s.mainOverloaded, false);
   });
 
   it('a max at the base (agents without batches) refuses queries but never slows', () => {
     const fixed = shedLimits(5000, 5000, 50);
-    let s = initialShedState(fixed, 0);
-    for (let i = 1; i <= 20; i++) s = shedStep(s, { mainMs: 100 }, i * 1000, fixed);
+    const s = run(main(100, 20), undefined, 0, fixed).states.at(-1)!;
     assert.equal(s.sendEveryMs, 5000);
     assert.equal(s.mainOverloaded, true);
   });
 
   it('a base of 0 (every sample at once) is slowed to 1 s first, and comes back to 0', () => {
     const zero = shedLimits(0, 4000, 50);
-    let s = initialShedState(zero, 0);
-    const seen: number[] = [];
-    for (let i = 1; i <= 25; i++) {
-      s = shedStep(s, { mainMs: 100 }, i * 1000, zero);
-      seen.push(s.sendEveryMs);
-    }
-    assert.deepEqual([seen[1], seen[11], seen[21]], [1000, 2000, 4000]);
-    for (let i = 26; i <= 200; i++) s = shedStep(s, { mainMs: 1 }, i * 1000, zero);
-    assert.equal(s.sendEveryMs, 0);
+    const slowed = run(main(100, 25), undefined, 0, zero);
+    assert.deepEqual([slowed.intervals[1], slowed.intervals[11], slowed.intervals[21]], [1000, 2000, 4000]);
+    assert.equal(run(main(1, 175), slowed.states.at(-1), slowed.endMs, zero).states.at(-1)!.sendEveryMs, 0);
   });
 });
 
@@ -118,15 +110,7 @@ describe('sendingAt: what agents are told at an interval', () => {
 describe('shedStep: samples shed once sending is as seldom as allowed', () => {
   // Calm 5 s, at most 20 s, overloaded over 50 ms; samples shed up to every 4 s.
   const sampling = shedLimits(5000, 20_000, 50, 4000);
-  const steps = (delayMs: number, n: number, from: ShedState, fromMs: number) => {
-    const states: ShedState[] = [];
-    let s = from;
-    for (let i = 1; i <= n; i++) {
-      s = shedStep(s, { mainMs: delayMs }, fromMs + i * 1000, sampling);
-      states.push(s);
-    }
-    return states;
-  };
+  const steps = (delayMs: number, n: number, from: ShedState, fromMs: number) => run(main(delayMs, n), from, fromMs, sampling).states;
 
   it('no sample is shed while sending can still slow; then every 2 s, then 4 s, and no further', () => {
     const over = steps(80, 60, initialShedState(sampling, 0), 0);
@@ -155,19 +139,13 @@ describe('shedStep: samples shed once sending is as seldom as allowed', () => {
 
   it('a max of 0 never sheds samples', () => {
     const never = shedLimits(5000, 20_000, 50, 0);
-    let s = initialShedState(never, 0);
-    for (let i = 1; i <= 100; i++) s = shedStep(s, { mainMs: 80 }, i * 1000, never);
+    const s = run(main(80, 100), undefined, 0, never).states.at(-1)!;
     assert.deepEqual([s.sendEveryMs, s.sampleEveryMs], [20_000, 0]);
   });
 
   it('agents without batches (max send interval at the base) are shed samples directly', () => {
     const noBatches = shedLimits(0, 0, 50, 4000);
-    let s = initialShedState(noBatches, 0);
-    const seen: number[] = [];
-    for (let i = 1; i <= 25; i++) {
-      s = shedStep(s, { mainMs: 80 }, i * 1000, noBatches);
-      seen.push(s.sampleEveryMs);
-    }
+    const seen = run(main(80, 25), undefined, 0, noBatches).states.map((s) => s.sampleEveryMs);
     assert.deepEqual([seen[1], seen[11], seen[21]], [2000, 4000, 4000]);
   });
 });
