@@ -60,17 +60,26 @@ export interface ProfileSummary {
  * two instants, in µs of the monotonic clock (process.hrtime.bigint() / 1000n
  * in any process on the machine: V8 stamps its samples with the same clock).
  */
-export function summarize(profile: CpuProfile, window?: { fromUs: number; toUs: number }): ProfileSummary {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const selfUs = new Map<number, number>();
+type Window = { fromUs: number; toUs: number };
+
+/** Each sample taken inside `window` (all without one), in order: its node and the µs it stands for. */
+function* samplesIn(profile: CpuProfile, window?: Window): Generator<{ id: number; us: number }> {
   // timeDeltas[i] is the time before sample i: the time a sample stands for is the next delta.
   let at = profile.startTime;
   for (let i = 0; i < profile.samples.length; i++) {
     at += profile.timeDeltas[i] ?? 0;
     if (window && (at < window.fromUs || at > window.toUs)) continue;
-    const dt = profile.timeDeltas[i + 1] ?? 0;
-    selfUs.set(profile.samples[i]!, (selfUs.get(profile.samples[i]!) ?? 0) + Math.max(0, dt));
+    yield { id: profile.samples[i]!, us: Math.max(0, profile.timeDeltas[i + 1] ?? 0) };
   }
+}
+
+/** A frame's file and line, shortened to the repository's folders. */
+const whereOf = (f: CallFrame): string => (f.url ? `${f.url.replace(/^file:\/\/.*?\/(node_modules|gateway|lib|bench)\//, '$1/')}:${f.lineNumber + 1}` : '');
+
+export function summarize(profile: CpuProfile, window?: Window): ProfileSummary {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map<number, number>();
+  for (const { id, us } of samplesIn(profile, window)) selfUs.set(id, (selfUs.get(id) ?? 0) + us);
   const parts = new Map<string, number>();
   const functions = new Map<string, { name: string; where: string; part: string; ms: number }>();
   let totalUs = 0;
@@ -79,7 +88,7 @@ export function summarize(profile: CpuProfile, window?: { fromUs: number; toUs: 
     const part = PARTS.find(([, test]) => test(f))![0];
     totalUs += us;
     parts.set(part, (parts.get(part) ?? 0) + us);
-    const where = f.url ? `${f.url.replace(/^file:\/\/.*?\/(node_modules|gateway|lib|bench)\//, '$1/')}:${f.lineNumber + 1}` : '';
+    const where = whereOf(f);
     const key = `${f.functionName}|${where}`;
     const entry = functions.get(key) ?? { name: f.functionName || '(anonymous)', where, part, ms: 0 };
     entry.ms += us / 1000;
@@ -101,11 +110,11 @@ export function summarize(profile: CpuProfile, window?: { fromUs: number; toUs: 
  * from the root of its stacks, else its leaf. A review that arrives during
  * such a run waits for the rest of it.
  */
-export function longRuns(profile: CpuProfile, minMs: number, window?: { fromUs: number; toUs: number }): { runs: number; totalMs: number; longestMs: number; byCause: Array<{ cause: string; ms: number }> } {
+export function longRuns(profile: CpuProfile, minMs: number, window?: Window): { runs: number; totalMs: number; longestMs: number; byCause: Array<{ cause: string; ms: number }> } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const label = (f: CallFrame) => `${f.functionName || '(anonymous)'}${f.url ? `  ${f.url.replace(/^file:\/\/.*?\/(node_modules|gateway|lib|bench)\//, '$1/')}:${f.lineNumber + 1}` : ''}`;
+  const label = (f: CallFrame) => `${f.functionName || '(anonymous)'}${f.url ? `  ${whereOf(f)}` : ''}`;
   const causeOf = new Map<number, string>();
   const cause = (id: number) => {
     let c = causeOf.get(id);
@@ -135,16 +144,12 @@ export function longRuns(profile: CpuProfile, minMs: number, window?: { fromUs: 
     run = undefined;
     runMs = 0;
   };
-  let at = profile.startTime;
-  for (let i = 0; i < profile.samples.length; i++) {
-    at += profile.timeDeltas[i] ?? 0;
-    if (window && (at < window.fromUs || at > window.toUs)) continue;
-    const id = profile.samples[i]!;
+  for (const { id, us } of samplesIn(profile, window)) {
     if (byId.get(id)!.callFrame.functionName === '(idle)') {
       end();
       continue;
     }
-    const ms = Math.max(0, profile.timeDeltas[i + 1] ?? 0) / 1000;
+    const ms = us / 1000;
     run ??= new Map();
     runMs += ms;
     const c = cause(id);

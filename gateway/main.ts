@@ -21,7 +21,7 @@ try {
 const log = createLogger('oversell-gateway', config.logLevel);
 try {
   const started = await startFromConfig(config, log);
-  // The drain, then 10 s to close: inside the pod's default 30 s grace period (--shutdown-drain is at most 25 s).
+  // The drain, then 10 s to close: inside the pod's default 30 s grace period (--shutdown-drain is at most 20 s).
   stopOnSignals(() => started.stop(), log, config.shutdownDrainMs + 10_000);
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'gateway cannot start');
