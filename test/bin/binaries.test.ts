@@ -17,6 +17,28 @@ const bin = (name: string) => fileURLToPath(new URL(`../../dist/${name}/main.js`
 const work = mkdtempSync(join(tmpdir(), 'oversell-bin-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
+interface ServingPorts { metrics: number; webhook: number; grpc: number; agent?: number }
+
+/** The gateway binary on 127.0.0.1 from environment variables, the kernel picking every port; resolves once its "gateway serving" line names them. */
+async function gatewayBin(tlsDir: string, args: string[] = [], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [bin('gateway'), ...args], {
+    env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir, ...env },
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  try {
+    const ports = await eventually(() => {
+      const line = out.split('\n').find((l) => l.includes('gateway serving'));
+      return line ? (JSON.parse(line) as ServingPorts) : undefined;
+    }, 15_000, 'the "gateway serving" line');
+    return { child, ports, exited, output: () => out };
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}; its output: ${out}`);
+  }
+}
+
 describe('binaries', () => {
   for (const name of ['gateway', 'agent']) {
     it(`oversell-${name} --help lists every flag with its environment variable`, () => {
@@ -52,21 +74,7 @@ describe('binaries', () => {
 
   it('the gateway starts from environment variables alone, writes its CA, serves (agents on the ingest thread too), and stops on SIGTERM', async () => {
     const tlsDir = join(work, 'tls');
-    const child = spawn(process.execPath, [bin('gateway')], {
-      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_AGENT_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir },
-    });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c));
-    const ports = await new Promise<{ metrics: number; webhook: number; grpc: number; agent?: number }>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no "gateway serving" line: ${out}`)), 15_000);
-      child.stdout.on('data', () => {
-        const line = out.split('\n').find((l) => l.includes('gateway serving'));
-        if (line) {
-          clearTimeout(t);
-          resolve(JSON.parse(line) as { metrics: number; webhook: number; grpc: number; agent?: number });
-        }
-      });
-    });
+    const { child, ports, exited, output } = await gatewayBin(tlsDir, [], { OVERSELL_AGENT_PORT: '0' });
     const ready = await fetch(`http://127.0.0.1:${ports.metrics}/readyz`);
     assert.equal(ready.status, 200);
     assert.ok(ports.agent && ports.agent !== ports.grpc, `an agent port of its own: ${JSON.stringify(ports)}`);
@@ -75,31 +83,21 @@ describe('binaries', () => {
     assert.ok(leaf.verify(ca.publicKey), 'serving certificate is signed by the CA');
     assert.ok(ca.ca);
     child.kill('SIGTERM');
-    const code = await new Promise((r) => child.on('exit', r));
-    assert.equal(code, 0);
+    assert.equal(await exited, 0);
     // A clean stop logs no error (the ingest thread's end once did).
-    assert.doesNotMatch(out, /"level":(50|60)/);
+    assert.doesNotMatch(output(), /"level":(50|60)/);
   });
 
   it('on SIGTERM with --shutdown-drain, the gateway fails /readyz, answers reviews with Connection: close until the drain ends, then exits 0', async () => {
     const tlsDir = join(work, 'tls-drain');
-    const child = spawn(process.execPath, [bin('gateway'), '--shutdown-drain', '2s'], {
-      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir },
-    });
+    const { child, ports, exited, output } = await gatewayBin(tlsDir, ['--shutdown-drain', '2s']);
     try {
-      let out = '';
-      child.stdout.on('data', (c: Buffer) => (out += c));
-      const ports = await eventually(() => {
-        const line = out.split('\n').find((l) => l.includes('gateway serving'));
-        return line ? (JSON.parse(line) as { metrics: number; webhook: number }) : undefined;
-      }, 15_000, 'the "gateway serving" line');
       const gw = { ports: { webhook: ports.webhook }, ca: readFileSync(join(tlsDir, 'ca.crt'), 'utf8') } as Parameters<typeof postHttps>[0];
       const review = readFileSync(join(fixtures, 'admission', 'node-status-update.json'), 'utf8');
       const keepAlive = new Agent({ keepAlive: true });
       const before = await postHttps(gw, '/mutate/nodes', review, undefined, keepAlive);
       assert.equal(before.status, 200);
       assert.notEqual(before.headers.connection, 'close', 'kept alive while serving');
-      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
       const termAt = Date.now();
       child.kill('SIGTERM');
       const readyz = await eventually(async () => {
@@ -115,23 +113,17 @@ describe('binaries', () => {
       assert.equal(await exited, 0);
       const tookMs = Date.now() - termAt;
       assert.ok(tookMs >= 2000 && tookMs < 12_000, `stopped ${tookMs} ms after SIGTERM: after the 2 s drain`);
-      assert.doesNotMatch(out, /"level":(50|60)/);
+      assert.doesNotMatch(output(), /"level":(50|60)/);
     } finally {
       child.kill('SIGKILL');
     }
   });
 
   it('a second SIGTERM during the drain stops the gateway at once (exit 1)', async () => {
-    const child = spawn(process.execPath, [bin('gateway'), '--shutdown-drain', '15s'], {
-      env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: join(work, 'tls-twice') },
-    });
+    const { child, exited, output } = await gatewayBin(join(work, 'tls-twice'), ['--shutdown-drain', '15s']);
     try {
-      let out = '';
-      child.stdout.on('data', (c: Buffer) => (out += c));
-      await eventually(() => out.includes('gateway serving') || undefined, 15_000, 'the "gateway serving" line');
-      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
       child.kill('SIGTERM');
-      await eventually(() => out.includes('"msg":"draining') || undefined, 3000, 'the drain begun');
+      await eventually(() => output().includes('"msg":"draining') || undefined, 3000, 'the drain begun');
       const againAt = Date.now();
       child.kill('SIGTERM');
       assert.equal(await exited, 1);
