@@ -262,19 +262,16 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const atKill = statuses.map((st) => st());
     const killAt = Date.now();
     reviews.send('mark');
-    if (STOP_SIGNAL === 'SIGKILL') {
-      await killed.kill('SIGKILL');
-      log(`replica-${leaderIndex} killed (SIGKILL); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms after its exit`);
-      await sleep(ENDPOINT_REMOVAL_MS);
-      reviews.send(`remove replica-${leaderIndex}`);
-    } else {
-      const exited = killed.kill('SIGTERM');
-      log(`replica-${leaderIndex} sent SIGTERM (--shutdown-drain ${DRAIN}); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms later`);
-      await sleep(ENDPOINT_REMOVAL_MS);
-      reviews.send(`remove replica-${leaderIndex}`);
-      await exited;
-      log(`replica-${leaderIndex} exited ${((Date.now() - killAt) / 1000).toFixed(1)} s after SIGTERM`);
-    }
+    // A killed replica's endpoint goes ENDPOINT_REMOVAL_MS after its exit; a stopped one's that long after the signal, while it drains.
+    const exited = killed.kill(STOP_SIGNAL);
+    if (STOP_SIGNAL === 'SIGKILL') await exited;
+    log(STOP_SIGNAL === 'SIGKILL'
+      ? `replica-${leaderIndex} killed (SIGKILL); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms after its exit`
+      : `replica-${leaderIndex} sent SIGTERM (--shutdown-drain ${DRAIN}); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms later`);
+    await sleep(ENDPOINT_REMOVAL_MS);
+    reviews.send(`remove replica-${leaderIndex}`);
+    await exited;
+    if (STOP_SIGNAL === 'SIGTERM') log(`replica-${leaderIndex} exited ${((Date.now() - killAt) / 1000).toFixed(1)} s after SIGTERM`);
     // Agents drop a replica their EndpointSlice no longer lists (agent/stream/gateway-set.ts), and so does a query client's resolver.
     agentRuns[leaderIndex]!.child.kill('SIGTERM');
     queries[leaderIndex]!.child.kill('SIGTERM');
