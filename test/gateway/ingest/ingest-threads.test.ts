@@ -20,6 +20,7 @@ import { nodeSample } from '../../helpers/node-reviews.js';
 
 const log = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const AGENTS = 20;
+const MAX_WAVES = 5;
 
 const cleanups: (() => unknown)[] = [];
 after(async () => {
@@ -52,6 +53,26 @@ async function startTwoThreads(): Promise<{ store: NodeStore; metrics: GatewayMe
     onDown: () => {},
   });
   return { store, metrics, ingest };
+}
+
+/**
+ * Starts agents in waves of AGENTS until both threads serve some. The two
+ * threads accept from one socket, and which one wins a connection is a race
+ * (the kernel wakes both; the first to accept takes it): a thread short of
+ * CPU, as on a machine running other tests, can lose a whole wave. A real
+ * fleet connects over minutes; waves stand in for that, bounded.
+ */
+async function startUntilBothServe(ingest: IngestThreads, agents: Map<string, ReportStream>): Promise<number[]> {
+  const perThread = () => ingest.threads.map((t) => t?.streams ?? 0);
+  for (let wave = 0; wave < MAX_WAVES; wave++) {
+    for (let i = 0; i < AGENTS; i++) {
+      const node = `node-${wave}-${i}`;
+      agents.set(node, agent(ingest.port, node));
+    }
+    await eventually(async () => ([...agents.values()].every((rs) => rs.live) ? true : undefined), 10_000, 'every agent welcomed');
+    if (perThread().every((n) => n > 0)) break;
+  }
+  return perThread();
 }
 
 let seq = Date.now();
@@ -89,13 +110,10 @@ describe('ingest threads sharing one agent port', () => {
       for (const rs of agents.values()) await rs.stop();
       if (!closed) await ingest.close();
     });
-    for (let i = 0; i < AGENTS; i++) agents.set(`node-${i}`, agent(ingest.port, `node-${i}`));
-    await eventually(async () => ([...agents.values()].every((rs) => rs.live) ? true : undefined), 10_000, 'every agent welcomed');
+    const perThread = await startUntilBothServe(ingest, agents);
     await everyNodeStores(store, agents, 'two threads');
-
-    const perThread = ingest.threads.map((t) => t?.streams ?? 0);
     assert.equal(perThread.length, 2);
-    assert.equal(perThread[0]! + perThread[1]!, AGENTS, `every stream on a thread: ${perThread}`);
+    assert.equal(perThread[0]! + perThread[1]!, agents.size, `every stream on a thread: ${perThread}`);
     assert.ok(perThread.every((n) => n > 0), `the kernel handed connections to both threads: ${perThread}`);
     // Each thread reports its own heap and loop delay, by thread.
     const text = await eventually(async () => {
@@ -112,7 +130,7 @@ describe('ingest threads sharing one agent port', () => {
     // Threads number their streams in ranges of their own: no two nodes' streams share an id.
     const ids = [...agents.keys()].map((node) => store.get(node)?.streamId);
     assert.ok(ids.every((id) => id !== undefined && id >= 2 ** 40), `thread stream ids: ${ids}`);
-    assert.equal(new Set(ids).size, AGENTS, `stream ids of the two threads overlap: ${ids}`);
+    assert.equal(new Set(ids).size, agents.size, `stream ids of the two threads overlap: ${ids}`);
 
     for (const rs of agents.values()) await rs.stop();
     agents.clear();
@@ -128,12 +146,11 @@ describe('ingest threads sharing one agent port', () => {
       for (const rs of agents.values()) await rs.stop();
       await ingest.close();
     });
-    for (let i = 0; i < AGENTS; i++) agents.set(`node-${i}`, agent(ingest.port, `node-${i}`));
-    await eventually(async () => ([...agents.values()].every((rs) => rs.live) ? true : undefined), 10_000, 'every agent welcomed');
+    const perThread = await startUntilBothServe(ingest, agents);
+    assert.ok(perThread.every((n) => n > 0), `both threads serve: ${perThread}`);
     await everyNodeStores(store, agents, 'before');
     assert.ok([...agents.values()].every((rs) => rs.reconnects === 0));
     const onThread = (t: number) => ingest.threads[t]?.streams ?? 0;
-    assert.ok(onThread(0) > 0 && onThread(1) > 0, `both threads serve: ${onThread(0)}, ${onThread(1)}`);
 
     // Thread 1 accepts through a descriptor it was given, thread 0 through the one it bound: each role dies once.
     for (const victim of [1, 0]) {
