@@ -166,15 +166,15 @@ describe('the whole chain', () => {
       assert.equal(q.decision?.allocatable?.cpuMillicores, 15820);
       assert.equal(q.decision?.cpuBound, 'cap');
 
-      // CPU pressure appears on the host: the next answer drops cpu to raw at once.
+      // CPU pressure appears on the host: the next answer drops cpu to raw at once (one millicore above it, so the kubelet keeps writing).
       writeFileSync(join(work, agentNode, 'proc', 'pressure', 'cpu'), 'some avg10=55.00 avg60=20.00 avg300=5.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n');
       const calmed = await eventually(async () => {
         const res = await postHttps(gw, '/mutate/nodes', review);
         const answer = res.json() as { response: { patch?: string } };
         const ops = answer.response.patch ? (JSON.parse(Buffer.from(answer.response.patch, 'base64').toString()) as Array<{ path: string; value: string }>) : [];
-        return ops.some((op) => op.path === '/status/allocatable/cpu') ? undefined : ops;
+        return ops.find((op) => op.path === '/status/allocatable/cpu')?.value === '7911m' ? ops : undefined;
       }, 5000, 'cpu to fall back under pressure');
-      assert.match(calmed.find((op) => op.path.endsWith('reason'))?.value ?? '', /cpu 7910m->7910m \(pressure: floor until calm\)/);
+      assert.match(calmed.find((op) => op.path.endsWith('reason'))?.value ?? '', /cpu 7910m->7911m \(pressure: floor until calm; one unit above raw/);
     } finally {
       await agent.stop();
       await gw.close();

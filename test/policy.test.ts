@@ -62,9 +62,9 @@ describe('decide', () => {
     assert.equal(decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 }), { policy: learnt })).memory.granted, 5667390n * 1024n); // 1.5 * 3778260Ki exactly
   });
 
-  it('never goes below raw allocatable when the node is busy', () => {
+  it('never goes below raw allocatable when the node is busy (cpu one unit above it, so the kubelet keeps writing)', () => {
     const d = decide(input(usage({ cpu: 7500, mem: 3.4 * GI })));
-    assert.equal(d.cpu.granted, raw.cpuMillicores);
+    assert.equal(d.cpu.granted, raw.cpuMillicores + 1n);
     assert.equal(d.cpu.decidedBy, 'floor-raw');
     assert.equal(d.memory.granted, raw.memoryBytes);
   });
@@ -125,11 +125,12 @@ describe('decide', () => {
     assert.equal(down.cpu.granted, 15819n);
     assert.equal(down.cpu.avoided, 15820n);
     assert.match(down.reason, /moved off 15820m/);
-    // At the floor (a busy node: raw, nothing bound above it) it cannot go down: up by one unit, within the cap.
+    // At the floor (a busy node: raw, nothing bound above it) it cannot go down: up by one unit, within the cap;
+    // raw itself is avoided too, so a value to avoid one unit above raw moves up, not down onto raw.
     const idle = input(usage({ cpu: 7900, reqCpu: 100 }));
     const atFloor = decide(idle);
-    assert.equal(atFloor.cpu.applied, 7910n);
-    assert.equal(decide({ ...idle, avoid: { cpuMillicores: 7910n } }).cpu.applied, 7911n);
+    assert.equal(atFloor.cpu.applied, 7911n);
+    assert.equal(decide({ ...idle, avoid: { cpuMillicores: 7911n } }).cpu.applied, 7912n);
     // Memory moves by its unit, 1Ki.
     const mem = decide({ ...base, avoid: { memoryBytes: capped.memory.applied } });
     assert.equal(mem.memory.applied, capped.memory.applied - 1024n);
@@ -174,7 +175,7 @@ describe('decide', () => {
 
   it('with unknown requests, does not use them as a floor and grants no more than raw', () => {
     const d = decide(input(usage({ cpu: 100, known: false, reqCpu: 99999 })));
-    assert.equal(d.cpu.granted, raw.cpuMillicores); // R taken as 0: A*T - U < A
+    assert.equal(d.cpu.granted, raw.cpuMillicores + 1n); // R taken as 0: A*T - U < A; one unit above raw
     assert.equal(d.cpu.floor, raw.cpuMillicores);
     assert.match(d.reason, /requests unknown/);
   });
@@ -219,7 +220,7 @@ describe('decide: pressure', () => {
     pts[59] = { ...pts[59]!, cpuPressure: 40 };
     const d = decide(input(usage({ pts })));
     assert.equal(d.cpu.decidedBy, 'pressure');
-    assert.equal(d.cpu.granted, raw.cpuMillicores);
+    assert.equal(d.cpu.granted, raw.cpuMillicores + 1n);
     assert.equal(d.memory.decidedBy, 'cap');
   });
 
@@ -261,7 +262,7 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
     assert.match(held.reason, /cpu 7910m->8000m \(held: a pod bound 10s ago may not show its usage yet \(startupGrace 30s\)/);
     // With no previous grant it holds at the floor.
     const first = decide(input(usage({ cpu: 3000 }), bound(10_000)));
-    assert.deepEqual([first.cpu.granted, first.cpu.decidedBy], [7910n, 'starting']);
+    assert.deepEqual([first.cpu.granted, first.cpu.decidedBy], [7911n, 'starting']);
     // Once the newest pod is older than the grace, the rise goes through; with startupGrace 0 it always does.
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, ...bound(30_000) })).cpu.granted, 9492n);
     assert.equal(decide(input(usage({ cpu: 3000 }), { previous: { cpuMillicores: 8000n }, policy: { ...DEFAULT_POLICY, startupGraceMs: 0 }, ...bound(0) })).cpu.granted, 9492n);
@@ -294,6 +295,46 @@ describe('decide: hysteresis, DryRun, per-node caps', () => {
   it('a per-node annotation lowers the cap but cannot raise it above the policy', () => {
     assert.equal(decide(input(usage({ cpu: 100 }), { nodeMaxRatio: { cpu: 1.5 } })).cpu.granted, 11865n);
     assert.equal(decide(input(usage({ cpu: 100 }), { nodeMaxRatio: { cpu: 5 } })).cpu.granted, 15820n);
+  });
+});
+
+describe('decide: never exactly raw while a policy decides, so the kubelet keeps writing', () => {
+  // A stored allocatable equal to what the kubelet computes stops its status
+  // writes until nodeStatusReportFrequency (5 min): a rise would wait for that.
+  const busy = usage({ cpu: 7500, mem: 3.4 * GI });
+
+  it('a grant at raw is written one millicore above it, memory left exact; the reason says why', () => {
+    const d = decide(input(busy));
+    assert.deepEqual([d.cpu.applied, d.cpu.avoided, d.memory.applied, d.memory.avoided], [7911n, 7910n, raw.memoryBytes, undefined]);
+    assert.match(d.reason, /cpu 7910m->7911m \(floor at raw \(no headroom above raw\); one unit above raw, so the kubelet keeps writing/);
+  });
+
+  it('a rise within hysteresis of a grant at raw is held one unit above raw, not at raw', () => {
+    // The e2e case: the previous grant was raw, the new one 3.7% above it (6000 + (4746 - 3470) / (3470 / 6000) = 8206m).
+    const rise = usage({ cpu: 3470 });
+    assert.equal(decide(input(rise)).cpu.granted, 8206n);
+    const d = decide(input(rise, { previous: { cpuMillicores: 7910n } }));
+    assert.equal(d.cpu.decidedBy, 'hysteresis');
+    assert.equal(d.cpu.applied, 7911n);
+    // And the grant held there is held there again, never back onto raw.
+    assert.equal(decide(input(rise, { previous: { cpuMillicores: 7911n } })).cpu.applied, 7911n);
+  });
+
+  it('with cpu capped at 1x, memory moves one KiB above raw instead', () => {
+    const d = decide(input(busy, { nodeMaxRatio: { cpu: 1 } }));
+    assert.deepEqual([d.cpu.applied, d.memory.applied, d.memory.avoided], [raw.cpuMillicores, raw.memoryBytes + 1024n, raw.memoryBytes]);
+    // Both capped at 1x: raw, nothing to move within.
+    const both = decide(input(busy, { nodeMaxRatio: { cpu: 1, memory: 1 } }));
+    assert.deepEqual([both.cpu.applied, both.memory.applied], [raw.cpuMillicores, raw.memoryBytes]);
+  });
+
+  it('exactly raw where no policy decides from fresh data: DryRun, stale, no data, no policy', () => {
+    const exact = (d: ReturnType<typeof decide>) => [d.cpu.applied, d.memory.applied, d.cpu.avoided, d.memory.avoided];
+    const want = [raw.cpuMillicores, raw.memoryBytes, undefined, undefined];
+    assert.deepEqual(exact(decide(input(busy, { policy: { ...DEFAULT_POLICY, mode: 'DryRun' } }))), want, 'DryRun');
+    assert.deepEqual(exact(decide(input(usage({ ageMs: 41_000, cpu: 7500 })))), want, 'stale');
+    assert.deepEqual(exact(decide(input(undefined))), want, 'no data');
+    assert.deepEqual(exact(decide(input(busy, { policy: undefined }))), want, 'no policy');
   });
 });
 

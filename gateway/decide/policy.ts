@@ -120,8 +120,18 @@ interface ResourceContext {
   admitted: number | undefined;
   /** A value the applied allocatable must not equal (DecisionInput.avoid). */
   avoid: bigint | undefined;
+  /**
+   * Nor raw itself: a stored status equal to what the kubelet computes stops
+   * its writes until nodeStatusReportFrequency (5 min), and every rise would
+   * wait for that. Set while a policy in Enforce decides from fresh data.
+   */
+  offRaw: boolean;
   /** Set by decideResource once the cap is known. */
   requestsOverCap: boolean;
+}
+
+function mustAvoid(c: ResourceContext, v: bigint): boolean {
+  return v === c.avoid || (c.offRaw && v === c.raw);
 }
 
 // No object spread: `{ ...a, x }` leaves V8 with a slow-mode object that every
@@ -130,9 +140,18 @@ interface ResourceContext {
 function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined, loadFactor?: number): ResourceDecision {
   let applied = c.dryRun ? floor : granted;
   let avoided: bigint | undefined;
-  // One unit off a value the kubelet may hold as raw without saying so: down while that keeps the floor, else up within the cap.
-  if (c.avoid !== undefined && applied === c.avoid && decidedBy !== 'no-data') {
-    const moved = applied - c.unit >= floor ? applied - c.unit : applied + c.unit <= maxBig(cap, floor) ? applied + c.unit : applied;
+  // One unit off a value the kubelet may hold as raw without saying so, or off raw: down while that keeps the floor, else up within the cap.
+  if (mustAvoid(c, applied) && decidedBy !== 'no-data') {
+    // Two values may be avoided (raw and one the kubelet left): two units, when one is.
+    const high = maxBig(cap, floor);
+    let moved = applied;
+    for (const step of [-1n, 1n, -2n, 2n]) {
+      const v = applied + step * c.unit;
+      if (v >= floor && v <= high && !mustAvoid(c, v)) {
+        moved = v;
+        break;
+      }
+    }
     if (moved !== applied) {
       avoided = applied;
       applied = moved;
@@ -229,6 +248,7 @@ export function decide(input: DecisionInput): Decision {
   const newestPodAgeMs = trusted?.newestPodAgeMs;
   const starting = policy !== undefined && newestPodAgeMs !== undefined && newestPodAgeMs < policy.startupGraceMs;
   const dryRun = policy?.mode === 'DryRun';
+  const offRaw = policy !== undefined && !dryRun && !stale && !noData;
   const history = policy && usage?.history && usage.history.spanMs() >= policy.history.minSpanMs ? usage.history : undefined;
   const learnAtFloor = policy?.history.learning === 'Floor';
   // Learning with the targets: the history so far may lower them, and the learning caps bound them (docs/policy.md, "The risk budget").
@@ -253,6 +273,7 @@ export function decide(input: DecisionInput): Decision {
     requestsTrusted: trusted !== undefined,
     admitted: trusted?.admitted?.cpuMillicores,
     avoid: input.avoid?.cpuMillicores,
+    offRaw,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
     window,
@@ -277,6 +298,8 @@ export function decide(input: DecisionInput): Decision {
     requestsTrusted: trusted !== undefined,
     admitted: trusted?.admitted?.memoryBytes,
     avoid: input.avoid?.memoryBytes,
+    // One resource off raw is enough for the kubelet to see a difference: memory only when cpu stayed at raw (a cap of 1x).
+    offRaw: offRaw && cpu.applied === raw.cpuMillicores,
     policy: mem,
     maxRatio: Math.max(1, memMax),
     window,

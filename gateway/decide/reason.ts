@@ -55,7 +55,10 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const p = input.policy?.[name];
   const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
-  const moved = d.avoided === undefined ? '' : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
+  const moved =
+    d.avoided === undefined ? ''
+    : d.avoided === d.raw ? '; one unit above raw, so the kubelet keeps writing every 10 s and a rise lands at its next write'
+    : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
   const learningCapped = d.decidedBy === 'cap' && input.learningCaps[name] === maxRatio && maxRatio < (p?.maxRatio ?? 1);
   const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
