@@ -26,11 +26,17 @@ export function selfMatcher(agentPort: () => number | undefined): (key: string) 
   };
 }
 
+/** Each listed replica, its webhook on the slice's port named "webhook", else on `webhookPort` (this replica's: one Deployment, one port). */
 export function membersOf(slices: readonly V1EndpointSlice[], webhookPort: number): ShardMember[] {
-  return addressesOf(slices).map((key) => {
-    const { host } = splitHostPort(key);
-    return { key, webhook: host.includes(':') ? `[${host}]:${webhookPort}` : `${host}:${webhookPort}` };
-  });
+  const members = new Map<string, ShardMember>();
+  for (const slice of slices) {
+    const port = slice.ports?.find((p) => p.name === 'webhook')?.port ?? webhookPort;
+    for (const key of addressesOf([slice])) {
+      const { host } = splitHostPort(key);
+      members.set(key, { key, webhook: host.includes(':') ? `[${host}]:${port}` : `${host}:${port}` });
+    }
+  }
+  return [...members.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
 /** Keeps `view` at the Service's members; resolves once the first complete list is in. */

@@ -11,11 +11,14 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { GatewaySet } from '../../../agent/stream/gateway-set.js';
 import { createLogger } from '../../../lib/log.js';
 import { owners } from '../../../lib/rendezvous.js';
 import { FORWARDED_BY, ReviewForwarder } from '../../../gateway/shard/review-forwarder.js';
 import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.js';
+import { membersOf, watchShardMembers } from '../../../gateway/shard/shard-members.js';
+import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { generateServingCertificate } from '../../../gateway/tls/self-signed.js';
 import { eventually } from '../../helpers/grpc.js';
 import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
@@ -40,6 +43,46 @@ describe('ShardView', () => {
     assert.deepEqual(asOwner.forwardTo('node-a'), [], 'an owner decides itself');
     assert.deepEqual(new ShardView(COPIES, () => false).forwardTo('node-a'), [], 'no members listed: nobody to ask');
     assert.throws(() => new ShardView(0, () => false), /shard copies must be a whole number of 1 or more/);
+  });
+});
+
+describe('shard members from the agents\' Service', () => {
+  const SLICES = '/apis/discovery.k8s.io/v1/namespaces/oversell/endpointslices';
+  const slice = (name: string, addresses: string[], ports: Array<{ name: string; port: number }>, ready = true): FakeObject => ({
+    metadata: { name, namespace: 'oversell', labels: { 'kubernetes.io/service-name': 'oversell-gateway-agents' } },
+    addressType: 'IPv4',
+    ports,
+    endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready } })),
+  });
+
+  it('every ready address on the grpc port; the webhook on the slice\'s webhook port, else the replica\'s own', () => {
+    const members = membersOf(([
+      slice('a', ['10.0.0.2', '10.0.0.1'], [{ name: 'grpc', port: 50052 }]),
+      slice('b', ['10.0.0.3'], [{ name: 'grpc', port: 50053 }, { name: 'webhook', port: 9443 }]),
+      slice('c', ['10.0.0.9'], [{ name: 'grpc', port: 50052 }], false),
+    ] as unknown as V1EndpointSlice[]), 8443);
+    assert.deepEqual(members, [
+      { key: '10.0.0.1:50052', webhook: '10.0.0.1:8443' },
+      { key: '10.0.0.2:50052', webhook: '10.0.0.2:8443' },
+      { key: '10.0.0.3:50053', webhook: '10.0.0.3:9443' },
+    ]);
+  });
+
+  it('the watch keeps the view at the Service\'s members as they change', async () => {
+    const api = await FakeKubeApi.start([SLICES]);
+    const view = new ShardView(1, (k) => k === '10.0.0.1:50052');
+    api.put(SLICES, slice('a', ['10.0.0.1', '10.0.0.2'], [{ name: 'grpc', port: 50052 }]));
+    const watching = await watchShardMembers({ kubeConfig: api.kubeConfig(), namespace: 'oversell', service: 'oversell-gateway-agents', webhookPort: 8443, view, log });
+    try {
+      assert.equal(view.members, 2, 'the first list is in before the watch resolves');
+      api.put(SLICES, slice('b', ['10.0.0.3'], [{ name: 'grpc', port: 50052 }]));
+      await eventually(() => (view.members === 3 ? true : undefined), 5000, 'the new member');
+      const owned = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'].filter((n) => view.isFirstOwner(n));
+      assert.ok(owned.length > 0 && owned.length < 6, `this replica owns some nodes, not all: ${owned}`);
+    } finally {
+      await watching.stop();
+      await api.close();
+    }
   });
 });
 
