@@ -197,7 +197,7 @@ interface Shared {
 
 /** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s. */
 const FORWARD_DEADLINE_MS = 1000;
-/** A replica that is not a node's owner still decides when it holds data on it younger than this (agents that stream to every replica). */
+/** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
 const LOCAL_IF_YOUNGER_MS = 10_000;
 
 const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;

@@ -17,7 +17,7 @@ import { isObject } from '../../lib/json.js';
 export interface ShardRouting {
   view: ShardView;
   forwarder: ReviewForwarder;
-  /** A replica that is not an owner still decides when its own data on the node is younger than this (agents streaming to every replica). */
+  /** A replica decides itself when its own data on the node is younger than this; otherwise it asks the node's other owners first. */
   localIfYoungerMs: number;
   /** For the owners to answer, all tries together: inside the API server's 2 s, leaving time to decide here. */
   deadlineMs: number;
@@ -44,17 +44,22 @@ export interface WebhookPluginOptions extends FastifyPluginOptions {
   log: Logger;
 }
 
-/** The owners to forward a review to: undefined when this replica decides it (it owns the node, holds fresh data on it, or the body names none). */
+/**
+ * The owners to forward a review to: undefined when this replica decides it
+ * (it holds fresh data on the node, no other replica owns it, or the body
+ * names no node). An owner without data (it just came to own the node) asks
+ * the other owners too.
+ */
 function forwardTargets(body: unknown, shard: ShardRouting, deps: NodeReviewDeps): { node: string; owners: ReturnType<ShardView['forwardTo']> } | undefined {
   const request = isObject(body) ? body.request : undefined;
   const object = isObject(request) ? request.object : undefined;
   const metadata = isObject(object) ? object.metadata : undefined;
   const node = isObject(metadata) && typeof metadata.name === 'string' ? metadata.name : undefined;
   if (!node) return undefined;
-  const owners = shard.view.forwardTo(node);
-  if (owners.length === 0) return undefined;
   const age = deps.usage(node)?.ageMs;
-  return age !== undefined && age < shard.localIfYoungerMs ? undefined : { node, owners };
+  if (age !== undefined && age < shard.localIfYoungerMs) return undefined;
+  const owners = shard.view.forwardTo(node);
+  return owners.length === 0 ? undefined : { node, owners };
 }
 
 /** Says "grant changed" at info level, at most once per node per interval, so 500 calls/s do not flood the log. */

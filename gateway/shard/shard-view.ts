@@ -42,12 +42,12 @@ export class ShardView {
   }
 
   /**
-   * The owners of `node` to forward its review to, best first; empty when
-   * this replica is one of them, or when no member is listed (nothing to ask).
+   * The owners of `node` other than this replica, best first: where its data
+   * is when this replica holds none (it does not own the node, or just came
+   * to own it and the agent has not moved yet). Empty when no other member
+   * owns it, or none is listed.
    */
   forwardTo(node: string): ShardMember[] {
-    const keys = this.#owners.of(node);
-    if (keys.some((k) => this.isSelf(k))) return [];
-    return keys.map((k) => this.#members.get(k)!);
+    return this.#owners.of(node).filter((k) => !this.isSelf(k)).map((k) => this.#members.get(k)!);
   }
 }

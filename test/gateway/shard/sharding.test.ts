@@ -31,7 +31,7 @@ const proofKey = randomBytes(32);
 describe('ShardView', () => {
   const members: ShardMember[] = ['10.0.0.1:50052', '10.0.0.2:50052', '10.0.0.3:50052'].map((key) => ({ key, webhook: key.replace('50052', '8443') }));
 
-  it('forwards to the node\'s owners, best first, unless this replica is one of them', () => {
+  it('forwards to the node\'s owners other than this replica, best first', () => {
     const want = owners('node-a', members.map((m) => m.key), COPIES);
     const outsider = members.find((m) => !want.includes(m.key))!;
     const asOutsider = new ShardView(COPIES, (k) => k === outsider.key);
@@ -40,7 +40,10 @@ describe('ShardView', () => {
     assert.equal(asOutsider.forwardTo('node-a')[0]!.webhook, want[0]!.replace('50052', '8443'));
     const asOwner = new ShardView(COPIES, (k) => k === want[1]);
     asOwner.set(members);
-    assert.deepEqual(asOwner.forwardTo('node-a'), [], 'an owner decides itself');
+    assert.deepEqual(asOwner.forwardTo('node-a').map((m) => m.key), [want[0]], 'an owner without data asks the other owner');
+    const alone = new ShardView(1, (k) => k === want[0]);
+    alone.set(members);
+    assert.deepEqual(alone.forwardTo('node-a'), [], 'the only owner: nobody else to ask');
     assert.deepEqual(new ShardView(COPIES, () => false).forwardTo('node-a'), [], 'no members listed: nobody to ask');
     assert.throws(() => new ShardView(0, () => false), /shard copies must be a whole number of 1 or more/);
   });
