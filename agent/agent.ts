@@ -82,6 +82,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
         minIntervalMs = s.minSampleIntervalMs;
       }
       if (effectiveIntervalMs() !== before) schedule();
+      gateways.shardCopies(s.shardCopies);
     },
   }, log);
 

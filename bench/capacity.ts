@@ -3,7 +3,7 @@
 // agent streams to every replica (agent/stream/gateway-set.ts), so each
 // replica pays for all agents; webhook reviews are spread over the replicas.
 // Then the sharded design for 100,000 nodes (agents split over the replicas,
-// k per node), costed from bench/replicas.ts: designed, not built.
+// k per node), costed from bench/replicas.ts (the runs before --shard-copies).
 import { deployedMemoryLimitMiB } from './processes.js';
 import type { BenchResult } from './result.js';
 import { ownedCounts } from '../lib/rendezvous.js';
@@ -234,7 +234,7 @@ function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: Ben
   return [
     '## 100,000 nodes on paper',
     '',
-    `Designed and costed here, **not built**: the gateway today streams every agent to every replica. Every figure comes from the results above: CPU per agent from the replicas benchmark (a replica's CPU serving ${n(figure(replicas, 'agents'))} agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second, less its reviews at the webhook benchmark's ${figure(webhook, '1000_gateway_cpu_us_per_request')} µs each; its GetNode calls and its fixed cost stay in, so this errs high): **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents**, ${n(c.usPerMessage)} µs per message. Memory per agent as in the table above. Forwarding a review to another replica: ${figure(replicas, 'forward_cpu_us_per_review')} µs of the forwarding replica's CPU and ${c.forwardAddedP99Ms} ms at p99 (replicas benchmark, HTTPS keep-alive between replicas), far inside the webhook's 2 s.`,
+    `The sharded gateway is built (\`--shard-copies\`, [architecture.md](architecture.md#sharding---shard-copies-n)); these results predate it, so it is costed here from the unsharded runs, and its own run across replicas is not in them yet. Every figure comes from the results above: CPU per agent from the replicas benchmark (a replica's CPU serving ${n(figure(replicas, 'agents'))} agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second, less its reviews at the webhook benchmark's ${figure(webhook, '1000_gateway_cpu_us_per_request')} µs each; its GetNode calls and its fixed cost stay in, so this errs high): **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents**, ${n(c.usPerMessage)} µs per message. Memory per agent as in the table above. Forwarding a review to another replica: ${figure(replicas, 'forward_cpu_us_per_review')} µs of the forwarding replica's CPU and ${c.forwardAddedP99Ms} ms at p99 (replicas benchmark, HTTPS keep-alive between replicas), far inside the webhook's 2 s.`,
     '',
     `**Every agent on every replica stops at ${n(Math.min(limit.byCpu, limit.byMemory))} nodes** at the batched rate: one core of ingest holds ${n(limit.byCpu)} agents, and the ${MEMORY_LIMIT_MIB} MiB limit ${n(limit.byMemory)}. More replicas do not help, because each one holds every agent.`,
     '',

@@ -19,7 +19,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { owners } from '../lib/rendezvous.js';
 import { onLines } from '../scripts/harness/processes.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS } from '../gateway/config/defaults.js';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
@@ -60,6 +61,15 @@ const ENDPOINT_REMOVAL_MS = Number(process.env.OVERSELL_BENCH_ENDPOINT_REMOVAL_M
  */
 const STOP_SIGNAL: 'SIGKILL' | 'SIGTERM' = process.env.OVERSELL_BENCH_REPLICA_STOP === 'SIGTERM' ? 'SIGTERM' : 'SIGKILL';
 const DRAIN = `${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s`;
+/**
+ * OVERSELL_BENCH_REPLICA_SHARD=N: the replicas run --shard-copies N, their
+ * members read from EndpointSlices the harness writes (one per replica, as
+ * the endpoint controller would for the agents' Service), and each node's
+ * agent streams to its N owners only, as Settings.shard_copies tells a real
+ * agent. The killed replica's slice goes when its endpoint would.
+ */
+const SHARD_COPIES = Number(process.env.OVERSELL_BENCH_REPLICA_SHARD ?? 0);
+const SHARD_SERVICE = 'bench-gateway-agents';
 /** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
 const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
 const LEASE_NAME = 'oversell-gateway';
@@ -89,6 +99,40 @@ function latestStatus(run: LoadgenRun<AgentsResult>): () => AgentsStatus {
 
 const total = (counts: Record<string, number>) => Object.values(counts).reduce((s, n) => s + n, 0);
 const kinds = (counts: Record<string, number>) => Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(', ') || 'none';
+
+/**
+ * Sharded: one EndpointSlice per replica for SHARD_SERVICE (its agent port as
+ * "grpc", its webhook port as "webhook": the replicas share 127.0.0.1), and
+ * each replica's tokens file holding only the nodes it owns.
+ */
+async function shardMembers(kc: KubeConfig, gateways: GatewayProcess[], tokens: string, work: string): Promise<string[]> {
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  await deleteShardSlices();
+  for (const [i, gw] of gateways.entries()) {
+    await discovery.createNamespacedEndpointSlice({
+      namespace: BENCH_NAMESPACE,
+      body: {
+        metadata: { name: `${SHARD_SERVICE}-${i}`, labels: { 'kubernetes.io/service-name': SHARD_SERVICE } },
+        addressType: 'IPv4',
+        ports: [{ name: 'grpc', port: gw.ports.agent, protocol: 'TCP' }, { name: 'webhook', port: gw.ports.webhook, protocol: 'TCP' }],
+        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+      },
+    });
+  }
+  const keys = gateways.map((gw) => `127.0.0.1:${gw.ports.agent}`);
+  const lines = readFileSync(tokens, 'utf8').split('\n').filter(Boolean);
+  return gateways.map((_, i) => {
+    const file = join(work, `tokens-${i}`);
+    writeFileSync(file, `${lines.filter((l) => owners(l.split(' ')[0]!, keys, SHARD_COPIES).includes(keys[i]!)).join('\n')}\n`);
+    return file;
+  });
+}
+
+async function deleteShardSlices(): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(ADMIN_KUBECONFIG);
+  await kc.makeApiClient(DiscoveryV1Api).deleteCollectionNamespacedEndpointSlice({ namespace: BENCH_NAMESPACE, labelSelector: `kubernetes.io/service-name=${SHARD_SERVICE}` });
+}
 
 /** bench/replica-reviews.ts in its own process; `send` writes a control line to it. */
 function startReviews(config: ReplicaReviewsConfig): { child: ChildProcess; send(line: string): void; started: Promise<void>; result: Promise<ReplicaReviewsResult> } {
@@ -190,18 +234,22 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         // Their refusals while every agent's token is reviewed would bury the run's lines; an unexpected exit still prints its output.
         echo: false,
         args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--identity', `replica-${i}`, '--grpc-tls', 'on', '--auth', 'kubernetes',
-          '--agent-service-accounts', `${BENCH_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}`, '--sidecars', 'none', ...(STOP_SIGNAL === 'SIGTERM' ? ['--shutdown-drain', DRAIN] : [])],
+          '--agent-service-accounts', `${BENCH_NAMESPACE}/${AGENT_SERVICE_ACCOUNT}`, '--sidecars', 'none', ...(STOP_SIGNAL === 'SIGTERM' ? ['--shutdown-drain', DRAIN] : []),
+          ...(SHARD_COPIES > 0 ? ['--shard-copies', String(SHARD_COPIES), '--shard-service', `${BENCH_NAMESPACE}/${SHARD_SERVICE}`] : [])],
       }));
     }
-    log(`${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
+    const tokensOf = SHARD_COPIES > 0 ? await shardMembers(kc, gateways, tokens, work) : gateways.map(() => tokens);
+    log(SHARD_COPIES > 0
+      ? `${REPLICAS} replicas up, sharded (--shard-copies ${SHARD_COPIES}); each of ${agents} agents streams to its node's ${SHARD_COPIES} owners (${tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length).join(', ')} agents on the replicas)`
+      : `${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
     const tlsArgs = (gw: GatewayProcess) => ['--ca', join(gw.tlsDir, 'ca.crt'), '--server-name', 'localhost', '--proto', PROTO];
     const statuses: Array<() => AgentsStatus> = [];
     for (const gw of gateways) {
-      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', tokens, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
+      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', tokensOf[gateways.indexOf(gw)]!, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
       agentRuns.push(run);
       statuses.push(latestStatus(run));
     }
-    await Promise.all(agentRuns.map((a, i) => waitForLine(a!, /^connected-in-ms \d+/, 10 * 60_000, `${agents} agents of replica-${i}`)));
+    await Promise.all(agentRuns.map((a, i) => waitForLine(a!, /^connected-in-ms \d+/, 10 * 60_000, `the agents of replica-${i}`)));
     log('every agent welcomed by every replica');
 
     // Wait for one of these replicas to lead (an earlier run's Lease may still name a gone holder).
@@ -270,6 +318,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       : `replica-${leaderIndex} sent SIGTERM (--shutdown-drain ${DRAIN}); its endpoint leaves the Service ${ENDPOINT_REMOVAL_MS} ms later`);
     await sleep(ENDPOINT_REMOVAL_MS);
     reviews.send(`remove replica-${leaderIndex}`);
+    if (SHARD_COPIES > 0) await kc.makeApiClient(DiscoveryV1Api).deleteNamespacedEndpointSlice({ name: `${SHARD_SERVICE}-${leaderIndex}`, namespace: BENCH_NAMESPACE });
     await exited;
     if (STOP_SIGNAL === 'SIGTERM') log(`replica-${leaderIndex} exited ${((Date.now() - killAt) / 1000).toFixed(1)} s after SIGTERM`);
     // Agents drop a replica their EndpointSlice no longer lists (agent/stream/gateway-set.ts), and so does a query client's resolver.
@@ -383,6 +432,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     for (const a of [...agentRuns, ...queries]) a?.child.kill('SIGTERM');
     for (const gw of gateways) await gw.stop().catch(() => {});
     rmSync(work, { recursive: true, force: true });
+    if (SHARD_COPIES > 0) await deleteShardSlices().catch(() => {});
     for (const c of stopped) cluster('start-component', c);
     if (controlPlane.started) controlPlane.release();
     else await deleteAgents({ all: true });

@@ -53,6 +53,9 @@ import { PodDirectory } from './store/pod-directory.js';
 import { watchFrontProxyTrust, type FrontProxyTrust } from './metrics-api/front-proxy.js';
 import { cachedAccessReview, kubernetesAccessReview, type AccessReview } from './metrics-api/access-review.js';
 import { buildMetricsApiServer } from './metrics-api/metrics-api-server.js';
+import { ShardView } from './shard/shard-view.js';
+import { ReviewForwarder } from './shard/review-forwarder.js';
+import { selfMatcher, watchShardMembers } from './shard/shard-members.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -108,6 +111,14 @@ export interface GatewayOptions {
   connections?: CommonConfig['connections'];
   /** What query callers may hold (default DEFAULT_QUERY_LIMITS). */
   queryLimits?: Partial<QueryLimits>;
+  /**
+   * Sharding (Settings.shard_copies): agents stream to this many owners of
+   * their node among the Service's ready replicas, and a review for a node
+   * without fresh data here is forwarded to an owner (gateway/admit/review-forwarder.ts).
+   * Absent: every agent streams to every replica. With a cluster, `service`
+   * (the agents' Service) lists the members; without one, RunningGateway.shard.set().
+   */
+  shard?: { copies: number; service?: { namespace: string; name: string } };
   /** What agents are told about batches (default AGENT_SENDING). */
   agentSending?: { maxBatchSamples: number; sendEveryMs: number };
   /**
@@ -146,6 +157,8 @@ export interface RunningGateway {
    * replica that stays. Everything keeps serving until close().
    */
   drain(): void;
+  /** Sharded (GatewayOptions.shard): who owns which node; with a cluster the Service's EndpointSlices keep it. */
+  shard?: ShardView;
   close(): Promise<void>;
 }
 
@@ -178,7 +191,14 @@ interface Shared {
   /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
   agentSending: AgentSending;
   shedder: LoadShedder;
+  /** Sharded: who owns which node, and how a review reaches an owner. */
+  shard?: { view: ShardView; forwarder: ReviewForwarder };
 }
+
+/** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s. */
+const FORWARD_DEADLINE_MS = 1000;
+/** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
+const LOCAL_IF_YOUNGER_MS = 10_000;
 
 const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
 const GRPC_SERVICES = ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream'];
@@ -194,7 +214,7 @@ function grpcPart(s: Shared) {
     // Overload first: a refused query takes no list slot and no token review.
     interceptors: [overloadInterceptor('/oversell.v1.NodeUsage/', () => s.shedder.refuseQuery()), listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
   });
-  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
@@ -301,6 +321,7 @@ async function webhookPart(s: Shared, templates: TemplateSource) {
     ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
     // Without the API server's client certificate any caller may post reviews: with a cluster, node gauges follow what it stored.
     perNodeMetrics: !s.nodeGaugesFromWatch,
+    ...(s.shard && { shard: { ...s.shard, localIfYoungerMs: LOCAL_IF_YOUNGER_MS, deadlineMs: FORWARD_DEADLINE_MS } }),
     metrics,
     log,
   });
@@ -364,6 +385,7 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
         sending: s.shedder.sending,
+        shardCopies: options.shard?.copies ?? 0,
         onDown,
         onLoad,
       });
@@ -400,17 +422,31 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
     }),
   });
   parts.push({ name: 'node watch', start: () => nodes.start(), close: () => nodes.stop() });
+  const shard = s.shard;
+  const service = s.options.shard?.service;
+  if (shard && service) {
+    let members: Watching | undefined;
+    parts.push({
+      name: 'shard members watch',
+      start: async () => void (members = await watchShardMembers({ kubeConfig, namespace: service.namespace, service: service.name, webhookPort: s.options.webhookPort, view: shard.view, log })),
+      close: () => members?.stop(),
+    });
+  }
   const lease = new LeaderLease(kubeConfig, { namespace: leaseNamespace, name: 'oversell-gateway', identity, log });
   const writer = new StatusWriter({
     kubeConfig, nodes, store, policies, lease, metrics, log, proof, writesPerSecond: statusWritesPerSecond, now,
     notReady: s.notReady,
     identity,
     boundRequests: s.boundRequests,
+    ...(shard && { lowers: (node: string) => shard.view.isFirstOwner(node) }),
   });
   // The writer listens for the lease before the lease runs: it hears the first leadership.
   parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
   if (cluster.historySnapshotEveryMs) {
-    const histories = new HistorySnapshots({ kubeConfig, namespace: leaseNamespace, store, nodes, lease, log, everyMs: cluster.historySnapshotEveryMs });
+    const histories = new HistorySnapshots({
+      kubeConfig, namespace: leaseNamespace, store, nodes, lease, log, everyMs: cluster.historySnapshotEveryMs,
+      ...(shard && { holds: (node: string) => shard.view.isFirstOwner(node) }),
+    });
     parts.push({ name: 'load history snapshots', start: () => histories.start(), close: () => histories.stop() });
   }
   parts.push({ name: 'leader lease', start: () => lease.start(), close: () => lease.stop() });
@@ -512,6 +548,16 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     agentSending,
     shedder,
   };
+  let servingCert = options.tls.cert;
+  let agentPort: () => number | undefined = () => undefined;
+  if (options.shard) {
+    if (options.webhookClientCa) throw new Error('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to its node\'s owner has no API server client certificate to present');
+    s.shard = {
+      view: new ShardView(options.shard.copies, selfMatcher(() => agentPort())),
+      forwarder: new ReviewForwarder({ certificate: () => servingCert, identity: options.cluster?.identity ?? 'gateway' }),
+    };
+    life.add({ name: 'review forwarder', close: () => s.shard?.forwarder.close() });
+  }
   // The gateway owns its sources from here: they stop after everything that reads them.
   const templates = options.sidecars?.source ?? noTemplates();
   life.add({ name: 'policies', close: () => policies.stop() });
@@ -522,6 +568,8 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     const webhook = life.add(await webhookPart(s, templates));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
     ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
+    // Agents dial the agent port when there is one, else the gRPC port: that port names this replica among the members.
+    agentPort = () => ingest?.port ?? grpcPort.port;
     if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
     // Named by the bound pods watch (a cluster part), read by the metrics API.
     const directory = options.metricsApi ? new PodDirectory() : undefined;
@@ -560,6 +608,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
       };
       log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
       const setTls = (tls: { cert: string; key: string }) => {
+        servingCert = tls.cert;
         webhook.setTls(tls);
         metricsApi?.server.setTls(tls);
         if (options.grpcTls) {
@@ -573,7 +622,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
         grpcPort.setServing(false);
         log.info({ webhookPort: webhook.port }, 'draining: /readyz fails and every webhook answer closes its connection, so reviews move to the other replicas');
       };
-      return { store, metrics, ports, setTls, drain, close: () => life.close() };
+      return { store, metrics, ports, setTls, drain, ...(s.shard && { shard: s.shard.view }), close: () => life.close() };
     };
     return { store, metrics, start, close: () => life.close() };
   } catch (err) {

@@ -126,7 +126,8 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     agentSending: config.agentSending,
     shedding: config.shedding,
     log,
-    ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...config.cluster } }),
+    ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...withoutShard(config.cluster) } }),
+    ...(config.mode === 'cluster' && config.cluster.shard && { shard: config.cluster.shard }),
     ...(config.mode === 'cluster' && config.metricsApi && { metricsApi: { port: config.metricsApi.port } }),
   });
   const publishCa = (ca: string | undefined) => {
@@ -156,4 +157,10 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
       kc?.closeConnections();
     },
   };
+}
+
+/** The cluster settings GatewayOptions.cluster takes: sharding is GatewayOptions.shard. */
+function withoutShard<T extends { shard?: unknown }>(cluster: T): Omit<T, 'shard'> {
+  const { shard: _, ...rest } = cluster;
+  return rest;
 }

@@ -54,6 +54,8 @@ const ACCEPTED: Accepted[] = [
     },
   },
   { name: '--shutdown-drain given', argv: ['--shutdown-drain', '12s'], env: POD, expect: { shutdownDrainMs: 12_000 } },
+  { name: '--shard-copies: the members from the agents\' Service by default', argv: ['--shard-copies', '2'], env: POD, expect: { cluster: { shard: { copies: 2, service: { namespace: 'oversell', name: 'oversell-gateway-agents' } } } } },
+  { name: '--shard-copies with --shard-service', argv: ['--shard-copies', '3', '--shard-service', 'gw/agents'], env: POD, expect: { cluster: { shard: { copies: 3, service: { namespace: 'gw', name: 'agents' } } } } },
   {
     name: 'a kubeconfig file (KUBECONFIG) is cluster mode too',
     env: { KUBECONFIG: '/home/me/.kube/config' },
@@ -197,6 +199,9 @@ const REFUSED: Refused[] = [
   ...[['--identity', 'me'], ['--status-writes-per-second', '5'], ['--history-snapshot-every', '1m'], ['--watch-bound-pods', 'off'], ['--opt-in-selector', 'a=b'], ['--ca-configmap', 'ca'], ['--proof-key-secret', 'a/b']].map(([flag, value]) => ({
     name: `${flag} without a cluster`, argv: [String(flag), String(value)], error: new RegExp(`^${flag} is ignored without a cluster \\(local mode: no --kubeconfig, not in a pod\\): pass --kubeconfig, or drop it`),
   })),
+  { name: '--shard-copies without a cluster', argv: ['--shard-copies', '2'], error: /^--shard-copies is ignored without a cluster/ },
+  { name: '--shard-service without --shard-copies', argv: ['--shard-service', 'a/b'], env: POD, error: /^--shard-service is ignored without --shard-copies above 0/ },
+  { name: '--shard-copies with the webhook client CA', argv: ['--shard-copies', '2', '--webhook-client-ca-file', '/ca.pem'], env: POD, error: /^--shard-copies cannot be used with --webhook-client-ca-file/ },
   { name: '--lease-namespace without a cluster or sidecars', argv: ['--lease-namespace', 'x'], error: /^--lease-namespace is ignored without a cluster/ },
   { name: 'POD_NAME outside a pod', env: { POD_NAME: 'p' }, error: /^--identity \(from POD_NAME\) is ignored without a cluster/ },
   ...[['--agent-audience', 'a'], ['--agent-service-accounts', 'a/b'], ['--token-reviews-per-second', '5'], ['--token-reviews-in-flight', '5']].map(([flag, value]) => ({

@@ -12,7 +12,7 @@ import { filePodSource } from '../agent/requests/pod-source.js';
 import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import { oversellV1 } from '../proto/load.js';
-import { addressesOf } from '../agent/stream/endpoint-discovery.js';
+import { addressesOf } from '../lib/endpoint-addresses.js';
 import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { copyFixtureHost } from './helpers/fake-host.js';

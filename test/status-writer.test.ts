@@ -2,9 +2,16 @@
 // for most governed nodes. A gateway that lost its agents must not lower every
 // node at once (issue 19, invariant 7).
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { V1Node } from '@kubernetes/client-node';
-import { holdBack, loweringPatch } from '../gateway/act/status-writer.js';
+import { pino } from 'pino';
+import { holdBack, loweringPatch, StatusWriter } from '../gateway/act/status-writer.js';
+import type { LeaderLease } from '../gateway/act/leader-lease.js';
+import { GatewayMetrics } from '../gateway/metrics/metrics.js';
+import { flagsPolicySource } from '../gateway/policies/policy-source.js';
+import { FakeKubeApi } from './helpers/fake-kube-api.js';
+import { eventually } from './helpers/grpc.js';
+import { applied, kubeletReview, nodeSample, patchOf, reviewBench } from './helpers/node-reviews.js';
 import { GrantProof } from '../gateway/decide/grant-proof.js';
 import { DEFAULT_POLICY, type Decision, type ResourceDecision } from '../gateway/decide/policy.js';
 
@@ -71,5 +78,52 @@ describe('status writer: its patch only lowers', () => {
     const ops = loweringPatch(facts, held, raw, decision(4500n, 9n * GI), proof);
     assert.equal(valueAt(ops, '/status/allocatable/cpu'), '4500m');
     assert.equal(valueAt(ops, '/status/allocatable/memory'), '9Gi');
+  });
+});
+
+describe('status writer: sharded, each replica lowers the nodes it holds', () => {
+  const NODES = '/api/v1/nodes';
+  let api: FakeKubeApi;
+  before(async () => {
+    api = await FakeKubeApi.start([NODES]);
+  });
+  after(() => api.close());
+
+  it('a replica that is not the leader lowers its own nodes, and the leader leaves the others alone', async () => {
+    let t = 1.7e12;
+    const bench = reviewBench({ now: () => t });
+    // Both nodes inflated by the webhook (a signed record on each), then their memory fills past the working-set threshold.
+    const inflated = new Map<string, V1Node>();
+    for (const name of ['node-a', 'node-b']) {
+      for (let i = 0; i < 5; i++) bench.report(name, nodeSample(t - 5000 + i * 1000));
+      const review = kubeletReview(name);
+      const result = bench.review(review);
+      assert.equal(result.outcome, 'patched');
+      inflated.set(name, applied(review.request.object, patchOf(result.review as { response: { patch?: string } })) as V1Node);
+    }
+    t += 1000;
+    for (const name of inflated.keys()) bench.report(name, nodeSample(t, { memoryWorkingSetBytes: 30 * 1024 ** 3 }));
+    const nodes = { list: () => [...inflated.values()], get: (n: string) => inflated.get(n) };
+    const writer = (leader: boolean, lowers?: (node: string) => boolean) =>
+      new StatusWriter({
+        kubeConfig: api.kubeConfig(), nodes, store: bench.store, policies: flagsPolicySource(DEFAULT_POLICY),
+        lease: { isLeader: leader, onChange: () => {} } as unknown as LeaderLease,
+        metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
+        notReady: () => undefined, identity: 'test', now: () => t, ...(lowers && { lowers }),
+      });
+    const patched = () => api.requests.filter((u) => u.endsWith('/status')).map((u) => u.split('/')[4]).sort();
+
+    const settled = () => new Promise((r) => setTimeout(r, 200));
+    writer(false).sweep();
+    await settled();
+    assert.deepEqual(patched(), [], 'unsharded, a replica that is not the leader writes nothing');
+    writer(true, (n) => n === 'node-a').sweep();
+    await eventually(() => (patched().length >= 1 ? true : undefined), 5000, 'the leader\'s write');
+    await settled();
+    assert.deepEqual(patched(), ['node-a'], 'the leader lowers the node it holds, and leaves the other alone');
+    writer(false, (n) => n === 'node-b').sweep();
+    await eventually(() => (patched().length >= 2 ? true : undefined), 5000, 'the other replica\'s write');
+    await settled();
+    assert.deepEqual(patched(), ['node-a', 'node-b'], 'a replica that is not the leader lowers the node it holds');
   });
 });

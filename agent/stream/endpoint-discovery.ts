@@ -1,23 +1,12 @@
 // The gateway replicas behind a (headless) Service, from its EndpointSlices:
-// every ready address, on the port named "grpc" (or the slice's only port).
+// every ready address, on the port named "grpc" (or the slice's only port;
+// lib/endpoint-addresses.ts, which a sharded gateway reads the same way).
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { connectionOf, type KubeAccess } from '../kube/kube-access.js';
 import { ListWatch } from '../../lib/list-watch.js';
 import { WatchCache } from '../../lib/watch-cache.js';
+import { addressesOf } from '../../lib/endpoint-addresses.js';
 import type { Logger } from '../../lib/log.js';
-
-export function addressesOf(slices: readonly V1EndpointSlice[]): string[] {
-  const out = new Set<string>();
-  for (const slice of slices) {
-    const port = slice.ports?.find((p) => p.name === 'grpc') ?? (slice.ports?.length === 1 ? slice.ports[0] : undefined);
-    if (!port?.port) continue;
-    for (const ep of slice.endpoints ?? []) {
-      if (ep.conditions?.ready === false) continue;
-      for (const a of ep.addresses ?? []) out.add(a.includes(':') ? `[${a}]:${port.port}` : `${a}:${port.port}`);
-    }
-  }
-  return [...out].sort();
-}
 
 export async function watchGatewayEndpoints(
   access: KubeAccess,

@@ -26,6 +26,12 @@ export interface HistorySnapshotsOptions {
   /** The opted-in nodes: whose histories are written. */
   nodes: NodeCache;
   lease: { readonly isLeader: boolean };
+  /**
+   * Sharded: the nodes whose histories this replica writes (those it is the
+   * first owner of). Every replica then writes, and keeps the entries of the
+   * other nodes as it read them. Absent: the leader writes every node's.
+   */
+  holds?: (node: string) => boolean;
   log: Logger;
   /** Write (and, until one succeeds, read) this often. */
   everyMs: number;
@@ -72,7 +78,7 @@ export class HistorySnapshots {
     this.#busy = true;
     try {
       if (!this.#loaded) await this.load();
-      else if (this.#o.lease.isLeader) await this.write();
+      else if (this.#o.holds || this.#o.lease.isLeader) await this.write();
     } catch (err) {
       const { namespace } = this.#o;
       this.#o.log.warn(
@@ -119,11 +125,15 @@ export class HistorySnapshots {
     const { namespace, store, nodes } = this.#o;
     if (!this.#loaded) throw new Error('the snapshot was not read yet: writing now would drop what it holds');
     const existing = await this.#list();
+    const { holds } = this.#o;
+    // Sharded: another replica's nodes keep the entry it wrote.
+    const written = holds ? new Map(readShards(existing).entries.map((e) => [e.node, e.bytes])) : undefined;
     const histories: Array<[string, LoadHistory]> = [];
     for (const node of nodes.list()) {
       const name = node.metadata?.name;
-      const history = name === undefined ? undefined : store.history(name);
-      if (name !== undefined && history) histories.push([name, history]);
+      if (name === undefined) continue;
+      const history = holds && !holds(name) ? kept(written?.get(name)) : store.history(name);
+      if (history) histories.push([name, history]);
     }
     // Should the shards ever be full, the longest histories are the ones kept.
     histories.sort((a, b) => b[1].spanMs() - a[1].spanMs());
@@ -161,4 +171,11 @@ export class HistorySnapshots {
     const list = await this.#api.listNamespacedConfigMap({ namespace, labelSelector: `${HISTORY_LABEL.key}=${HISTORY_LABEL.value}` });
     return list.items;
   }
+}
+
+/** An entry another replica wrote, as it was; undefined when absent or unreadable (its writer replaces it). */
+function kept(bytes: Uint8Array | undefined): LoadHistory | undefined {
+  if (!bytes) return undefined;
+  const decoded = decodeLoadHistory(bytes);
+  return 'error' in decoded ? undefined : decoded.history;
 }

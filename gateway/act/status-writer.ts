@@ -55,6 +55,13 @@ export interface StatusWriterOptions {
   identity: string;
   /** Requests bound to a node, from the gateway's own pod watch. */
   boundRequests?: (node: string) => NodeRequests | undefined;
+  /**
+   * Sharded: whether this replica is the node's first owner, the one replica
+   * with its data that lowers it. Every replica then lowers its own nodes
+   * (the lease still decides who writes policy status). Absent: the leader
+   * lowers every node.
+   */
+  lowers?: (node: string) => boolean;
   /** A node with bound requests over its cap gets one Event per this interval. */
   overCapEventEveryMs?: number;
   now?: () => number;
@@ -123,7 +130,7 @@ export function loweringPatch(
 }
 
 export class StatusWriter {
-  readonly #o: Required<Omit<StatusWriterOptions, 'now'>> & { now: () => number };
+  readonly #o: Required<Omit<StatusWriterOptions, 'now' | 'lowers'>> & Pick<StatusWriterOptions, 'lowers'> & { now: () => number };
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
   readonly #bucket: TokenBucket;
@@ -181,7 +188,7 @@ export class StatusWriter {
    * node, updated in place: this runs on every sample.
    */
   #usageRose(record: NodeRecord): boolean {
-    if (!this.#o.lease.isLeader) return false;
+    if (!this.#lowersAny()) return false;
     const memory = record.value('memoryWorkingSetBytes');
     const seen = this.#memorySeen.get(record.name);
     const rose = seen !== undefined && memory - seen > record.value('capacity.memoryBytes') * USAGE_RISE;
@@ -200,9 +207,16 @@ export class StatusWriter {
     return this.#paused;
   }
 
+  /** Whether this replica lowers any node now: sharded, each replica its own; otherwise the leader. */
+  #lowersAny(): boolean {
+    return this.#o.lowers !== undefined || this.#o.lease.isLeader;
+  }
+
   sweep(): void {
-    if (!this.#o.lease.isLeader) return;
-    const nodes = this.#o.nodes.list();
+    if (!this.#lowersAny()) return;
+    const { lowers } = this.#o;
+    // Sharded, the share of fresh data is of the nodes this replica holds: it has no data on the others.
+    const nodes = lowers ? this.#o.nodes.list().filter((n) => lowers(n.metadata?.name ?? '')) : this.#o.nodes.list();
     const paused = this.#holdBack(nodes);
     if (paused !== this.#paused) {
       if (paused) this.#o.log.warn({ why: paused }, 'not lowering allocatable ahead of the kubelet until this clears; the webhook still decides on every kubelet write');
@@ -220,7 +234,7 @@ export class StatusWriter {
 
   /** Lowers the node's allocatable now if the decision is below what it holds. */
   check(name: string): void {
-    if (!this.#o.lease.isLeader || this.#inFlight.has(name)) return;
+    if (!this.#lowersAny() || this.#inFlight.has(name) || (this.#o.lowers && !this.#o.lowers(name))) return;
     const node = this.#o.nodes.get(name);
     const status = node?.status;
     if (!node || !status?.allocatable?.cpu || !status.allocatable.memory) return;

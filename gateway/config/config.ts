@@ -301,6 +301,10 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       tokenReviewsInFlight: Number(o.tokenReviewsInFlight),
     };
   const caConfigMap = String(o.caConfigmap ?? '');
+  const shardCopies = Number(o.shardCopies);
+  if (shardCopies > 0 && o.webhookClientCaFile) {
+    throw new ConfigError('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to the node\'s owner has no API server client certificate to present');
+  }
   const metricsApi = onOff(o.metricsApi, '--metrics-api', false);
   return {
     ...common,
@@ -313,6 +317,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       historySnapshotEveryMs: historySnapshotEvery(o.historySnapshotEvery),
       optInSelector: String(o.optInSelector),
       watchBoundPods: onOff(o.watchBoundPods, '--watch-bound-pods', true),
+      ...(shardCopies > 0 && { shard: { copies: shardCopies, service: namespacedName(String(o.shardService ?? `${leaseNamespace}/oversell-gateway-agents`), '--shard-service') } }),
     },
     ...(caConfigMap && { caConfigMap }),
     ...(metricsApi && { metricsApi: { port: Number(o.metricsApiPort) } }),

@@ -25,7 +25,7 @@ export const RULES: readonly Rule[] = [
       : undefined),
   },
   {
-    keys: ['identity', 'statusWritesPerSecond', 'historySnapshotEvery', 'watchBoundPods', 'optInSelector', 'caConfigmap', 'proofKeySecret'],
+    keys: ['identity', 'statusWritesPerSecond', 'historySnapshotEvery', 'watchBoundPods', 'optInSelector', 'caConfigmap', 'proofKeySecret', 'shardCopies', 'shardService'],
     ignoredWhen: (c) => (c.mode === 'local' ? NO_CLUSTER : undefined),
   },
   {
@@ -73,6 +73,10 @@ export const RULES: readonly Rule[] = [
     ignoredWhen: (c) => (c.agentSending.maxBatchSamples === 0
       ? 'with --agent-batch-samples 0: agents send every sample at once and cannot be slowed (queries are still refused when overloaded); drop it, or let agents batch'
       : undefined),
+  },
+  {
+    keys: ['shardService'],
+    ignoredWhen: (c) => (c.mode === 'cluster' && !c.cluster.shard ? 'without --shard-copies above 0: agents stream to every replica and no review is forwarded; pass --shard-copies, or drop it' : undefined),
   },
   {
     keys: ['metricsApiPort'],

@@ -72,6 +72,8 @@ export interface ClusterConfig extends CommonConfig {
     historySnapshotEveryMs: number;
     optInSelector: string;
     watchBoundPods: boolean;
+    /** --shard-copies above 0: agents stream to their node's owners among the members the Service lists. */
+    shard?: { copies: number; service: { namespace: string; name: string } };
   };
   /** metrics.k8s.io/v1beta1 on this port; undefined: not served. */
   metricsApi?: { port: number };

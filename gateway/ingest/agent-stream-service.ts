@@ -78,6 +78,8 @@ export interface AgentStreamServiceOptions {
    * goes to every welcomed stream as a Settings message. Default: AGENT_SENDING, fixed.
    */
   sending?: AgentSending;
+  /** Settings.shard_copies, in every welcome and settings message: 0 (default), agents stream to every replica. */
+  shardCopies?: number;
 }
 
 
@@ -104,6 +106,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const rate = options.maxSamplesPerSecond ?? 10;
   const burst = options.replayBurst ?? 200;
   const sending = options.sending ?? new AgentSending(AGENT_SENDING);
+  const shardCopies = options.shardCopies ?? 0;
   // Each sample is written here, checked here and handed on from here: the store copies it.
   const row = new Float64Array(sampleRow().width);
 
@@ -189,7 +192,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           node = nodeName;
           const { agentVersion } = msg.hello;
-          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0 });
+          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0, shardCopies });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
             call.write({ welcome: { lastSeq, settings: settingsOf(sending.current) } });

@@ -34,6 +34,7 @@ export interface IngestThreadData {
   limits: ConnectionLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
   sending?: { maxBatchSamples: number; sendEveryMs: number };
+  shardCopies: number;
 }
 
 /**

@@ -151,6 +151,7 @@ const service = agentStreamService({
   },
   nextStreamId: () => ++streamIds,
   sending,
+  shardCopies: data.shardCopies,
   ...(data.authenticate && {
     authenticate: (authorization: unknown) => ask<AgentPrincipal>((id) => post({ type: 'authenticate', id, authorization })),
   }),

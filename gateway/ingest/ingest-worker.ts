@@ -48,6 +48,8 @@ export interface IngestWorkerOptions {
   limits?: ConnectionLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
   sending?: { maxBatchSamples: number; sendEveryMs: number };
+  /** Settings.shard_copies its agents are told (default 0: every replica). */
+  shardCopies?: number;
   /** The thread's own loop delay (ms), every second. */
   onLoad?(loopDelayMs: number): void;
   /** The thread died after it started: its agents are cut off (startSupervisedIngest starts another). */
@@ -83,6 +85,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     authenticate: options.authenticate !== undefined,
     maxReceiveMessageBytes: options.maxReceiveMessageBytes,
     ...(options.sending && { sending: options.sending }),
+    shardCopies: options.shardCopies ?? 0,
     limits: options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs },
   };
   const worker = moduleWorker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });

@@ -31,6 +31,7 @@ export class GatewayMetrics {
   readonly #samplesSinceScrape = new Map<SampleResult, number>();
   readonly #statusWrites: Counter<'result'>;
   readonly #untouched: Counter<'reason'>;
+  readonly #forwardsFailed: Counter;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
   readonly #refusals: Counter<'template' | 'reason'>;
@@ -49,7 +50,7 @@ export class GatewayMetrics {
     openFdsOffTheLoop(this.registry, 'oversell_gateway_');
     this.#webhookDuration = new Histogram({
       name: 'oversell_webhook_request_duration_seconds',
-      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error).',
+      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error; forwarded: answered by the owner of the node, sharded).',
       labelNames: ['outcome'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
       registers,
@@ -80,6 +81,11 @@ export class GatewayMetrics {
       name: 'oversell_webhook_untouched_total',
       help: 'Node writes the webhook passed unchanged because it could not trust them: not by the node\'s own kubelet (not-kubelet), or raw allocatable not established (no-proof, above-capacity, no-capacity, not-positive, beyond-int64).',
       labelNames: ['reason'],
+      registers: [this.registry],
+    });
+    this.#forwardsFailed = new Counter({
+      name: 'oversell_review_forwards_failed_total',
+      help: 'Sharded (--shard-copies): reviews for a node this replica does not own that no owner answered in time; this replica decided them with what it held (usually no data: the write passed unchanged).',
       registers: [this.registry],
     });
     // Sidecar injection has its own series: pod creations must not blur the
@@ -185,6 +191,10 @@ export class GatewayMetrics {
   /** A node write passed unchanged because it could not be trusted. */
   untouched(reason: string): void {
     this.#untouched.inc({ reason });
+  }
+
+  reviewForwardFailed(): void {
+    this.#forwardsFailed.inc();
   }
 
   observePodWebhook(outcome: string, seconds: number): void {

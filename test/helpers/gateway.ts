@@ -45,6 +45,7 @@ export async function startTestGateway(
     agentSending?: GatewayOptions['agentSending'];
     /** Load shedding; off unless asked for: a busy test host must not refuse other tests' queries. */
     shedding?: GatewayOptions['shedding'];
+    shard?: GatewayOptions['shard'];
   } = {},
 ): Promise<TestGateway> {
   cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
@@ -69,6 +70,7 @@ export async function startTestGateway(
     ...(over.connections && { connections: over.connections }),
     ...(over.queryLimits && { queryLimits: over.queryLimits }),
     ...(over.agentSending && { agentSending: over.agentSending }),
+    ...(over.shard && { shard: over.shard }),
     shedding: over.shedding ?? { loopDelayMs: 0, maxSendEveryMs: 0 },
     // Ingest threads at the main thread's priority: on a test host every other test's processes share the
     // cgroup, and a thread at nice 10 yields to all of them, not only to its gateway's main thread as in a pod.

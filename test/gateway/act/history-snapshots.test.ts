@@ -117,6 +117,35 @@ describe('load history snapshots', () => {
     assert.match(learning.reason, /the risk budget once the load history spans 24h/);
   });
 
+  it('sharded: every replica writes the histories of the nodes it holds, leader or not, and keeps the others\' entries as they were', async () => {
+    clear();
+    const a = newStore();
+    const b = newStore();
+    connect(a, 'node-a');
+    connect(b, 'node-b');
+    learn(a, 'node-a', 25);
+    learn(b, 'node-b', 2);
+    // Each store also has a stale minute of the other's node (from before the members changed): never written over the owner's.
+    connect(a, 'node-b');
+    learn(a, 'node-b', 60 / 3600);
+    const replica = (store: NodeStore, holds: string) =>
+      new HistorySnapshots({ kubeConfig: api.kubeConfig(), namespace: 'oversell', store, nodes: nodeCache(['node-a', 'node-b']), lease: { isLeader: false }, holds: (n) => n === holds, log: recordingLog().log, everyMs: 60_000 });
+    const writeA = replica(a, 'node-a');
+    const writeB = replica(b, 'node-b');
+    await writeA.load();
+    await writeB.load();
+    await writeA.write();
+    const entries = () => Object.fromEntries(api.objects(CONFIGMAPS).flatMap((cm) => Object.entries((cm.binaryData ?? {}) as Record<string, string>)));
+    assert.deepEqual(Object.keys(entries()), ['node-a'], 'A writes its own node only, though it is not the leader');
+    const aWrote = entries()['node-a'];
+    await writeB.write();
+    assert.deepEqual(Object.keys(entries()).sort(), ['node-a', 'node-b'], 'B adds its node and keeps A\'s');
+    assert.equal(entries()['node-a'], aWrote, 'A\'s entry as A wrote it');
+    const bWrote = entries()['node-b'];
+    await writeA.write();
+    assert.equal(entries()['node-b'], bWrote, 'A keeps B\'s entry, not its own stale minute of node-b');
+  });
+
   it('a corrupted entry is refused and logged: that node learns from scratch, the others are seeded', async () => {
     clear();
     const good = newStore();

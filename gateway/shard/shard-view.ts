@@ -1,0 +1,53 @@
+// Where a node's data is when the gateway shards (--shard-copies N): on the
+// node's N owners among the replicas the agents' Service lists, by the same
+// rendezvous hashing of the node name over the same "ip:port" strings the
+// agents use to pick where to stream (agent/stream/gateway-set.ts). The view
+// only keeps the member list and answers; the EndpointSlice watch fills it.
+import { RendezvousOwners } from '../../lib/rendezvous.js';
+
+export interface ShardMember {
+  /** "ip:port" as the EndpointSlices list it for agents: the key nodes hash against. */
+  key: string;
+  /** host:port of the member's webhook, where a review for one of its nodes is forwarded. */
+  webhook: string;
+}
+
+export class ShardView {
+  #owners: RendezvousOwners;
+  #members = new Map<string, ShardMember>();
+
+  constructor(
+    readonly copies: number,
+    /** Whether a member key is this replica (its own address and agent port). */
+    private readonly isSelf: (key: string) => boolean,
+  ) {
+    if (!Number.isInteger(copies) || copies < 1) throw new RangeError(`shard copies must be a whole number of 1 or more, got ${copies}`);
+    this.#owners = new RendezvousOwners([], copies);
+  }
+
+  /** The members now listed (the Service's ready endpoints). */
+  set(members: readonly ShardMember[]): void {
+    this.#members = new Map(members.map((m) => [m.key, m]));
+    this.#owners = new RendezvousOwners([...this.#members.keys()], this.copies);
+  }
+
+  get members(): number {
+    return this.#members.size;
+  }
+
+  /** Whether this replica is the node's first owner: the one that lowers it and keeps its history. */
+  isFirstOwner(node: string): boolean {
+    const first = this.#owners.of(node)[0];
+    return first !== undefined && this.isSelf(first);
+  }
+
+  /**
+   * The owners of `node` other than this replica, best first: where its data
+   * is when this replica holds none (it does not own the node, or just came
+   * to own it and the agent has not moved yet). Empty when no other member
+   * owns it, or none is listed.
+   */
+  forwardTo(node: string): ShardMember[] {
+    return this.#owners.of(node).filter((k) => !this.isSelf(k)).map((k) => this.#members.get(k)!);
+  }
+}

@@ -1,0 +1,188 @@
+// Sharding (issue 32, item 5): three real gateways on 127.0.0.1 with
+// --shard-copies, real agent streams (agent/stream/gateway-set.ts over real
+// gRPC) and real HTTPS between the replicas. An agent streams to its node's
+// owners only, as the gateways compute them; a review that reaches a replica
+// without the node's data is answered by an owner, with the owner's decision;
+// an owner that does not answer, or answers with another certificate, is not
+// believed, and the replica decides with what it holds.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import { GatewaySet } from '../../../agent/stream/gateway-set.js';
+import { createLogger } from '../../../lib/log.js';
+import { owners } from '../../../lib/rendezvous.js';
+import { FORWARDED_BY, ReviewForwarder } from '../../../gateway/shard/review-forwarder.js';
+import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.js';
+import { membersOf, watchShardMembers } from '../../../gateway/shard/shard-members.js';
+import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
+import { generateServingCertificate } from '../../../gateway/tls/self-signed.js';
+import { eventually } from '../../helpers/grpc.js';
+import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { FIXTURE_NODE, kubeletReview, nodeSample, patchOf } from '../../helpers/node-reviews.js';
+
+const log = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
+const COPIES = 2;
+const proofKey = randomBytes(32);
+
+describe('ShardView', () => {
+  const members: ShardMember[] = ['10.0.0.1:50052', '10.0.0.2:50052', '10.0.0.3:50052'].map((key) => ({ key, webhook: key.replace('50052', '8443') }));
+
+  it('forwards to the node\'s owners other than this replica, best first', () => {
+    const want = owners('node-a', members.map((m) => m.key), COPIES);
+    const outsider = members.find((m) => !want.includes(m.key))!;
+    const asOutsider = new ShardView(COPIES, (k) => k === outsider.key);
+    asOutsider.set(members);
+    assert.deepEqual(asOutsider.forwardTo('node-a').map((m) => m.key), want);
+    assert.equal(asOutsider.forwardTo('node-a')[0]!.webhook, want[0]!.replace('50052', '8443'));
+    const asOwner = new ShardView(COPIES, (k) => k === want[1]);
+    asOwner.set(members);
+    assert.deepEqual(asOwner.forwardTo('node-a').map((m) => m.key), [want[0]], 'an owner without data asks the other owner');
+    const alone = new ShardView(1, (k) => k === want[0]);
+    alone.set(members);
+    assert.deepEqual(alone.forwardTo('node-a'), [], 'the only owner: nobody else to ask');
+    assert.deepEqual(new ShardView(COPIES, () => false).forwardTo('node-a'), [], 'no members listed: nobody to ask');
+    assert.throws(() => new ShardView(0, () => false), /shard copies must be a whole number of 1 or more/);
+  });
+});
+
+describe('shard members from the agents\' Service', () => {
+  const SLICES = '/apis/discovery.k8s.io/v1/namespaces/oversell/endpointslices';
+  const slice = (name: string, addresses: string[], ports: Array<{ name: string; port: number }>, ready = true): FakeObject => ({
+    metadata: { name, namespace: 'oversell', labels: { 'kubernetes.io/service-name': 'oversell-gateway-agents' } },
+    addressType: 'IPv4',
+    ports,
+    endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready } })),
+  });
+
+  it('every ready address on the grpc port; the webhook on the slice\'s webhook port, else the replica\'s own', () => {
+    const members = membersOf(([
+      slice('a', ['10.0.0.2', '10.0.0.1'], [{ name: 'grpc', port: 50052 }]),
+      slice('b', ['10.0.0.3'], [{ name: 'grpc', port: 50053 }, { name: 'webhook', port: 9443 }]),
+      slice('c', ['10.0.0.9'], [{ name: 'grpc', port: 50052 }], false),
+    ] as unknown as V1EndpointSlice[]), 8443);
+    assert.deepEqual(members, [
+      { key: '10.0.0.1:50052', webhook: '10.0.0.1:8443' },
+      { key: '10.0.0.2:50052', webhook: '10.0.0.2:8443' },
+      { key: '10.0.0.3:50053', webhook: '10.0.0.3:9443' },
+    ]);
+  });
+
+  it('the watch keeps the view at the Service\'s members as they change', async () => {
+    const api = await FakeKubeApi.start([SLICES]);
+    const view = new ShardView(1, (k) => k === '10.0.0.1:50052');
+    api.put(SLICES, slice('a', ['10.0.0.1', '10.0.0.2'], [{ name: 'grpc', port: 50052 }]));
+    const watching = await watchShardMembers({ kubeConfig: api.kubeConfig(), namespace: 'oversell', service: 'oversell-gateway-agents', webhookPort: 8443, view, log });
+    try {
+      assert.equal(view.members, 2, 'the first list is in before the watch resolves');
+      api.put(SLICES, slice('b', ['10.0.0.3'], [{ name: 'grpc', port: 50052 }]));
+      await eventually(() => (view.members === 3 ? true : undefined), 5000, 'the new member');
+      const owned = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'].filter((n) => view.isFirstOwner(n));
+      assert.ok(owned.length > 0 && owned.length < 6, `this replica owns some nodes, not all: ${owned}`);
+    } finally {
+      await watching.stop();
+      await api.close();
+    }
+  });
+});
+
+describe('three sharded replicas', () => {
+  const gateways: TestGateway[] = [];
+  let agents: GatewaySet | undefined;
+  const keyOf = (gw: TestGateway) => `127.0.0.1:${gw.ports.grpc}`;
+  const membersOf = (list: TestGateway[]): ShardMember[] => list.map((gw) => ({ key: keyOf(gw), webhook: `127.0.0.1:${gw.ports.webhook}` }));
+  let ownerSet: TestGateway[] = [];
+  let outsider: TestGateway;
+
+  before(async () => {
+    for (let i = 0; i < 3; i++) {
+      // One grant-signing key, as replicas share one: an owner's answer is the same whichever owner gives it.
+      gateways.push(await startTestGateway({ shard: { copies: COPIES }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey }));
+    }
+    for (const gw of gateways) gw.shard!.set(membersOf(gateways));
+    const want = owners(FIXTURE_NODE, gateways.map(keyOf), COPIES);
+    ownerSet = gateways.filter((gw) => want.includes(keyOf(gw)));
+    outsider = gateways.find((gw) => !want.includes(keyOf(gw)))!;
+  });
+  after(async () => {
+    await agents?.stop();
+    for (const gw of gateways) await gw.close();
+  });
+
+  it('an agent told the copies streams to its node\'s owners only, and only they hold its data', async () => {
+    agents = GatewaySet.withOptions({
+      hello: { nodeName: FIXTURE_NODE, instanceId: 'i-1', agentVersion: 'test', host: null },
+      log,
+      backoffInitialMs: 100,
+      backoffMaxMs: 500,
+      connection: { credentials: grpc.credentials.createInsecure(), channelOptions: { 'grpc.use_local_subchannel_pool': 1 } },
+      onSettings: (s) => agents?.shardCopies(s.shardCopies),
+    }, log);
+    agents.set(gateways.map(keyOf));
+    await eventually(() => (agents!.addresses.length === COPIES ? true : undefined), 10_000, 'the agent narrowed to the owners');
+    assert.deepEqual(agents.addresses, ownerSet.map(keyOf).sort());
+    await eventually(() => ([...ownerSet].every((gw) => agents!.stream(keyOf(gw))?.live) ? true : undefined), 10_000, 'streams to both owners live');
+    for (let i = 0; i < 5; i++) agents.push(nodeSample(Date.now() + i));
+    await eventually(() => (ownerSet.every((gw) => (gw.store.get(FIXTURE_NODE)?.lastSeq ?? 0) > 0) ? true : undefined), 10_000, 'both owners hold the node');
+    assert.equal(outsider.store.get(FIXTURE_NODE)?.lastSeq ?? 0, 0, 'the replica that does not own the node never got its samples (at most its hello, before the welcome)');
+  });
+
+  it('a review at a replica without the node\'s data is answered by an owner, with the owner\'s decision', async () => {
+    const review = JSON.stringify(kubeletReview());
+    const direct = await postHttps(ownerSet[0]!, '/mutate/nodes', review);
+    const relayed = await postHttps(outsider, '/mutate/nodes', review);
+    assert.equal(relayed.status, 200);
+    const ops = patchOf(relayed.json() as { response: { patch?: string } });
+    assert.ok(ops.some((op) => op.path === '/status/allocatable/cpu'), `the owner's data inflated it: ${relayed.body}`);
+    assert.deepEqual(ops, patchOf(direct.json() as { response: { patch?: string } }), 'the owner\'s own answer');
+    assert.match(await outsider.metrics.exposition(), /oversell_webhook_request_duration_seconds_count\{outcome="forwarded"\} 1/);
+    // A review that was forwarded already is decided where it lands: no second hop, here without data.
+    const once = await postHttps(outsider, '/mutate/nodes', review, { 'content-type': 'application/json', [FORWARDED_BY]: 'another-replica' });
+    assert.equal((once.json() as { response: { patch?: string } }).response.patch, undefined, 'decided here, with no data: unchanged');
+  });
+
+  it('when no owner answers in time, the replica decides itself and counts it', async () => {
+    const down = membersOf(gateways).map((m) => (m.key === keyOf(outsider) ? m : { ...m, webhook: '127.0.0.1:1' }));
+    outsider.shard!.set(down);
+    try {
+      const res = await postHttps(outsider, '/mutate/nodes', JSON.stringify(kubeletReview()));
+      assert.equal(res.status, 200);
+      assert.equal((res.json() as { response: { patch?: string } }).response.patch, undefined, 'no data here: the write passes unchanged');
+      assert.match(await outsider.metrics.exposition(), /oversell_review_forwards_failed_total 1/);
+    } finally {
+      outsider.shard!.set(membersOf(gateways));
+    }
+  });
+
+  it('a peer that presents another certificate is not believed', async () => {
+    const other = await generateServingCertificate(['localhost', '127.0.0.1']);
+    const impostor = createServer({ cert: other.cert, key: other.key }, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"forged":true}');
+    });
+    await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
+    const ours = await generateServingCertificate(['localhost']);
+    const forwarder = new ReviewForwarder({ certificate: () => ours.cert, identity: 'test' });
+    try {
+      const port = (impostor.address() as AddressInfo).port;
+      const got = await forwarder.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
+      assert.ok('failed' in got && /does not present this gateway's serving certificate/.test(got.failed), JSON.stringify(got));
+      // The same server presenting our certificate is believed.
+      impostor.setSecureContext({ cert: ours.cert, key: ours.key });
+      const fresh = new ReviewForwarder({ certificate: () => ours.cert, identity: 'test' });
+      try {
+        const believed = await fresh.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
+        assert.ok('answer' in believed && believed.answer.toString() === '{"forged":true}', JSON.stringify(believed));
+      } finally {
+        fresh.close();
+      }
+    } finally {
+      forwarder.close();
+      impostor.closeAllConnections();
+      impostor.close();
+    }
+  });
+});
