@@ -61,21 +61,23 @@ export function deployedMemoryLimitMiB(container: 'gateway' | 'agent'): number {
 export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
 
 /**
- * The real gateway binary on 127.0.0.1 as deployed (Node flags, agents on
+ * The real gateway binary on 127.0.0.1 (or `host`) as deployed (Node flags, agents on
  * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
  * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
  */
-export async function startGateway(options: { args?: string[]; nodeArgs?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number } = {}): Promise<GatewayProcess> {
+export async function startGateway(options: { args?: string[]; nodeArgs?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number; host?: string; tlsDir?: string } = {}): Promise<GatewayProcess> {
+  const host = options.host ?? '127.0.0.1';
   const grpc = await freePort();
   const ports = { webhook: await freePort(), grpc, metrics: await freePort(), agent: options.agentThread === false ? grpc : await freePort() };
-  const tlsDir = mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
-  const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, ...(options.nodeArgs ?? []), join(REPO, 'dist/gateway/main.js'), '--bind-address', '127.0.0.1',
+  // Replicas given one tlsDir share its certificate and grant-signing key, as replicas in a cluster share their Secrets.
+  const tlsDir = options.tlsDir ?? mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
+  const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, ...(options.nodeArgs ?? []), join(REPO, 'dist/gateway/main.js'), '--bind-address', host,
     '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
     ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
     // No drain on stop (a gateway here is stopped by the benchmark, not rolled by a Deployment); bench/replicas.ts asks for one.
-    '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', 'warn', '--shutdown-drain', '0s', ...(options.args ?? [])]);
+    '--tls-dir', tlsDir, '--tls-hosts', `localhost,${host}`, '--policies', 'flags', '--log-level', 'warn', '--shutdown-drain', '0s', ...(options.args ?? [])]);
   const child = startChild('gateway', file!, args, { echo: options.echo ?? true });
-  await waitUntil('gateway /readyz', async () => ((await fetch(`http://127.0.0.1:${ports.metrics}/readyz`)).ok ? true : undefined), options.readyWithinMs ?? 20_000, 100);
+  await waitUntil('gateway /readyz', async () => ((await fetch(`http://${host}:${ports.metrics}/readyz`)).ok ? true : undefined), options.readyWithinMs ?? 20_000, 100);
   return {
     ...child,
     ports,

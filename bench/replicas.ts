@@ -16,8 +16,8 @@
 // Needs the local control plane (scripts/cluster/cluster.sh); take the e2e
 // lock when others use it: flock /tmp/oversell-e2e.lock node --import tsx bench/replicas.ts
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { owners } from '../lib/rendezvous.js';
@@ -70,6 +70,18 @@ const DRAIN = `${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s`;
  */
 const SHARD_COPIES = Number(process.env.OVERSELL_BENCH_REPLICA_SHARD ?? 0);
 const SHARD_SERVICE = 'bench-gateway-agents';
+/**
+ * Where the replicas listen. An EndpointSlice may not list a loopback
+ * address, so sharded they listen on the local cluster's own bridge
+ * (oversell0, host-internal: scripts/cluster), which their members name.
+ */
+const HOST = SHARD_COPIES > 0 ? bridgeAddress() : '127.0.0.1';
+
+function bridgeAddress(): string {
+  const address = networkInterfaces().oversell0?.find((i) => i.family === 'IPv4')?.address;
+  if (!address) throw new Error('OVERSELL_BENCH_REPLICA_SHARD needs the local cluster\'s bridge oversell0 (bash scripts/cluster/cluster.sh up, with its real node)');
+  return address;
+}
 /** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
 const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
 const LEASE_NAME = 'oversell-gateway';
@@ -102,7 +114,7 @@ const kinds = (counts: Record<string, number>) => Object.entries(counts).map(([k
 
 /**
  * Sharded: one EndpointSlice per replica for SHARD_SERVICE (its agent port as
- * "grpc", its webhook port as "webhook": the replicas share 127.0.0.1), and
+ * "grpc", its webhook port as "webhook": the replicas share one address), and
  * each replica's tokens file holding only the nodes it owns.
  */
 async function shardMembers(kc: KubeConfig, gateways: GatewayProcess[], tokens: string, work: string): Promise<string[]> {
@@ -115,17 +127,31 @@ async function shardMembers(kc: KubeConfig, gateways: GatewayProcess[], tokens: 
         metadata: { name: `${SHARD_SERVICE}-${i}`, labels: { 'kubernetes.io/service-name': SHARD_SERVICE } },
         addressType: 'IPv4',
         ports: [{ name: 'grpc', port: gw.ports.agent, protocol: 'TCP' }, { name: 'webhook', port: gw.ports.webhook, protocol: 'TCP' }],
-        endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+        endpoints: [{ addresses: [HOST], conditions: { ready: true } }],
       },
     });
   }
-  const keys = gateways.map((gw) => `127.0.0.1:${gw.ports.agent}`);
+  const keys = gateways.map((gw) => `${HOST}:${gw.ports.agent}`);
   const lines = readFileSync(tokens, 'utf8').split('\n').filter(Boolean);
   return gateways.map((_, i) => {
     const file = join(work, `tokens-${i}`);
     writeFileSync(file, `${lines.filter((l) => owners(l.split(' ')[0]!, keys, SHARD_COPIES).includes(keys[i]!)).join('\n')}\n`);
     return file;
   });
+}
+
+/** The survivors' webhook outcomes and failed forwards, summed (docs/metrics.md): a review answered "no-data" passed unchanged. */
+async function shardOutcomes(gateways: GatewayProcess[]): Promise<Record<string, number>> {
+  const sum: Record<string, number> = {};
+  for (const gw of gateways) {
+    for (const outcome of ['patched', 'unchanged', 'forwarded', 'no-data']) {
+      const n = await scrapeMetric(gw.ports.metrics, 'oversell_webhook_request_duration_seconds_count', `{outcome="${outcome}"}`, HOST);
+      sum[outcome] = (sum[outcome] ?? 0) + (Number.isFinite(n) ? n : 0);
+    }
+    const failed = await scrapeMetric(gw.ports.metrics, 'oversell_review_forwards_failed_total', '', HOST);
+    sum['forward-failed'] = (sum['forward-failed'] ?? 0) + (Number.isFinite(failed) ? failed : 0);
+  }
+  return sum;
 }
 
 async function deleteShardSlices(): Promise<void> {
@@ -170,7 +196,7 @@ interface ForwardRound { directP50: number; directP99: number; viaP50: number; v
  * falls on both alike.
  */
 async function measureForward(via: GatewayProcess, owner: GatewayProcess, template: string, agents: number, rate: number, seconds: number, rounds: number): Promise<ForwardRound[]> {
-  const ownerUrl = `https://127.0.0.1:${owner.ports.webhook}/mutate/nodes`;
+  const ownerUrl = `https://${HOST}:${owner.ports.webhook}/mutate/nodes`;
   const proxy = startChild('forward-proxy', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/forward-proxy.ts'),
     join(via.tlsDir, 'tls.crt'), join(via.tlsDir, 'tls.key'), ownerUrl, join(owner.tlsDir, 'ca.crt')]);
   try {
@@ -228,9 +254,14 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     kc.loadFromFile(ADMIN_KUBECONFIG);
     const leases = kc.makeApiClient(CoordinationV1Api);
 
+    const sharedTls = join(work, 'tls');
+    mkdirSync(sharedTls);
     for (let i = 0; i < REPLICAS; i++) {
       gateways.push(await startGateway({
         readyWithinMs: 60_000,
+        host: HOST,
+        // Sharded replicas forward reviews to each other: one serving certificate, as from the cluster's Secret.
+        ...(SHARD_COPIES > 0 && { tlsDir: sharedTls }),
         // Their refusals while every agent's token is reviewed would bury the run's lines; an unexpected exit still prints its output.
         echo: false,
         args: ['--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', BENCH_NAMESPACE, '--identity', `replica-${i}`, '--grpc-tls', 'on', '--auth', 'kubernetes',
@@ -245,7 +276,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const tlsArgs = (gw: GatewayProcess) => ['--ca', join(gw.tlsDir, 'ca.crt'), '--server-name', 'localhost', '--proto', PROTO];
     const statuses: Array<() => AgentsStatus> = [];
     for (const gw of gateways) {
-      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', tokensOf[gateways.indexOf(gw)]!, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
+      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `${HOST}:${gw.ports.agent}`, '--tokens', tokensOf[gateways.indexOf(gw)]!, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
       agentRuns.push(run);
       statuses.push(latestStatus(run));
     }
@@ -270,7 +301,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     let calm = 0;
     while (calm < SETTLED_SECONDS && Date.now() - settleStart < SETTLE_WITHIN_S * 1000) {
       await sleep(1000);
-      const delays = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_event_loop_delay_seconds', '{thread="main"}').catch(() => Number.POSITIVE_INFINITY)));
+      const delays = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_event_loop_delay_seconds', '{thread="main"}', HOST).catch(() => Number.POSITIVE_INFINITY)));
       calm = delays.every((d) => d < SETTLED_LOOP_DELAY_S) ? calm + 1 : 0;
     }
     const settleS = round((Date.now() - settleStart) / 1000, 0);
@@ -281,11 +312,11 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const template = join(work, 'review.json');
     writeFileSync(template, JSON.stringify(review));
     reviews = startReviews({
-      endpoints: gateways.map((gw, i) => ({ name: `replica-${i}`, url: `https://127.0.0.1:${gw.ports.webhook}/mutate/nodes`, ca: join(gw.tlsDir, 'ca.crt') })),
+      endpoints: gateways.map((gw, i) => ({ name: `replica-${i}`, url: `https://${HOST}:${gw.ports.webhook}/mutate/nodes`, ca: join(gw.tlsDir, 'ca.crt') })),
       rate: reviewRate, warmupS, durationS: beforeS + afterS, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER,
     });
     for (const gw of gateways) {
-      queries.push(startLoadgen<QueryResult>(loadgen, 'query', ['--address', `127.0.0.1:${gw.ports.grpc}`, '--token-file', join(work, 'viewer-token'), ...tlsArgs(gw),
+      queries.push(startLoadgen<QueryResult>(loadgen, 'query', ['--address', `${HOST}:${gw.ports.grpc}`, '--token-file', join(work, 'viewer-token'), ...tlsArgs(gw),
         '--prefix', PREFIX, '--count', String(agents), '--rate', String(QUERY_RATE / REPLICAS), '--warmup', `${warmupS}s`, '--duration', `${beforeS + afterS}s`], { launcher: pin, echo: false }));
     }
     await reviews.started;
@@ -293,12 +324,12 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await sleep(warmupS * 1000);
     const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
     const messages0 = statuses.map((st) => st().messages);
-    const stored0 = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}')));
+    const stored0 = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}', HOST)));
     const window0 = performance.now();
     await sleep(beforeS * 1000);
     const windowS = (performance.now() - window0) / 1000;
     const millicores = gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
-    const stored = await Promise.all(gateways.map(async (gw, i) => ((await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}')) - stored0[i]!) / windowS));
+    const stored = await Promise.all(gateways.map(async (gw, i) => ((await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}', HOST)) - stored0[i]!) / windowS));
     const messagesPerAgentPerS = statuses.map((st, i) => (st().messages - messages0[i]!) / agents / windowS);
     const rss = gateways.map((gw) => rssMiB(gw.pid));
     // How busy the machine was besides: a shared host's other work shows here, not in the replicas' CPU.
@@ -352,9 +383,12 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const whatIfAnswered = r.whatIfAnswered;
     log(`reviews before the kill: ${r.before.ok}/${r.before.sent} answered, p99 ${r.before.latencyMs.p99} ms; after: ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms (${kinds(r.after.errors)}); a client retrying elsewhere would have had ${whatIfAnswered} of the ${unanswered} unanswered`);
 
-    // Forwarding, on the survivors, agents still streaming to them.
-    log(`forwarding: reviews to replica-${survivors[0]} for nodes replica-${survivors[1]} owns, against the same reviews sent to replica-${survivors[1]} directly`);
-    const fwd = await measureForward(gateways[survivors[0]!]!, gateways[survivors[1]!]!, template, agents, reviewRate, forward.seconds, forward.rounds);
+    // Sharded: what the survivors did with the reviews they got (answered from their data, relayed from an owner, or without data).
+    const outcomes = SHARD_COPIES > 0 ? await shardOutcomes(survivors.map((i) => gateways[i]!)) : undefined;
+    if (outcomes) log(`sharded survivors' reviews: ${JSON.stringify(outcomes)}`);
+    // Forwarding through the proxy, on the survivors, agents still streaming to them (sharded, the gateways forward themselves: counted above).
+    if (SHARD_COPIES === 0) log(`forwarding: reviews to replica-${survivors[0]} for nodes replica-${survivors[1]} owns, against the same reviews sent to replica-${survivors[1]} directly`);
+    const fwd = SHARD_COPIES > 0 ? [] : await measureForward(gateways[survivors[0]!]!, gateways[survivors[1]!]!, template, agents, reviewRate, forward.seconds, forward.rounds);
 
     // From the kill to the end of the forwarding rounds.
     const survivorAgents = await Promise.all(survivors.map(async (i) => {
@@ -384,7 +418,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     };
     return {
       name: 'replicas',
-      summary: `${REPLICAS} replicas, ${agents} agents streaming to each, ${reviewRate} reviews/s round-robin, leader ${STOP_SIGNAL === 'SIGKILL' ? 'killed (SIGKILL)' : `stopped (SIGTERM, --shutdown-drain ${DRAIN})`} mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
+      summary: `${REPLICAS} replicas, ${agents} agents ${SHARD_COPIES > 0 ? `streaming to their node's ${SHARD_COPIES} owners (--shard-copies ${SHARD_COPIES})` : 'streaming to each'}, ${reviewRate} reviews/s round-robin, leader ${STOP_SIGNAL === 'SIGKILL' ? 'killed (SIGKILL)' : `stopped (SIGTERM, --shutdown-drain ${DRAIN})`} mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
         `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
         `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`,
       figures: {
@@ -409,12 +443,14 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         review_request_bytes: r.requestBytes, review_answer_bytes: r.answerBytes,
         forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99,
         forward_rounds: JSON.stringify(fwd),
+        ...(outcomes && { shard_copies: SHARD_COPIES, shard_survivor_review_outcomes: JSON.stringify(outcomes) }),
       },
       targets: [
         { name: '3 replicas: every review answered when one replica is killed mid-run (failed and retried as the kube-apiserver does)', measured: met ? `${r.after.ok} of ${r.after.sent} after the kill` : `${unanswered} unanswered (${kinds(allErrors)}), ${whatIfAnswered} of them answered by a retry on another replica`, met },
         { name: 'agents on the surviving replicas keep their streams through the kill', measured: `${survivorReconnects} reconnects, ${survivorStreamErrors} stream errors`, met: survivorReconnects === 0 && survivorStreamErrors === 0 },
       ],
       notes: [
+        ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (forwarded: relayed from an owner; no-data: passed unchanged) and failed forwards. GetNode errors: a replica answers only for the nodes it holds (NOT_FOUND for the others); no forwarding round (the gateways forward themselves)`] : []),
         `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports, --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
         `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
         `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,

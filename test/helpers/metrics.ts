@@ -8,8 +8,8 @@ export function metricValue(text: string, name: string, labels = ''): number | u
 }
 
 /** Scrapes /metrics on 127.0.0.1:port and reads one series; NaN when absent. */
-export async function scrapeMetric(port: number, name: string, labels = ''): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+export async function scrapeMetric(port: number, name: string, labels = '', host = '127.0.0.1'): Promise<number> {
+  const text = await (await fetch(`http://${host}:${port}/metrics`)).text();
   return metricValue(text, name, labels) ?? NaN;
 }
 
