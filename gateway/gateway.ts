@@ -114,7 +114,7 @@ export interface GatewayOptions {
   /**
    * Sharding (Settings.shard_copies): agents stream to this many owners of
    * their node among the Service's ready replicas, and a review for a node
-   * without fresh data here is forwarded to an owner (gateway/admit/review-forwarder.ts).
+   * without fresh data here is forwarded to an owner (gateway/shard/review-forwarder.ts).
    * Absent: every agent streams to every replica. With a cluster, `service`
    * (the agents' Service) lists the members; without one, RunningGateway.shard.set().
    */

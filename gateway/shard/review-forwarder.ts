@@ -11,6 +11,7 @@
 import { X509Certificate } from 'node:crypto';
 import * as https from 'node:https';
 import type { TLSSocket } from 'node:tls';
+import { splitHostPort } from './shard-members.js';
 import type { ShardMember } from './shard-view.js';
 
 /** Set on a forwarded review: its receiver decides it, never forwards it again. */
@@ -64,9 +65,7 @@ export class ReviewForwarder {
   }
 
   #post(webhook: string, body: Buffer, timeoutMs: number): Promise<Buffer> {
-    const at = webhook.lastIndexOf(':');
-    const host = webhook.slice(0, at).replace(/^\[|\]$/g, '');
-    const port = Number(webhook.slice(at + 1));
+    const { host, port } = splitHostPort(webhook);
     const fingerprint = this.#fingerprint();
     return new Promise((resolve, reject) => {
       const req = https.request(
