@@ -233,10 +233,11 @@ describe('the API server restarted while oversell runs', { timeout: 10 * 60_000 
     node.host.set({ ...node.host.usage, cpuSomeAvg10: 75 });
     const lowered = await eventually('allocatable lowered by the gateway', async () => {
       const stored = await core().readNode({ name: NODE });
-      return alloc(stored) === '4' ? stored : undefined;
+      // The floor, one millicore above raw so the kubelet keeps writing (docs/policy.md).
+      return alloc(stored) === '4001m' ? stored : undefined;
     }, 15_000, 50);
     measured.pressureLoweredMs = Date.now() - started;
-    assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->4000m \(pressure: floor until calm\)/);
+    assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->4001m \(pressure: floor until calm; one unit above raw/);
     // The write is visible through the API before its log line reaches the log file.
     await eventually('the gateway to log its own write', async () => logged(/lowered allocatable without waiting for the kubelet/, readyAt), 5_000, 100);
   });

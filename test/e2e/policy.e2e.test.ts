@@ -110,7 +110,7 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     await upsertPolicy('pool-s', { nodeSelector: { matchLabels: { pool: 's' } }, startupGrace: '12s' });
     const n = await poolNode('e2e-policy-starting', 's'); // its three pods are bound now
     const held = await untilWrite(n, 'a write decided while the pods start', (s) => /held: a pod bound \d+s ago may not show its usage yet \(startupGrace 12s\)/.test(s.metadata?.annotations?.[ANNOTATION.reason] ?? ''));
-    assert.equal(held.status?.allocatable?.cpu, '4', 'no previous grant: the floor');
+    assert.equal(held.status?.allocatable?.cpu, '4001m', 'no previous grant: the floor (one millicore above raw)');
     const started = Date.now();
     const risen = await untilWrite(n, 'the rise once the newest pod is 12 s old', (s) => s.status?.allocatable?.cpu === '8', 30_000);
     assert.match(risen.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->8000m \(capped at 2x raw/);
@@ -127,14 +127,15 @@ describe('OversellPolicy on a real control plane', { timeout: 10 * 60_000 }, () 
     n.host.set({ ...n.host.usage, cpuSomeAvg10: 75 });
     const lowered = await eventually('allocatable lowered by the gateway', async () => {
       const stored = await core().readNode({ name: n.name });
-      return stored.status?.allocatable?.cpu === '4' ? stored : undefined;
+      // The floor, one millicore above raw so the kubelet keeps writing (docs/policy.md).
+      return stored.status?.allocatable?.cpu === '4001m' ? stored : undefined;
     }, 5000, 50);
     const ms = Date.now() - started;
     assert.ok(ms <= 2000, `lowered after ${ms} ms`);
-    assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->4000m \(pressure: floor until calm\)/);
+    assert.match(lowered.metadata?.annotations?.[ANNOTATION.reason] ?? '', /cpu 4000m->4001m \(pressure: floor until calm; one unit above raw/);
     assert.equal(lowered.status?.allocatable?.memory, '10Gi', 'memory had no pressure and stays inflated (1.25x while learning)');
     // The kubelet's next write keeps it down while the pressure lasts.
-    assert.equal((await n.heartbeat()).status?.allocatable?.cpu, '4');
+    assert.equal((await n.heartbeat()).status?.allocatable?.cpu, '4001m');
     console.log(`# pressure -> allocatable lowered in ${ms} ms`);
   });
 
