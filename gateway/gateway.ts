@@ -217,6 +217,7 @@ function grpcPart(s: Shared) {
   server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
     store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
+    ...(s.shard && { heldBy: (node: string) => s.shard!.view.forwardTo(node).map((m) => m.key) }),
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
     onWatchEnded: (reason) => metrics.watchEnded(reason),
     limits: queryLimits,

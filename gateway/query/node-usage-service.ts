@@ -37,6 +37,8 @@ export interface NodeUsageServiceOptions {
   now?: () => number;
   /** Requests bound to a node, from the gateway's own pod watch: the decision shown is the webhook's. */
   boundRequests?: (node: string) => NodeRequests | undefined;
+  /** Sharded: the replicas that hold a node's data when this one does not (named in NOT_FOUND). */
+  heldBy?: (node: string) => string[];
 }
 
 export type WatchEnd = 'slow-reader' | 'token-expired' | 'revoked';
@@ -103,8 +105,11 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       const name = call.request.name;
       if (!name) return callback({ code: grpc.status.INVALID_ARGUMENT, details: 'name is required' });
       const record = store.get(name);
-      if (!record) {
-        return callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)}` });
+      // Sharded, a replica may have the agent's hello and nothing more: the agent moved to the node's owners after its welcome.
+      if (!record || (options.heldBy && record.lastSeq === 0)) {
+        const held = options.heldBy?.(name) ?? [];
+        const where = held.length > 0 ? `; the gateway is sharded and this node's agent streams to ${held.join(', ')}: a replica answers only for the nodes it holds (docs/architecture.md, "Sharding")` : '';
+        return callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)} to this replica${where}` });
       }
       callback(null, status(record));
     },

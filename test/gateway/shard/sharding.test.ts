@@ -20,7 +20,7 @@ import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.j
 import { membersOf, watchShardMembers } from '../../../gateway/shard/shard-members.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { generateServingCertificate } from '../../../gateway/tls/self-signed.js';
-import { eventually } from '../../helpers/grpc.js';
+import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
 import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { FIXTURE_NODE, kubeletReview, nodeSample, patchOf } from '../../helpers/node-reviews.js';
 
@@ -128,6 +128,14 @@ describe('three sharded replicas', () => {
     for (let i = 0; i < 5; i++) agents.push(nodeSample(Date.now() + i));
     await eventually(() => (ownerSet.every((gw) => (gw.store.get(FIXTURE_NODE)?.lastSeq ?? 0) > 0) ? true : undefined), 10_000, 'both owners hold the node');
     assert.equal(outsider.store.get(FIXTURE_NODE)?.lastSeq ?? 0, 0, 'the replica that does not own the node never got its samples (at most its hello, before the welcome)');
+  });
+
+  it('GetNode at a replica without the node says where its data is', async () => {
+    const err = await getNode(queryClient(outsider.ports.grpc), FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+    assert.equal(err?.code, grpc.status.NOT_FOUND);
+    const owners = ownerSet.map(keyOf);
+    assert.ok(owners.every((k) => err?.details.includes(k)), `names the owners ${owners}: ${err?.details}`);
+    assert.match(err?.details ?? '', /the gateway is sharded and this node's agent streams to .*: a replica answers only for the nodes it holds/);
   });
 
   it('a review at a replica without the node\'s data is answered by an owner, with the owner\'s decision', async () => {
