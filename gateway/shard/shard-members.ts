@@ -4,11 +4,10 @@
 // them is this replica: its own agent port on one of its own addresses.
 import { networkInterfaces } from 'node:os';
 import type { KubeConfig, V1EndpointSlice } from '@kubernetes/client-node';
-import { addressesOf } from '../../lib/endpoint-addresses.js';
+import { addressesOf, watchServiceAddresses } from '../../lib/endpoint-addresses.js';
 import { kubeConfigConnection } from '../../lib/kube-connection.js';
-import { BACKOFF, ListWatch, type Watching } from '../../lib/list-watch.js';
+import { BACKOFF, type Watching } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
-import { WatchCache } from '../../lib/watch-cache.js';
 import type { ShardMember, ShardView } from './shard-view.js';
 
 /** host and port of an "ip:port" or "[ip]:port" key. */
@@ -40,7 +39,7 @@ export function membersOf(slices: readonly V1EndpointSlice[], webhookPort: numbe
 }
 
 /** Keeps `view` at the Service's members; resolves once the first complete list is in. */
-export async function watchShardMembers(o: {
+export function watchShardMembers(o: {
   kubeConfig: KubeConfig;
   namespace: string;
   service: string;
@@ -48,30 +47,17 @@ export async function watchShardMembers(o: {
   view: ShardView;
   log: Logger;
 }): Promise<Watching> {
-  let synced = false;
-  let last = '';
-  const update = () => {
-    if (!synced) return;
-    const members = membersOf(slices.list(), o.webhookPort);
-    const key = members.map((m) => m.key).join(',');
-    if (key === last) return;
-    last = key;
-    o.view.set(members);
-    o.log.info({ service: `${o.namespace}/${o.service}`, members: members.map((m) => m.key), copies: o.view.copies }, 'shard members changed: nodes are owned anew');
-  };
-  const slices = new WatchCache<V1EndpointSlice>(update);
-  const watch = new ListWatch<V1EndpointSlice>({
+  return watchServiceAddresses({
     connection: kubeConfigConnection(o.kubeConfig),
-    path: `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(o.namespace)}/endpointslices`,
-    labelSelector: `kubernetes.io/service-name=${o.service}`,
-    decode: (slice) => slice,
-    target: slices,
+    namespace: o.namespace,
+    service: o.service,
     what: `shard members (${o.namespace}/${o.service})`,
+    onChange: (_addresses, slices) => {
+      const members = membersOf(slices, o.webhookPort);
+      o.view.set(members);
+      o.log.info({ service: `${o.namespace}/${o.service}`, members: members.map((m) => m.key), copies: o.view.copies }, 'shard members changed: nodes are owned anew');
+    },
     log: o.log,
     backoff: BACKOFF.replicas,
   });
-  await watch.start();
-  synced = true;
-  update();
-  return { stop: async () => watch.stop() };
 }
