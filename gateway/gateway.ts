@@ -55,6 +55,12 @@ import { cachedAccessReview, kubernetesAccessReview, type AccessReview } from '.
 import { buildMetricsApiServer } from './metrics-api/metrics-api-server.js';
 import { ShardView } from './shard/shard-view.js';
 import { ReviewForwarder } from './shard/review-forwarder.js';
+import { PeerClient } from './shard/peer-client.js';
+import { PeerQueries } from './shard/peer-queries.js';
+import { peerPlugin } from './shard/peer-plugin.js';
+import { LocalNodes } from './query/local-nodes.js';
+import { MetricsReader, type MetricsQuery } from './metrics-api/metrics-reader.js';
+import { OncePer } from '../lib/once-per.js';
 import { selfMatcher, watchShardMembers } from './shard/shard-members.js';
 
 export interface GatewayOptions {
@@ -191,12 +197,23 @@ interface Shared {
   /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
   agentSending: AgentSending;
   shedder: LoadShedder;
-  /** Sharded: who owns which node, and how a review reaches an owner. */
-  shard?: { view: ShardView; forwarder: ReviewForwarder };
+  /** The nodes this replica holds as the query API shows them (to callers, and when sharded to the other replicas). */
+  local: LocalNodes;
+  /** Sharded: who owns which node, how a review reaches an owner, and how a query reaches the other replicas. */
+  shard?: {
+    view: ShardView;
+    forwarder: ReviewForwarder;
+    peers: PeerQueries;
+    certificate: () => string;
+    /** Replicas that did not answer a query in time: counted, and logged at most once a minute. */
+    onPeersFailed: (failed: string[]) => void;
+  };
 }
 
 /** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s. */
 const FORWARD_DEADLINE_MS = 1000;
+/** How long a sharded replica waits for the other replicas to answer a query, all of them together. */
+const PEER_QUERY_DEADLINE_MS = 2000;
 /** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
 const LOCAL_IF_YOUNGER_MS = 10_000;
 
@@ -216,8 +233,14 @@ function grpcPart(s: Shared) {
   });
   server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
-    store, policies: options.policies, notReady: s.notReady, now, boundRequests: s.boundRequests,
-    ...(s.shard && { heldBy: (node: string) => s.shard!.view.forwardTo(node).map((m) => m.key) }),
+    local: s.local, policies: options.policies, notReady: s.notReady, now,
+    ...(s.shard && {
+      peers: {
+        nodes: s.shard.peers,
+        localIfYoungerMs: LOCAL_IF_YOUNGER_MS,
+        onFailed: s.shard.onPeersFailed,
+      },
+    }),
     ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
     onWatchEnded: (reason) => metrics.watchEnded(reason),
     limits: queryLimits,
@@ -267,7 +290,7 @@ async function listen(app: FastifyInstance, host: string, port: number, backlog?
 }
 
 /** The webhook's HTTPS port: node status reviews and sidecar injection. */
-async function webhookPart(s: Shared, templates: TemplateSource) {
+async function webhookPart(s: Shared, templates: TemplateSource, directory: PodDirectory | undefined) {
   const { options, store, metrics, log, now } = s;
   const { connections } = s;
   const webhook = Fastify({
@@ -280,6 +303,8 @@ async function webhookPart(s: Shared, templates: TemplateSource) {
       handshakeTimeout: connections.handshakeTimeoutMs,
       // A caller without a certificate from this CA fails the handshake; the API server then applies failurePolicy (Ignore).
       ...(options.webhookClientCa && { ca: options.webhookClientCa, requestCert: true, rejectUnauthorized: true }),
+      // Sharded, the other replicas prove who they are with the serving certificate as client certificate (shard/peer-plugin.ts); the API server may send none.
+      ...(s.shard && { requestCert: true, rejectUnauthorized: false }),
     },
     keepAliveTimeout: 30_000,
     bodyLimit: options.bodyLimitBytes,
@@ -332,6 +357,12 @@ async function webhookPart(s: Shared, templates: TemplateSource) {
   };
   templates.onChange(countTemplates);
   countTemplates();
+  if (s.shard) {
+    await webhook.register(peerPlugin, {
+      local: s.local, certificate: s.shard.certificate,
+      ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies) }), now } }),
+    });
+  }
   await webhook.register(podWebhookPlugin, {
     deps: {
       templates: () => templates.templates(),
@@ -470,12 +501,13 @@ async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable
     routes: {
       store,
       directory,
-      staleAfterMs: (labels) => options.policies.select(labels)?.policy?.staleAfterMs ?? DEFAULT_POLICY.staleAfterMs,
+      staleAfterMs: staleAfterMsOf(options.policies),
       trust: () => trust?.current(),
       review: o.review ?? cachedAccessReview(kubernetesAccessReview(kubeConfig)),
       notReady: () => trust?.problem() ?? (directory.synced ? undefined : 'pods not listed yet'),
       now,
       log,
+      ...(s.shard && { peers: { ask: (query: MetricsQuery) => s.shard!.peers.metrics(query), onFailed: s.shard.onPeersFailed } }),
     },
   });
   const parts: Part[] = [
@@ -491,6 +523,11 @@ async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable
     { name: 'metrics API port', start: async () => void (await server.start()), close: () => server.close() },
   ];
   return { parts, server };
+}
+
+/** The staleness limit of the policy governing a node with these labels. */
+function staleAfterMsOf(policies: PolicySource): (labels: Record<string, string>) => number {
+  return (labels) => policies.select(labels)?.policy?.staleAfterMs ?? DEFAULT_POLICY.staleAfterMs;
 }
 
 /**
@@ -548,16 +585,26 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
     agentSending,
     shedder,
+    local: new LocalNodes(store, policies, now, (node) => bound.of(node, now())),
   };
-  let servingCert = options.tls.cert;
+  let serving = options.tls;
   let agentPort: () => number | undefined = () => undefined;
   if (options.shard) {
     if (options.webhookClientCa) throw new Error('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to its node\'s owner has no API server client certificate to present');
+    const view = new ShardView(options.shard.copies, selfMatcher(() => agentPort()));
+    const client = new PeerClient(() => serving);
+    const identity = options.cluster?.identity ?? 'gateway';
+    const unanswered = new OncePer(60_000);
     s.shard = {
-      view: new ShardView(options.shard.copies, selfMatcher(() => agentPort())),
-      forwarder: new ReviewForwarder({ certificate: () => servingCert, identity: options.cluster?.identity ?? 'gateway' }),
+      view, certificate: () => serving.cert,
+      onPeersFailed: (failed) => {
+        metrics.queryPeersFailed(failed.length);
+        if (unanswered.take('query')) log.warn({ failed }, 'query answered without the nodes some replicas hold: they did not answer in time (check their readiness and logs)');
+      },
+      forwarder: new ReviewForwarder(client, identity),
+      peers: new PeerQueries(view, client, identity, PEER_QUERY_DEADLINE_MS),
     };
-    life.add({ name: 'review forwarder', close: () => s.shard?.forwarder.close() });
+    life.add({ name: 'connections to the other replicas', close: () => client.close() });
   }
   // The gateway owns its sources from here: they stop after everything that reads them.
   const templates = options.sidecars?.source ?? noTemplates();
@@ -566,14 +613,14 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
   try {
     life.add({ name: 'load shedder', start: () => shedder.start(), close: () => shedder.stop() });
     const grpcPort = life.add(grpcPart(s));
-    const webhook = life.add(await webhookPart(s, templates));
+    if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
+    // Named by the bound pods watch (a cluster part), read by the metrics API and, sharded, by the other replicas through the webhook port.
+    const directory = options.metricsApi ? new PodDirectory() : undefined;
+    const webhook = life.add(await webhookPart(s, templates, directory));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
     ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
     // Agents dial the agent port when there is one, else the gRPC port: that port names this replica among the members.
     agentPort = () => ingest?.port ?? grpcPort.port;
-    if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
-    // Named by the bound pods watch (a cluster part), read by the metrics API.
-    const directory = options.metricsApi ? new PodDirectory() : undefined;
     if (options.cluster) for (const part of clusterParts(s, options.cluster, bound, directory)) life.add(part);
     const metricsApi = options.metricsApi && options.cluster && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi, directory) : undefined;
     for (const part of metricsApi?.parts ?? []) life.add(part);
@@ -609,7 +656,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
       };
       log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
       const setTls = (tls: { cert: string; key: string }) => {
-        servingCert = tls.cert;
+        serving = tls;
         webhook.setTls(tls);
         metricsApi?.server.setTls(tls);
         if (options.grpcTls) {

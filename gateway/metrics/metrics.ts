@@ -32,6 +32,7 @@ export class GatewayMetrics {
   readonly #statusWrites: Counter<'result'>;
   readonly #untouched: Counter<'reason'>;
   readonly #forwardsFailed: Counter;
+  readonly #queryPeersFailed: Counter;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
   readonly #refusals: Counter<'template' | 'reason'>;
@@ -86,6 +87,11 @@ export class GatewayMetrics {
     this.#forwardsFailed = new Counter({
       name: 'oversell_review_forwards_failed_total',
       help: 'Sharded (--shard-copies): reviews for a node this replica does not own that no owner answered in time; this replica decided them with what it held (usually no data: the write passed unchanged).',
+      registers: [this.registry],
+    });
+    this.#queryPeersFailed = new Counter({
+      name: 'oversell_query_peers_failed_total',
+      help: 'Sharded (--shard-copies): replicas that did not answer a query in time (one per replica per call); the query was answered without the nodes they hold.',
       registers: [this.registry],
     });
     // Sidecar injection has its own series: pod creations must not blur the
@@ -195,6 +201,10 @@ export class GatewayMetrics {
 
   reviewForwardFailed(): void {
     this.#forwardsFailed.inc();
+  }
+
+  queryPeersFailed(count: number): void {
+    this.#queryPeersFailed.inc(count);
   }
 
   observePodWebhook(outcome: string, seconds: number): void {

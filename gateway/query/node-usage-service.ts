@@ -1,27 +1,26 @@
-// NodeUsage: the query API (get, list, watch, policies) over the store.
+// NodeUsage: the query API (get, list, watch, policies) over the store and,
+// when the gateway shards, over the other replicas' (peer-nodes.ts).
 import * as grpc from '@grpc/grpc-js';
 import type { NodeEvent } from '../../proto/gen/oversell/v1/NodeEvent.js';
-import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { NodeUsageDefinition, NodeUsageHandlers } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../../proto/load.js';
 import { repeatedFieldSerializer } from '../../wire/repeated-field.js';
 import { nodeSummariesSerializer } from '../../wire/node-summaries-codec.js';
 import type { WatchNodesRequest__Output } from '../../proto/gen/oversell/v1/WatchNodesRequest.js';
-import { parseLabelSelector, SelectorError } from '../../lib/label-selector.js';
-import { matches } from '../decide/select-policy.js';
+import { SelectorError } from '../../lib/label-selector.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { QueryAuthorizer, QueryGrant, QueryVerb } from '../auth/query-authorizer.js';
-import type { NodeRecord, NodeStore } from '../store/node-store.js';
-import type { NodeRequests } from '../store/bound-requests.js';
-import { nodeStatus } from './node-status.js';
-import { SummaryTable, type RowFilter } from './summary-table.js';
+import type { NodeRecord } from '../store/node-store.js';
+import type { RowFilter } from './summary-table.js';
+import { filterOf, holdsUsage, type LocalNodes } from './local-nodes.js';
+import { mergeStatuses, mergeSummaries, type PeerNodes } from './peer-nodes.js';
 import { policyInfos } from './policy-info.js';
 import { DEFAULT_QUERY_LIMITS, WatchSlots, type QueryLimits, type QueryRefusal } from './query-limits.js';
 
 export interface NodeUsageServiceOptions {
-  store: NodeStore;
+  /** The nodes this replica holds, as the API shows them. */
+  local: LocalNodes;
   policies: PolicySource;
   /** Undefined when ready; otherwise why not (answered as UNAVAILABLE). */
   notReady: () => string | undefined;
@@ -35,24 +34,19 @@ export interface NodeUsageServiceOptions {
   /** A watch refused by those limits. */
   onLimited?: (reason: QueryRefusal) => void;
   now?: () => number;
-  /** Requests bound to a node, from the gateway's own pod watch: the decision shown is the webhook's. */
-  boundRequests?: (node: string) => NodeRequests | undefined;
-  /** Sharded: the replicas that hold a node's data when this one does not (named in NOT_FOUND). */
-  heldBy?: (node: string) => string[];
+  /**
+   * Sharded: the other replicas, for the nodes whose usage is there. A get
+   * asks the node's owners when this replica holds no usage on it younger
+   * than localIfYoungerMs; a list asks every replica and shows each node as
+   * the replica with its freshest sample does.
+   */
+  peers?: { nodes: PeerNodes; localIfYoungerMs: number; onFailed: (failed: string[]) => void };
 }
 
 export type WatchEnd = 'slow-reader' | 'token-expired' | 'revoked';
 
 /** Longest setTimeout: a token valid for longer is left to the periodic re-check. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** The request's selector and policy as a row filter; throws SelectorError for a bad selector. */
-function filterOf(req: { labelSelector: string; policy: string }): RowFilter {
-  const selector = parseLabelSelector(req.labelSelector);
-  return (r, policy) => (!selector || matches(selector, r.labels)) && (!req.policy || policy === req.policy);
-}
-
-const byName = (a: NodeRecord, b: NodeRecord) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 /**
  * The NodeUsage service, with ListNodes encoded node by node (see
@@ -67,14 +61,11 @@ export function nodeUsageDefinition(): NodeUsageDefinition {
   };
 }
 
-/** Nodes whose status a list computes before it lets heartbeats and samples in. */
-const LIST_CHUNK = 500;
-
 export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHandlers {
-  const { store, policies } = options;
+  const { local, policies, peers } = options;
+  const store = local.store;
   const now = options.now ?? Date.now;
-  const status = (r: NodeRecord) => nodeStatus(r, policies, now(), options.boundRequests);
-  const table = new SummaryTable(store, policies, now, options.boundRequests);
+  const status = (r: NodeRecord) => local.status(r);
   const limits = { ...DEFAULT_QUERY_LIMITS, ...options.limits };
   const slots = new WatchSlots(limits, options.onLimited);
   const unavailable = () => {
@@ -105,33 +96,37 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       const name = call.request.name;
       if (!name) return callback({ code: grpc.status.INVALID_ARGUMENT, details: 'name is required' });
       const record = store.get(name);
-      // Sharded, a replica may have the agent's hello and nothing more: the agent moved to the node's owners after its welcome.
-      if (!record || (options.heldBy && record.lastSeq === 0)) {
-        const held = options.heldBy?.(name) ?? [];
-        const where = held.length > 0 ? `; the gateway is sharded and this node's agent streams to ${held.join(', ')}: a replica answers only for the nodes it holds (docs/architecture.md, "Sharding")` : '';
-        return callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)} to this replica${where}` });
+      // Sharded, a replica may hold the node's raw allocatable and labels (the node watch) but no usage: that is on the owners.
+      const here = record && (!peers || holdsUsage(record)) ? status(record) : undefined;
+      if (!peers || (here && Number(here.ageMs) < peers.localIfYoungerMs)) {
+        if (here) return callback(null, here);
+        return callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)}` });
       }
-      callback(null, status(record));
+      peers.nodes.get(name).then(
+        ({ answers, failed }) => {
+          if (failed.length > 0) peers.onFailed(failed);
+          const [best] = mergeStatuses([here ? [here] : [], ...answers.map((a) => [a])]);
+          if (best) return callback(null, best);
+          const owners = peers.nodes.owners(name);
+          const where = owners.length > 0 ? ` or to its owners ${owners.join(', ')}${failed.length > 0 ? ` (not answering: ${failed.join('; ')})` : ''}` : '';
+          callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)} to this replica${where}` });
+        },
+        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `asking the node's owners failed: ${err.message}` }),
+      );
     },
 
     ListNodes(call, callback) {
       const filter = listFilter(call.request);
       if (typeof filter !== 'function') return callback(filter);
-      // A status costs tens of microseconds; 10,000 of them in one go would hold
-      // kubelet heartbeats back for a quarter second. Yield between chunks.
-      const list = async () => {
-        const records = store.list().sort(byName);
-        const nodes: NodeStatus[] = [];
-        for (let i = 0; i < records.length; i++) {
-          if (i > 0 && i % LIST_CHUNK === 0) await yieldToEventLoop();
-          const r = records[i]!;
-          const s = status(r);
-          if (filter(r, s.policy ?? '')) nodes.push(s);
-        }
-        return { nodes };
+      const all = async () => {
+        const mine = await local.list(filter);
+        if (!peers) return mine;
+        const { answers, failed } = await peers.nodes.list(call.request);
+        if (failed.length > 0) peers.onFailed(failed);
+        return mergeStatuses([mine, ...answers]);
       };
-      list().then(
-        (answer) => callback(null, answer),
+      all().then(
+        (nodes) => callback(null, { nodes }),
         (err: Error) => callback({ code: grpc.status.INTERNAL, details: `listing nodes failed: ${err.message}` }),
       );
     },
@@ -139,12 +134,21 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     ListNodeSummaries(call, callback) {
       const filter = listFilter(call.request);
       if (typeof filter !== 'function') return callback(filter);
-      // Without a filter, every row; the table keeps them current (summary-table.ts).
+      let mine;
       try {
-        callback(null, table.summaries(call.request.labelSelector || call.request.policy ? filter : undefined));
+        // Without a filter, every row; the table keeps them current (summary-table.ts).
+        mine = local.summaries(call.request.labelSelector || call.request.policy ? filter : undefined);
       } catch (err) {
-        callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${(err as Error).message}` });
+        return callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${(err as Error).message}` });
       }
+      if (!peers) return callback(null, mine);
+      peers.nodes.summaries(call.request).then(
+        ({ answers, failed }) => {
+          if (failed.length > 0) peers.onFailed(failed);
+          callback(null, mergeSummaries([mine, ...answers]));
+        },
+        (err: Error) => callback({ code: grpc.status.INTERNAL, details: `summarizing nodes failed: ${err.message}` }),
+      );
     },
 
     WatchNodes(call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, caller: string = `connection ${call.getPeer()}`) {

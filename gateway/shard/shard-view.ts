@@ -35,6 +35,11 @@ export class ShardView {
     return this.#members.size;
   }
 
+  /** Every member other than this replica: where the rest of the nodes' usage is. */
+  others(): ShardMember[] {
+    return [...this.#members.values()].filter((m) => !this.isSelf(m.key));
+  }
+
   /** Whether this replica is the node's first owner: the one that lowers it and keeps its history. */
   isFirstOwner(node: string): boolean {
     const first = this.#owners.of(node)[0];

@@ -14,7 +14,7 @@ import { AUTH_CONFIGMAP, watchFrontProxyTrust, type Caller, type FrontProxyTrust
 import { PodDirectory } from '../../../gateway/store/pod-directory.js';
 import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
 import { buildMetricsApiServer, type MetricsApiServer } from '../../../gateway/metrics-api/metrics-api-server.js';
-import { nodeReading } from '../../../gateway/metrics-api/metrics-api-plugin.js';
+import { nodeReading } from '../../../gateway/metrics-api/metrics-reader.js';
 import type { Attributes, Decision } from '../../../gateway/metrics-api/access-review.js';
 import type { Watching } from '../../../lib/list-watch.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
@@ -22,6 +22,15 @@ import { nodeSample } from '../../helpers/node-reviews.js';
 import { storeSample } from '../../helpers/store-sample.js';
 import { eventually } from '../../helpers/grpc.js';
 import { silentLog } from '../../helpers/plugin-app.js';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { MetricsReader } from '../../../gateway/metrics-api/metrics-reader.js';
+import { peerPlugin } from '../../../gateway/shard/peer-plugin.js';
+import { PeerClient } from '../../../gateway/shard/peer-client.js';
+import { PeerQueries } from '../../../gateway/shard/peer-queries.js';
+import { ShardView } from '../../../gateway/shard/shard-view.js';
+import { LocalNodes } from '../../../gateway/query/local-nodes.js';
+import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
+import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 
 const CONFIGMAPS = `/api/v1/namespaces/${AUTH_CONFIGMAP.namespace}/configmaps`;
 const APP = 'a'.repeat(64);
@@ -63,6 +72,8 @@ describe('metrics API over HTTPS', () => {
   let trust: FrontProxyTrust;
   let pods: Watching;
   let servingCa: string;
+  let serving: { cert: string; key: string; ca: string };
+  let directory: PodDirectory;
   let proxyCa: CertificateAuthority;
   let proxyClient: { cert: string; key: string };
   const reviews: Array<{ caller: Caller; attributes: Attributes }> = [];
@@ -72,7 +83,7 @@ describe('metrics API over HTTPS', () => {
   before(async () => {
     proxyCa = await generateCa();
     proxyClient = await issueServingCertificate(proxyCa, ['front-proxy-client'], new Date(), 30, 'clientAuth');
-    const serving = await generateServingCertificate(['localhost', '127.0.0.1']);
+    serving = await generateServingCertificate(['localhost', '127.0.0.1']);
     servingCa = serving.ca;
     api = await FakeKubeApi.start(['/api/v1/pods', CONFIGMAPS]);
     api.put(CONFIGMAPS, authConfigMap(proxyCa, ['front-proxy-client']));
@@ -80,7 +91,7 @@ describe('metrics API over HTTPS', () => {
     api.put('/api/v1/pods', pod('u2', 'tools', 'debug', 'node-a', { app: 'debug' }, 'e'.repeat(64)));
     // Bound to node-b; node-a's agent reports it too (a lie: only node-b's agent may speak for it).
     api.put('/api/v1/pods', pod('u3', 'shop', 'web-2', 'node-b', { app: 'web' }, OTHER));
-    const directory = new PodDirectory();
+    directory = new PodDirectory();
     trust = await watchFrontProxyTrust(api.kubeConfig(), silentLog);
     pods = await watchBoundPods(api.kubeConfig(), { directory }, silentLog);
 
@@ -131,9 +142,9 @@ describe('metrics API over HTTPS', () => {
     await api?.close();
   });
 
-  function get(path: string, client: Client, headers: Record<string, string | string[]> = {}, method = 'GET', agent: Agent | false = false): Promise<Answer> {
+  function get(path: string, client: Client, headers: Record<string, string | string[]> = {}, method = 'GET', agent: Agent | false = false, port = server.port): Promise<Answer> {
     return new Promise((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port: server.port, path, method, ca: servingCa, servername: 'localhost', ...client, headers, agent }, (res) => {
+      const req = request({ host: '127.0.0.1', port, path, method, ca: servingCa, servername: 'localhost', ...client, headers, agent }, (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (body += c));
@@ -299,6 +310,87 @@ describe('metrics API over HTTPS', () => {
       const openapi = await asAlice('/openapi/v2');
       assert.equal(openapi.status, 404, 'the aggregator skips a 404 OpenAPI document; the APIService stays available');
       assert.equal(openapi.json.kind, 'Status');
+    });
+  });
+
+  describe('sharded: a replica without the nodes\' usage answers with the replica that holds it', () => {
+    // The holder: this file's store, told to the other replica over real HTTPS, on its webhook port's peer routes.
+    let holder: FastifyInstance;
+    let entry: MetricsApiServer;
+    let client: PeerClient;
+    let view: ShardView;
+    const failures: string[][] = [];
+    const self = '127.0.0.1:1';
+    let holderMember: { key: string; webhook: string };
+    const asAliceAtEntry = (path: string) => get(path, proxyClient, { 'X-Remote-User': 'alice' }, 'GET', false, entry.port);
+
+    before(async () => {
+      holder = Fastify({ https: { cert: serving.cert, key: serving.key, requestCert: true, rejectUnauthorized: false } });
+      await holder.register(peerPlugin, {
+        local: new LocalNodes(store, flagsPolicySource(DEFAULT_POLICY), () => Date.now()),
+        certificate: () => serving.cert,
+        metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: () => 40_000 }), now: () => Date.now() },
+      });
+      await holder.listen({ host: '127.0.0.1', port: 0 });
+      holderMember = { key: '127.0.0.1:2', webhook: `127.0.0.1:${(holder.server.address() as { port: number }).port}` };
+      client = new PeerClient(() => serving);
+      view = new ShardView(1, (key) => key === self);
+      view.set([{ key: self, webhook: '127.0.0.1:1' }, holderMember]);
+      const peers = new PeerQueries(view, client, 'entry', 2000);
+      entry = await buildMetricsApiServer({
+        bindAddress: '127.0.0.1', port: 0, tls: serving, handshakeTimeoutMs: 10_000,
+        routes: {
+          // Holds no node's usage: every item comes from the holder.
+          store: new NodeStore({ retainMs: 60_000, forgetAfterMs: GATEWAY_DEFAULTS.forgetAfterMs }),
+          directory, staleAfterMs: () => 40_000, trust: () => trust.current(), review: async () => ({ allowed: true, reason: '' }),
+          notReady: () => undefined, now: () => Date.now(), log: silentLog,
+          peers: { ask: (q) => peers.metrics(q), onFailed: (f) => failures.push(f) },
+        },
+      });
+      trust.onChange(() => entry.trustChanged());
+      entry.trustChanged();
+      await entry.start();
+    });
+    after(async () => {
+      client?.close();
+      await entry?.close();
+      await holder?.close();
+    });
+
+    it('kubectl top nodes and pods, and a get, as the holder serves them', async () => {
+      const nodes = await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/nodes');
+      assert.deepEqual(nodes.json.items?.map((n) => n.metadata.name), ['node-a']);
+      assert.deepEqual(nodes.json.items?.[0]?.usage, (await asAlice('/apis/metrics.k8s.io/v1beta1/nodes/node-a')).json.usage);
+      const pods = await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods?labelSelector=app%3Dweb');
+      assert.deepEqual(pods.json.items?.map((p) => `${p.metadata.namespace}/${p.metadata.name}`), ['shop/web-1'], 'the selector applied at the holder; web-2 is still only its own node\'s to report');
+      const pod = await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1');
+      assert.equal(pod.status, 200);
+      assert.deepEqual(pod.json.containers, [{ name: 'app', usage: { cpu: '250m', memory: '64Mi' } }]);
+      assert.equal((await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/nodes/node-b')).status, 404, 'stale at the holder too');
+      assert.equal((await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/pods?labelSelector=%3D%3D')).status, 400, 'a bad selector is still the caller\'s 400');
+      assert.deepEqual(failures, []);
+    });
+
+    it('the holder refuses a caller without the gateway\'s certificate, and an entry that cannot reach it says so', async () => {
+      const refused = await new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port: Number(holderMember.webhook.split(':')[1]), path: '/shard/v1/metrics', method: 'POST', rejectUnauthorized: false, headers: { 'content-type': 'application/json' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end('{"resource":"nodes"}');
+      });
+      assert.equal(refused, 403);
+      view.set([{ key: self, webhook: '127.0.0.1:1' }, { ...holderMember, webhook: '127.0.0.1:1' }]);
+      try {
+        const nodes = await asAliceAtEntry('/apis/metrics.k8s.io/v1beta1/nodes');
+        assert.equal(nodes.status, 200);
+        assert.deepEqual(nodes.json.items, [], 'what the replicas that answered hold');
+        assert.equal(failures.length, 1);
+        assert.match(failures[0]![0]!, /^127\.0\.0\.1:1: /);
+      } finally {
+        view.set([{ key: self, webhook: '127.0.0.1:1' }, holderMember]);
+      }
     });
   });
 

@@ -16,11 +16,13 @@ import { GatewaySet } from '../../../agent/stream/gateway-set.js';
 import { createLogger } from '../../../lib/log.js';
 import { owners } from '../../../lib/rendezvous.js';
 import { FORWARDED_BY, ReviewForwarder } from '../../../gateway/shard/review-forwarder.js';
+import { PeerClient } from '../../../gateway/shard/peer-client.js';
+import type { NodeSummaries__Output } from '../../../proto/gen/oversell/v1/NodeSummaries.js';
 import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.js';
 import { membersOf, watchShardMembers } from '../../../gateway/shard/shard-members.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { generateServingCertificate } from '../../../gateway/tls/self-signed.js';
-import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
+import { eventually, getNode, listNodes, queryClient } from '../../helpers/grpc.js';
 import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { FIXTURE_NODE, kubeletReview, nodeSample, patchOf } from '../../helpers/node-reviews.js';
 
@@ -130,12 +132,34 @@ describe('three sharded replicas', () => {
     assert.equal(outsider.store.get(FIXTURE_NODE)?.lastSeq ?? 0, 0, 'the replica that does not own the node never got its samples (at most its hello, before the welcome)');
   });
 
-  it('GetNode at a replica without the node says where its data is', async () => {
-    const err = await getNode(queryClient(outsider.ports.grpc), FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
-    assert.equal(err?.code, grpc.status.NOT_FOUND);
-    const owners = ownerSet.map(keyOf);
-    assert.ok(owners.every((k) => err?.details.includes(k)), `names the owners ${owners}: ${err?.details}`);
-    assert.match(err?.details ?? '', /the gateway is sharded and this node's agent streams to .*: a replica answers only for the nodes it holds/);
+  it('the query API at a replica without the node answers with an owner\'s view of it', async () => {
+    const client = queryClient(outsider.ports.grpc);
+    try {
+      const direct = await getNode(queryClient(ownerSet[0]!.ports.grpc), FIXTURE_NODE);
+      const got = await getNode(client, FIXTURE_NODE);
+      assert.ok(got.latest, 'the owner\'s sample, not the outsider\'s empty record');
+      assert.equal(got.latest.cpuUsageMillicores, direct.latest?.cpuUsageMillicores);
+      assert.equal(got.receivedAtMs, direct.receivedAtMs);
+      const listed = (await listNodes(client)).find((n) => n.name === FIXTURE_NODE);
+      assert.ok(listed?.latest, `ListNodes shows the node with the owner's sample: ${JSON.stringify(listed)}`);
+      const summaries = await new Promise<NodeSummaries__Output>((resolve, reject) => client.listNodeSummaries({}, (err, v) => (err || !v ? reject(err) : resolve(v))));
+      const row = summaries.name.indexOf(FIXTURE_NODE);
+      assert.ok(row >= 0 && summaries.hasSample[row], `ListNodeSummaries shows the node with a sample: ${JSON.stringify(summaries)}`);
+      assert.equal(summaries.cpuUsageMillicores[row], direct.latest?.cpuUsageMillicores);
+      assert.equal(summaries.name.filter((n) => n === FIXTURE_NODE).length, 1, 'once, though two owners hold it');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a replica tells only another replica what it holds: the caller must present the gateway\'s certificate', async () => {
+    const body = JSON.stringify({ names: [FIXTURE_NODE] });
+    const anonymous = await postHttps(ownerSet[0]!, '/shard/v1/nodes', body);
+    assert.equal(anonymous.status, 403);
+    assert.match(anonymous.body, /only a replica of this gateway/);
+    const other = await generateServingCertificate(['localhost']);
+    const stranger = await postHttps(ownerSet[0]!, '/shard/v1/summaries', '{}', undefined, false, other);
+    assert.equal(stranger.status, 403, 'another certificate is not this gateway\'s');
   });
 
   it('a review at a replica without the node\'s data is answered by an owner, with the owner\'s decision', async () => {
@@ -160,6 +184,20 @@ describe('three sharded replicas', () => {
       assert.equal(res.status, 200);
       assert.equal((res.json() as { response: { patch?: string } }).response.patch, undefined, 'no data here: the write passes unchanged');
       assert.match(await outsider.metrics.exposition(), /oversell_review_forwards_failed_total 1/);
+      // The query API the same: no owner answers, so the node is not found, and the message says where it is.
+      const client = queryClient(outsider.ports.grpc);
+      try {
+        const err = await getNode(client, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+        assert.equal(err?.code, grpc.status.NOT_FOUND);
+        const owners = ownerSet.map(keyOf);
+        assert.ok(owners.every((k) => err?.details.includes(k)), `names the owners ${owners}: ${err?.details}`);
+        assert.match(err?.details ?? '', /or to its owners .* \(not answering: /);
+        const listed = (await listNodes(client)).find((n) => n.name === FIXTURE_NODE);
+        assert.equal(listed?.latest ?? undefined, undefined, 'a list answers with what the replicas that answered hold');
+        assert.match(await outsider.metrics.exposition(), /oversell_query_peers_failed_total [1-9]/);
+      } finally {
+        client.close();
+      }
     } finally {
       outsider.shard!.set(membersOf(gateways));
     }
@@ -173,22 +211,24 @@ describe('three sharded replicas', () => {
     });
     await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
     const ours = await generateServingCertificate(['localhost']);
-    const forwarder = new ReviewForwarder({ certificate: () => ours.cert, identity: 'test' });
+    const client = new PeerClient(() => ours);
+    const forwarder = new ReviewForwarder(client, 'test');
     try {
       const port = (impostor.address() as AddressInfo).port;
       const got = await forwarder.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
       assert.ok('failed' in got && /does not present this gateway's serving certificate/.test(got.failed), JSON.stringify(got));
       // The same server presenting our certificate is believed.
       impostor.setSecureContext({ cert: ours.cert, key: ours.key });
-      const fresh = new ReviewForwarder({ certificate: () => ours.cert, identity: 'test' });
+      const freshClient = new PeerClient(() => ours);
+      const fresh = new ReviewForwarder(freshClient, 'test');
       try {
         const believed = await fresh.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
         assert.ok('answer' in believed && believed.answer.toString() === '{"forged":true}', JSON.stringify(believed));
       } finally {
-        fresh.close();
+        freshClient.close();
       }
     } finally {
-      forwarder.close();
+      client.close();
       impostor.closeAllConnections();
       impostor.close();
     }

@@ -1,0 +1,106 @@
+// What a replica of a sharded gateway tells the others about the nodes it
+// holds, on its webhook port: the query API's own views (query/local-nodes.ts),
+// encoded as the gRPC API encodes them, so a node reads the same from any
+// replica. Only a replica may ask: the caller must present this gateway's
+// serving certificate as its client certificate (peer-client.ts), since
+// usage is data the query API gives only to authorized callers, and the
+// replica that was asked has authorized its caller.
+import type { TLSSocket } from 'node:tls';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SelectorError } from '../../lib/label-selector.js';
+import { isObject } from '../../lib/json.js';
+import { filterOf, holdsUsage, type LocalNodes, type NodeFilterRequest } from '../query/local-nodes.js';
+import { BadRequest } from '../metrics-api/resource-metrics.js';
+import type { MetricsQuery, MetricsReader } from '../metrics-api/metrics-reader.js';
+import { Fingerprint } from './peer-client.js';
+import { encodeNodes, encodeSummaries } from './peer-wire.js';
+
+export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics' } as const;
+
+export interface PeerPluginOptions {
+  local: LocalNodes;
+  /** The serving certificate (PEM) this replica presents now: callers must present the same. */
+  certificate: () => string;
+  /** With the metrics API: what metrics.k8s.io finds here, for the replica a `kubectl top` or an HPA reached. */
+  metrics?: { reader: MetricsReader; now: () => number };
+}
+
+/** Most names one request may ask for (a get asks for one). */
+const MAX_NAMES = 1000;
+
+export interface PeerRequest extends NodeFilterRequest {
+  names?: string[];
+}
+
+/** The body as a MetricsQuery, or why it is not one. */
+function metricsQuery(body: unknown): MetricsQuery | string {
+  if (!isObject(body)) return 'the body must be a JSON object';
+  const { resource, namespace, name, labelSelector = '', fieldSelector = '' } = body;
+  if (resource !== 'nodes' && resource !== 'pods') return 'resource must be "nodes" or "pods"';
+  const strings = [namespace, name].every((v) => v === undefined || typeof v === 'string') && typeof labelSelector === 'string' && typeof fieldSelector === 'string';
+  if (!strings) return 'namespace, name, labelSelector and fieldSelector must be strings';
+  return { resource, labelSelector, fieldSelector, ...(namespace !== undefined && { namespace: namespace as string }), ...(name !== undefined && { name: name as string }) };
+}
+
+/** The body as a PeerRequest, or why it is not one. */
+function peerRequest(body: unknown): PeerRequest | string {
+  if (!isObject(body)) return 'the body must be a JSON object';
+  const { labelSelector = '', policy = '', names } = body;
+  if (typeof labelSelector !== 'string' || typeof policy !== 'string') return 'labelSelector and policy must be strings';
+  if (names === undefined) return { labelSelector, policy };
+  if (!Array.isArray(names) || names.length > MAX_NAMES || !names.every((n) => typeof n === 'string')) return `names must be an array of at most ${MAX_NAMES} strings`;
+  return { labelSelector, policy, names: names as string[] };
+}
+
+export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Promise<void> {
+  const ours = new Fingerprint();
+  app.addHook('onRequest', async (request, reply) => {
+    const presented = (request.raw.socket as TLSSocket).getPeerCertificate?.()?.fingerprint256;
+    if (presented !== ours.of(o.certificate())) {
+      return reply.code(403).type('text/plain').send('only a replica of this gateway, presenting its serving certificate as client certificate, may read the nodes it holds; query the gRPC API instead');
+    }
+  });
+
+  /** The request's nodes this replica holds usage on, or the 400 answered. */
+  const held = async (request: FastifyRequest, reply: FastifyReply) => {
+    const req = peerRequest(request.body);
+    if (typeof req === 'string') return void reply.code(400).type('text/plain').send(req);
+    let filter;
+    try {
+      filter = filterOf(req);
+    } catch (err) {
+      if (err instanceof SelectorError) return void reply.code(400).type('text/plain').send(err.message);
+      throw err;
+    }
+    const keep = (r: Parameters<typeof filter>[0], policy: string) => holdsUsage(r) && filter(r, policy);
+    return { req, keep };
+  };
+
+  app.post(PEER_PATHS.nodes, async (request, reply) => {
+    const asked = await held(request, reply);
+    if (!asked) return reply;
+    const records = asked.req.names?.flatMap((n) => o.local.store.get(n) ?? []);
+    const nodes = await o.local.list(asked.keep, records);
+    return reply.type('application/x-protobuf').send(encodeNodes(nodes));
+  });
+
+  app.post(PEER_PATHS.summaries, async (request, reply) => {
+    const asked = await held(request, reply);
+    if (!asked) return reply;
+    return reply.type('application/x-protobuf').send(encodeSummaries(o.local.summaries(asked.keep)));
+  });
+
+  const metrics = o.metrics;
+  if (metrics) {
+    app.post(PEER_PATHS.metrics, async (request, reply) => {
+      const query = metricsQuery(request.body);
+      if (typeof query === 'string') return reply.code(400).type('text/plain').send(query);
+      try {
+        return reply.type('application/json').send(JSON.stringify({ items: await metrics.reader.query(query, metrics.now()) }));
+      } catch (err) {
+        if (err instanceof BadRequest || err instanceof SelectorError) return reply.code(400).type('text/plain').send(err.message);
+        throw err;
+      }
+    });
+  }
+}
