@@ -358,8 +358,10 @@ async function webhookPart(s: Shared, templates: TemplateSource, directory: PodD
   templates.onChange(countTemplates);
   countTemplates();
   if (s.shard) {
+    const view = s.shard.view;
     await webhook.register(peerPlugin, {
       local: s.local, certificate: s.shard.certificate,
+      watch: { streams: (node) => view.streams(node), onMembersChange: (listener) => view.onChange(listener), stallMs: { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits }.watchStallMs },
       ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies) }), now } }),
     });
   }

@@ -16,6 +16,7 @@ import type { RowFilter } from './summary-table.js';
 import { filterOf, holdsUsage, type LocalNodes } from './local-nodes.js';
 import { mergeStatuses, mergeSummaries, type PeerNodes } from './peer-nodes.js';
 import { policyInfos } from './policy-info.js';
+import { streamNodes } from './watch-stream.js';
 import { DEFAULT_QUERY_LIMITS, WatchSlots, type QueryLimits, type QueryRefusal } from './query-limits.js';
 
 export interface NodeUsageServiceOptions {
@@ -86,6 +87,68 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     } catch (err) {
       return badSelector(err);
     }
+  };
+
+  /**
+   * A watch when the gateway shards: this replica streams the nodes it is the
+   * first owner of, each other replica its own (peer-plugin.ts), all into the
+   * one call, so each node comes from the replica that holds its usage.
+   * SYNCED once this replica and each replica asked at the start have synced
+   * (or failed); a replica's snapshot after that (it joined, or its stream
+   * was opened again) arrives as updates.
+   */
+  const watchSharded = (call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, filter: RowFilter, p: NonNullable<typeof peers>, onStalled: (waiting: number | undefined) => void) => {
+    let synced = false;
+    // The other replicas' streams wait, paused, while the client is behind; as long as it reads nothing, the watch ends as the local one would.
+    let behind: NodeJS.Timeout | undefined;
+    const waitingFor = new Set<string>(['']);
+    const arrived = (from: string) => {
+      waitingFor.delete(from);
+      if (synced || waitingFor.size > 0) return;
+      synced = true;
+      call.write({ type: 'SYNCED' });
+    };
+    const pass = (from: string, event: NodeEvent) => {
+      if (event.type === 'SYNCED') return arrived(from);
+      call.write(synced && event.type === 'SNAPSHOT' ? { ...event, type: 'UPDATED' } : event);
+      if (!call.writableNeedDrain || behind) return;
+      remote.pause();
+      behind = setTimeout(() => onStalled(undefined), limits.watchStallMs);
+      behind.unref();
+    };
+    const remote = p.nodes.watch(call.request, {
+      event: pass,
+      failed: (from, why) => {
+        p.onFailed([`${from}: watch stream: ${why}`]);
+        arrived(from);
+      },
+    });
+    for (const from of remote.initial) waitingFor.add(from);
+    const resume = () => {
+      clearTimeout(behind);
+      behind = undefined;
+      remote.resume();
+    };
+    call.on('drain', resume);
+    const stopLocal = streamNodes({
+      store, status, stallMs: limits.watchStallMs, onStalled,
+      filter: (r, policy) => p.nodes.streams(r.name) && filter(r, policy),
+      sink: {
+        write: (event: NodeEvent) => pass('', event),
+        get writableNeedDrain() {
+          return call.writableNeedDrain;
+        },
+        on: (event, listener) => call.on(event, listener),
+        off: (event, listener) => call.off(event, listener),
+      },
+      refilterOn: (refilter) => p.nodes.onMembersChange(refilter),
+    });
+    return () => {
+      clearTimeout(behind);
+      stopLocal();
+      remote.close();
+      call.off('drain', resume);
+    };
   };
 
   // WatchNodes takes the caller its slots count by: the authorized service passes the user, local mode the connection.
@@ -162,86 +225,22 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       }
       const slot = slots.take(caller);
       if (typeof slot !== 'function') return call.emit('error', slot);
-      // Nothing waits for the client but what grpc-js holds (its high-water
-      // mark of messages) and one name per node changed since it was last
-      // sent: the snapshot is computed as the client reads it, and a node
-      // that changes again before it was sent is sent once, as it is then.
-      // A client that reads nothing for watchStallMs is ended, so what a
-      // watch holds is bounded by the store, never by how long it stalls.
-      const names = store.list().map((r) => r.name);
-      let next = 0;
-      let synced = false;
-      let ended = false;
-      const changed = new Set<string>();
-      const shown = new Set<string>();
-      let stall: NodeJS.Timeout | undefined;
-      const stop = () => {
-        ended = true;
-        clearTimeout(stall);
-        slot();
-        store.off('updated', onChange);
-        store.off('removed', markChanged);
-        call.off('drain', pump);
-      };
-      const tooSlow = () => {
-        if (ended) return;
-        const waiting = changed.size + names.length - next;
-        stop();
+      const stalled = (waiting: number | undefined) => {
         options.onWatchEnded?.('slow-reader');
         call.emit('error', {
           code: grpc.status.RESOURCE_EXHAUSTED,
-          details: `watch ended: the client read nothing for ${limits.watchStallMs / 1000}s with ${waiting} nodes waiting to be sent; read the stream continuously and watch again, or poll with ListNodeSummaries`,
+          details: `watch ended: the client read nothing for ${limits.watchStallMs / 1000}s with ${waiting ?? 'the other replicas\''} nodes waiting to be sent; read the stream continuously and watch again, or poll with ListNodeSummaries`,
         });
       };
-      /** The node as it is now: sent if it matches, removed if it no longer does. */
-      const sendCurrent = (name: string, type: 'SNAPSHOT' | 'UPDATED') => {
-        const r = store.get(name);
-        const s = r && status(r);
-        if (r && s && filter(r, s.policy ?? '')) {
-          shown.add(name);
-          call.write({ type, node: s });
-        } else if (shown.delete(name)) {
-          call.write({ type: 'REMOVED', node: { name } });
-        }
+      const stop = peers ? watchSharded(call, filter, peers, stalled) : streamNodes({ store, status, filter, sink: call, stallMs: limits.watchStallMs, onStalled: stalled });
+      const end = () => {
+        stop();
+        slot();
       };
-      function pump() {
-        if (ended) return;
-        clearTimeout(stall);
-        stall = undefined;
-        while (!call.writableNeedDrain) {
-          if (next < names.length) {
-            const name = names[next++]!;
-            changed.delete(name);
-            sendCurrent(name, 'SNAPSHOT');
-          } else if (!synced) {
-            synced = true;
-            call.write({ type: 'SYNCED' });
-          } else {
-            const first = changed.values().next().value as string | undefined;
-            if (first === undefined) return;
-            changed.delete(first);
-            sendCurrent(first, 'UPDATED');
-          }
-        }
-        stall = setTimeout(tooSlow, limits.watchStallMs);
-        stall.unref();
-      }
-      // Updated or removed alike: the node is sent as it is when the client can take it.
-      function markChanged(name: string) {
-        changed.add(name);
-        if (!call.writableNeedDrain) pump();
-      }
-      function onChange(r: NodeRecord) {
-        markChanged(r.name);
-      }
-      store.on('updated', onChange);
-      store.on('removed', markChanged);
-      call.on('drain', pump);
-      call.on('cancelled', stop);
-      call.on('close', stop);
-      call.on('error', stop);
-      call.on('finish', stop);
-      pump();
+      call.on('cancelled', end);
+      call.on('close', end);
+      call.on('error', end);
+      call.on('finish', end);
     },
 
     ListPolicies(_call, callback) {

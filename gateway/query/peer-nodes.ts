@@ -2,6 +2,7 @@
 // replica answers from what it holds and from what the other replicas hold.
 // This is what the query service needs from them (gateway/shard/peer-queries.ts
 // asks them), and how their answers are put together: pure, tested alone.
+import type { NodeEvent__Output } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import type { NodeFilterRequest } from './local-nodes.js';
@@ -21,6 +22,28 @@ export interface PeerNodes {
   list(request: NodeFilterRequest): Promise<FromPeers<NodeStatus[]>>;
   /** The same, as summary rows. */
   summaries(request: NodeFilterRequest): Promise<FromPeers<NodeSummaries__Output>>;
+  /** Whether this replica streams the node in a watch: each node comes from one replica. */
+  streams(node: string): boolean;
+  /** Calls `listener` when the replicas change (and with them which nodes each streams); returns how to stop. */
+  onMembersChange(listener: () => void): () => void;
+  /** A watch at every other replica, each streaming its own nodes; opened at replicas listed later too. */
+  watch(request: NodeFilterRequest, handlers: PeerWatchHandlers): PeerWatch;
+}
+
+export interface PeerWatchHandlers {
+  /** An event of replica `from`'s stream, as it sent it (its SNAPSHOTs, SYNCED, then changes). */
+  event(from: string, event: NodeEvent__Output): void;
+  /** Replica `from`'s stream could not open or ended; it is opened again in a second while the replica is listed. */
+  failed(from: string, why: string): void;
+}
+
+export interface PeerWatch {
+  /** The replicas asked at the start: a watch is synced once each has sent SYNCED or failed. */
+  readonly initial: readonly string[];
+  /** Stops reading the replicas while the caller's reader is behind. */
+  pause(): void;
+  resume(): void;
+  close(): void;
 }
 
 /** Of two views of one node, whether `b` shows it better: with a sample over without, then the younger sample. */

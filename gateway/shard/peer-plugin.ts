@@ -13,14 +13,18 @@ import { filterOf, holdsUsage, type LocalNodes, type NodeFilterRequest } from '.
 import { BadRequest } from '../metrics-api/resource-metrics.js';
 import type { MetricsQuery, MetricsReader } from '../metrics-api/metrics-reader.js';
 import { Fingerprint } from './peer-client.js';
-import { encodeNodes, encodeSummaries } from './peer-wire.js';
+import { encodeEvent, encodeNodes, encodeSummaries } from './peer-wire.js';
+import { streamNodes } from '../query/watch-stream.js';
+import type { RowFilter } from '../query/summary-table.js';
 
-export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics' } as const;
+export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics', watch: '/shard/v1/watch' } as const;
 
 export interface PeerPluginOptions {
   local: LocalNodes;
   /** The serving certificate (PEM) this replica presents now: callers must present the same. */
   certificate: () => string;
+  /** Which nodes this replica streams in a watch (each node from one replica), and how long a reader may stall. */
+  watch: { streams: (node: string) => boolean; onMembersChange: (listener: () => void) => () => void; stallMs: number };
   /** With the metrics API: what metrics.k8s.io finds here, for the replica a `kubectl top` or an HPA reached. */
   metrics?: { reader: MetricsReader; now: () => number };
 }
@@ -82,6 +86,41 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
     const records = asked.req.names?.flatMap((n) => o.local.store.get(n) ?? []);
     const nodes = await o.local.list(asked.keep, records);
     return reply.type('application/x-protobuf').send(encodeNodes(nodes));
+  });
+
+  app.post(PEER_PATHS.watch, async (request, reply) => {
+    const req = peerRequest(request.body);
+    if (typeof req === 'string') return reply.code(400).type('text/plain').send(req);
+    let filter: RowFilter;
+    try {
+      filter = filterOf(req);
+    } catch (err) {
+      if (err instanceof SelectorError) return reply.code(400).type('text/plain').send(err.message);
+      throw err;
+    }
+    reply.hijack();
+    const res = reply.raw;
+    // A watch may stay quiet for as long as nothing changes: not an idle connection to close.
+    res.socket?.setTimeout(0);
+    res.writeHead(200, { 'content-type': 'application/x-oversell-node-events' });
+    const stop = streamNodes({
+      store: o.local.store,
+      status: (r) => o.local.status(r),
+      filter: (r, policy) => o.watch.streams(r.name) && filter(r, policy),
+      sink: {
+        write: (event) => res.write(encodeEvent(event)),
+        get writableNeedDrain() {
+          return res.writableNeedDrain;
+        },
+        on: (event, listener) => res.on(event, listener),
+        off: (event, listener) => res.off(event, listener),
+      },
+      stallMs: o.watch.stallMs,
+      // The replica that asked stopped reading: its own caller is ended there for the same stall.
+      onStalled: () => res.destroy(),
+      refilterOn: o.watch.onMembersChange,
+    });
+    res.on('close', stop);
   });
 
   app.post(PEER_PATHS.summaries, async (request, reply) => {

@@ -8,12 +8,15 @@ import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSumm
 import type { NodeFilterRequest } from '../query/local-nodes.js';
 import type { MetricsQuery } from '../metrics-api/metrics-reader.js';
 import type { NodeMetrics, PodMetrics } from '../metrics-api/resource-metrics.js';
-import type { FromPeers, PeerNodes } from '../query/peer-nodes.js';
-import type { PeerClient } from './peer-client.js';
+import type { FromPeers, PeerNodes, PeerWatch, PeerWatchHandlers } from '../query/peer-nodes.js';
+import type { PeerClient, PeerStream } from './peer-client.js';
 import { PEER_PATHS, type PeerRequest } from './peer-plugin.js';
-import { decodeNodes, decodeSummaries } from './peer-wire.js';
+import { decodeNodes, decodeSummaries, EventFrames } from './peer-wire.js';
 import { FORWARDED_BY } from './review-forwarder.js';
 import type { ShardMember, ShardView } from './shard-view.js';
+
+/** How soon a replica's watch stream that failed is opened again, while the replica is listed. */
+const WATCH_RETRY_MS = 1000;
 
 export class PeerQueries implements PeerNodes {
   constructor(
@@ -59,6 +62,87 @@ export class PeerQueries implements PeerNodes {
   /** metrics.k8s.io's answer at every other replica: the items each finds for `query`. */
   metrics(query: MetricsQuery): Promise<FromPeers<Array<NodeMetrics | PodMetrics>>> {
     return this.#all(PEER_PATHS.metrics, query, (bytes) => (JSON.parse(bytes.toString()) as { items: Array<NodeMetrics | PodMetrics> }).items);
+  }
+
+  streams(node: string): boolean {
+    return this.view.streams(node);
+  }
+
+  onMembersChange(listener: () => void): () => void {
+    return this.view.onChange(listener);
+  }
+
+  watch(request: NodeFilterRequest, handlers: PeerWatchHandlers): PeerWatch {
+    const body = Buffer.from(JSON.stringify({ labelSelector: request.labelSelector, policy: request.policy } satisfies PeerRequest));
+    const headers = { 'content-type': 'application/json', [FORWARDED_BY]: this.identity };
+    const open = new Map<string, PeerStream>();
+    const retrying = new Map<string, NodeJS.Timeout>();
+    let paused = false;
+    let closed = false;
+    const listed = (webhook: string) => this.view.others().some((m) => m.webhook === webhook);
+    const start = (webhook: string) => {
+      const frames = new EventFrames();
+      const stream = this.client.stream(webhook, PEER_PATHS.watch, body, {
+        headers,
+        onData: (chunk) => {
+          if (closed || open.get(webhook) !== stream) return;
+          let events;
+          try {
+            events = frames.push(chunk);
+          } catch (err) {
+            failed(stream, webhook, (err as Error).message);
+            return stream.close();
+          }
+          for (const event of events) handlers.event(webhook, event);
+        },
+        onEnd: (err) => failed(stream, webhook, err?.message ?? 'the stream ended'),
+      });
+      open.set(webhook, stream);
+      if (paused) stream.pause();
+    };
+    /** Only the replica's current stream counts: one closed on purpose, or replaced, says nothing. */
+    const failed = (stream: PeerStream, webhook: string, why: string) => {
+      if (closed || open.get(webhook) !== stream) return;
+      open.delete(webhook);
+      handlers.failed(webhook, why);
+      const again = setTimeout(() => {
+        retrying.delete(webhook);
+        if (!closed && listed(webhook) && !open.has(webhook)) start(webhook);
+      }, WATCH_RETRY_MS);
+      again.unref();
+      retrying.set(webhook, again);
+    };
+    // Replicas that join get a stream; those that leave lose theirs (their nodes come from their new first owners).
+    const follow = () => {
+      const now = new Set(this.view.others().map((m) => m.webhook));
+      for (const webhook of now) if (!open.has(webhook) && !retrying.has(webhook)) start(webhook);
+      for (const [webhook, stream] of open) {
+        if (now.has(webhook)) continue;
+        open.delete(webhook);
+        stream.close();
+      }
+    };
+    const initial = this.view.others().map((m) => m.webhook);
+    for (const webhook of initial) start(webhook);
+    const unfollow = this.view.onChange(follow);
+    return {
+      initial,
+      pause: () => {
+        paused = true;
+        for (const stream of open.values()) stream.pause();
+      },
+      resume: () => {
+        paused = false;
+        for (const stream of open.values()) stream.resume();
+      },
+      close: () => {
+        closed = true;
+        unfollow();
+        for (const timer of retrying.values()) clearTimeout(timer);
+        for (const stream of open.values()) stream.close();
+        open.clear();
+      },
+    };
   }
 
   async #all<T>(path: string, request: PeerRequest | MetricsQuery, decode: (bytes: Buffer) => T): Promise<FromPeers<T>> {

@@ -15,6 +15,7 @@ export interface ShardMember {
 export class ShardView {
   #owners: RendezvousOwners;
   #members = new Map<string, ShardMember>();
+  readonly #listeners = new Set<() => void>();
 
   constructor(
     readonly copies: number,
@@ -29,6 +30,13 @@ export class ShardView {
   set(members: readonly ShardMember[]): void {
     this.#members = new Map(members.map((m) => [m.key, m]));
     this.#owners = new RendezvousOwners([...this.#members.keys()], this.copies);
+    for (const listener of this.#listeners) listener();
+  }
+
+  /** Calls `listener` after each set(); returns how to stop. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   get members(): number {
@@ -38,6 +46,15 @@ export class ShardView {
   /** Every member other than this replica: where the rest of the nodes' usage is. */
   others(): ShardMember[] {
     return [...this.#members.values()].filter((m) => !this.isSelf(m.key));
+  }
+
+  /**
+   * Whether this replica is the one to stream the node in a watch, so that
+   * each node comes from one replica: its first owner, or any replica while
+   * no member is listed.
+   */
+  streams(node: string): boolean {
+    return this.#members.size === 0 || this.isFirstOwner(node);
   }
 
   /** Whether this replica is the node's first owner: the one that lowers it and keeps its history. */

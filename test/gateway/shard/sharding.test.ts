@@ -22,7 +22,7 @@ import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.j
 import { membersOf, watchShardMembers } from '../../../gateway/shard/shard-members.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { generateServingCertificate } from '../../../gateway/tls/self-signed.js';
-import { eventually, getNode, listNodes, queryClient } from '../../helpers/grpc.js';
+import { collectWatch, eventually, getNode, listNodes, queryClient } from '../../helpers/grpc.js';
 import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { FIXTURE_NODE, kubeletReview, nodeSample, patchOf } from '../../helpers/node-reviews.js';
 
@@ -134,12 +134,14 @@ describe('three sharded replicas', () => {
 
   it('the query API at a replica without the node answers with an owner\'s view of it', async () => {
     const client = queryClient(outsider.ports.grpc);
+    const last = (gw: TestGateway) => gw.store.get(FIXTURE_NODE)?.latest?.timestampMs;
+    await eventually(() => (last(ownerSet[0]!) === last(ownerSet[1]!) ? true : undefined), 10_000, 'both owners have the last sample');
     try {
       const direct = await getNode(queryClient(ownerSet[0]!.ports.grpc), FIXTURE_NODE);
       const got = await getNode(client, FIXTURE_NODE);
       assert.ok(got.latest, 'the owner\'s sample, not the outsider\'s empty record');
       assert.equal(got.latest.cpuUsageMillicores, direct.latest?.cpuUsageMillicores);
-      assert.equal(got.receivedAtMs, direct.receivedAtMs);
+      assert.equal(got.latest.timestampMs, direct.latest?.timestampMs, "the same sample (each owner keeps its own receive time)");
       const listed = (await listNodes(client)).find((n) => n.name === FIXTURE_NODE);
       assert.ok(listed?.latest, `ListNodes shows the node with the owner's sample: ${JSON.stringify(listed)}`);
       const summaries = await new Promise<NodeSummaries__Output>((resolve, reject) => client.listNodeSummaries({}, (err, v) => (err || !v ? reject(err) : resolve(v))));
@@ -148,6 +150,25 @@ describe('three sharded replicas', () => {
       assert.equal(summaries.cpuUsageMillicores[row], direct.latest?.cpuUsageMillicores);
       assert.equal(summaries.name.filter((n) => n === FIXTURE_NODE).length, 1, 'once, though two owners hold it');
     } finally {
+      client.close();
+    }
+  });
+
+  it('a watch at a replica without the node streams it from its first owner, once, then its changes', async () => {
+    const client = queryClient(outsider.ports.grpc);
+    const watch = collectWatch(client);
+    try {
+      const synced = await eventually(() => (watch.events.some((e) => e.type === 'SYNCED') ? watch.events.slice() : undefined), 10_000, 'the merged watch synced');
+      const snapshot = synced.slice(0, synced.findIndex((e) => e.type === 'SYNCED'));
+      const ofNode = snapshot.filter((e) => e.node?.name === FIXTURE_NODE);
+      assert.equal(ofNode.length, 1, `the node once in the snapshot, though every replica has its record: ${JSON.stringify(snapshot.map((e) => e.node?.name))}`);
+      assert.ok(ofNode[0]!.node?.latest, 'with the first owner\'s sample');
+      assert.equal(synced.filter((e) => e.type === 'SYNCED').length, 1, 'one SYNCED for all the replicas');
+      const cpu = 4321;
+      agents!.push(nodeSample(Date.now(), { cpuUsageMillicores: cpu }));
+      await eventually(() => (watch.events.some((e) => e.type === 'UPDATED' && e.node?.name === FIXTURE_NODE && e.node.latest?.cpuUsageMillicores === cpu) ? true : undefined), 10_000, 'the new sample as an update');
+    } finally {
+      watch.cancel();
       client.close();
     }
   });
@@ -194,6 +215,13 @@ describe('three sharded replicas', () => {
         assert.match(err?.details ?? '', /or to its owners .* \(not answering: /);
         const listed = (await listNodes(client)).find((n) => n.name === FIXTURE_NODE);
         assert.equal(listed?.latest ?? undefined, undefined, 'a list answers with what the replicas that answered hold');
+        // A watch does not wait for replicas that cannot be reached: it syncs with what this one streams.
+        const watch = collectWatch(client);
+        try {
+          await eventually(() => (watch.events.some((e) => e.type === 'SYNCED') ? true : undefined), 10_000, 'synced without the other replicas');
+        } finally {
+          watch.cancel();
+        }
         assert.match(await outsider.metrics.exposition(), /oversell_query_peers_failed_total [1-9]/);
       } finally {
         client.close();
