@@ -91,9 +91,9 @@ export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?
   });
 }
 
-export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult, replicas?: BenchResult): string {
+export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult, replicas?: BenchResult, sharded?: BenchResult): string {
   if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
-  return `${everyReplicaMarkdown(ingest, webhook, cluster)}\n${shardedMarkdown(ingest, webhook, cluster, replicas)}`;
+  return `${everyReplicaMarkdown(ingest, webhook, cluster)}\n${shardedMarkdown(ingest, webhook, cluster, replicas, sharded)}`;
 }
 
 function everyReplicaMarkdown(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): string {
@@ -179,6 +179,11 @@ export function measuredCosts(ingest: BenchResult, webhook: BenchResult, cluster
   };
 }
 
+function modelCheckLine(m: ReturnType<typeof shardedModelCheck>): string {
+  const off = (predicted: number, measured: number) => `${predicted >= measured ? '+' : ''}${Math.round(((predicted - measured) / measured) * 100)}%`;
+  return `**Checked against the sharded run** (replicas-sharded above: ${m.replicas} replicas, each with about ${m.agentsPerReplica.toLocaleString('en-US')} agents): the model predicts ${Math.round(m.predicted.millicores)} millicores and ${Math.round(m.predicted.rssMiB)} MiB per replica; the run measured ${m.measuredMillicores} millicores and ${m.measuredRssMiB} MiB (model ${off(m.predicted.millicores, m.measuredMillicores)} and ${off(m.predicted.rssMiB, m.measuredRssMiB)}). ${m.predicted.millicores < m.measuredMillicores ? 'Two things the model leaves out may explain it, neither measured apart yet: a sharded replica answers its peers\' queries for the nodes it holds, and a replica\'s fixed cost is counted per agent of a 1,000-agent run. Until they are, read the CPU column below as a floor.' : 'The model errs high on CPU here: its CPU column is a ceiling at this size.'}`;
+}
+
 /** Node names shaped like a cloud's (EKS): what the owners are hashed from. */
 const planNodeNames = (nodes: number) => Array.from({ length: nodes }, (_, i) => `ip-10-${(i >> 16) & 255}-${(i >> 8) & 255}-${i & 255}.eu-west-1.compute.internal`);
 /** Replica pod names shaped like a Deployment's. */
@@ -224,7 +229,18 @@ export function everyReplicaLimit(c: MeasuredCosts): { byCpu: number; byMemory: 
   return { byCpu: Math.floor(CPU_BUDGET_M / c.millicoresPerAgent), byMemory };
 }
 
-function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult | undefined): string {
+/**
+ * The plan's model at the sharded run's own setup (bench/replicas-sharded.ts:
+ * its replicas, agents and review rate), against what that run measured.
+ */
+export function shardedModelCheck(c: MeasuredCosts, sharded: BenchResult): { replicas: number; agentsPerReplica: number; predicted: ShardedRow; measuredMillicores: number; measuredRssMiB: number } {
+  const replicas = figure(sharded, 'replicas');
+  const nodes = figure(sharded, 'agents');
+  const agentsPerReplica = Math.round((nodes * SHARD_COPIES) / replicas);
+  return { replicas, agentsPerReplica, predicted: shardedReplica(c, nodes, replicas, agentsPerReplica), measuredMillicores: figure(sharded, 'replica_millicores'), measuredRssMiB: figure(sharded, 'replica_rss_mib') };
+}
+
+function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult | undefined, sharded: BenchResult | undefined): string {
   if (!replicas) return '## 100,000 nodes on paper\n\nNeeds the replicas result (bench/replicas.ts).\n';
   const c = measuredCosts(ingest, webhook, cluster, replicas);
   const limit = everyReplicaLimit(c);
@@ -234,17 +250,18 @@ function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: Ben
   return [
     '## 100,000 nodes on paper',
     '',
-    `The sharded gateway is built (\`--shard-copies\`, [architecture.md](architecture.md#sharding---shard-copies-n)); these results predate it, so it is costed here from the unsharded runs, and its own run across replicas is not in them yet. Every figure comes from the results above: CPU per agent from the replicas benchmark (a replica's CPU serving ${n(figure(replicas, 'agents'))} agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second, less its reviews at the webhook benchmark's ${figure(webhook, '1000_gateway_cpu_us_per_request')} µs each; its GetNode calls and its fixed cost stay in, so this errs high): **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents**, ${n(c.usPerMessage)} µs per message. Memory per agent as in the table above. Forwarding a review to another replica: ${figure(replicas, 'forward_cpu_us_per_review')} µs of the forwarding replica's CPU and ${c.forwardAddedP99Ms} ms at p99 (replicas benchmark, HTTPS keep-alive between replicas), far inside the webhook's 2 s.`,
+    `The sharded gateway is built (\`--shard-copies\`, [architecture.md](architecture.md#sharding---shard-copies-n)). The plan is costed from the unsharded runs, and checked against the sharded one below. Every figure comes from the results above: CPU per agent from the replicas benchmark (a replica's CPU serving ${n(figure(replicas, 'agents'))} agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second, less its reviews at the webhook benchmark's ${figure(webhook, '1000_gateway_cpu_us_per_request')} µs each; its GetNode calls and its fixed cost stay in, so this errs high): **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents**, ${n(c.usPerMessage)} µs per message. Memory per agent as in the table above. Forwarding a review to another replica: ${figure(replicas, 'forward_cpu_us_per_review')} µs of the forwarding replica's CPU and ${c.forwardAddedP99Ms} ms at p99 (replicas benchmark, HTTPS keep-alive between replicas), far inside the webhook's 2 s.`,
     '',
     `**Every agent on every replica stops at ${n(Math.min(limit.byCpu, limit.byMemory))} nodes** at the batched rate: one core of ingest holds ${n(limit.byCpu)} agents, and the ${MEMORY_LIMIT_MIB} MiB limit ${n(limit.byMemory)}. More replicas do not help, because each one holds every agent.`,
     '',
     `**Sharded**: each node belongs to ${SHARD_COPIES} replicas. The owners come from rendezvous hashing of the node's name over the replicas the Service's EndpointSlices list (lib/rendezvous.ts: a replica that joins or leaves moves only the nodes it takes or held). Every replica and every agent computes the owners from the same list, with no Lease per shard: two replicas that briefly disagree (one has seen the Service change, the other not yet) both act on the node, and that is harmless here, since both hold its data, an early lowering is pinned to the allocatable it was decided from (a second one fails), and load histories are merged entry by entry. The agent streams to its ${SHARD_COPIES} owners (the gateway's welcome says how many). A review that reaches a replica without the node's data (the Service picks any replica: ${SHARD_COPIES} in R hold it) is forwarded to an owner, and to the other owner if the first fails, inside the 2 s timeout; a query is answered from the replicas that hold the nodes (a get asks the owners, a list every replica). Each replica pays for about ${SHARD_COPIES}/R of the agents (the table costs the heaviest: the owners of as many cloud-style node names as the row has nodes, hashed over replica pod names by lib/rendezvous.ts), its share of the reviews, and the forwarding of the share that reached it without the data. Replicas: the fewest (at least ${MIN_SHARDED_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores and ${MEMORY_LIMIT_MIB} MiB. Network: agent messages (protobuf size measured, plus gRPC, HTTP/2 and TLS framing) and reviews in and out (${n(c.reviewBytes)} bytes each, a forwarded one twice more).`,
     '',
+    ...(sharded ? [modelCheckLine(shardedModelCheck(c, sharded)), ''] : ['Not checked against a sharded run: bench/replicas-sharded.ts has not been run.', '']),
     '| nodes | replicas | agents on the heaviest replica | reviews/s per replica | forwarded | CPU per replica | memory per replica | network per replica |',
     '|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${n(r.nodes)} | ${r.replicas} | ${n(r.agentsPerReplica)} | ${n(r.reviewsPerReplicaPerS)} | ${Math.round(r.forwardedShare * 100)}% | ${n(r.millicores)}m | ${n(r.rssMiB)} MiB | ${mbps(r.networkBytesPerS)} Mbit/s |`),
     '',
-    'Not covered yet: WatchNodes (`oversell top --watch`) streams the view of the replica it reaches, usage only for the nodes that replica owns; and a list asks every replica, so its cost grows with R.',
+    'What grows with R: a list or a watch asks every replica for its share, so one costs R requests (or streams) between replicas.',
     '',
   ].join('\n');
 }

@@ -14,7 +14,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['cluster', 'replicas', 'webhook', 'ingest', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
+export const ALL = ['cluster', 'replicas', 'replicas-sharded', 'webhook', 'ingest', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 
@@ -71,7 +71,7 @@ export function renderBenchmarks(repo = REPO): string {
   const m = newest?.machine;
   const machineLine = m ? `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n` : 'No benchmark has been run yet.\n';
   const of = (name: (typeof ALL)[number]) => saved[ALL.indexOf(name)];
-  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'), of('replicas'))].join('\n') + '\n';
+  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'), of('replicas'), of('replicas-sharded'))].join('\n') + '\n';
 }
 
 export function writeBenchmarks(repo = REPO): string {

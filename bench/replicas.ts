@@ -68,14 +68,16 @@ const DRAIN = `${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s`;
  * agent streams to its N owners only, as Settings.shard_copies tells a real
  * agent. The killed replica's slice goes when its endpoint would.
  */
-const SHARD_COPIES = Number(process.env.OVERSELL_BENCH_REPLICA_SHARD ?? 0);
+const SHARD_FROM_ENV = Number(process.env.OVERSELL_BENCH_REPLICA_SHARD ?? 0);
 const SHARD_SERVICE = 'bench-gateway-agents';
 /**
  * Where the replicas listen. An EndpointSlice may not list a loopback
  * address, so sharded they listen on the local cluster's own bridge
  * (oversell0, host-internal: scripts/cluster), which their members name.
  */
-const HOST = SHARD_COPIES > 0 ? bridgeAddress() : '127.0.0.1';
+let HOST = '127.0.0.1';
+/** Set by run(): the copies of a sharded run (0: every agent to every replica). */
+let SHARD_COPIES = 0;
 
 function bridgeAddress(): string {
   const address = networkInterfaces().oversell0?.find((i) => i.family === 'IPv4')?.address;
@@ -140,7 +142,7 @@ async function shardMembers(kc: KubeConfig, gateways: GatewayProcess[], tokens: 
   });
 }
 
-/** The survivors' webhook outcomes and failed forwards, summed (docs/metrics.md): a review answered "no-data" passed unchanged. */
+/** The survivors' webhook outcomes, failed forwards and queries another replica did not answer, summed (docs/metrics.md): a review answered "no-data" passed unchanged. */
 async function shardOutcomes(gateways: GatewayProcess[]): Promise<Record<string, number>> {
   const sum: Record<string, number> = {};
   for (const gw of gateways) {
@@ -150,6 +152,8 @@ async function shardOutcomes(gateways: GatewayProcess[]): Promise<Record<string,
     }
     const failed = await scrapeMetric(gw.ports.metrics, 'oversell_review_forwards_failed_total', '', HOST);
     sum['forward-failed'] = (sum['forward-failed'] ?? 0) + (Number.isFinite(failed) ? failed : 0);
+    const peers = await scrapeMetric(gw.ports.metrics, 'oversell_query_peers_failed_total', '', HOST);
+    sum['query-peer-failed'] = (sum['query-peer-failed'] ?? 0) + (Number.isFinite(peers) ? peers : 0);
   }
   return sum;
 }
@@ -225,7 +229,9 @@ async function measureForward(via: GatewayProcess, owner: GatewayProcess, templa
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
-export async function run(options: { quick?: boolean } = {}): Promise<BenchResult> {
+/** shardCopies (default OVERSELL_BENCH_REPLICA_SHARD, else 0): run the replicas sharded, published as replicas-sharded. */
+export async function run(options: { quick?: boolean; shardCopies?: number } = {}): Promise<BenchResult> {
+  SHARD_COPIES = options.shardCopies ?? SHARD_FROM_ENV;
   const agents = Number(process.env.OVERSELL_BENCH_REPLICAS_AGENTS ?? NaN) || (options.quick ? 300 : 1000);
   const reviewRate = options.quick ? 30 : 100;
   const warmupS = options.quick ? 10 : 15;
@@ -237,7 +243,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const work = mkdtempSync(join(tmpdir(), 'oversell-bench-replicas-'));
   const tokens = join(work, 'tokens');
   const loadgen = await ensureLoadgen();
-  const controlPlane = useControlPlane();
+  // Sharded, the replicas listen on the real node's bridge (HOST).
+  const controlPlane = useControlPlane({ realNode: SHARD_COPIES > 0 });
+  HOST = SHARD_COPIES > 0 ? bridgeAddress() : '127.0.0.1';
   const stopped: string[] = [];
   const gateways: GatewayProcess[] = [];
   const agentRuns: Array<LoadgenRun<AgentsResult> | undefined> = [];
@@ -417,10 +425,10 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       addedP99: round(median(fwd.map((f) => f.viaP99 - f.directP99)), 2),
     };
     return {
-      name: 'replicas',
+      name: SHARD_COPIES > 0 ? 'replicas-sharded' : 'replicas',
       summary: `${REPLICAS} replicas, ${agents} agents ${SHARD_COPIES > 0 ? `streaming to their node's ${SHARD_COPIES} owners (--shard-copies ${SHARD_COPIES})` : 'streaming to each'}, ${reviewRate} reviews/s round-robin, leader ${STOP_SIGNAL === 'SIGKILL' ? 'killed (SIGKILL)' : `stopped (SIGTERM, --shutdown-drain ${DRAIN})`} mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
         `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
-        `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`,
+        `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors${SHARD_COPIES > 0 ? '' : `; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`}`,
       figures: {
         replicas: REPLICAS, agents, settled_after_connect_s: calm >= SETTLED_SECONDS ? settleS : `not within ${SETTLE_WITHIN_S}`, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS, stop_signal: STOP_SIGNAL,
         before_reviews_sent: r.before.sent, before_reviews_answered: r.before.ok, before_webhook_p50_ms: r.before.latencyMs.p50, before_webhook_p99_ms: r.before.latencyMs.p99, before_webhook_max_ms: r.before.latencyMs.max,
@@ -441,7 +449,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         stored_samples_per_agent_per_s: round(avg(stored) / agents, 3),
         agent_messages_per_agent_per_s: round(avg(messagesPerAgentPerS), 3), agent_samples_per_message: round(samplesPerMessage, 2), agent_message_bytes: Math.round(messageBytes),
         review_request_bytes: r.requestBytes, review_answer_bytes: r.answerBytes,
-        forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99,
+        ...(SHARD_COPIES === 0 && { forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99 }),
         forward_rounds: JSON.stringify(fwd),
         ...(outcomes && { shard_copies: SHARD_COPIES, shard_survivor_review_outcomes: JSON.stringify(outcomes) }),
       },
@@ -450,7 +458,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         { name: 'agents on the surviving replicas keep their streams through the kill', measured: `${survivorReconnects} reconnects, ${survivorStreamErrors} stream errors`, met: survivorReconnects === 0 && survivorStreamErrors === 0 },
       ],
       notes: [
-        ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (forwarded: relayed from an owner; no-data: passed unchanged) and failed forwards. GetNode errors: a replica answers only for the nodes it holds (NOT_FOUND for the others); no forwarding round (the gateways forward themselves)`] : []),
+        ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (forwarded: relayed from an owner; no-data: passed unchanged) failed forwards, and query-peer-failed (a replica that did not answer a survivor's query: a GetNode for a node the survivor holds no usage of asks the node's owners); no forwarding round (the gateways forward themselves)`] : []),
         `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports, --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
         `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
         `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
@@ -460,7 +468,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
         `leader failover: the Lease ${BENCH_NAMESPACE}/${LEASE_NAME} read every 100 ms from the kill until another replica holds it; the survivors take an unrenewed Lease after its duration`,
         `agents of the killed replica: stopped ${ENDPOINT_REMOVAL_MS} ms after the kill, as an agent drops a replica its EndpointSlices no longer list; their reconnects and stream errors are those of that window. The survivors' agents: reconnects and stream errors from the kill to the end of the run (the connect storm before it, refusals while tokens are reviewed, not counted); messages per agent per second over the window before the kill`,
         `per replica (before the kill): CPU from /proc over the ${beforeS} s window, serving ${agents} agents, ${round(reviewRate / REPLICAS, 1)} reviews/s and ${round(QUERY_RATE / REPLICAS, 1)} GetNode/s each; agent_message_bytes is the protobuf message (gRPC, HTTP/2 and TLS framing not included)`,
-        `forwarding: bench/forward-proxy.ts (the gateway's Node flags, a survivor's serving certificate) takes each review, reads request.name, and sends it to the other survivor over HTTPS keep-alive; ${forward.rounds} rounds of ${forward.seconds} s at ${reviewRate}/s, each the direct path then the forwarded one; forward_cpu_us_per_review is the proxy's CPU per review (median of the rounds), forward_added_*: forwarded minus direct latency (median of the rounds)`,
+        ...(SHARD_COPIES > 0 ? [] : [`forwarding: bench/forward-proxy.ts (the gateway's Node flags, a survivor's serving certificate) takes each review, reads request.name, and sends it to the other survivor over HTTPS keep-alive; ${forward.rounds} rounds of ${forward.seconds} s at ${reviewRate}/s, each the direct path then the forwarded one; forward_cpu_us_per_review is the proxy's CPU per review (median of the rounds), forward_added_*: forwarded minus direct latency (median of the rounds)`]),
       ],
     };
   } finally {

@@ -108,6 +108,7 @@ describe('docs/benchmarks.md', () => {
     cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
     const results = join(tree, 'bench/results');
     rmSync(join(results, 'cluster.json'), { force: true });
+    rmSync(join(results, 'replicas-sharded.json'), { force: true });
     const set = (name: string, figures: Record<string, number | string>) => {
       const file = join(results, `${name}.json`);
       const r = JSON.parse(readFileSync(file, 'utf8')) as { figures: Record<string, number | string> };
@@ -130,7 +131,12 @@ describe('docs/benchmarks.md', () => {
     // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 62.5.
     // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 x (1 + 2 x 0.5) = 19 MB/s.
     assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 50% | 815m | 250 MiB | 152.0 Mbit/s |');
-    assert.match(page, /The sharded gateway is built \(`--shard-copies`.*these results predate it, so it is costed here from the unsharded runs/);
+    assert.match(page, /The sharded gateway is built \(`--shard-copies`.*The plan is costed from the unsharded runs, and checked against the sharded one below/);
+    assert.match(page, /Not checked against a sharded run: bench\/replicas-sharded\.ts has not been run/);
+    // The model at the sharded run's setup: 667 agents (66.7 m) + 33.3 reviews/s (33.3 m) + a third forwarded at 0.5 ms (5.6 m) = 106 m.
+    writeFileSync(join(results, 'replicas-sharded.json'), readFileSync(join(results, 'ingest.json')));
+    set('replicas-sharded', { replicas: 3, agents: 1000, replica_millicores: 132, replica_rss_mib: 250 });
+    assert.match(render('--print', '--repo', tree).stdout, /\*\*Checked against the sharded run\*\* \(replicas-sharded above: 3 replicas, each with about 667 agents\): the model predicts 106 millicores and \d+ MiB per replica; the run measured 132 millicores and 250 MiB \(model -20% and [+-]\d+%\)\. Two things the model leaves out/);
     // Forwarding at 5 ms a review: 7 replicas (the heaviest 2,876 agents: 288 + 143 + 143 x 5/7 x 5 = 941 m).
     set('replicas', { forward_cpu_us_per_review: 5000 });
     assert.match(row(render('--print', '--repo', tree).stdout, '10,000') ?? '', /^\| 10,000 \| 7 \| 2,876 \| 143 \| 71% \| 941m \|/);
