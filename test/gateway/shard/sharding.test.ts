@@ -173,6 +173,24 @@ describe('three sharded replicas', () => {
     }
   });
 
+  it('when a replica leaves, the watch gets its nodes from their new first owner and never drops them', async () => {
+    const client = queryClient(outsider.ports.grpc);
+    const watch = collectWatch(client);
+    const first = gateways.find((gw) => keyOf(gw) === owners(FIXTURE_NODE, gateways.map(keyOf), COPIES)[0])!;
+    const remaining = gateways.filter((gw) => gw !== first);
+    try {
+      await eventually(() => (watch.events.some((e) => e.type === 'SYNCED') ? true : undefined), 10_000, 'synced');
+      const mark = watch.events.length;
+      for (const gw of remaining) gw.shard!.set(membersOf(remaining));
+      await eventually(() => (watch.events.slice(mark).some((e) => e.type === 'UPDATED' && e.node?.name === FIXTURE_NODE) ? true : undefined), 10_000, 'the node re-sent by its new first owner');
+      assert.ok(!watch.events.slice(mark).some((e) => e.type === 'REMOVED' && e.node?.name === FIXTURE_NODE), 'never removed: it still has owners');
+    } finally {
+      for (const gw of remaining) gw.shard!.set(membersOf(gateways));
+      watch.cancel();
+      client.close();
+    }
+  });
+
   it('a replica tells only another replica what it holds: the caller must present the gateway\'s certificate', async () => {
     const body = JSON.stringify({ names: [FIXTURE_NODE] });
     const anonymous = await postHttps(ownerSet[0]!, '/shard/v1/nodes', body);
