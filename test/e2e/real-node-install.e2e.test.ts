@@ -20,7 +20,7 @@ import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet, type NodeRecord, type NodeWrite } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, assertRawAfterUninstall, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -79,34 +79,6 @@ async function boundMemory(): Promise<bigint> {
     for (const c of p.spec?.containers ?? []) sum += parseBytes(c.resources?.requests?.memory ?? '0', 'request');
   }
   return sum;
-}
-
-/** Waits for `count` kubelet status writes after `from` in the record; returns them. */
-async function kubeletWritesAfter(record: NodeRecord, from: number, count: number, timeoutMs: number): Promise<NodeWrite[]> {
-  return eventually(`${count} kubelet status write(s)`, () => {
-    const w = record.kubeletWrites().filter((x) => x.at > from);
-    return w.length >= count ? w : undefined;
-  }, timeoutMs, 100);
-}
-
-/**
- * After an uninstall began at `since`: the node is back to raw (whoever wrote it:
- * the gateway lowers to the floor when its policy is deleted, else the kubelet's
- * next write, 10 s apart while what it reads back differs), and a kubelet write
- * then stays raw (a restart makes one at once: unchanged, it writes every 5 min).
- */
-async function assertRawAfterUninstall(record: NodeRecord, since: number, how: string): Promise<void> {
-  const fail = (err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`);
-  const raw = await eventually('raw allocatable', () => record.writes.find((w) => w.at > since && w.node.status?.allocatable?.memory === rawMemoryText), 30_000, 100).catch(fail);
-  const previous = record.writes[record.writes.indexOf(raw) - 1];
-  const by = previous && heartbeatOf(previous.node) === heartbeatOf(raw.node) ? 'the gateway' : 'the kubelet';
-  console.log(`# ${how}: raw allocatable back ${raw.at - since} ms after it began, written by ${by}`);
-  await eventually('the webhook configuration gone', () => objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }).then(() => undefined, () => true), 60_000, 250);
-  await sleep(1000); // the API server's view of webhook configurations follows within a second
-  const restartedAt = Date.now();
-  await restartKubelet();
-  const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000).catch(fail);
-  assert.equal(next!.node.status?.allocatable?.memory, rawMemoryText, 'the kubelet\'s write after the uninstall is raw');
 }
 
 async function waitInstalled(): Promise<void> {
@@ -383,7 +355,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     try {
       const gone = Date.now();
       await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
-      await assertRawAfterUninstall(record, gone, 'kubectl delete -k');
+      await assertRawAfterUninstall(record, gone, 'kubectl delete -k', rawMemoryText);
     } finally {
       record.stop();
     }
@@ -438,7 +410,7 @@ describe('helm install on the real node', { timeout: 6 * 60_000 }, () => {
       assert.equal(inflated.node.metadata?.annotations?.[ANNOTATION.rawMemory], rawMemoryText);
       const gone = Date.now();
       await helm('uninstall', 'oversell', '-n', NS, '--wait');
-      await assertRawAfterUninstall(record, gone, 'helm uninstall');
+      await assertRawAfterUninstall(record, gone, 'helm uninstall', rawMemoryText);
     } finally {
       record.stop();
     }

@@ -9,6 +9,7 @@ import { connect, type Connection } from '../../cli/connect.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import assert from 'node:assert/strict';
 import { eventually } from './fixtures.js';
 
 export const REAL_NODE_LABEL = 'oversell.io/real-node';
@@ -143,9 +144,10 @@ export const VIEWER = 'real-e2e-viewer';
 /**
  * A query API client as an operator's: TLS with the gateway's published CA, a
  * viewer's token (a ServiceAccount in `namespace` bound to oversell-viewer),
- * through the Service's ClusterIP (kube-proxy routes it on this host).
+ * through the Service's ClusterIP (kube-proxy routes it on this host), or to
+ * one replica's `address` (its pod IP and port: the node's bridge is this host's).
  */
-export async function queryAsViewer(namespace: string, installNamespace = 'oversell'): Promise<Connection> {
+export async function queryAsViewer(namespace: string, installNamespace = 'oversell', address?: string): Promise<Connection> {
   await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: VIEWER } } }).catch(() => {});
   await adminConfig().makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
     body: { metadata: { name: VIEWER }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'oversell-viewer' }, subjects: [{ kind: 'ServiceAccount', name: VIEWER, namespace }] },
@@ -155,10 +157,38 @@ export async function queryAsViewer(namespace: string, installNamespace = 'overs
   const caFile = join(mkdtempSync(join(tmpdir(), 'oversell-real-e2e-')), 'ca.crt');
   writeFileSync(caFile, ca);
   const svc = await core().readNamespacedService({ namespace: installNamespace, name: 'oversell-gateway' });
-  return connect({ address: `${svc.spec?.clusterIP}:50051`, caFile, token, namespace: installNamespace, service: 'oversell-gateway' });
+  return connect({ address: address ?? `${svc.spec?.clusterIP}:50051`, caFile, token, namespace: installNamespace, service: 'oversell-gateway' });
 }
 
 /** GetNode through a query connection. */
 export function getNodeStatus(conn: Connection, name: string): Promise<NodeStatus__Output> {
   return new Promise((resolve, reject) => conn.client.GetNode({ name }, conn.metadata(), (err, res) => (err ? reject(err) : res ? resolve(res) : reject(new Error('empty answer')))));
+}
+
+/** Waits for `count` kubelet status writes after `from` in the record; returns them. */
+export async function kubeletWritesAfter(record: NodeRecord, from: number, count: number, timeoutMs: number): Promise<NodeWrite[]> {
+  return eventually(`${count} kubelet status write(s)`, () => {
+    const w = record.kubeletWrites().filter((x) => x.at > from);
+    return w.length >= count ? w : undefined;
+  }, timeoutMs, 100);
+}
+
+/**
+ * After an uninstall began at `since`: the node is back to raw (whoever wrote it:
+ * the gateway lowers to the floor when its policy is deleted, else the kubelet's
+ * next write, 10 s apart while what it reads back differs), and a kubelet write
+ * then stays raw (a restart makes one at once: unchanged, it writes every 5 min).
+ */
+export async function assertRawAfterUninstall(record: NodeRecord, since: number, how: string, rawMemoryText: string): Promise<void> {
+  const fail = (err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`);
+  const raw = await eventually('raw allocatable', () => record.writes.find((w) => w.at > since && w.node.status?.allocatable?.memory === rawMemoryText), 30_000, 100).catch(fail);
+  const previous = record.writes[record.writes.indexOf(raw) - 1];
+  const by = previous && heartbeatOf(previous.node) === heartbeatOf(raw.node) ? 'the gateway' : 'the kubelet';
+  console.log(`# ${how}: raw allocatable back ${raw.at - since} ms after it began, written by ${by}`);
+  await eventually('the webhook configuration gone', () => objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }).then(() => undefined, () => true), 60_000, 250);
+  await new Promise((r) => setTimeout(r, 1000)); // the API server's view of webhook configurations follows within a second
+  const restartedAt = Date.now();
+  await restartKubelet();
+  const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000).catch(fail);
+  assert.equal(next!.node.status?.allocatable?.memory, rawMemoryText, 'the kubelet\'s write after the uninstall is raw');
 }
