@@ -14,13 +14,13 @@ import { promisify } from 'node:util';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { AppsV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, VIEWER, assertRawAfterUninstall, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -134,13 +134,8 @@ before(async () => {
 after(async () => {
   if (!node) return;
   // Whatever a failed test left: the install (both ways), the test pods, the node's opt-in.
-  try {
-    await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
-  } catch { /* some kinds already gone: the rest by name below */ }
-  await removeInstallLeftovers().catch(() => {});
-  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
+  await removeOverlay(OVERLAY, nodeName);
   await deleteNamespaceAndWait(PODS, 120_000).catch(() => {});
-  await cleanNode();
 });
 
 describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
@@ -169,13 +164,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 
   it('installs: the agent pod runs on the real node, the gateway behind its Service; the kubelet\'s writes come back inflated, every 10 s, the same each time', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    try {
-      await kubectl('apply', '--server-side', '-k', OVERLAY);
-    } catch {
-      // The first apply may send the policy before its CRD is established (docs/install.md: run it again).
-      await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/oversellpolicies.oversell.io');
-      await kubectl('apply', '--server-side', '-k', OVERLAY);
-    }
+    await applyOverlay(OVERLAY);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     await waitInstalled();
     const webhook = await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };

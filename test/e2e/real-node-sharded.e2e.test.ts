@@ -9,13 +9,13 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { DiscoveryV1Api, RbacAuthorizationV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { DiscoveryV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { NodeEvent__Output } from '../../proto/gen/oversell/v1/NodeEvent.js';
 import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSummaries.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { REPO, adminConfig, clusterAsync, core } from './cluster.js';
 import { OPT_IN, eventually, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, VIEWER, assertRawAfterUninstall, findRealNode, getNodeStatus, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, queryAsViewer, recordNode, restartKubelet } from './real-node.js';
+import { OVERSELL_IMAGE_TAR, applyOverlay, assertRawAfterUninstall, removeOverlay, findRealNode, getNodeStatus, importImage, kubeletWritesAfter, patchNodeMetadata, queryAsViewer, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
 const OVERLAY = join(REPO, 'test/e2e/real-node-sharded');
@@ -91,24 +91,13 @@ before(async () => {
 });
 
 after(async () => {
-  if (!node) return;
-  try {
-    await kubectl('delete', '-k', OVERLAY, '--wait=false', '--ignore-not-found');
-  } catch { /* some kinds already gone: the rest by name below */ }
-  await removeInstallLeftovers().catch(() => {});
-  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
-  await optOutNode(nodeName).catch(() => {});
+  if (node) await removeOverlay(OVERLAY, nodeName);
 });
 
 describe('three sharded gateway replicas on the real node', { timeout: 10 * 60_000 }, () => {
   it('the replica without the node\'s data answers a review, a get, a list and a watch with its owners\' data; uninstalled, raw again', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
-    try {
-      await kubectl('apply', '--server-side', '-k', OVERLAY);
-    } catch {
-      await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/oversellpolicies.oversell.io');
-      await kubectl('apply', '--server-side', '-k', OVERLAY);
-    }
+    await applyOverlay(OVERLAY);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     const gateways = await eventually(`${REPLICAS} gateway replicas Ready`, async () => {
       const ready = await readyGateways();

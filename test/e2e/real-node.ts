@@ -10,7 +10,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
 import assert from 'node:assert/strict';
-import { eventually } from './fixtures.js';
+import { eventually, removeInstallLeftovers } from './fixtures.js';
 
 export const REAL_NODE_LABEL = 'oversell.io/real-node';
 export const PROBE_IMAGE = 'oversell.local/probe:1'; // built and imported by cluster.sh up
@@ -191,4 +191,28 @@ export async function assertRawAfterUninstall(record: NodeRecord, since: number,
   await restartKubelet();
   const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000).catch(fail);
   assert.equal(next!.node.status?.allocatable?.memory, rawMemoryText, 'the kubelet\'s write after the uninstall is raw');
+}
+
+/**
+ * `kubectl apply --server-side -k dir`, as docs/install.md has users run it:
+ * the first apply may send the policy before its CRD is established, so
+ * once that is, it is run again.
+ */
+export async function applyOverlay(dir: string): Promise<void> {
+  try {
+    await clusterAsync('kubectl', 'apply', '--server-side', '-k', dir);
+  } catch {
+    await clusterAsync('kubectl', 'wait', '--for=condition=Established', '--timeout=60s', 'crd/oversellpolicies.oversell.io');
+    await clusterAsync('kubectl', 'apply', '--server-side', '-k', dir);
+  }
+}
+
+/** Whatever an install from `dir` left, whether its test passed or not: the objects, the viewer's binding, the node's opt-in. */
+export async function removeOverlay(dir: string, nodeName: string): Promise<void> {
+  try {
+    await clusterAsync('kubectl', 'delete', '-k', dir, '--wait=false', '--ignore-not-found');
+  } catch { /* some kinds already gone: the rest by name below */ }
+  await removeInstallLeftovers().catch(() => {});
+  await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
+  await optOutNode(nodeName).catch(() => {});
 }
