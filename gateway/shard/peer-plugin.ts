@@ -16,6 +16,7 @@ import { Fingerprint } from './peer-client.js';
 import { encodeEvent, encodeNodes, encodeSummaries } from './peer-wire.js';
 import { streamNodes } from '../query/watch-stream.js';
 import type { RowFilter } from '../query/summary-table.js';
+import type { NodeRecord } from '../store/node-store.js';
 
 export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics', watch: '/shard/v1/watch' } as const;
 
@@ -65,39 +66,34 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
     }
   });
 
-  /** The request's nodes this replica holds usage on, or the 400 answered. */
-  const held = async (request: FastifyRequest, reply: FastifyReply) => {
+  /**
+   * The request and the nodes it keeps that `also` keeps (default: those this
+   * replica holds usage on), or undefined once a 400 is answered.
+   */
+  const asked = (request: FastifyRequest, reply: FastifyReply, also: (r: NodeRecord) => boolean = holdsUsage): { req: PeerRequest; keep: RowFilter } | undefined => {
     const req = peerRequest(request.body);
     if (typeof req === 'string') return void reply.code(400).type('text/plain').send(req);
-    let filter;
+    let filter: RowFilter;
     try {
       filter = filterOf(req);
     } catch (err) {
       if (err instanceof SelectorError) return void reply.code(400).type('text/plain').send(err.message);
       throw err;
     }
-    const keep = (r: Parameters<typeof filter>[0], policy: string) => holdsUsage(r) && filter(r, policy);
-    return { req, keep };
+    return { req, keep: (r, policy) => also(r) && filter(r, policy) };
   };
 
   app.post(PEER_PATHS.nodes, async (request, reply) => {
-    const asked = await held(request, reply);
-    if (!asked) return reply;
-    const records = asked.req.names?.flatMap((n) => o.local.store.get(n) ?? []);
-    const nodes = await o.local.list(asked.keep, records);
-    return reply.type('application/x-protobuf').send(encodeNodes(nodes));
+    const a = asked(request, reply);
+    if (!a) return reply;
+    const records = a.req.names?.flatMap((n) => o.local.store.get(n) ?? []);
+    return reply.type('application/x-protobuf').send(encodeNodes(await o.local.list(a.keep, records)));
   });
 
+  // A watch streams the nodes this replica is the first owner of, with usage or not: each node from one replica.
   app.post(PEER_PATHS.watch, async (request, reply) => {
-    const req = peerRequest(request.body);
-    if (typeof req === 'string') return reply.code(400).type('text/plain').send(req);
-    let filter: RowFilter;
-    try {
-      filter = filterOf(req);
-    } catch (err) {
-      if (err instanceof SelectorError) return reply.code(400).type('text/plain').send(err.message);
-      throw err;
-    }
+    const a = asked(request, reply, (r) => o.watch.streams(r.name));
+    if (!a) return reply;
     reply.hijack();
     const res = reply.raw;
     // A watch may stay quiet for as long as nothing changes: not an idle connection to close.
@@ -106,7 +102,7 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
     const stop = streamNodes({
       store: o.local.store,
       status: (r) => o.local.status(r),
-      filter: (r, policy) => o.watch.streams(r.name) && filter(r, policy),
+      filter: a.keep,
       sink: {
         write: (event) => res.write(encodeEvent(event)),
         get writableNeedDrain() {
@@ -124,9 +120,9 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
   });
 
   app.post(PEER_PATHS.summaries, async (request, reply) => {
-    const asked = await held(request, reply);
-    if (!asked) return reply;
-    return reply.type('application/x-protobuf').send(encodeSummaries(o.local.summaries(asked.keep)));
+    const a = asked(request, reply);
+    if (!a) return reply;
+    return reply.type('application/x-protobuf').send(encodeSummaries(o.local.summaries(a.keep)));
   });
 
   const metrics = o.metrics;
