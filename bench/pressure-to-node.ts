@@ -25,6 +25,9 @@ const POLL_MS = 20;
 const AGENT_INTERVAL_MS = 500;
 const PODS = ['bench-pressure-0', 'bench-pressure-1', 'bench-pressure-2'];
 
+/** What pressure lowers the node's 4 CPUs to: raw, one millicore above (gateway/decide/policy.ts). */
+const LOWERED_CPU = '4001m';
+
 /** Polls the stored node until its allocatable cpu is `cpu`; the ms from `since`. */
 async function untilStored(name: string, cpu: string, since: number): Promise<number> {
   await eventually(`${name}: allocatable cpu ${cpu} in the stored Node`, async () => ((await core().readNode({ name })).status?.allocatable?.cpu === cpu ? true : undefined), 10_000, POLL_MS);
@@ -44,7 +47,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     await gateway.waitFor(/leading/, 30_000);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     node = await fakeNode('bench-pressure-node', { labels: { ...OPT_IN, pool: POLICY }, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
-    // Three idle pods of a core each: the headroom then reaches the 2x cap (8 of 4 CPUs), and pressure drops it to raw.
+    // Three idle pods of a core each: the headroom then reaches the 2x cap (8 of 4 CPUs), and pressure drops it to raw
+    // (one millicore above, 4001m: a grant at raw would silence the kubelet's 10 s writes; policy.ts).
     for (const name of PODS) await core().createNamespacedPod({ namespace: 'default', body: pod(name, '1', '1Gi', { nodeName: node.name }) });
     await node.startAgent(gateway); // samples every 500 ms
     const n = node;
@@ -58,7 +62,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       await sleep(Math.random() * AGENT_INTERVAL_MS);
       const t0 = performance.now();
       n.host.set({ ...n.host.usage, cpuSomeAvg10: 75 });
-      latencies.push(await untilStored(n.name, '4', t0));
+      latencies.push(await untilStored(n.name, LOWERED_CPU, t0));
       n.host.set({ ...n.host.usage, cpuSomeAvg10: 0 });
       await sleep(2 * AGENT_INTERVAL_MS); // a calm sample reaches the gateway before the next inflation
       if ((i + 1) % 10 === 0) log(`  pressure-to-node: ${i + 1}/${trials} trials, p50 so far ${round(percentile([...latencies].sort((a, b) => a - b), 50), 0)} ms`);
@@ -82,7 +86,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       notes: [
         'The local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok; built from the Go module proxy), the gateway binary with OversellPolicies from the CRD ' +
           '(calmPeriod 0s) holding the leader Lease, the agent binary reading a fake host root every 500 ms. The clock starts when /proc/pressure/cpu is rewritten with ' +
-          `some avg10=75 (threshold 40, after a random 0-${AGENT_INTERVAL_MS} ms wait) and stops at the first GET of the Node (every ${POLL_MS} ms) whose status.allocatable.cpu is back at raw: ` +
+          `some avg10=75 (threshold 40, after a random 0-${AGENT_INTERVAL_MS} ms wait) and stops at the first GET of the Node (every ${POLL_MS} ms) whose status.allocatable.cpu is back at raw (${LOWERED_CPU}: one millicore above it, so the kubelet keeps writing every 10 s): ` +
           'the agent\'s next sample, the gRPC stream, the leader\'s pressure check, its PATCH of nodes/status and the API server\'s write to etcd.',
         'Between trials a kubelet-shaped status write (as system:node:<name>) inflates the node again; no kubelet write happens during a trial.',
       ],
