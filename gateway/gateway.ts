@@ -577,17 +577,18 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     ...(shedding.periodMs !== undefined && { periodMs: shedding.periodMs }),
     now,
   });
+  const boundRequests = (node: string) => bound.of(node, now());
   const s: Shared = {
     options, log, now, store, metrics,
     proof: new GrantProof(options.proofKey ?? randomBytes(32)),
-    boundRequests: (node) => bound.of(node, now()),
+    boundRequests,
     connections: options.connections ?? GATEWAY_DEFAULTS.connections,
     notReady: () => (s.draining ? 'shutting down: draining reviews to the other replicas' : started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
     draining: false,
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
     agentSending,
     shedder,
-    local: new LocalNodes(store, policies, now, (node) => bound.of(node, now())),
+    local: new LocalNodes(store, policies, now, boundRequests),
   };
   let serving = options.tls;
   let agentPort: () => number | undefined = () => undefined;
