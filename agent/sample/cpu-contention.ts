@@ -40,6 +40,15 @@ export function decayed(prev: ContentionLine, share: number, elapsedMs: number):
   return { avg10: toward(prev.avg10, 10_000), avg60: toward(prev.avg60, 60_000) };
 }
 
+/**
+ * The wait before the next reading: `everyMs` on average, anywhere from half
+ * to one and a half of it, so that a load with a period of its own cannot
+ * line up with the readings and be seen always busy or always idle.
+ */
+export function jitteredDelayMs(everyMs: number, random: number): number {
+  return everyMs * (0.5 + random);
+}
+
 export interface ContentionMeterOptions {
   /** The host's /proc/loadavg. */
   loadavgPath: string;
@@ -76,13 +85,12 @@ export class ContentionMeter {
 
   start(): this {
     this.#read();
-    this.#timer = setInterval(() => this.#read(), this.#options.everyMs);
-    this.#timer.unref();
+    this.#schedule();
     return this;
   }
 
   stop(): void {
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = undefined;
@@ -109,6 +117,14 @@ export class ContentionMeter {
     } catch {
       return undefined;
     }
+  }
+
+  #schedule(): void {
+    this.#timer = setTimeout(() => {
+      this.#read();
+      if (this.#timer !== undefined) this.#schedule();
+    }, jitteredDelayMs(this.#options.everyMs, Math.random()));
+    this.#timer.unref();
   }
 
   #read(): void {

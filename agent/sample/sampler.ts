@@ -13,10 +13,18 @@ import { podFiles, readPodFiles, readRootCgroupWorkingSet, type PodCounters, typ
 import { parsePsi } from './pressure.js';
 import { cpuMillicoresBetween, parseProcStat, type CpuTimes } from './proc-stat.js';
 
+/**
+ * How often the runnable count is read. Each reading wakes the agent: on the
+ * 2-core VM of docs/benchmarks.md, reading every 50 ms cost 7 millicores, two
+ * thirds of the agent's CPU; every 200 ms reads the same averages within 2
+ * points under steady and bursty loads (docs/performance-log.md, 2026-11-29).
+ */
+const CONTENTION_EVERY_MS = 200;
+
 export interface SamplerOptions {
   procRoot: string;
   cgroupRoot: string;
-  /** How often the runnable count is read for CPU contention (cpu-contention.ts); 50 ms unless a test says. */
+  /** How often the runnable count is read for CPU contention (cpu-contention.ts); CONTENTION_EVERY_MS unless a test says. */
   contentionEveryMs?: number;
 }
 
@@ -44,7 +52,7 @@ export class NodeSampler {
     this.#psiMemory = join(this.#procRoot, 'pressure', 'memory');
     this.#layout = detectCgroupLayout(this.#cgroupRoot);
     this.#prevCpu = this.#readCpu();
-    this.#contention = new ContentionMeter({ loadavgPath: join(this.#procRoot, 'loadavg'), everyMs: options.contentionEveryMs ?? 50, cpus: () => this.#prevCpu.cpus });
+    this.#contention = new ContentionMeter({ loadavgPath: join(this.#procRoot, 'loadavg'), everyMs: options.contentionEveryMs ?? CONTENTION_EVERY_MS, cpus: () => this.#prevCpu.cpus });
   }
 
   /** Starts reading the runnable count between samples; without it each read() takes one reading. */

@@ -7,7 +7,7 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ContentionMeter, decayed, runnableTasks, waitingShare } from '../../../agent/sample/cpu-contention.js';
+import { ContentionMeter, decayed, jitteredDelayMs, runnableTasks, waitingShare } from '../../../agent/sample/cpu-contention.js';
 import { NodeSampler } from '../../../agent/sample/sampler.js';
 
 const fixtures = new URL('../../fixtures/', import.meta.url).pathname;
@@ -78,6 +78,26 @@ describe('CPU contention from the runnable count', () => {
     } finally {
       meter.stop();
     }
+  });
+
+  it('readings come at uneven intervals around the period, so a periodic load cannot line up with them', () => {
+    assert.equal(jitteredDelayMs(200, 0), 100);
+    assert.equal(jitteredDelayMs(200, 0.5), 200);
+    assert.ok(jitteredDelayMs(200, 0.999) > 299 && jitteredDelayMs(200, 0.999) < 300);
+  });
+
+  it('a stopped meter reads no more: its timer does not come back', async () => {
+    const path = join(dir, 'loadavg-stopped');
+    writeFileSync(path, loadavg(1));
+    const meter = new ContentionMeter({ loadavgPath: path, everyMs: 5, cpus: () => 2 }).start();
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(meter.take(1000)?.avg10, 0);
+    meter.stop();
+    // Busy while stopped, calm again before the take: a meter still reading would average the busy spell in.
+    writeFileSync(path, loadavg(5));
+    await new Promise((r) => setTimeout(r, 60));
+    writeFileSync(path, loadavg(1));
+    assert.equal(meter.take(2000)?.avg10, 0);
   });
 
   it('a node sample carries the contention line beside the kernel PSI, and none where loadavg is missing', () => {
