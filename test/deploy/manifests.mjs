@@ -131,6 +131,11 @@ function draft7(schema) {
 }
 const REPO = join(import.meta.dirname, '..', '..');
 let crdValidate;
+/** The agent's command as deploy/base/agent.yaml ships it: what bench/ starts the agent with (bench/processes.ts). */
+function baseAgentCommand() {
+  const ds = parseAllDocuments(readFileSync(join(REPO, 'deploy/base/agent.yaml'), 'utf8')).map((d) => d.toJS()).find((d) => d?.kind === 'DaemonSet');
+  return ds?.spec.template.spec.containers.find((x) => x.name === 'agent')?.command;
+}
 async function oversellPolicyValidator() {
   if (!crdValidate) {
     const { default: Ajv } = await toolImport('ajv');
@@ -648,6 +653,7 @@ function verify(label, objects) {
     check(where(ds), ds.spec.updateStrategy?.type === 'RollingUpdate' && ds.spec.updateStrategy.rollingUpdate?.maxUnavailable, 'rolling update with maxUnavailable');
     check(where(ds), env.NODE_NAME?.fieldRef?.fieldPath === 'spec.nodeName', 'NODE_NAME from the downward API');
     check(where(ds), c?.command?.[0] === '/nodejs/bin/node' && c.command.includes('--jitless') && c.command.at(-1) === '/app/dist/agent/main.js', `agent runs dist/agent/main.js on node --jitless (what bench/agent-overhead.ts measures): ${c?.command}`);
+    check(where(ds), JSON.stringify(c?.command) === JSON.stringify(baseAgentCommand()), `agent's Node flags are deploy/base/agent.yaml's, the ones the benchmarks measure: ${c?.command}`);
     check(where(ds), env.OVERSELL_GATEWAY_DISCOVERY === `${ns}/oversell-gateway-agents`, `OVERSELL_GATEWAY_DISCOVERY ${env.OVERSELL_GATEWAY_DISCOVERY}`);
     for (const host of ['/proc', '/sys/fs/cgroup']) {
       const vol = spec.volumes?.find((v) => v.hostPath?.path === host);
