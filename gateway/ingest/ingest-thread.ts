@@ -20,6 +20,7 @@ import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-
 import { AGENT_SENDING } from '../config/defaults.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
 import { AgentSending } from './agent-sending.js';
+import { flushSoon } from './flush-soon.js';
 import { loopDelay } from './loop-delay.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type MetricCount, type ToMain, type ToThread } from './ingest-messages.js';
 import { niceThisThread } from '../../lib/thread-priority.js';
@@ -54,6 +55,7 @@ const count = (kind: 'sample' | 'auth' | 'connection', what: string) => {
   const c = counts.get(key);
   if (c) c[2] += 1;
   else counts.set(key, [kind, what, 1] as MetricCount);
+  flush.soon();
 };
 const flushOps = () => {
   if (ops.length === 0 && rowsUsed === 0 && counts.size === 0) return;
@@ -63,7 +65,7 @@ const flushOps = () => {
   rowsUsed = 0;
   counts.clear();
 };
-const flush = setInterval(flushOps, FLUSH_EVERY_MS);
+const flush = flushSoon(flushOps, FLUSH_EVERY_MS);
 // A second heap under the process's cap: /metrics shows how close it is.
 const reportHeap = () => {
   const heap = getHeapStatistics();
@@ -88,7 +90,7 @@ const ask = <T>(send: (id: number) => void): Promise<T> =>
     const id = nextRequest++;
     pending.set(id, (v) => (v instanceof Error ? reject(v) : resolve(v as T)));
     send(id);
-    flushOps();
+    flush.now();
   });
 
 const store: IngestTarget = {
@@ -109,6 +111,7 @@ const store: IngestTarget = {
     lastSeq.set(streamId, seq);
     if (pods) {
       ops.push({ op: 'sample', after: rowsUsed, name, streamId, row: sampleRows.slice(sampleAt, sampleAt + width), pods, receivedAtMs });
+      flush.soon();
     } else {
       const at = rowsUsed * stride;
       if (at + stride > rows.length) {
@@ -121,6 +124,7 @@ const store: IngestTarget = {
       // A loop, not set(subarray()): no view object per sample.
       for (let i = 0; i < width; i++) rows[at + ROW_SAMPLE + i] = sampleRows[sampleAt + i]!;
       rowsUsed += 1;
+      flush.soon();
     }
     // The store's verdict is counted on the main thread.
     return 'stored';
@@ -132,12 +136,14 @@ const store: IngestTarget = {
     lastSeq.set(streamId, seq);
     // The main thread's store takes the seq too: a reconnecting agent is welcomed past it.
     ops.push({ op: 'consume', after: rowsUsed, name, streamId, seq });
+    flush.soon();
     return 'consumed';
   },
   detach(name, streamId) {
     lastSeq.delete(streamId);
     supersede.delete(streamId);
     ops.push({ op: 'detach', after: rowsUsed, name, streamId });
+    flush.soon();
   },
 };
 
@@ -189,7 +195,7 @@ port.on('message', (m: ToThread) => {
       sending.set(m.sending);
       break;
     case 'close':
-      clearInterval(flush);
+      flush.stop();
       clearInterval(heapReports);
       clearInterval(loadReports);
       delay.stop();

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { flushSoon, type Timers } from '../../../gateway/ingest/flush-soon.js';
+
+/** Timers that only record: a test fires them by hand. */
+function recordingTimers() {
+  const pending = new Map<number, { fn: () => void; ms: number }>();
+  let next = 1;
+  let armedEver = 0;
+  const timers: Timers = {
+    setTimeout(fn, ms) {
+      armedEver += 1;
+      pending.set(next, { fn, ms });
+      return next++;
+    },
+    clearTimeout(handle) {
+      pending.delete(handle as number);
+    },
+  };
+  const fire = () => {
+    const due = [...pending];
+    pending.clear();
+    for (const [, t] of due) t.fn();
+  };
+  return { timers, pending, fire, armedEver: () => armedEver };
+}
+
+test('an idle thread arms no timer: nothing queued, nothing wakes it', () => {
+  const t = recordingTimers();
+  let flushes = 0;
+  flushSoon(() => flushes++, 5, t.timers);
+  assert.equal(t.armedEver(), 0);
+  assert.equal(flushes, 0);
+});
+
+test('ops queued within one period share one timer and one flush, everyMs after the first', () => {
+  const t = recordingTimers();
+  let flushes = 0;
+  const f = flushSoon(() => flushes++, 5, t.timers);
+  f.soon();
+  f.soon();
+  f.soon();
+  assert.equal(t.armedEver(), 1);
+  assert.equal([...t.pending.values()][0]?.ms, 5);
+  t.fire();
+  assert.equal(flushes, 1);
+  // The next op after a flush arms a fresh timer.
+  f.soon();
+  assert.equal(t.armedEver(), 2);
+  t.fire();
+  assert.equal(flushes, 2);
+  assert.equal(t.pending.size, 0);
+});
+
+test('now() flushes at once and disarms the timer, so the batch is not handed over twice', () => {
+  const t = recordingTimers();
+  let flushes = 0;
+  const f = flushSoon(() => flushes++, 5, t.timers);
+  f.soon();
+  f.now();
+  assert.equal(flushes, 1);
+  assert.equal(t.pending.size, 0);
+  f.soon();
+  assert.equal(t.pending.size, 1, 'an op after now() arms again');
+});
+
+test('stop() disarms without flushing: a closing thread leaves no timer behind', () => {
+  const t = recordingTimers();
+  let flushes = 0;
+  const f = flushSoon(() => flushes++, 5, t.timers);
+  f.soon();
+  f.stop();
+  assert.equal(t.pending.size, 0);
+  assert.equal(flushes, 0);
+});
+
+test('with the real timers, a queued op is flushed within a few periods', async () => {
+  const flushed = new Promise<number>((resolve) => {
+    const start = performance.now();
+    flushSoon(() => resolve(performance.now() - start), 5).soon();
+  });
+  // Generous: a loaded CI machine delays timers; the bound is that it comes, not when.
+  assert.ok((await flushed) < 1000);
+});
