@@ -126,4 +126,39 @@ describe('status writer: sharded, each replica lowers the nodes it holds', () =>
     await settled();
     assert.deepEqual(patched(), ['node-a', 'node-b'], 'a replica that is not the leader lowers the node it holds');
   });
+
+  it('on each sample, a replica weighs pressure only for the nodes it lowers: the others\' samples cost it no policy lookup', () => {
+    const t = 1.7e12;
+    const bench = reviewBench({ now: () => t });
+    const source = flagsPolicySource(DEFAULT_POLICY);
+    let lookups = 0;
+    const policies = { ...source, select: (labels: Record<string, string>) => (lookups++, source.select(labels)) };
+    const started = (leader: boolean, lowers?: (node: string) => boolean) => {
+      const w = new StatusWriter({
+        kubeConfig: api.kubeConfig(), nodes: { list: () => [], get: () => undefined }, store: bench.store, policies,
+        lease: { isLeader: leader, onChange: () => {} } as unknown as LeaderLease,
+        metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
+        notReady: () => undefined, identity: 'test', now: () => t, ...(lowers && { lowers }),
+      });
+      w.start();
+      return w;
+    };
+    const sharded = started(false, (n) => n === 'node-a');
+    try {
+      bench.report('node-b', nodeSample(t));
+      assert.equal(lookups, 0, 'a sample of a node another replica lowers');
+      bench.report('node-a', nodeSample(t));
+      assert.ok(lookups > 0, 'a sample of a node this replica lowers is weighed');
+    } finally {
+      sharded.stop();
+    }
+    lookups = 0;
+    const follower = started(false);
+    try {
+      bench.report('node-a', nodeSample(t + 1000));
+      assert.equal(lookups, 0, 'unsharded, a replica that is not the leader lowers nothing and weighs nothing');
+    } finally {
+      follower.stop();
+    }
+  });
 });

@@ -136,6 +136,7 @@ export class StatusWriter {
   readonly #bucket: TokenBucket;
   readonly #inFlight = new Set<string>();
   #timers: NodeJS.Timeout[] = [];
+  #unlisten: () => void = () => {};
   /** What each policy's status last said, so unchanged status is not rewritten. */
   #writtenStatus = new Map<string, string>();
   /** Per node, the memory working set a rise is measured from (#usageRose). */
@@ -156,10 +157,18 @@ export class StatusWriter {
     // Check a node as soon as its sample says the grant may fall: pressure, or
     // memory up since the last such check (the window's max rose). The sweep
     // every sweepEveryMs is the backstop (CPU's p95, staleness, policies).
-    store.on('updated', (record) => {
+    const updated = (record: NodeRecord) => {
+      // Only for nodes this replica lowers: every other replica would compute pressure on every sample for nothing.
+      if (!this.#lowers(record.name)) return;
       if (this.#mayBeUnderPressure(record) || this.#usageRose(record)) this.check(record.name);
-    });
-    store.on('removed', (name: string) => this.#memorySeen.delete(name));
+    };
+    const removed = (name: string) => this.#memorySeen.delete(name);
+    store.on('updated', updated);
+    store.on('removed', removed);
+    this.#unlisten = () => {
+      store.off('updated', updated);
+      store.off('removed', removed);
+    };
     policies.onChange(() => {
       this.sweep();
       void this.writePolicyStatus();
@@ -177,6 +186,7 @@ export class StatusWriter {
 
   stop(): void {
     for (const t of this.#timers) clearInterval(t);
+    this.#unlisten();
   }
 
   /**
@@ -188,7 +198,6 @@ export class StatusWriter {
    * node, updated in place: this runs on every sample.
    */
   #usageRose(record: NodeRecord): boolean {
-    if (!this.#lowersAny()) return false;
     const memory = record.value('memoryWorkingSetBytes');
     const seen = this.#memorySeen.get(record.name);
     const rose = seen !== undefined && memory - seen > record.value('capacity.memoryBytes') * USAGE_RISE;
@@ -210,6 +219,11 @@ export class StatusWriter {
   /** Whether this replica lowers any node now: sharded, each replica its own; otherwise the leader. */
   #lowersAny(): boolean {
     return this.#o.lowers !== undefined || this.#o.lease.isLeader;
+  }
+
+  /** Whether this replica lowers `node` now: sharded, its first owner; otherwise the leader, every node. */
+  #lowers(node: string): boolean {
+    return this.#o.lowers ? this.#o.lowers(node) : this.#o.lease.isLeader;
   }
 
   sweep(): void {
@@ -234,7 +248,7 @@ export class StatusWriter {
 
   /** Lowers the node's allocatable now if the decision is below what it holds. */
   check(name: string): void {
-    if (!this.#lowersAny() || this.#inFlight.has(name) || (this.#o.lowers && !this.#o.lowers(name))) return;
+    if (!this.#lowers(name) || this.#inFlight.has(name)) return;
     const node = this.#o.nodes.get(name);
     const status = node?.status;
     if (!node || !status?.allocatable?.cpu || !status.allocatable.memory) return;
