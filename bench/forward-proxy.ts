@@ -7,15 +7,15 @@
 // and back, beside which the owner's review costs what the webhook benchmark
 // measures.
 //
-//   node --import tsx bench/forward-proxy.ts <cert.pem> <key.pem> <owner URL> <owner CA>
-// prints `listening <port>`.
+//   node --import tsx bench/forward-proxy.ts <cert.pem> <key.pem> <owner URL> <owner CA> [listen address]
+// prints `listening <port>`. The address (default 127.0.0.1) must be one the certificate names.
 import { Agent, createServer, request } from 'node:https';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 
-const [certFile, keyFile, owner, ownerCa] = process.argv.slice(2);
+const [certFile, keyFile, owner, ownerCa, listenAddress = '127.0.0.1'] = process.argv.slice(2);
 if (!certFile || !keyFile || !owner || !ownerCa) {
-  console.error('usage: forward-proxy.ts <cert.pem> <key.pem> <owner webhook URL> <owner CA PEM>');
+  console.error('usage: forward-proxy.ts <cert.pem> <key.pem> <owner webhook URL> <owner CA PEM> [listen address]');
   process.exit(2);
 }
 const agent = new Agent({ keepAlive: true, maxSockets: 64, ca: readFileSync(ownerCa) });
@@ -43,5 +43,5 @@ const server = createServer({ cert: readFileSync(certFile), key: readFileSync(ke
     out.end(body);
   });
 });
-server.listen(0, '127.0.0.1', () => console.log(`listening ${(server.address() as AddressInfo).port}`));
+server.listen(0, listenAddress, () => console.log(`listening ${(server.address() as AddressInfo).port}`));
 process.on('SIGTERM', () => process.exit(0));

@@ -13,7 +13,8 @@
 //
 //   node --import tsx bench/replicas.ts                 # 1,000 agents, 100 reviews/s
 //   BENCH_QUICK=1 node --import tsx bench/replicas.ts   # 300 agents, 30 reviews/s
-// Needs the local control plane (scripts/cluster/cluster.sh); take the e2e
+// Needs the local control plane with its real node, whose bridge the
+// replicas listen on (scripts/cluster/cluster.sh); take the e2e
 // lock when others use it: flock /tmp/oversell-e2e.lock node --import tsx bench/replicas.ts
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,6 +35,7 @@ import { GATEWAY_NODE_ARGS, log, REPO, startChild, startGateway, type GatewayPro
 import type { ReplicaReviewsConfig, ReplicaReviewsResult } from './replica-reviews.js';
 import { round, runIfMain, type BenchResult } from './result.js';
 import { reviewBody } from './review-body.js';
+import { phaseCosts } from './capacity.js';
 
 const PREFIX = 'sim';
 const REPLICAS = 3;
@@ -71,9 +73,12 @@ const DRAIN = `${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s`;
 const SHARD_FROM_ENV = Number(process.env.OVERSELL_BENCH_REPLICA_SHARD ?? 0);
 const SHARD_SERVICE = 'bench-gateway-agents';
 /**
- * Where the replicas listen. An EndpointSlice may not list a loopback
- * address, so sharded they listen on the local cluster's own bridge
- * (oversell0, host-internal: scripts/cluster), which their members name.
+ * Where the replicas listen: the local cluster's own bridge (oversell0,
+ * host-internal: scripts/cluster), sharded or not. An EndpointSlice may not
+ * list a loopback address, so the sharded replicas' members must name the
+ * bridge; and the unsharded run, which bench/capacity.ts costs the sharded
+ * plan from, must then cross the same network path (over loopback a replica's
+ * agents cost about a fifth less: docs/performance-log.md, 2026-11-29).
  */
 let HOST = '127.0.0.1';
 /** Set by run(): the copies of a sharded run (0: every agent to every replica). */
@@ -81,7 +86,7 @@ let SHARD_COPIES = 0;
 
 function bridgeAddress(): string {
   const address = networkInterfaces().oversell0?.find((i) => i.family === 'IPv4')?.address;
-  if (!address) throw new Error('OVERSELL_BENCH_REPLICA_SHARD needs the local cluster\'s bridge oversell0 (bash scripts/cluster/cluster.sh up, with its real node)');
+  if (!address) throw new Error('the replicas benchmarks listen on the local cluster\'s bridge oversell0: bring the cluster up with its real node (bash scripts/cluster/cluster.sh up)');
   return address;
 }
 /** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
@@ -202,7 +207,7 @@ interface ForwardRound { directP50: number; directP99: number; viaP50: number; v
 async function measureForward(via: GatewayProcess, owner: GatewayProcess, template: string, agents: number, rate: number, seconds: number, rounds: number): Promise<ForwardRound[]> {
   const ownerUrl = `https://${HOST}:${owner.ports.webhook}/mutate/nodes`;
   const proxy = startChild('forward-proxy', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/forward-proxy.ts'),
-    join(via.tlsDir, 'tls.crt'), join(via.tlsDir, 'tls.key'), ownerUrl, join(owner.tlsDir, 'ca.crt')]);
+    join(via.tlsDir, 'tls.crt'), join(via.tlsDir, 'tls.key'), ownerUrl, join(owner.tlsDir, 'ca.crt'), HOST]);
   try {
     const port = Number((await proxy.waitForLine(/^listening \d+$/, 30_000)).slice(10));
     const base = { rate, warmupS: 3, durationS: seconds, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER };
@@ -210,7 +215,7 @@ async function measureForward(via: GatewayProcess, owner: GatewayProcess, templa
     for (let i = 0; i < rounds; i++) {
       const direct = await startReviews({ ...base, endpoints: [{ name: 'owner', url: ownerUrl, ca: join(owner.tlsDir, 'ca.crt') }] }).result;
       const cpu0 = cpuSeconds(proxy.pid);
-      const forwarded = await startReviews({ ...base, endpoints: [{ name: 'via', url: `https://127.0.0.1:${port}/mutate/nodes`, ca: join(via.tlsDir, 'ca.crt') }] }).result;
+      const forwarded = await startReviews({ ...base, endpoints: [{ name: 'via', url: `https://${HOST}:${port}/mutate/nodes`, ca: join(via.tlsDir, 'ca.crt') }] }).result;
       // The warm-up's reviews went through the proxy too.
       const reviews = Math.floor((base.warmupS + seconds) * rate);
       const r: ForwardRound = {
@@ -218,6 +223,8 @@ async function measureForward(via: GatewayProcess, owner: GatewayProcess, templa
         viaP50: forwarded.before.latencyMs.p50, viaP99: forwarded.before.latencyMs.p99, viaErrors: total(forwarded.before.errors),
         cpuUsPerReview: Math.round(((cpuSeconds(proxy.pid) - cpu0) * 1e6) / reviews),
       };
+      // Every forwarded review failed: its CPU would be the cost of failing, not of forwarding.
+      if (forwarded.before.ok === 0) throw new Error(`forward round ${i + 1}: no review answered through the proxy (${kinds(forwarded.before.errors)}); its CPU per review would not be forwarding's`);
       log(`  forward round ${i + 1}: direct p50 ${r.directP50} p99 ${r.directP99} ms; forwarded p50 ${r.viaP50} p99 ${r.viaP99} ms; forwarding ${r.cpuUsPerReview} µs CPU per review`);
       out.push(r);
     }
@@ -226,6 +233,17 @@ async function measureForward(via: GatewayProcess, owner: GatewayProcess, templa
     await proxy.stop();
   }
 }
+
+/** Each gateway's CPU over `seconds` from now, in millicores: one phase of the run's load. */
+async function cpuWindow(gateways: readonly GatewayProcess[], seconds: number): Promise<number[]> {
+  const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
+  const t0 = performance.now();
+  await sleep(seconds * 1000);
+  const windowS = (performance.now() - t0) / 1000;
+  return gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
@@ -239,13 +257,15 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
   // Long enough for the Lease to change hands (its duration, 15 s, plus a retry period).
   const afterS = options.quick ? 30 : 40;
   const forward = { seconds: options.quick ? 8 : 20, rounds: options.quick ? 1 : 3 };
+  // The phases that cost the load apart (bench/capacity.ts): idle, then agents, then reviews, then GetNode.
+  const phase = { startS: options.quick ? 5 : 20, idleS: options.quick ? 5 : 30, agentsS: options.quick ? 8 : 15, reviewsS: options.quick ? 8 : 15, queryWarmupS: 5 };
   const pin = cpus().length > 1 ? ['taskset', '-c', String(cpus().length - 1)] : [];
   const work = mkdtempSync(join(tmpdir(), 'oversell-bench-replicas-'));
   const tokens = join(work, 'tokens');
   const loadgen = await ensureLoadgen();
-  // Sharded, the replicas listen on the real node's bridge (HOST).
-  const controlPlane = useControlPlane({ realNode: SHARD_COPIES > 0 });
-  HOST = SHARD_COPIES > 0 ? bridgeAddress() : '127.0.0.1';
+  // The replicas listen on the real node's bridge (HOST).
+  const controlPlane = useControlPlane({ realNode: true });
+  HOST = bridgeAddress();
   const stopped: string[] = [];
   const gateways: GatewayProcess[] = [];
   const agentRuns: Array<LoadgenRun<AgentsResult> | undefined> = [];
@@ -281,6 +301,11 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     log(SHARD_COPIES > 0
       ? `${REPLICAS} replicas up, sharded (--shard-copies ${SHARD_COPIES}); each of ${agents} agents streams to its node's ${SHARD_COPIES} owners (${tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length).join(', ')} agents on the replicas)`
       : `${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
+    const agentsPerReplica = tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length);
+    // A replica's fixed cost: up, leading or not, watching its members, no agent yet (after its start's lists and Lease).
+    await sleep(phase.startS * 1000);
+    const idleMillicores = await cpuWindow(gateways, phase.idleS);
+    log(`idle (no agent yet), ${phase.idleS} s: ${idleMillicores.map((m) => `${Math.round(m)}m`).join(', ')}`);
     const tlsArgs = (gw: GatewayProcess) => ['--ca', join(gw.tlsDir, 'ca.crt'), '--server-name', 'localhost', '--proto', PROTO];
     const statuses: Array<() => AgentsStatus> = [];
     for (const gw of gateways) {
@@ -314,6 +339,8 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     }
     const settleS = round((Date.now() - settleStart) / 1000, 0);
     log(calm >= SETTLED_SECONDS ? `every replica's main loop under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s, ${settleS} s after the agents connected` : `the replicas did not settle within ${SETTLE_WITHIN_S} s: measuring anyway`);
+    const agentsMillicores = await cpuWindow(gateways, phase.agentsS);
+    log(`agents only, ${phase.agentsS} s: ${agentsMillicores.map((m) => `${Math.round(m)}m`).join(', ')}`);
 
     const review = JSON.parse(reviewBody(NODE_PLACEHOLDER)) as { request: { uid: string } };
     review.request.uid = UID_PLACEHOLDER;
@@ -321,15 +348,18 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     writeFileSync(template, JSON.stringify(review));
     reviews = startReviews({
       endpoints: gateways.map((gw, i) => ({ name: `replica-${i}`, url: `https://${HOST}:${gw.ports.webhook}/mutate/nodes`, ca: join(gw.tlsDir, 'ca.crt') })),
-      rate: reviewRate, warmupS, durationS: beforeS + afterS, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER,
+      rate: reviewRate, warmupS, durationS: phase.reviewsS + phase.queryWarmupS + beforeS + afterS, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER,
     });
+    await reviews.started;
+    await sleep(warmupS * 1000);
+    const reviewsMillicores = await cpuWindow(gateways, phase.reviewsS);
+    log(`agents and reviews, ${phase.reviewsS} s: ${reviewsMillicores.map((m) => `${Math.round(m)}m`).join(', ')}`);
     for (const gw of gateways) {
       queries.push(startLoadgen<QueryResult>(loadgen, 'query', ['--address', `${HOST}:${gw.ports.grpc}`, '--token-file', join(work, 'viewer-token'), ...tlsArgs(gw),
-        '--prefix', PREFIX, '--count', String(agents), '--rate', String(QUERY_RATE / REPLICAS), '--warmup', `${warmupS}s`, '--duration', `${beforeS + afterS}s`], { launcher: pin, echo: false }));
+        '--prefix', PREFIX, '--count', String(agents), '--rate', String(QUERY_RATE / REPLICAS), '--warmup', `${phase.queryWarmupS}s`, '--duration', `${beforeS + afterS}s`], { launcher: pin, echo: false }));
     }
-    await reviews.started;
-    log(`reviews at ${reviewRate}/s round-robin over the ${REPLICAS} replicas, GetNode at ${QUERY_RATE}/s: ${warmupS} s warm-up, ${beforeS} s measured, then replica-${leaderIndex} is killed, then ${afterS} s more`);
-    await sleep(warmupS * 1000);
+    log(`GetNode at ${QUERY_RATE}/s beside reviews at ${reviewRate}/s round-robin over the ${REPLICAS} replicas: ${phase.queryWarmupS} s warm-up, ${beforeS} s measured, then replica-${leaderIndex} is killed, then ${afterS} s more`);
+    await sleep(phase.queryWarmupS * 1000);
     const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
     const messages0 = statuses.map((st) => st().messages);
     const stored0 = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}', HOST)));
@@ -386,7 +416,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const survivors = gateways.map((_, i) => i).filter((i) => i !== leaderIndex);
     const queryResults = await Promise.all(survivors.map((i) => queries[i]!.result));
     for (const i of survivors) queries[i] = undefined;
-    log(`answered/unanswered per second from the client's start (warm-up included; the kill at ${warmupS + beforeS} s): ${r.perSecond.map((x) => (x ? `${x[0]}/${x[1]}` : '-')).join(' ')}`);
+    log(`answered/unanswered per second from the client's start (warm-up included; the kill at ${warmupS + phase.reviewsS + phase.queryWarmupS + beforeS} s): ${r.perSecond.map((x) => (x ? `${x[0]}/${x[1]}` : '-')).join(' ')}`);
     const unanswered = r.unanswered;
     const whatIfAnswered = r.whatIfAnswered;
     log(`reviews before the kill: ${r.before.ok}/${r.before.sent} answered, p99 ${r.before.latencyMs.p99} ms; after: ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms (${kinds(r.after.errors)}); a client retrying elsewhere would have had ${whatIfAnswered} of the ${unanswered} unanswered`);
@@ -406,9 +436,8 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
       return { ...a, reconnectsAfterKill: a.reconnects - atKill[i]!.reconnects, streamErrorsAfterKill: total(a.streamErrors) - total(atKill[i]!.streamErrors) };
     }));
 
-    const avg = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
-    const samplesPerMessage = avg(survivorAgents.map((a) => a.sent / a.messages));
-    const messageBytes = avg(survivorAgents.map((a) => a.messageBytes / a.messages));
+    const samplesPerMessage = mean(survivorAgents.map((a) => a.sent / a.messages));
+    const messageBytes = mean(survivorAgents.map((a) => a.messageBytes / a.messages));
     const survivorReconnects = survivorAgents.reduce((s, a) => s + a.reconnectsAfterKill, 0);
     const survivorStreamErrors = survivorAgents.reduce((s, a) => s + a.streamErrorsAfterKill, 0);
     const killedReconnects = killedAgents.reconnects - atKill[leaderIndex]!.reconnects;
@@ -419,6 +448,8 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const onKilled = r.unansweredOn[`replica-${leaderIndex}`] ?? 0;
     const lastFailureMs = r.lastFailureAtMs ?? Number.NaN;
     const met = unanswered === 0;
+    const costs = phaseCosts({ idle: idleMillicores, agents: agentsMillicores, reviews: reviewsMillicores, all: millicores }, mean(agentsPerReplica), reviewRate / REPLICAS, QUERY_RATE / REPLICAS);
+    log(`per replica: fixed ${costs.fixed_millicores}m, ${costs.agent_millicores_per_1000} millicores per 1,000 agents, ${costs.review_cpu_us} µs per review, ${costs.query_cpu_us} µs per GetNode`);
     const fwdFig = {
       cpuUs: median(fwd.map((f) => f.cpuUsPerReview)),
       addedP50: round(median(fwd.map((f) => f.viaP50 - f.directP50)), 2),
@@ -443,11 +474,17 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         survivor_agent_reconnects: survivorReconnects, survivor_agent_stream_errors: survivorStreamErrors,
         get_node_calls_survivors: q.calls, get_node_errors_survivors: q.errors, get_node_p99_ms_survivors: q.p99, get_node_errors_killed_replica: total(killedQuery.errors),
         host_load_average_1m_at_kill: loadAvg[0]!, host_load_average_5m_at_kill: loadAvg[1]!, host_cpus: cpus().length,
-        replica_millicores: round(avg(millicores), 0), replica_millicores_each: JSON.stringify(millicores.map((m) => Math.round(m))),
+        agents_per_replica: round(mean(agentsPerReplica), 0), agents_per_replica_each: JSON.stringify(agentsPerReplica),
+        idle_window_s: phase.idleS, agents_window_s: phase.agentsS, reviews_window_s: phase.reviewsS,
+        idle_millicores_each: JSON.stringify(idleMillicores.map((m) => Math.round(m))),
+        agents_phase_millicores_each: JSON.stringify(agentsMillicores.map((m) => Math.round(m))),
+        reviews_phase_millicores_each: JSON.stringify(reviewsMillicores.map((m) => Math.round(m))),
+        ...costs,
+        replica_millicores: round(mean(millicores), 0), replica_millicores_each: JSON.stringify(millicores.map((m) => Math.round(m))),
         replica_reviews_per_s: round(reviewRate / REPLICAS, 1), replica_queries_per_s: round(QUERY_RATE / REPLICAS, 1),
-        replica_rss_mib: round(avg(rss), 0), replica_rss_peak_mib: round(Math.max(...rssPeak), 0),
-        stored_samples_per_agent_per_s: round(avg(stored) / agents, 3),
-        agent_messages_per_agent_per_s: round(avg(messagesPerAgentPerS), 3), agent_samples_per_message: round(samplesPerMessage, 2), agent_message_bytes: Math.round(messageBytes),
+        replica_rss_mib: round(mean(rss), 0), replica_rss_peak_mib: round(Math.max(...rssPeak), 0),
+        stored_samples_per_agent_per_s: round(mean(stored) / agents, 3),
+        agent_messages_per_agent_per_s: round(mean(messagesPerAgentPerS), 3), agent_samples_per_message: round(samplesPerMessage, 2), agent_message_bytes: Math.round(messageBytes),
         review_request_bytes: r.requestBytes, review_answer_bytes: r.answerBytes,
         ...(SHARD_COPIES === 0 && { forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99 }),
         forward_rounds: JSON.stringify(fwd),
@@ -459,7 +496,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
       ],
       notes: [
         ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (forwarded: relayed from an owner; no-data: passed unchanged) failed forwards, and query-peer-failed (a replica that did not answer a survivor's query: a GetNode for a node the survivor holds no usage of asks the node's owners); no forwarding round (the gateways forward themselves)`] : []),
-        `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports, --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
+        `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports on the local cluster's bridge address (oversell0, as pods reach each other over a pod network, not loopback), --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
         `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
         `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
         `reviews: bench/replica-reviews.ts, open-loop at ${reviewRate}/s, 36 KB kubelet-shaped reviews over ${agents} nodes, round-robin over the endpoints the Service lists, HTTPS keep-alive, timeout ${WEBHOOK_TIMEOUT_MS / 1000} s (the webhook's timeoutSeconds), latency from when each was due`,
@@ -467,7 +504,8 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         `the Service: the killed replica's endpoint stays listed ${ENDPOINT_REMOVAL_MS} ms after the kill (a floor: the kubelet notices a dead container at its next relist, every 1 s, before the EndpointSlice and kube-proxy follow); new connections to it meanwhile are refused. The kube-apiserver reaches a webhook Service through its ClusterIP (kube-proxy picks an endpoint per connection) unless --enable-aggregator-routing, which picks from the EndpointSlices itself`,
         `leader failover: the Lease ${BENCH_NAMESPACE}/${LEASE_NAME} read every 100 ms from the kill until another replica holds it; the survivors take an unrenewed Lease after its duration`,
         `agents of the killed replica: stopped ${ENDPOINT_REMOVAL_MS} ms after the kill, as an agent drops a replica its EndpointSlices no longer list; their reconnects and stream errors are those of that window. The survivors' agents: reconnects and stream errors from the kill to the end of the run (the connect storm before it, refusals while tokens are reviewed, not counted); messages per agent per second over the window before the kill`,
-        `per replica (before the kill): CPU from /proc over the ${beforeS} s window, serving ${agents} agents, ${round(reviewRate / REPLICAS, 1)} reviews/s and ${round(QUERY_RATE / REPLICAS, 1)} GetNode/s each; agent_message_bytes is the protobuf message (gRPC, HTTP/2 and TLS framing not included)`,
+        `the load's parts, costed apart (bench/capacity.ts reads them): each replica's CPU over ${phase.idleS} s idle (${phase.startS} s after its members were listed, before any agent: fixed_millicores), ${phase.agentsS} s with its agents only (once settled), ${phase.reviewsS} s with the reviews added (after their ${warmupS} s warm-up), then the window before the kill with GetNode added (after a ${phase.queryWarmupS} s warm-up); agent_millicores_per_1000, review_cpu_us and query_cpu_us are what each phase added over the one before, on the replicas' mean, per agent it holds, per review and per GetNode it received; each window is short and the machine shared, so a part smaller than the windows' noise can come out below zero and is reported as measured. The reviews' "before" figures cover the reviews' window, the GetNode warm-up and the window before the kill`,
+        `per replica (before the kill): CPU from /proc over the ${beforeS} s window, serving ${SHARD_COPIES > 0 ? `about ${Math.round(mean(agentsPerReplica))} agents (the nodes it owns)` : `${agents} agents`}, ${round(reviewRate / REPLICAS, 1)} reviews/s and ${round(QUERY_RATE / REPLICAS, 1)} GetNode/s each; agent_message_bytes is the protobuf message (gRPC, HTTP/2 and TLS framing not included)`,
         ...(SHARD_COPIES > 0 ? [] : [`forwarding: bench/forward-proxy.ts (the gateway's Node flags, a survivor's serving certificate) takes each review, reads request.name, and sends it to the other survivor over HTTPS keep-alive; ${forward.rounds} rounds of ${forward.seconds} s at ${reviewRate}/s, each the direct path then the forwarded one; forward_cpu_us_per_review is the proxy's CPU per review (median of the rounds), forward_added_*: forwarded minus direct latency (median of the rounds)`]),
       ],
     };
