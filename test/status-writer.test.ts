@@ -132,7 +132,13 @@ describe('status writer: sharded, each replica lowers the nodes it holds', () =>
     const bench = reviewBench({ now: () => t });
     const source = flagsPolicySource(DEFAULT_POLICY);
     let lookups = 0;
-    const policies = { ...source, select: (labels: Record<string, string>) => (lookups++, source.select(labels)) };
+    const policies = {
+      ...source,
+      select: (labels: Record<string, string>) => {
+        lookups++;
+        return source.select(labels);
+      },
+    };
     const started = (leader: boolean, lowers?: (node: string) => boolean) => {
       const w = new StatusWriter({
         kubeConfig: api.kubeConfig(), nodes: { list: () => [], get: () => undefined }, store: bench.store, policies,
