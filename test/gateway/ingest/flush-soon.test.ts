@@ -25,53 +25,53 @@ function recordingTimers() {
   return { timers, pending, fire, armedEver: () => armedEver };
 }
 
-test('an idle thread arms no timer: nothing queued, nothing wakes it', () => {
+/** A flusher on recording timers, and how many times it flushed. */
+function counted() {
   const t = recordingTimers();
-  let flushes = 0;
-  flushSoon(() => flushes++, 5, t.timers);
+  let n = 0;
+  const f = flushSoon(() => n++, 5, t.timers);
+  return { t, f, flushes: () => n };
+}
+
+test('an idle thread arms no timer: nothing queued, nothing wakes it', () => {
+  const { t, flushes } = counted();
   assert.equal(t.armedEver(), 0);
-  assert.equal(flushes, 0);
+  assert.equal(flushes(), 0);
 });
 
 test('ops queued within one period share one timer and one flush, everyMs after the first', () => {
-  const t = recordingTimers();
-  let flushes = 0;
-  const f = flushSoon(() => flushes++, 5, t.timers);
+  const { t, f, flushes } = counted();
   f.soon();
   f.soon();
   f.soon();
   assert.equal(t.armedEver(), 1);
   assert.equal([...t.pending.values()][0]?.ms, 5);
   t.fire();
-  assert.equal(flushes, 1);
+  assert.equal(flushes(), 1);
   // The next op after a flush arms a fresh timer.
   f.soon();
   assert.equal(t.armedEver(), 2);
   t.fire();
-  assert.equal(flushes, 2);
+  assert.equal(flushes(), 2);
   assert.equal(t.pending.size, 0);
 });
 
 test('now() flushes at once and disarms the timer, so the batch is not handed over twice', () => {
-  const t = recordingTimers();
-  let flushes = 0;
-  const f = flushSoon(() => flushes++, 5, t.timers);
+  const { t, f, flushes } = counted();
   f.soon();
   f.now();
-  assert.equal(flushes, 1);
+  assert.equal(flushes(), 1);
   assert.equal(t.pending.size, 0);
   f.soon();
   assert.equal(t.pending.size, 1, 'an op after now() arms again');
 });
 
 test('stop() disarms without flushing: a closing thread leaves no timer behind', () => {
-  const t = recordingTimers();
-  let flushes = 0;
-  const f = flushSoon(() => flushes++, 5, t.timers);
+  const { t, f, flushes } = counted();
   f.soon();
   f.stop();
   assert.equal(t.pending.size, 0);
-  assert.equal(flushes, 0);
+  assert.equal(flushes(), 0);
 });
 
 test('with the real timers, a queued op is flushed within a few periods', async () => {
