@@ -9,7 +9,9 @@
 // until another replica held the Lease, what the agents did; then, on the two
 // survivors, what forwarding a review from one replica to another costs (the
 // sharded plan of bench/capacity.ts reads it), and each replica's CPU and
-// memory per agent at the batched message rate.
+// memory per agent at the batched message rate. The load is added in phases
+// (idle, agents, reviews, GetNode) so that each part's CPU is read apart:
+// bench/capacity.ts costs the plan part by part from them.
 //
 //   node --import tsx bench/replicas.ts                 # 1,000 agents, 100 reviews/s
 //   BENCH_QUICK=1 node --import tsx bench/replicas.ts   # 300 agents, 30 reviews/s
