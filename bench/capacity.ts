@@ -5,7 +5,7 @@
 // Then the sharded design for 100,000 nodes (agents split over the replicas,
 // k per node), costed from bench/replicas.ts (the runs before --shard-copies).
 import { deployedMemoryLimitMiB } from './processes.js';
-import { round, type BenchResult } from './result.js';
+import { mean, round, type BenchResult } from './result.js';
 import { ownedCounts } from '../lib/rendezvous.js';
 
 /** With oversell a kubelet writes nodes/status every 10 s (measured on the real node: docs/install.md). */
@@ -152,7 +152,6 @@ export interface ShardedRow {
  * come out below zero: it is reported as measured, never clamped here.
  */
 export function phaseCosts(m: { idle: number[]; agents: number[]; reviews: number[]; all: number[] }, agentsPerReplica: number, reviewsPerS: number, queriesPerS: number) {
-  const mean = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
   const [idle, agents, reviews, all] = [mean(m.idle), mean(m.agents), mean(m.reviews), mean(m.all)];
   return {
     fixed_millicores: round(idle, 1),

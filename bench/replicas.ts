@@ -35,7 +35,7 @@ import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type L
 import { cpuSeconds, peakRssMiB, rssMiB } from './proc-stats.js';
 import { GATEWAY_NODE_ARGS, log, REPO, startChild, startGateway, type GatewayProcess } from './processes.js';
 import type { ReplicaReviewsConfig, ReplicaReviewsResult } from './replica-reviews.js';
-import { round, runIfMain, type BenchResult } from './result.js';
+import { mean, round, runIfMain, type BenchResult } from './result.js';
 import { reviewBody } from './review-body.js';
 import { phaseCosts } from './capacity.js';
 
@@ -236,16 +236,22 @@ async function measureForward(via: GatewayProcess, owner: GatewayProcess, templa
   }
 }
 
-/** Each gateway's CPU over `seconds` from now, in millicores: one phase of the run's load. */
-async function cpuWindow(gateways: readonly GatewayProcess[], seconds: number): Promise<number[]> {
+/** Starts counting each gateway's CPU; the function returned gives it since then, in millicores. */
+function cpuSince(gateways: readonly GatewayProcess[]): () => number[] {
   const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
   const t0 = performance.now();
-  await sleep(seconds * 1000);
-  const windowS = (performance.now() - t0) / 1000;
-  return gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
+  return () => {
+    const windowS = (performance.now() - t0) / 1000;
+    return gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
+  };
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+/** Each gateway's CPU over `seconds` from now, in millicores: one phase of the run's load. */
+async function cpuWindow(gateways: readonly GatewayProcess[], seconds: number): Promise<number[]> {
+  const read = cpuSince(gateways);
+  await sleep(seconds * 1000);
+  return read();
+}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
@@ -300,10 +306,10 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
       }));
     }
     const tokensOf = SHARD_COPIES > 0 ? await shardMembers(kc, gateways, tokens, work) : gateways.map(() => tokens);
-    log(SHARD_COPIES > 0
-      ? `${REPLICAS} replicas up, sharded (--shard-copies ${SHARD_COPIES}); each of ${agents} agents streams to its node's ${SHARD_COPIES} owners (${tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length).join(', ')} agents on the replicas)`
-      : `${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
     const agentsPerReplica = tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length);
+    log(SHARD_COPIES > 0
+      ? `${REPLICAS} replicas up, sharded (--shard-copies ${SHARD_COPIES}); each of ${agents} agents streams to its node's ${SHARD_COPIES} owners (${agentsPerReplica.join(', ')} agents on the replicas)`
+      : `${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
     // A replica's fixed cost: up, leading or not, watching its members, no agent yet (after its start's lists and Lease).
     await sleep(phase.startS * 1000);
     const idleMillicores = await cpuWindow(gateways, phase.idleS);
@@ -362,13 +368,13 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     }
     log(`GetNode at ${QUERY_RATE}/s beside reviews at ${reviewRate}/s round-robin over the ${REPLICAS} replicas: ${phase.queryWarmupS} s warm-up, ${beforeS} s measured, then replica-${leaderIndex} is killed, then ${afterS} s more`);
     await sleep(phase.queryWarmupS * 1000);
-    const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
+    const cpuOfWindow = cpuSince(gateways);
     const messages0 = statuses.map((st) => st().messages);
     const stored0 = await Promise.all(gateways.map((gw) => scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}', HOST)));
     const window0 = performance.now();
     await sleep(beforeS * 1000);
     const windowS = (performance.now() - window0) / 1000;
-    const millicores = gateways.map((gw, i) => ((cpuSeconds(gw.pid) - cpu0[i]!) / windowS) * 1000);
+    const millicores = cpuOfWindow();
     const stored = await Promise.all(gateways.map(async (gw, i) => ((await scrapeMetric(gw.ports.metrics, 'oversell_samples_received_total', '{result="stored"}', HOST)) - stored0[i]!) / windowS));
     const messagesPerAgentPerS = statuses.map((st, i) => (st().messages - messages0[i]!) / agents / windowS);
     const rss = gateways.map((gw) => rssMiB(gw.pid));

@@ -55,6 +55,8 @@ export function save(result: BenchResult, dir: string): string {
 
 export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 export const round = (v: number, digits = 2) => Math.round(v * 10 ** digits) / 10 ** digits;
+/** The arithmetic mean; NaN for no values. */
+export const mean = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 
 /**
  * Lets each benchmark file run alone: `node --import tsx bench/<name>.ts` (BENCH_QUICK=1 for short windows).
