@@ -8,12 +8,11 @@ import { loadavg } from 'node:os';
 import { waitUntil } from '../scripts/harness/wait.js';
 import { cpuSeconds, rssMiB } from './proc-stats.js';
 import { freePort, log, startChild, type Child } from './processes.js';
-import { round } from './result.js';
+import { mean, round } from './result.js';
 
 const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** Installs the Debian package when missing; returns its version. */
 export function ensureNodeExporter(): string {
@@ -150,9 +149,9 @@ export function agentVersusNodeExporter(w: SideBySide, what: string) {
   const neCpu = round(w.nodeExporter.millicores);
   const ratio = round(w.agent.millicores / w.nodeExporter.millicores, 3);
   const agentRssMax = round(Math.max(...w.agent.rssMiB), 1);
-  const agentRssAvg = round(avg(w.agent.rssMiB), 1);
+  const agentRssAvg = round(mean(w.agent.rssMiB), 1);
   const neRssMax = round(Math.max(...w.nodeExporter.rssMiB), 1);
-  const neRssAvg = round(avg(w.nodeExporter.rssMiB), 1);
+  const neRssAvg = round(mean(w.nodeExporter.rssMiB), 1);
   return {
     agentCpu, neCpu, ratio, agentRssMax,
     figures: {
