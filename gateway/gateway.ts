@@ -17,6 +17,7 @@ import { oversellV1, packageDefinition } from '../proto/load.js';
 import type { Logger } from '../lib/log.js';
 import { fixStreamDecoder, streamDecoderWarning } from '../lib/grpc-stream-decoder.js';
 import { webhookPlugin } from './admit/webhook-plugin.js';
+import { LargeBodyBudget, limitLargeBodies } from './admit/large-body-budget.js';
 import { GrantProof } from './decide/grant-proof.js';
 import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
@@ -335,6 +336,7 @@ async function webhookPart(s: Shared, templates: TemplateSource, directory: PodD
     },
     close: () => webhook.close(),
   };
+  limitLargeBodies(webhook, new LargeBodyBudget(), () => metrics.webhookRefused('large-body-rate'));
   await webhook.register(webhookPlugin, {
     deps: {
       usage: (name) => store.usage(name, now()),

@@ -1,4 +1,4 @@
-// Rate limit for the gateway's own writes to the API server.
+// A rate limit: `perSecond` tokens a second, at most `burst` saved up.
 export class TokenBucket {
   #tokens: number;
   #last: number;
@@ -11,12 +11,13 @@ export class TokenBucket {
     this.#last = now();
   }
 
-  take(): boolean {
+  /** Takes `cost` tokens if there are that many; a cost over the burst is never granted. */
+  take(cost = 1): boolean {
     const t = this.now();
     this.#tokens = Math.min(this.burst, this.#tokens + ((t - this.#last) / 1000) * this.perSecond);
     this.#last = t;
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
+    if (this.#tokens < cost) return false;
+    this.#tokens -= cost;
     return true;
   }
 }

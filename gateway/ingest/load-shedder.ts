@@ -78,6 +78,7 @@ export class LoadShedder {
   step(): void {
     if (!this.#delay) return;
     const mainMs = this.#delay.read();
+    const mainBusy = this.#delay.busy();
     const ingestMs = this.#o.ingestDelayMs?.();
     this.#lastMainMs = mainMs;
     const before = this.#state;
@@ -87,7 +88,7 @@ export class LoadShedder {
     this.#lastStepAt = now;
     if (before.mainOverloaded) this.#o.metrics.overloadedFor('main', periodMs);
     if (before.ingestOverloaded) this.#o.metrics.overloadedFor('ingest', periodMs);
-    this.#state = shedStep(before, { mainMs, ingestMs }, now, this.#o.limits);
+    this.#state = shedStep(before, { mainMs, mainBusy, ingestMs }, now, this.#o.limits);
     const { limits } = this.#o;
     const was = isShedding(before, limits);
     const is = isShedding(this.#state, limits);

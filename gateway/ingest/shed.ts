@@ -18,6 +18,14 @@ export interface ShedLimits {
   calmDelayMs: number;
   /** Periods over overloadDelayMs in a row before a thread is overloaded: one pause (a collection, a large list) is not overload. */
   overloadPeriods: number;
+  /**
+   * The least share of a period a thread's loop must have been busy for its
+   * delay to count as overload. A few long tasks (one caller posting a
+   * 1.5 MiB body twice a second: 80 ms of parsing each) move the 99th
+   * percentile of the delay on their own, but leave the loop mostly idle;
+   * a thread that cannot keep up with its agents is busy nearly all the time.
+   */
+  overloadBusy: number;
   /** Least time between two doublings: an agent shows its new interval only after its next batch. */
   slowEveryMs: number;
   /** Calm this long before each step back down. */
@@ -47,15 +55,18 @@ export interface ShedState {
 /** Loop delays of the last period, in ms; ingestMs undefined without an ingest thread (or before its first report). */
 export interface LoopDelays {
   mainMs: number;
+  /** The share of the period the main loop was busy (event loop utilization, 0..1); undefined: not measured, the delay alone decides. */
+  mainBusy?: number | undefined;
   ingestMs?: number | undefined;
 }
 
 /**
- * Limits for a base interval: overloaded after two periods over delayMs, calm
- * under half of it, doubling at most every 10 s, a step down per 30 s calm.
+ * Limits for a base interval: overloaded after two periods over delayMs with
+ * the loop busy at least half of each, calm under half the delay, doubling at
+ * most every 10 s, a step down per 30 s calm.
  */
 export function shedLimits(baseMs: number, maxMs: number, overloadDelayMs: number, maxSampleEveryMs = 0): ShedLimits {
-  return { baseMs, maxMs: Math.max(baseMs, maxMs), overloadDelayMs, calmDelayMs: overloadDelayMs / 2, overloadPeriods: 2, slowEveryMs: 10_000, calmForMs: 30_000, maxSampleEveryMs };
+  return { baseMs, maxMs: Math.max(baseMs, maxMs), overloadDelayMs, calmDelayMs: overloadDelayMs / 2, overloadPeriods: 2, overloadBusy: 0.5, slowEveryMs: 10_000, calmForMs: 30_000, maxSampleEveryMs };
 }
 
 export function initialShedState(limits: ShedLimits, nowMs: number): ShedState {
@@ -68,16 +79,17 @@ const MIN_SLOWED_MS = 1000;
 const MIN_SHED_SAMPLE_MS = 2000;
 
 /** Hysteresis: overloaded after overloadPeriods over the overload delay, calm again only under the calm delay. */
-function overload(was: boolean, overFor: number, delayMs: number | undefined, limits: ShedLimits): [overloaded: boolean, overFor: number] {
+function overload(was: boolean, overFor: number, delayMs: number | undefined, busy: number | undefined, limits: ShedLimits): [overloaded: boolean, overFor: number] {
   if (delayMs === undefined || limits.overloadDelayMs <= 0) return [false, 0];
-  const over = delayMs > limits.overloadDelayMs ? overFor + 1 : 0;
+  const over = delayMs > limits.overloadDelayMs && (busy === undefined || busy >= limits.overloadBusy) ? overFor + 1 : 0;
   return [was ? delayMs >= limits.calmDelayMs : over >= limits.overloadPeriods, over];
 }
 
 /** The next state from the delays measured since the last step. */
 export function shedStep(prev: ShedState, delays: LoopDelays, nowMs: number, limits: ShedLimits): ShedState {
-  const [mainOverloaded, mainOverFor] = overload(prev.mainOverloaded, prev.mainOverFor, delays.mainMs, limits);
-  const [ingestOverloaded, ingestOverFor] = overload(prev.ingestOverloaded, prev.ingestOverFor, delays.ingestMs, limits);
+  const [mainOverloaded, mainOverFor] = overload(prev.mainOverloaded, prev.mainOverFor, delays.mainMs, delays.mainBusy, limits);
+  // Only agents reach an ingest thread: its delay alone decides.
+  const [ingestOverloaded, ingestOverFor] = overload(prev.ingestOverloaded, prev.ingestOverFor, delays.ingestMs, undefined, limits);
   const worst = Math.max(delays.mainMs, delays.ingestMs ?? 0);
   const calm = !mainOverloaded && !ingestOverloaded && worst < limits.calmDelayMs;
   let { sendEveryMs, sampleEveryMs, changedAtMs } = prev;

@@ -326,6 +326,17 @@ export class GatewayMetrics {
     this.#shed.inc({ what });
   }
 
+  readonly #webhookRefused = startingAtZero(new Counter({
+    name: 'oversell_webhook_refused_total',
+    help: 'Webhook requests refused before their body was read, by reason (large-body-rate: a caller over its budget of bodies over 256 KiB a second, answered 429).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  }), [{ reason: 'large-body-rate' }]);
+
+  webhookRefused(reason: 'large-body-rate'): void {
+    this.#webhookRefused.inc({ reason });
+  }
+
   readonly #connectionsRefused = new Counter({
     name: 'oversell_connections_refused_total',
     help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',

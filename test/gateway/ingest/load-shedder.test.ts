@@ -29,7 +29,7 @@ describe('LoadShedder', () => {
       // Stepped by hand below.
       periodMs: 3_600_000,
       now: () => clock,
-      monitor: () => ({ read: () => delays.shift() ?? 0, stop: () => {} }),
+      monitor: () => ({ read: () => delays.shift() ?? 0, busy: () => 1, stop: () => {} }),
     });
     const steps = (delayMs: number, n: number) => {
       for (let i = 0; i < n; i++) {
@@ -88,7 +88,7 @@ describe('LoadShedder', () => {
       log: pino({ level: 'silent' }),
       periodMs: 3_600_000,
       now: () => clock,
-      monitor: () => ({ read: () => 1, stop: () => {} }),
+      monitor: () => ({ read: () => 1, busy: () => 1, stop: () => {} }),
     });
     shedder.start();
     try {

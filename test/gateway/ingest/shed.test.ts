@@ -33,6 +33,18 @@ describe('shedStep: the interval announced to agents', () => {
     assert.equal(states[1]!.mainOverloaded, true);
   });
 
+  it('long tasks on a mostly idle loop are not overload: one caller cannot make the gateway shed (issue 43, finding 4)', () => {
+    // Two 1.5 MiB pod reviews a second: 80 ms of parsing each, the loop busy a
+    // fifth of the time; its 99th percentile of delay is 80 ms all the same.
+    const { intervals, states } = run(Array.from({ length: 30 }, () => ({ mainMs: 80, mainBusy: 0.2 })));
+    assert.deepEqual(new Set(intervals), new Set([5000]), 'agents never slowed');
+    assert.equal(states.some((s) => s.mainOverloaded), false, 'queries never refused');
+    // A loop that cannot keep up is busy nearly all the time: that is overload.
+    assert.deepEqual(run(Array.from({ length: 2 }, () => ({ mainMs: 80, mainBusy: 0.95 }))).intervals, [5000, 10_000]);
+    // Busy but on time is not overload either.
+    assert.deepEqual(run(Array.from({ length: 5 }, () => ({ mainMs: 3, mainBusy: 1 }))).intervals, [5000, 5000, 5000, 5000, 5000]);
+  });
+
   it('doubles at most every 10 s while overloaded, up to the max and no further', () => {
     const { intervals } = run(main(80, 40));
     assert.equal(intervals[1], 10_000);
