@@ -52,5 +52,15 @@ program
   .description('put the APIService saved in --saved back in place of ours and delete the ConfigMap; with none saved, remove ours')
   .addOption(savedOption())
   .addOption(kubeConfigOption())
-  .action((o: { saved: Saved; kubeconfig?: string }) => run('give-back', () => new ApiServiceHandover(kubeConfig(o.kubeconfig), o.saved).giveBack()));
+  .action((o: { saved: Saved; kubeconfig?: string }) =>
+    run('give-back', async () => {
+      const { result, detail } = await new ApiServiceHandover(kubeConfig(o.kubeconfig), o.saved).giveBack();
+      // A refusal fails the Job (Helm keeps a failed hook Job for its logs): the operator must decide.
+      if (detail) {
+        process.stderr.write(`give-back: ${detail}\n`);
+        process.exitCode = 3;
+      }
+      return result;
+    }),
+  );
 await program.parseAsync(process.argv);

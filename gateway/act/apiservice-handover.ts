@@ -3,8 +3,14 @@
 // replaced in a ConfigMap of its own namespace, and puts that back when the
 // metrics API is removed. Run as a one-shot (apiservice-handover-main.ts) by
 // the Helm chart's hooks, or by hand (docs/install.md, "The metrics API").
-// The ConfigMap, not an annotation on our own APIService: Helm deletes ours on
-// uninstall, and what is to be given back must outlive it.
+// The ConfigMap, not an annotation on our own APIService, holds what was
+// replaced: anything that must outlive a release lives in its namespace. But a
+// ConfigMap is writable by anyone with ConfigMap rights there, so it proves
+// nothing: the take-over also writes the saved object's digest onto oversell's
+// APIService (cluster-scoped; whoever may write it could point metrics.k8s.io
+// anywhere already), and the give-back restores only a ConfigMap whose content
+// has that digest (docs/security.md, invariant 26).
+import { createHash } from 'node:crypto';
 import { ApiregistrationV1Api, CoreV1Api, type KubeConfig, type V1APIService } from '@kubernetes/client-node';
 import { load as loadYaml } from 'js-yaml';
 
@@ -20,7 +26,33 @@ export interface Saved {
 
 /** What was done, for the log line and the tests. */
 export type TakeOverResult = 'created' | 'updated' | 'took-over';
-export type GiveBackResult = 'given-back' | 'removed' | 'nothing-to-do' | 'left-foreign';
+export type GiveBackResult = 'given-back' | 'removed' | 'nothing-to-do' | 'left-foreign' | 'refused-unproven';
+
+/** On oversell's APIService: the sha256 of the APIService its take-over saved (canonical JSON of `restorable`). */
+export const REPLACED_DIGEST = 'oversell.io/replaced-apiservice-sha256';
+
+/** JSON with object keys sorted, so that the digest does not depend on how the ConfigMap spelled the object (JSON or YAML, key order). */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** The digest the take-over records for a saved APIService, and the give-back checks. */
+export const savedDigest = (a: V1APIService): string => createHash('sha256').update(canonicalJson(restorable(a))).digest('hex');
+
+/** What give-back tells the operator when it refuses (logged by the one-shot). */
+export interface GiveBackOutcome {
+  result: GiveBackResult;
+  /** Why nothing was restored, and what to do, when result is 'refused-unproven'. */
+  detail?: string;
+}
 
 /** Ours: the label every oversell object carries (kustomize's labels, the chart's oversell.labels). */
 export const isOurs = (a: V1APIService | undefined): boolean => a?.metadata?.labels?.['app.kubernetes.io/part-of'] === 'oversell';
@@ -119,11 +151,15 @@ export class ApiServiceHandover {
     }
     const foreign = !isOurs(current);
     if (foreign) await this.#save(current);
+    // The record that proves the saved object at give-back: taken from the
+    // object replaced now, or carried over from ours (a later upgrade).
+    const digest = foreign ? savedDigest(current) : current.metadata?.annotations?.[REPLACED_DIGEST];
     // The caBundle is injected (by the gateway or cert-manager), never rendered: keep ours.
     const caBundle = foreign ? undefined : current.spec?.caBundle;
+    const annotations = { ...desired.metadata?.annotations, ...(digest && { [REPLACED_DIGEST]: digest }) };
     const body: V1APIService = {
       ...desired,
-      metadata: { ...desired.metadata, resourceVersion: current.metadata?.resourceVersion },
+      metadata: { ...desired.metadata, ...(Object.keys(annotations).length > 0 && { annotations }), resourceVersion: current.metadata?.resourceVersion },
       spec: { ...desired.spec, ...(caBundle && !desired.spec?.caBundle && { caBundle }) } as V1APIService['spec'],
     };
     await this.#apis.replaceAPIService({ name: METRICS_APISERVICE, body });
@@ -132,23 +168,43 @@ export class ApiServiceHandover {
 
   /**
    * Puts the saved APIService back in place of ours and forgets it; with none
-   * saved, removes ours. A foreign one in place (installed since) is left alone.
+   * saved, removes ours. A foreign one in place (installed since) is left
+   * alone. The saved one is restored only when ours carries the digest its
+   * take-over recorded for exactly that object: a ConfigMap planted or edited
+   * by anyone else, or one found when ours is gone (no record left), is
+   * refused, ours is removed all the same, and the ConfigMap stays for the
+   * operator to read.
    */
-  async giveBack(): Promise<GiveBackResult> {
+  async giveBack(): Promise<GiveBackOutcome> {
     const saved = await this.#readSaved();
     const current = await this.#current();
-    if (current && !isOurs(current)) return 'left-foreign';
+    if (current && !isOurs(current)) return { result: 'left-foreign' };
     if (!saved) {
-      if (!current) return 'nothing-to-do';
+      if (!current) return { result: 'nothing-to-do' };
       await orAbsent(this.#apis.deleteAPIService({ name: METRICS_APISERVICE }));
-      return 'removed';
+      return { result: 'removed' };
     }
-    if (current) {
-      await this.#apis.replaceAPIService({ name: METRICS_APISERVICE, body: { ...saved, metadata: { ...saved.metadata, resourceVersion: current.metadata?.resourceVersion } } });
-    } else {
-      await this.#apis.createAPIService({ body: saved });
+    const recorded = current?.metadata?.annotations?.[REPLACED_DIGEST];
+    const digest = savedDigest(saved);
+    if (!current || recorded !== digest) {
+      if (current) await orAbsent(this.#apis.deleteAPIService({ name: METRICS_APISERVICE }));
+      const target = saved.spec?.service ? `the Service ${saved.spec.service.namespace}/${saved.spec.service.name}` : 'the API server itself';
+      const why = !current
+        ? `oversell's APIService ${METRICS_APISERVICE} is gone, and with it the record of what its take-over saved`
+        : recorded === undefined
+          ? `oversell's APIService ${METRICS_APISERVICE} records no take-over (the metrics API was installed where none was, or taken over by hand)`
+          : `its content (sha256 ${digest}) is not what oversell's take-over saved (sha256 ${recorded})`;
+      return {
+        result: 'refused-unproven',
+        detail:
+          `${this.#where} was not restored: ${why}. It would point metrics.k8s.io at ${target}${saved.spec?.insecureSkipTLSVerify ? ' without TLS verification' : ''}. ` +
+          `${current ? "oversell's APIService was removed; " : ''}the ConfigMap is kept. If it is metrics-server's and you trust it, ` +
+          `restore it yourself (kubectl get configmap -n ${this.#saved.namespace} ${this.#saved.name} -o jsonpath='{.data.apiservice\\.json}' | kubectl create -f -), ` +
+          'or install metrics-server again.',
+      };
     }
+    await this.#apis.replaceAPIService({ name: METRICS_APISERVICE, body: { ...saved, metadata: { ...saved.metadata, resourceVersion: current.metadata?.resourceVersion } } });
     await orAbsent(this.#core.deleteNamespacedConfigMap({ name: this.#saved.name, namespace: this.#saved.namespace }));
-    return 'given-back';
+    return { result: 'given-back' };
   }
 }

@@ -369,6 +369,9 @@ function verifyMetricsApi(label, objects) {
     const container = gw?.spec.template.spec.containers.find((c) => c.name === 'gateway');
     check(where(apiService), s.service?.name === 'oversell-gateway' && s.service?.namespace === ns && port?.targetPort === 'metrics-api' && container?.ports?.some((p) => p.name === 'metrics-api'), `service ${JSON.stringify(s.service)} -> Service port -> the gateway's metrics-api port`);
     check(where(apiService), apiService.metadata.labels?.['app.kubernetes.io/part-of'] === 'oversell', 'labelled app.kubernetes.io/part-of=oversell: how the take-over and the chart tell ours from metrics-server\'s');
+    if (apiService.metadata.labels?.['app.kubernetes.io/managed-by'] === 'Helm') {
+      check(where(apiService), apiService.metadata.annotations?.['helm.sh/resource-policy'] === 'keep', 'Helm keeps it (resource-policy keep): the give-back Job removes it, after checking the take-over\'s record on it');
+    }
     const inject = apiService.metadata.annotations?.['cert-manager.io/inject-ca-from'];
     if (mode === 'cert-manager') check(where(apiService), inject === `${ns}/oversell-gateway`, `cert-manager injects the caBundle: inject-ca-from ${inject}`);
     else check(where(apiService), !inject, 'no cert-manager annotation in self-managed mode');

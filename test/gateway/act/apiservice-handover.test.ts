@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { V1APIService } from '@kubernetes/client-node';
-import { ApiServiceHandover, METRICS_APISERVICE, parseSaved, restorable, SAVED_KEY } from '../../../gateway/act/apiservice-handover.js';
+import { ApiServiceHandover, METRICS_APISERVICE, parseSaved, REPLACED_DIGEST, restorable, SAVED_KEY, savedDigest } from '../../../gateway/act/apiservice-handover.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 
 const APISERVICES = '/apis/apiregistration.k8s.io/v1/apiservices';
@@ -49,9 +49,9 @@ describe('APIService take-over and give-back', () => {
     assert.equal(await handover.takeOver(ours()), 'created');
     assert.equal(current()?.spec?.service?.name, 'oversell-gateway');
     assert.equal(saved(), undefined);
-    assert.equal(await handover.giveBack(), 'removed');
+    assert.deepEqual(await handover.giveBack(), { result: 'removed' });
     assert.equal(current(), undefined);
-    assert.equal(await handover.giveBack(), 'nothing-to-do');
+    assert.deepEqual(await handover.giveBack(), { result: 'nothing-to-do' });
   });
 
   it('saves metrics-server\'s before replacing it, and gives it back as it was (labels, Helm ownership, spec)', async () => {
@@ -59,6 +59,7 @@ describe('APIService take-over and give-back', () => {
     assert.equal(await handover.takeOver(ours()), 'took-over');
     assert.deepEqual(current()?.spec, ours().spec, 'ours in place, nothing of metrics-server\'s spec (insecureSkipTLSVerify) kept');
     assert.equal(current()?.metadata?.labels?.['app.kubernetes.io/part-of'], 'oversell');
+    assert.equal(current()?.metadata?.annotations?.[REPLACED_DIGEST], savedDigest(metricsServer() as V1APIService), 'ours records what it replaced');
     const kept = saved();
     assert.ok(kept?.data?.[SAVED_KEY], 'the ConfigMap holds the replaced APIService');
     const stored = JSON.parse(kept.data[SAVED_KEY]) as V1APIService;
@@ -69,8 +70,9 @@ describe('APIService take-over and give-back', () => {
     // A second take-over (helm upgrade) finds ours: the saved one stays metrics-server's.
     assert.equal(await handover.takeOver(ours()), 'updated');
     assert.deepEqual(JSON.parse(saved()?.data?.[SAVED_KEY] ?? '{}'), stored);
+    assert.equal(current()?.metadata?.annotations?.[REPLACED_DIGEST], savedDigest(metricsServer() as V1APIService), 'the record survives an upgrade');
 
-    assert.equal(await handover.giveBack(), 'given-back');
+    assert.deepEqual(await handover.giveBack(), { result: 'given-back' });
     const back = current();
     assert.deepEqual(back?.spec, metricsServer().spec);
     assert.deepEqual(back?.metadata.labels, metricsServer().metadata.labels);
@@ -78,13 +80,15 @@ describe('APIService take-over and give-back', () => {
     assert.equal(saved(), undefined, 'the ConfigMap is gone once given back');
   });
 
-  it('gives back after Helm deleted ours (post-delete): creates the saved one', async () => {
+  it('refuses to create the saved one once ours is gone: without the record nothing proves it (Helm keeps ours for the give-back)', async () => {
     api.put(APISERVICES, metricsServer());
     await handover.takeOver(ours());
     api.remove(APISERVICES, METRICS_APISERVICE);
-    assert.equal(await handover.giveBack(), 'given-back');
-    assert.equal(current()?.spec?.service?.name, 'metrics-server');
-    assert.equal(saved(), undefined);
+    const outcome = await handover.giveBack();
+    assert.equal(outcome.result, 'refused-unproven');
+    assert.match(outcome.detail ?? '', /is gone, and with it the record.*kube-system\/metrics-server without TLS verification.*ConfigMap is kept/);
+    assert.equal(current(), undefined, 'no APIService created');
+    assert.ok(saved(), 'the ConfigMap is left for the operator');
   });
 
   it('keeps the caBundle injected into ours when it installs ours again', async () => {
@@ -97,24 +101,56 @@ describe('APIService take-over and give-back', () => {
     api.put(APISERVICES, metricsServer());
     await handover.takeOver(ours());
     api.put(APISERVICES, { ...metricsServer(), metadata: { ...metricsServer().metadata, uid: 'other' } });
-    assert.equal(await handover.giveBack(), 'left-foreign');
+    assert.deepEqual(await handover.giveBack(), { result: 'left-foreign' });
     assert.ok(saved(), 'nothing lost: the saved APIService is still there');
   });
 
-  it('gives back one saved by hand (kubectl get -o yaml into the ConfigMap, server fields and all)', async () => {
-    const yaml = [
+  // The red-team finding: anyone with ConfigMap rights in the namespace plants
+  // (or edits) the saved APIService to send metrics.k8s.io to their Service.
+  const planted = (): string =>
+    [
       'apiVersion: apiregistration.k8s.io/v1', 'kind: APIService', 'metadata:', `  name: ${METRICS_APISERVICE}`, '  resourceVersion: "4242"', '  uid: abc',
       '  creationTimestamp: "2026-11-28T11:55:10Z"', '  labels: { k8s-app: metrics-server }', 'spec:', '  group: metrics.k8s.io', '  version: v1beta1',
-      '  groupPriorityMinimum: 100', '  versionPriority: 100', '  insecureSkipTLSVerify: true', '  service: { name: metrics-server, namespace: kube-system, port: 443 }',
+      '  groupPriorityMinimum: 100', '  versionPriority: 100', '  insecureSkipTLSVerify: true', '  service: { name: evil, namespace: attacker, port: 443 }',
       'status:', '  conditions: [{ type: Available, status: "True" }]',
     ].join('\n');
-    api.put(CONFIGMAPS, { metadata: { name: SAVED.name, namespace: 'oversell' }, data: { 'apiservice.yaml': yaml } });
+
+  it('refuses a planted ConfigMap where oversell took nothing over: removes ours, installs nothing, keeps the ConfigMap', async () => {
+    api.put(CONFIGMAPS, { metadata: { name: SAVED.name, namespace: 'oversell' }, data: { 'apiservice.yaml': planted() } });
     api.put(APISERVICES, ours() as FakeObject);
-    assert.equal(await handover.giveBack(), 'given-back');
-    const back = current();
-    assert.equal(back?.spec?.service?.name, 'metrics-server');
-    assert.deepEqual(back?.metadata.labels, { 'k8s-app': 'metrics-server' });
-    assert.equal((back as { status?: unknown } | undefined)?.status, undefined);
+    const outcome = await handover.giveBack();
+    assert.equal(outcome.result, 'refused-unproven');
+    assert.match(outcome.detail ?? '', /records no take-over.*attacker\/evil without TLS verification/);
+    assert.equal(current(), undefined, 'metrics.k8s.io not pointed at the planted Service');
+    assert.ok(saved());
+  });
+
+  it('refuses a saved APIService edited after the take-over (another Service, same name and labels)', async () => {
+    api.put(APISERVICES, metricsServer());
+    await handover.takeOver(ours());
+    const cm = saved();
+    assert.ok(cm?.data);
+    const edited = JSON.parse(cm.data[SAVED_KEY] ?? '{}') as V1APIService;
+    edited.spec = { ...edited.spec, service: { name: 'evil', namespace: 'attacker', port: 443 } } as V1APIService['spec'];
+    api.put(CONFIGMAPS, { ...cm, data: { [SAVED_KEY]: JSON.stringify(edited) } });
+    const outcome = await handover.giveBack();
+    assert.equal(outcome.result, 'refused-unproven');
+    assert.match(outcome.detail ?? '', /is not what oversell's take-over saved/);
+    assert.equal(current(), undefined);
+  });
+
+  it('gives back the saved one however the ConfigMap spells it (YAML, keys reordered, server fields): the digest is of the restorable object', async () => {
+    api.put(APISERVICES, metricsServer());
+    await handover.takeOver(ours());
+    const yaml = [
+      'kind: APIService', 'apiVersion: apiregistration.k8s.io/v1', 'status: { conditions: [] }', 'metadata:', '  uid: zzz', `  name: ${METRICS_APISERVICE}`,
+      '  annotations: { meta.helm.sh/release-namespace: kube-system, meta.helm.sh/release-name: metrics-server }',
+      '  labels: { app.kubernetes.io/managed-by: Helm, app.kubernetes.io/name: metrics-server }',
+      'spec: { service: { port: 443, namespace: kube-system, name: metrics-server }, insecureSkipTLSVerify: true, versionPriority: 100, groupPriorityMinimum: 100, version: v1beta1, group: metrics.k8s.io }',
+    ].join('\n');
+    api.put(CONFIGMAPS, { metadata: { name: SAVED.name, namespace: 'oversell' }, data: { 'apiservice.yaml': yaml } });
+    assert.deepEqual(await handover.giveBack(), { result: 'given-back' });
+    assert.equal(current()?.spec?.service?.name, 'metrics-server');
   });
 
   it('refuses to install anything but ours, and a saved object that is not the metrics APIService', async () => {

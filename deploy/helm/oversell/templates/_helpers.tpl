@@ -55,11 +55,15 @@ kind: APIService
 metadata:
   name: v1beta1.metrics.k8s.io
   labels: {{- include "oversell.labels" . | nindent 4 }}
-  {{- if eq .Values.certificates.mode "cert-manager" }}
   annotations:
+    # Helm never deletes it: the give-back Job does (post-delete, or post-upgrade
+    # turning the metrics API off), because it carries the take-over's record
+    # of what was replaced, without which nothing is restored.
+    helm.sh/resource-policy: keep
+    {{- if eq .Values.certificates.mode "cert-manager" }}
     # cert-manager's CA injector sets the caBundle from the gateway's Certificate.
     cert-manager.io/inject-ca-from: {{ printf "%s/oversell-gateway" .Release.Namespace }}
-  {{- end }}
+    {{- end }}
 spec:
   group: metrics.k8s.io
   version: v1beta1
