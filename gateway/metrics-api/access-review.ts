@@ -1,6 +1,6 @@
 // May this caller do this to nodes or pods of metrics.k8s.io? Asked of the
 // API server (SubjectAccessReview, as metrics-server's delegated authorizer
-// does), so ordinary RBAC decides (system:aggregated-metrics-reader). Answers
+// does), so ordinary RBAC decides (oversell:aggregated-metrics-reader). Answers
 // are kept a few seconds in a bounded LRU: the HPA controller and kubectl
 // repeat the same question. A review that fails is never taken as allowed.
 import { AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';

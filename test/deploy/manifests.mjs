@@ -103,7 +103,7 @@ async function load(label, file) {
     if (o === null || o === undefined) continue; // empty document (a bare ---)
     if (typeof o !== 'object' || Array.isArray(o)) { fail(where, 'not a mapping'); continue; }
     if (!(typeof o.apiVersion === 'string' && typeof o.kind === 'string')) { fail(where, 'no apiVersion or kind'); continue; }
-    // RBAC objects take path-segment names (system:aggregated-metrics-reader); everything else here a DNS name.
+    // RBAC objects take path-segment names (oversell:aggregated-metrics-reader); everything else here a DNS name.
     const nameOk = RBAC_KINDS.has(o.kind) ? RBAC_NAME.test(o.metadata?.name ?? '') && !['.', '..'].includes(o.metadata.name) : DNS_NAME.test(o.metadata?.name ?? '');
     check(where, typeof o.metadata?.name === 'string' && nameOk, `bad metadata.name ${JSON.stringify(o.metadata?.name)}`);
     const errors = await schemaErrors(o);
@@ -288,6 +288,15 @@ function verifyGatewayPolicies(label, objects) {
     check(own.where, secrets === want, `Secrets the gateway may create (${mode}): ${secrets} (want ${want})`);
     check(own.where, own.cel.includes(`request.namespace == '${ns}'`) && own.cel.includes('oversell.io/sidecar-template'), `only in ${ns}, and never a sidecar template`);
   }
+  // The gateway's RBAC lets it create Events in default: only the one kind it writes.
+  const events = pair('oversell-gateway-node-events');
+  if (events) {
+    const rules = events.policy.spec.matchConstraints?.resourceRules ?? [];
+    check(events.where, rules.length === 2 && rules.every((r) => r.resources?.join() === 'events' && r.operations?.join() === 'CREATE,UPDATE') && rules.map((r) => r.apiGroups?.join()).sort().join() === ',events.k8s.io', 'matches CREATE and UPDATE of events in both groups');
+    for (const must of ["object.involvedObject.kind == 'Node'", "object.reason == 'BoundRequestsOverCap'", "object.source.component == 'oversell-gateway'", "object.reportingComponent == 'oversell.io/gateway'", "request.resource.group == ''"]) {
+      check(events.where, events.cel.includes(must), `does not check ${must}`);
+    }
+  }
 }
 
 // ------------------------------- images fixed in required sidecar namespaces
@@ -332,9 +341,10 @@ function verifyNetworkPolicy(label, objects, gatewayLabels, ports) {
       // Query callers: one peer with both selectors (AND). A namespaceSelector
       // alone, or a podSelector with namespaceSelector {}, would let a pod's
       // author grant access by labelling the pod.
-      const agentPeer = (f) => !f.namespaceSelector && matches(f.podSelector?.matchLabels, agentLabels);
+      // Agents stream to the agent port only: an agent pod (a compromised
+      // node) has no business with the query API, health or reflection.
       const queryPeer = (f) => f.namespaceSelector?.matchLabels?.['oversell.io/query'] === 'allowed' && f.podSelector?.matchLabels?.['oversell.io/query'] === 'allowed';
-      check(where, r.from?.length > 0 && r.from.every((f) => agentPeer(f) || queryPeer(f)), `port ${ports.grpc} (query API) only from agent pods, or pods labelled oversell.io/query=allowed in namespaces labelled so: ${JSON.stringify(r.from)}`);
+      check(where, r.from?.length > 0 && r.from.every(queryPeer), `port ${ports.grpc} (query API, health, reflection) only from pods labelled oversell.io/query=allowed in namespaces labelled so, not from agent pods: ${JSON.stringify(r.from)}`);
     }
     if (p.includes(ports.metrics)) {
       check(where, r.from?.length > 0 && r.from.every((f) => f.namespaceSelector?.matchLabels?.['oversell.io/metrics'] === 'allowed' && !f.podSelector), `port ${ports.metrics} (metrics) only from namespaces labelled oversell.io/metrics=allowed`);
@@ -351,7 +361,7 @@ function verifyMetricsApi(label, objects) {
   const where = (o) => `${label} ${id(o)}`;
   const get = (kind, name) => objects.find((o) => o.kind === kind && o.metadata.name === name);
   const apiService = get('APIService', METRICS_APISERVICE);
-  const reader = get('ClusterRole', 'system:aggregated-metrics-reader');
+  const reader = get('ClusterRole', 'oversell:aggregated-metrics-reader');
   const authReader = get('RoleBinding', 'oversell-gateway-auth-reader');
   const vap = get('ValidatingAdmissionPolicy', 'oversell-gateway-apiservice-cabundle-only');
   if (metricsApi === 'off') {
@@ -380,7 +390,7 @@ function verifyMetricsApi(label, objects) {
     const l = reader.metadata.labels ?? {};
     check(where(reader), ['view', 'edit', 'admin'].every((r) => l[`rbac.authorization.k8s.io/aggregate-to-${r}`] === 'true'), 'aggregated into view, edit and admin');
     check(where(reader), canonical(reader.rules) === canonical([{ apiGroups: ['metrics.k8s.io'], resources: ['pods', 'nodes'], verbs: ['get', 'list', 'watch'] }]), `get/list/watch pods and nodes in metrics.k8s.io, nothing else: ${JSON.stringify(reader.rules)}`);
-  } else fail(label, 'missing ClusterRole/system:aggregated-metrics-reader');
+  } else fail(label, 'missing ClusterRole/oversell:aggregated-metrics-reader');
   check(label, authReader?.metadata.namespace === 'kube-system' && authReader.roleRef.name === 'extension-apiserver-authentication-reader' && authReader.subjects?.length === 1 && authReader.subjects[0].name === 'oversell-gateway', 'the gateway reads kube-system/extension-apiserver-authentication (front-proxy CA, allowed names)');
   const gatewayApiService = objects.filter((b) => b.kind === 'ClusterRoleBinding' && b.subjects?.some((x) => x.name === 'oversell-gateway'))
     .flatMap((b) => get('ClusterRole', b.roleRef.name)?.rules ?? []).filter((r) => r.resources?.includes('apiservices'));
@@ -422,6 +432,13 @@ function verifyHooks(label, hooks, helm) {
     check(where(j), c.command?.[1] === '/app/dist/gateway/act/apiservice-handover-main.js' && c.command.join(' ').endsWith(`--saved ${ns}/oversell-metrics-api-previous`), `runs the handover against ${ns}/oversell-metrics-api-previous: ${c.command}`);
     check(where(j), spec.securityContext?.runAsNonRoot === true && c.securityContext?.allowPrivilegeEscalation === false && c.securityContext?.readOnlyRootFilesystem === true && c.securityContext?.capabilities?.drop?.includes('ALL') && spec.securityContext?.seccompProfile?.type === 'RuntimeDefault', 'Pod Security restricted');
     check(where(j), j.metadata.annotations['helm.sh/hook-delete-policy'] === 'before-hook-creation,hook-succeeded', 'deleted once it succeeded');
+  }
+  // RBAC cannot limit the hand-over's create of APIServices by name: its policy does.
+  const nameOnly = hooks.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === 'oversell-metrics-api-handover-name-only');
+  const nameOnlyBinding = hooks.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding' && o.metadata.name === 'oversell-metrics-api-handover-name-only');
+  check(label, nameOnly && nameOnlyBinding?.spec.validationActions?.join() === 'Deny' && nameOnly.spec.failurePolicy === 'Fail', 'the hand-over\'s APIService creates are limited by a ValidatingAdmissionPolicy, bound Deny, failurePolicy Fail');
+  if (nameOnly) {
+    check(label, nameOnly.spec.matchConditions?.map((c) => c.expression).join() === `request.userInfo.username == 'system:serviceaccount:${ns}:oversell-metrics-api-handover'` && nameOnly.spec.validations?.map((v) => v.expression).join() === "object.metadata.name == 'v1beta1.metrics.k8s.io'", 'the hand-over\'s ServiceAccount, the one name');
   }
   for (const o of hooks.filter((x) => x.kind !== 'Job')) {
     check(where(o), Number(o.metadata.annotations['helm.sh/hook-weight']) < 0 && o.metadata.annotations['helm.sh/hook'] === giveBack?.metadata.annotations['helm.sh/hook'], 'created before the Jobs, for the same hook events');

@@ -252,6 +252,31 @@ describe('the gateway bound down to fields and names on the real API server (Val
         }
       });
 
+      it('lets the gateway write in namespace default only the Events it writes (BoundRequestsOverCap on a Node); RBAC alone allows any Event there', async () => {
+        const gw = gatewayCore();
+        const at = new Date();
+        const own = {
+          metadata: { generateName: 'node-a.oversell-over-cap.' },
+          involvedObject: { apiVersion: 'v1', kind: 'Node', name: 'node-a' },
+          reason: 'BoundRequestsOverCap', message: 'bound requests exceed the cap', type: 'Warning',
+          source: { component: 'oversell-gateway' }, reportingComponent: 'oversell.io/gateway', reportingInstance: 'gw-0', firstTimestamp: at, lastTimestamp: at, count: 1,
+        };
+        const event = (body: typeof own | Record<string, unknown>) => outcome(() => gw.createNamespacedEvent({ namespace: 'default', body: body as typeof own, dryRun: 'All' }));
+        assert.deepEqual(await event(own), { ok: true }, 'the status writer\'s own Event (gateway/act/status-writer.ts)');
+        for (const [what, body] of [
+          ['an Event on a Pod', { ...own, involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: 'default', name: 'web-1' } }],
+          ['an Event in the kubelet\'s name', { ...own, reason: 'Killing', source: { component: 'kubelet', host: 'node-a' }, reportingComponent: 'kubelet' }],
+          ['a Normal Event of another reason', { ...own, reason: 'NodeReady', type: 'Normal' }],
+        ] as const) {
+          const r = await event(body);
+          assert.equal(r.ok, false, `the gateway could create ${what}`);
+          if (!r.ok) {
+            assert.equal(r.code, 403, r.message);
+            assert.match(r.message, /may write only Warning BoundRequestsOverCap Events on a Node/);
+          }
+        }
+      });
+
       it('refuses the gateway labelling its CA ConfigMap as a sidecar template (an update RBAC allows by name)', async () => {
         await core().deleteNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' }).catch(() => {});
         const cm = await core().createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'oversell-gateway-ca' }, data: { 'ca.crt': 'x' } } });

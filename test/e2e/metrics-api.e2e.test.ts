@@ -589,13 +589,13 @@ describe('the metrics API on the real node, installed with kubectl apply -k and 
     await apps().deleteNamespacedDeployment({ namespace: PODS, name: HPA_APP });
   });
 
-  it('callers: no RBAC is refused 403, system:aggregated-metrics-reader is allowed; the gateway\'s :4443 refuses anyone but the API server\'s proxy (401) and reviews the proxied user itself (403)', async (t) => {
+  it('callers: no RBAC is refused 403, oversell:aggregated-metrics-reader is allowed; the gateway\'s :4443 refuses anyone but the API server\'s proxy (401) and reviews the proxied user itself (403)', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     if (!installed) return t.skip('the install test above failed');
     const nobody = await serviceAccountKubeconfig('metrics-nobody');
     const reader = await serviceAccountKubeconfig('metrics-reader');
     await rbac().createClusterRoleBinding({
-      body: { metadata: { name: READER_BINDING }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:aggregated-metrics-reader' }, subjects: [{ kind: 'ServiceAccount', name: 'metrics-reader', namespace: PODS }] },
+      body: { metadata: { name: READER_BINDING }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'oversell:aggregated-metrics-reader' }, subjects: [{ kind: 'ServiceAccount', name: 'metrics-reader', namespace: PODS }] },
     });
     const raw = (kubeconfig: string) => kubectlAs(kubeconfig, 'get', '--raw', '/apis/metrics.k8s.io/v1beta1/nodes');
     const refused = await raw(nobody.kubeconfig).then((out) => `allowed: ${out}`, errText);
