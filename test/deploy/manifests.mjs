@@ -543,8 +543,13 @@ function verify(label, objects) {
     const labels = gw.spec.template.metadata.labels;
     check(where(gw), matches(gw.spec.selector.matchLabels, labels), 'selector does not match the pod template');
     check(where(gw), gw.spec.replicas >= 2, `replicas ${gw.spec.replicas} (want >= 2)`);
-    // Losing one node must not take every replica: a hard spread, and minDomains so a one-node cluster does not stack them.
-    check(where(gw), spec.topologySpreadConstraints?.some((t) => t.topologyKey === 'kubernetes.io/hostname' && t.whenUnsatisfiable === 'DoNotSchedule' && t.maxSkew === 1 && t.minDomains === 2 && matches(t.labelSelector?.matchLabels, labels)), 'replicas not spread across nodes with DoNotSchedule (maxSkew 1, minDomains 2)');
+    // Losing one node must not take every replica: a hard spread over the nodes
+    // the gateway may run on, counting only the current ReplicaSet's pods; and
+    // no minDomains, which held a rollout's surge pod Pending for good on a
+    // one-node cluster (issue 44).
+    const spread = spec.topologySpreadConstraints ?? [];
+    check(where(gw), spread.some((t) => t.topologyKey === 'kubernetes.io/hostname' && t.whenUnsatisfiable === 'DoNotSchedule' && t.maxSkew === 1 && t.nodeTaintsPolicy === 'Honor' && t.matchLabelKeys?.join() === 'pod-template-hash' && matches(t.labelSelector?.matchLabels, labels)), 'replicas spread across nodes with DoNotSchedule (maxSkew 1, nodeTaintsPolicy Honor, matchLabelKeys pod-template-hash)');
+    check(where(gw), spread.every((t) => t.minDomains === undefined), 'no minDomains: a one-node cluster must finish a rollout');
     check(where(gw), c?.readinessProbe?.httpGet?.path === '/readyz' && c?.livenessProbe?.httpGet?.path === '/healthz', 'probes');
     check(where(gw), c?.resources?.requests?.cpu && c?.resources?.requests?.memory && c?.resources?.limits?.memory, 'resource requests/limits');
     check(where(gw), c?.securityContext?.readOnlyRootFilesystem === true && c?.securityContext?.allowPrivilegeEscalation === false, 'readOnlyRootFilesystem / allowPrivilegeEscalation');

@@ -170,6 +170,10 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     const kubectl = (...args: string[]) => cluster('kubectl', ...args);
     // Our test webhook goes first: from now on only the installed one acts.
     await removeWebhook(WEBHOOK);
+    // Two untainted nodes before the install: the gateway's replicas spread over
+    // the nodes it may use (the real node's taint keeps it out, nodeTaintsPolicy
+    // Honor), so with two there they land one on each.
+    spread = await fakeNode('e2e-install-spread', { labels: OPT_IN });
     try {
       kubectl('apply', '--server-side', '-k', join(REPO, 'deploy'));
     } catch {
@@ -191,9 +195,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
       throw new Error(`${err.message}; nodes ${nodeNames.join(', ')}; DaemonSet status ${JSON.stringify(typeof ds === 'string' ? ds : ds.status)}; events:\n${events.join('\n')}`);
     });
     assert.deepEqual(agents, nodeNames);
-    // The gateway's replicas run on different nodes or not at all (DoNotSchedule,
-    // minDomains 2): with a second untainted node here, both are scheduled, each on its own.
-    spread = await fakeNode('e2e-install-spread', { labels: OPT_IN });
+    // The gateway's replicas run on different nodes wherever there are two (DoNotSchedule, maxSkew 1).
     const gatewayNodes = await eventually('both gateway replicas scheduled', async () => {
       const pods = (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-gateway' })).items;
       const on = pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.spec?.nodeName ?? '');
