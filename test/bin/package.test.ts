@@ -67,6 +67,8 @@ describe('the npm package, installed with npm install -g', { timeout: 600_000 },
     }
     const stray = files.filter((f) => /^(test|bench|deploy|gateway|agent|cli|lib|scripts|patches|dist\/scripts|examples)\//.test(f) || (f.endsWith('.ts') && !f.startsWith('node_modules/')));
     assert.deepEqual(stray, []);
+    const manifest = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; bundleDependencies: string[] };
+    assert.deepEqual([...manifest.bundleDependencies].sort(), Object.keys(manifest.dependencies).sort(), 'bundleDependencies lists every dependency');
     for (const dep of Object.keys(lock.packages['']?.dependencies ?? {})) assert.ok(files.includes(`node_modules/${dep}/package.json`), `${dep} is bundled`);
   });
 
