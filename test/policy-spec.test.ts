@@ -4,7 +4,8 @@ import { describe, it } from 'node:test';
 import { loadYaml } from '@kubernetes/client-node';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { matches, nodeMaxRatio, selectPolicy } from '../gateway/decide/select-policy.js';
-import { toPolicyEntry, type OversellPolicyObject } from '../gateway/policies/policy-spec.js';
+import { MAX_RATIO, toPolicyEntry, type OversellPolicyObject } from '../gateway/policies/policy-spec.js';
+import { DEFAULT_PROTECT } from '../gateway/decide/tiers.js';
 
 const obj = (name: string, spec: Record<string, unknown>): OversellPolicyObject => ({ metadata: { name }, spec });
 const pool = (p: string) => ({ nodeSelector: { matchLabels: { pool: p } } });
@@ -63,6 +64,31 @@ describe('OversellPolicy objects into policies', () => {
       assert.match(e.error ?? '', message);
     });
   }
+});
+
+describe('spec.protect and the bounds the CRD states', () => {
+  it('left out: the defaults (Guaranteed, exclusive CPUs, system-cluster-critical and up, namespaces labelled oversell.io/protect=true)', () => {
+    assert.deepEqual(toPolicyEntry(obj('p', pool('a'))).policy?.protect, DEFAULT_PROTECT);
+  });
+  it('reads every field; null turns a rule off', () => {
+    const e = toPolicyEntry(obj('p', { ...pool('a'), protect: { guaranteed: false, exclusiveCpus: true, minPriority: null, namespaceSelector: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }] } } }));
+    assert.equal(e.error, undefined);
+    assert.deepEqual(e.policy?.protect, { guaranteed: false, exclusiveCpus: true, minPriority: undefined, namespaceSelector: { matchLabels: {}, matchExpressions: [{ key: 'tier', operator: 'In', values: ['db'] }] } });
+    assert.equal(toPolicyEntry(obj('p', { ...pool('a'), protect: { minPriority: 1000, namespaceSelector: null } })).policy?.protect.namespaceSelector, undefined);
+  });
+  for (const [what, protect, message] of [
+    ['an empty namespace selector (it would protect every pod)', { namespaceSelector: {} }, /spec.protect.namespaceSelector is empty; it would select everything/],
+    ['a priority that is not an int32', { minPriority: 2 ** 31 }, /spec.protect.minPriority must be an int32 or null/],
+    ['a flag that is not a boolean', { guaranteed: 'yes' }, /spec.protect.guaranteed must be true or false/],
+  ] as const) {
+    it(`refuses ${what}`, () => assert.match(toPolicyEntry(obj('p', { ...pool('a'), protect })).error ?? '', message));
+  }
+  it('maxRatio at most 10, as the CRD says (it said 10 and the parser took 100)', () => {
+    assert.equal(toPolicyEntry(obj('p', { ...pool('a'), cpu: { maxRatio: 10 } })).error, undefined);
+    assert.match(toPolicyEntry(obj('p', { ...pool('a'), cpu: { maxRatio: 10.5 } })).error ?? '', /spec.cpu.maxRatio must be a number in \[1, 10\]/);
+    const crd = readFileSync(new URL('../deploy/base/crd.yaml', import.meta.url), 'utf8');
+    for (const line of crd.split('\n').filter((l) => /maxRatio: \{/.test(l))) assert.match(line, new RegExp(`maximum: ${MAX_RATIO}( }|,)`), line);
+  });
 });
 
 describe('policy selection', () => {

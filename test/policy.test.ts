@@ -397,6 +397,7 @@ describe('decide: properties over random inputs', () => {
       learning: fc.constantFrom('Targets', 'Floor' as const),
       learningMaxRatio: fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }), memory: fc.double({ min: 1, max: 10, noNaN: true }) }),
     }),
+    protect: fc.constant(DEFAULT_POLICY.protect),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });

@@ -5,6 +5,8 @@ import type { Statistic } from './usage-stats.js';
 import type { LoadHistoryView } from './load-history.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
+import type { ProtectPolicy } from './tiers.js';
+
 export const MAX_INT64 = 2n ** 63n - 1n;
 
 export interface ResourcePolicy {
@@ -62,6 +64,8 @@ export interface Policy {
    * through a peak the history has not seen.
    */
   history: { minSpanMs: number; learning: 'Targets' | 'Floor'; learningMaxRatio: { cpu: number; memory: number } };
+  /** Which pods never depend on oversold capacity and are never relieved (tiers.ts). */
+  protect: ProtectPolicy;
 }
 
 

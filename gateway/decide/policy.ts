@@ -47,6 +47,7 @@ import type { LoadHistoryView } from './load-history.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
+import { DEFAULT_PROTECT } from './tiers.js';
 import { MAX_INT64, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
@@ -64,6 +65,7 @@ export const DEFAULT_POLICY: Policy = {
   hysteresis: 0.05,
   startupGraceMs: 30_000,
   history: { minSpanMs: 24 * 3_600_000, learning: 'Targets', learningMaxRatio: { cpu: 2, memory: 1.25 } },
+  protect: DEFAULT_PROTECT,
 };
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);

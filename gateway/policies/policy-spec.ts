@@ -5,6 +5,7 @@
 // crash or a nonsense grant.
 import { parseDuration } from '../../lib/duration.js';
 import { DEFAULT_POLICY, type Policy, type ResourcePolicy, type RiskBudget } from '../decide/policy.js';
+import { DEFAULT_PROTECT, type ProtectPolicy } from '../decide/tiers.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
@@ -32,6 +33,9 @@ export interface OversellPolicyObject {
   spec?: Record<string, unknown>;
   status?: Record<string, unknown>;
 }
+
+/** The CRD's bound on maxRatio (and learningMaxRatio), checked again here. */
+export const MAX_RATIO = 10;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -61,7 +65,7 @@ function resource<T extends ResourcePolicy>(spec: Record<string, unknown>, name:
   if (!STATISTICS.includes(stat as Statistic)) throw new Error(`${where}.statistic must be one of ${STATISTICS.join(', ')}`);
   const out = {
     ...defaults,
-    maxRatio: num(r, 'maxRatio', defaults.maxRatio, 1, 100, where),
+    maxRatio: num(r, 'maxRatio', defaults.maxRatio, 1, MAX_RATIO, where),
     targetUtilization: num(r, 'targetUtilization', defaults.targetUtilization, 0.01, 1, where),
     minLoadFactor: num(r, 'minLoadFactor', defaults.minLoadFactor, 0.01, 1, where),
     statistic: stat as Statistic,
@@ -116,29 +120,60 @@ function history(spec: Record<string, unknown>): Policy['history'] {
   const caps = h.learningMaxRatio ?? {};
   if (!isObject(caps)) throw new Error('spec.history.learningMaxRatio must be an object');
   const d = DEFAULT_POLICY.history.learningMaxRatio;
-  const learningMaxRatio = { cpu: num(caps, 'cpu', d.cpu, 1, 10, 'spec.history.learningMaxRatio'), memory: num(caps, 'memory', d.memory, 1, 10, 'spec.history.learningMaxRatio') };
+  const learningMaxRatio = { cpu: num(caps, 'cpu', d.cpu, 1, MAX_RATIO, 'spec.history.learningMaxRatio'), memory: num(caps, 'memory', d.memory, 1, MAX_RATIO, 'spec.history.learningMaxRatio') };
   return { minSpanMs, learning, learningMaxRatio };
+}
+
+/** spec.protect: which pods never depend on oversold capacity (decide/tiers.ts); the CRD's defaults when left out. */
+function protect(spec: Record<string, unknown>): ProtectPolicy {
+  const p = spec.protect ?? {};
+  if (!isObject(p)) throw new Error('spec.protect must be an object');
+  const flag = (key: 'guaranteed' | 'exclusiveCpus'): boolean => {
+    const v = p[key] ?? DEFAULT_PROTECT[key];
+    if (typeof v !== 'boolean') throw new Error(`spec.protect.${key} must be true or false`);
+    return v;
+  };
+  let minPriority = DEFAULT_PROTECT.minPriority;
+  if (p.minPriority === null) minPriority = undefined;
+  else if (p.minPriority !== undefined) {
+    if (typeof p.minPriority !== 'number' || !Number.isInteger(p.minPriority) || p.minPriority < -2_147_483_648 || p.minPriority > 2_147_483_647) {
+      throw new Error(`spec.protect.minPriority must be an int32 or null, got ${JSON.stringify(p.minPriority)}`);
+    }
+    minPriority = p.minPriority;
+  }
+  const namespaceSelector = p.namespaceSelector === null ? undefined : p.namespaceSelector === undefined ? DEFAULT_PROTECT.namespaceSelector : labelSelector(p.namespaceSelector, 'spec.protect.namespaceSelector');
+  return { guaranteed: flag('guaranteed'), exclusiveCpus: flag('exclusiveCpus'), minPriority, namespaceSelector };
+}
+
+function labelSelector(s: unknown, where: string): LabelSelector {
+  if (!isObject(s)) throw new Error(`${where} must be an object`);
+  const matchLabels = s.matchLabels ?? {};
+  const matchExpressions = s.matchExpressions ?? [];
+  if (!isObject(matchLabels) || !Object.values(matchLabels).every((v) => typeof v === 'string')) {
+    throw new Error(`${where}.matchLabels must map strings to strings`);
+  }
+  if (!Array.isArray(matchExpressions)) throw new Error(`${where}.matchExpressions must be a list`);
+  for (const e of matchExpressions) {
+    if (!isObject(e) || typeof e.key !== 'string' || !['In', 'NotIn', 'Exists', 'DoesNotExist'].includes(String(e.operator))) {
+      throw new Error(`${where}.matchExpressions entries need a key and an operator In, NotIn, Exists or DoesNotExist`);
+    }
+  }
+  const out = { matchLabels: matchLabels as Record<string, string>, matchExpressions: matchExpressions as LabelSelector['matchExpressions'] };
+  if (Object.keys(out.matchLabels).length === 0 && (out.matchExpressions?.length ?? 0) === 0) {
+    throw new Error(`${where} is empty; it would select everything. Name what it selects, or set it to null for none.`);
+  }
+  return out;
 }
 
 function selector(spec: Record<string, unknown>): LabelSelector {
   const s = spec.nodeSelector;
   if (!isObject(s)) throw new Error('spec.nodeSelector is required');
-  const matchLabels = s.matchLabels ?? {};
-  const matchExpressions = s.matchExpressions ?? [];
-  if (!isObject(matchLabels) || !Object.values(matchLabels).every((v) => typeof v === 'string')) {
-    throw new Error('spec.nodeSelector.matchLabels must map strings to strings');
+  try {
+    return labelSelector(s, 'spec.nodeSelector');
+  } catch (err) {
+    // The node pool must be named: an empty selector would govern every node.
+    throw new Error((err as Error).message.replace(/it would select everything\. .*$/, 'it would select every node. Name the node pool.'));
   }
-  if (!Array.isArray(matchExpressions)) throw new Error('spec.nodeSelector.matchExpressions must be a list');
-  for (const e of matchExpressions) {
-    if (!isObject(e) || typeof e.key !== 'string' || !['In', 'NotIn', 'Exists', 'DoesNotExist'].includes(String(e.operator))) {
-      throw new Error('spec.nodeSelector.matchExpressions entries need a key and an operator In, NotIn, Exists or DoesNotExist');
-    }
-  }
-  const out = { matchLabels: matchLabels as Record<string, string>, matchExpressions: matchExpressions as LabelSelector['matchExpressions'] };
-  if (Object.keys(out.matchLabels).length === 0 && (out.matchExpressions?.length ?? 0) === 0) {
-    throw new Error('spec.nodeSelector is empty; it would select every node. Name the node pool.');
-  }
-  return out;
 }
 
 /** Never throws: an invalid object becomes an entry with no policy and the reason. */
@@ -162,6 +197,7 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       hysteresis: num(spec, 'hysteresis', DEFAULT_POLICY.hysteresis, 0, 1, 'spec'),
       startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
       history: history(spec),
+      protect: protect(spec),
     };
     const warnings = selectorWarnings(sel);
     return { name, priority, selector: sel, policy, ...(warnings.length > 0 && { warnings }) };
