@@ -65,3 +65,34 @@ export function parseLabelSelector(text: string): LabelSelector | undefined {
   }
   return { matchExpressions };
 }
+
+/**
+ * Whether labels satisfy a selector. An empty selector (no labels, no
+ * expressions) selects nothing here, unlike Kubernetes' own: everything that
+ * takes one (an OversellPolicy's nodeSelector, spec.protect.namespaceSelector)
+ * refuses it, and nothing is selected by accident.
+ */
+export function selectorMatches(selector: LabelSelector, labels: Record<string, string>): boolean {
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, e.key);
+    const value = labels[e.key];
+    switch (e.operator) {
+      case 'In':
+        if (!has || !(e.values ?? []).includes(value ?? '')) return false;
+        break;
+      case 'NotIn':
+        if (has && (e.values ?? []).includes(value ?? '')) return false;
+        break;
+      case 'Exists':
+        if (!has) return false;
+        break;
+      case 'DoesNotExist':
+        if (has) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return Object.keys(selector.matchLabels ?? {}).length + (selector.matchExpressions?.length ?? 0) > 0;
+}

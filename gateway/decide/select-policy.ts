@@ -4,7 +4,7 @@
 // name. A matching policy that failed validation is never skipped in favour of
 // a lower one: the node gets no inflation until the policy is fixed, so a typo
 // cannot silently move a node pool under a different policy.
-import type { LabelSelector } from '../../lib/label-selector.js';
+import { type LabelSelector, selectorMatches } from '../../lib/label-selector.js';
 import type { Policy } from './policy.js';
 
 export interface PolicyEntry {
@@ -18,32 +18,9 @@ export interface PolicyEntry {
   warnings?: string[];
 }
 
-export function matches(selector: LabelSelector, labels: Record<string, string>): boolean {
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
-  for (const e of selector.matchExpressions ?? []) {
-    const has = Object.hasOwn(labels, e.key);
-    const value = labels[e.key];
-    switch (e.operator) {
-      case 'In':
-        if (!has || !(e.values ?? []).includes(value ?? '')) return false;
-        break;
-      case 'NotIn':
-        if (has && (e.values ?? []).includes(value ?? '')) return false;
-        break;
-      case 'Exists':
-        if (!has) return false;
-        break;
-      case 'DoesNotExist':
-        if (has) return false;
-        break;
-      default:
-        return false;
-    }
-  }
-  // An empty selector selects nothing here: the CRD refuses it, and a node pool
-  // is never put under a policy by accident.
-  return Object.keys(selector.matchLabels ?? {}).length + (selector.matchExpressions?.length ?? 0) > 0;
-}
+// An empty selector selects nothing: the CRD refuses it, and a node pool is
+// never put under a policy by accident (lib/label-selector.ts).
+export const matches = selectorMatches;
 
 /** Orders entries by precedence: priority high to low, then name. */
 export function byPrecedence(a: PolicyEntry, b: PolicyEntry): number {

@@ -2,8 +2,7 @@
 // spec.protect names the pods that never depend on oversold capacity and are
 // never chosen for relief (protected); every other pod may be relieved, in the
 // order reliefOrder gives. Pure: the facts of a pod in, its tier and why out.
-import { matches } from './select-policy.js';
-import type { LabelSelector } from '../../lib/label-selector.js';
+import { type LabelSelector, selectorMatches } from '../../lib/label-selector.js';
 import type { QosClass } from '../../lib/pod-qos.js';
 
 export interface ProtectPolicy {
@@ -44,6 +43,6 @@ export function tierOf(pod: PodFacts, protect: ProtectPolicy): Tier {
   if (protect.exclusiveCpus && pod.exclusiveCpus > 0) return { tier: 'protected', because: `holds ${pod.exclusiveCpus} exclusive CPU(s)` };
   if (protect.guaranteed && pod.qos === 'Guaranteed') return { tier: 'protected', because: 'Guaranteed QoS' };
   if (protect.minPriority !== undefined && pod.priority >= protect.minPriority) return { tier: 'protected', because: `priority ${pod.priority} >= ${protect.minPriority}` };
-  if (protect.namespaceSelector && matches(protect.namespaceSelector, pod.namespaceLabels)) return { tier: 'protected', because: 'its namespace is protected' };
+  if (protect.namespaceSelector && selectorMatches(protect.namespaceSelector, pod.namespaceLabels)) return { tier: 'protected', because: 'its namespace is protected' };
   return { tier: 'unprotected' };
 }
