@@ -8,6 +8,7 @@ import { NodeSampler } from './sample/sampler.js';
 import { GatewaySet } from './stream/gateway-set.js';
 import type { GatewayConnection } from './stream/gateway-connection.js';
 import { AgentMetrics } from './metrics.js';
+import { boundedHostFacts, boundedPods, POD_BOUNDS } from '../wire/agent-bounds.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -62,9 +63,11 @@ export function startAgent(options: AgentOptions): RunningAgent {
   let timer: NodeJS.Timeout | undefined;
   let seq = 0;
   let lastError = '';
+  let saidTrimmed = false;
 
   const gateways = GatewaySet.withOptions({
-    hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host },
+    // Within what the gateway takes of a hello (wire/agent-bounds.ts): a longer CPU model or OS name is cut.
+    hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host: boundedHostFacts(host) },
     log,
     ...(options.backoffInitialMs !== undefined && { backoffInitialMs: options.backoffInitialMs }),
     ...(options.backoffMaxMs !== undefined && { backoffMaxMs: options.backoffMaxMs }),
@@ -94,7 +97,13 @@ export function startAgent(options: AgentOptions): RunningAgent {
       const reading = sampler.read(Date.now(), next % podReportEvery === 1 || podReportEvery === 1);
       end();
       seq = next;
-      gateways.push({ ...reading, seq, requests: options.pods.requests() });
+      // The gateway refuses a sample with more pods or containers than any node has (wire/agent-bounds.ts): past them, some are left out.
+      const { pods, dropped } = boundedPods(reading.pods);
+      if ((dropped.pods > 0 || dropped.containers > 0) && !saidTrimmed) {
+        saidTrimmed = true;
+        log.warn({ pods: reading.pods.length, droppedPods: dropped.pods, droppedContainers: dropped.containers, bounds: POD_BOUNDS }, 'more pod or container cgroups than a sample may carry: the pod report leaves some out (said once)');
+      }
+      gateways.push({ ...reading, pods, seq, requests: options.pods.requests() });
       metrics.samples.inc({ result: 'ok' });
       lastError = '';
     } catch (err) {

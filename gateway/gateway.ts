@@ -46,6 +46,7 @@ import type { AgentAuthenticator } from './auth/agent-authenticator.js';
 import type { QueryAuthorizer } from './auth/query-authorizer.js';
 import type { ReviewStats } from './auth/review-limiter.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from './tls/grpc-listener.js';
+import { DEFAULT_STREAM_LIMITS, methodPaths, streamGuard, type StreamLimits } from './tls/stream-guard.js';
 import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor, type QueryLimits } from './query/query-limits.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
 import type { CommonConfig } from './config/types.js';
@@ -118,6 +119,8 @@ export interface GatewayOptions {
   connections?: CommonConfig['connections'];
   /** What query callers may hold (default DEFAULT_QUERY_LIMITS). */
   queryLimits?: Partial<QueryLimits>;
+  /** Streams of the other services per connection and per gRPC server, and how long any stream may go unread (default DEFAULT_STREAM_LIMITS; tls/stream-guard.ts). */
+  grpcStreams?: Partial<StreamLimits>;
   /**
    * Sharding (Settings.shard_copies): agents stream to this many owners of
    * their node among the Service's ready replicas, and a review for a node
@@ -211,9 +214,9 @@ interface Shared {
   };
 }
 
-/** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s. */
+/** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s (each owner a share, shard/hedged.ts). */
 const FORWARD_DEADLINE_MS = 1000;
-/** How long a sharded replica waits for the other replicas to answer a query, all of them together. */
+/** How long a sharded replica waits for the other replicas to answer a query, all of them together; and for a watch's stream to send something before its SYNCED. */
 const PEER_QUERY_DEADLINE_MS = 2000;
 /** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
 const LOCAL_IF_YOUNGER_MS = 10_000;
@@ -229,8 +232,19 @@ function grpcPart(s: Shared) {
   const server = new grpc.Server({
     ...GRPC_SERVER_OPTIONS,
     'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
-    // Overload first: a refused query takes no list slot and no token review.
-    interceptors: [overloadInterceptor('/oversell.v1.NodeUsage/', () => s.shedder.refuseQuery()), listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason))],
+    // The stream guard nearest the transport: it sees every write's completion. Then overload: a refused query takes no list slot and no token review.
+    interceptors: [
+      streamGuard({
+        limits: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
+        // Limited and ended by the query API itself (--query-watches-per-caller, --query-watches, --query-watch-stall).
+        selfGuarded: new Set(['/oversell.v1.NodeUsage/WatchNodes']),
+        uncounted: methodPaths(oversellV1().AgentStream.service),
+        onRefused: (reason) => metrics.streamRefused('grpc', reason),
+        onEnded: (service) => metrics.streamEnded('grpc', service),
+      }),
+      overloadInterceptor('/oversell.v1.NodeUsage/', () => s.shedder.refuseQuery()),
+      listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason)),
+    ],
   });
   server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
@@ -252,13 +266,18 @@ function grpcPart(s: Shared) {
   health.addToServer(server);
   new ReflectionService(packageDefinition()).addToServer(server);
   let listener: GrpcListener | undefined;
+  // As the health service starts: every service NOT_SERVING.
+  let serving = false;
   return {
     name: 'gRPC port',
     get port() {
       return listener?.port ?? NaN;
     },
-    setServing: (serving: boolean) => {
-      for (const service of GRPC_SERVICES) health.setStatus(service, serving ? 'SERVING' : 'NOT_SERVING');
+    // Set every second, sent to Health/Watch streams only when it changes.
+    setServing: (now: boolean) => {
+      if (now === serving) return;
+      serving = now;
+      for (const service of GRPC_SERVICES) health.setStatus(service, now ? 'SERVING' : 'NOT_SERVING');
     },
     setTls: (tls: { cert: string; key: string }) => listener?.setTls(tls),
     async start() {
@@ -363,7 +382,7 @@ async function webhookPart(s: Shared, templates: TemplateSource, directory: PodD
     const view = s.shard.view;
     await webhook.register(peerPlugin, {
       local: s.local, certificate: s.shard.certificate,
-      watch: { streams: (node) => view.streams(node), onMembersChange: (listener) => view.onChange(listener), stallMs: { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits }.watchStallMs },
+      watch: { streams: (node, standingInFor) => (standingInFor ? view.standsIn(node, standingInFor) : view.streams(node)), onMembersChange: (listener) => view.onChange(listener), stallMs: { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits }.watchStallMs },
       ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies) }), now } }),
     });
   }
@@ -419,6 +438,7 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
         ...(options.ingestNice !== undefined && { nice: options.ingestNice }),
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
+        streams: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
         sending: s.shedder.sending,
         shardCopies: options.shard?.copies ?? 0,

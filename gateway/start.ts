@@ -123,6 +123,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     warmupMs: config.warmupMs,
     connections: config.connections,
     queryLimits: config.queryLimits,
+    grpcStreams: config.grpcStreams,
     agentSending: config.agentSending,
     shedding: config.shedding,
     log,

@@ -10,7 +10,9 @@ import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import type { ContainerUsage__Output } from '../proto/gen/oversell/v1/ContainerUsage.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
-import { checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
+import { checkHello, checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
+import { boundedHostFacts, boundedPods, HELLO_BOUNDS } from '../wire/agent-bounds.js';
+import type { Hello__Output } from '../proto/gen/oversell/v1/Hello.js';
 import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { eventually } from './helpers/grpc.js';
 
@@ -30,7 +32,9 @@ const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, 
 const pod = (cpu: number, mem: number, containers: ContainerUsage__Output[] = []) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem, containers });
 const CID = (n: number) => n.toString(16).padStart(64, '0');
 const container = (cpu: number, mem: number, containerId = CID(1)) => ({ containerId, cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
-const { maxContainersPerPod } = SAMPLE_BOUNDS;
+const { maxContainersPerPod, maxPodsPerSample, maxContainersPerSample, maxPodUidLength, maxQosClassLength } = SAMPLE_BOUNDS;
+/** n pods of a little usage each, with `containers` containers apiece. */
+const pods = (n: number, containers = 0) => Array.from({ length: n }, (_, i) => pod(1, 1, Array.from({ length: containers }, (_, j) => container(0, 1, CID(i * 64 + j)))));
 const requests = (cpuMillicores: number, memoryBytes: number, known = true) => ({ cpuMillicores, memoryBytes, podCount: 1, known });
 const { maxFutureMs, maxCapacityMillicores, maxCapacityBytes, requestsOverCapacity } = SAMPLE_BOUNDS;
 
@@ -49,6 +53,9 @@ describe('sample check (pure)', () => {
     [`${maxContainersPerPod} containers in a pod`, { podsIncluded: true, pods: [pod(500, GI, Array.from({ length: maxContainersPerPod }, (_, i) => container(1, 1, CID(i))))] }],
     // Unknown requests are not used by the gateway (the proto says so): their numbers are not judged.
     ['unknown requests past the bound', { requests: requests(9e18, 0, false) }],
+    [`${maxPodsPerSample} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample) }],
+    [`${maxContainersPerSample} containers in a sample`, { podsIncluded: true, pods: pods(maxContainersPerSample / 4, 4) }],
+    [`a pod uid of ${maxPodUidLength} characters and a QoS class of ${maxQosClassLength}`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength), qosClass: 'q'.repeat(maxQosClassLength) }] }],
   ];
   for (const [what, over] of good) {
     it(`passes ${what}`, () => assert.equal(checkSample(sample(over), NOW), undefined));
@@ -88,10 +95,23 @@ describe('sample check (pure)', () => {
     ['pod-usage-invalid', 'a container id of 63 hex digits', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, CID(1).slice(1))])] }],
     ['pod-usage-invalid', 'a container id in upper case', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, `${'A'.repeat(63)}1`)])] }],
     ['pod-usage-invalid', 'an empty container id', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, '')])] }],
+    // Issue 43: one node's agent could make the store keep any number of pods and any length of string.
+    ['too-many-pods', `${maxPodsPerSample + 1} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample + 1) }],
+    ['too-many-pods', '20,000 pods in a sample (issue 43: 40 MiB more heap)', { podsIncluded: true, pods: pods(20_000) }],
+    ['too-many-pods', `${maxContainersPerSample + 1} containers in a sample, none of its pods over ${maxContainersPerPod}`, { podsIncluded: true, pods: [...pods(maxContainersPerSample / 4 - 1, 4), pod(1, 1, Array.from({ length: 5 }, (_, j) => container(0, 1, CID(1e6 + j))))] }],
+    ['pod-usage-invalid', `a pod uid of ${maxPodUidLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength + 1) }] }],
+    ['pod-usage-invalid', 'a pod uid of 1 MiB', { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(2 ** 20) }] }],
+    ['pod-usage-invalid', `a QoS class of ${maxQosClassLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), qosClass: 'q'.repeat(maxQosClassLength + 1) }] }],
   ];
   for (const [reason, what, over] of bad) {
     it(`refuses ${what} as ${reason}`, () => assert.equal(checkSample(sample(over), NOW), reason));
   }
+
+  it('the pod bounds are generous to any real node: the kubelet\'s default of 110 pods and the 250 of managed clusters, several times over', () => {
+    assert.ok(maxPodsPerSample >= 4 * 250);
+    assert.ok(maxContainersPerSample >= 4 * maxPodsPerSample);
+    assert.ok(maxPodUidLength >= 36, 'a pod uid (a UUID) fits');
+  });
 
   it('the row check (the ingest thread\'s) says what the object check says, at any offset of a batch', () => {
     const layout = sampleRow();
@@ -102,6 +122,69 @@ describe('sample check (pure)', () => {
       rows.fill(7);
       layout.write(s, rows, 3);
       assert.equal(checkSampleRow(rows, 3, NOW), checkSample(s, NOW), JSON.stringify(over));
+    }
+  });
+});
+
+describe('hello check (pure)', () => {
+  const hello = (over: Partial<Hello__Output> = {}, host: Partial<NonNullable<Hello__Output['host']>> = {}): Hello__Output => ({
+    nodeName: 'node-h', instanceId: '5f0c6c1e-2f8a-4e6b-9a51-3d2f0c1b7e44', agentVersion: '0.1.0',
+    host: { cpuModel: 'Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz', logicalCpus: 8, memoryTotalBytes: 32 * GI, os: 'Ubuntu 22.04.4 LTS', kernel: '6.5.0-1020-aws', cgroupMode: 'v2', cgroupDriver: 'systemd', ...host },
+    ...over,
+  });
+
+  it('passes a real hello, one without host facts, and every string at its bound', () => {
+    assert.equal(checkHello(hello()), undefined);
+    assert.equal(checkHello(hello({ host: null })), undefined);
+    const b = HELLO_BOUNDS;
+    assert.equal(checkHello(hello({ instanceId: 'i'.repeat(b.instanceId), agentVersion: 'v'.repeat(b.agentVersion) }, {
+      cpuModel: 'c'.repeat(b.cpuModel), os: 'o'.repeat(b.os), kernel: 'k'.repeat(b.kernel), cgroupMode: 'm'.repeat(b.cgroupMode), cgroupDriver: 'd'.repeat(b.cgroupDriver),
+    })), undefined);
+  });
+
+  // Issue 43: the host facts of one node's status passed the 4 MiB a peer takes of it.
+  const over: Array<[string, Hello__Output]> = [
+    ['hello.instance_id', hello({ instanceId: 'i'.repeat(HELLO_BOUNDS.instanceId + 1) })],
+    ['hello.agent_version', hello({ agentVersion: 'v'.repeat(HELLO_BOUNDS.agentVersion + 1) })],
+    ['hello.host.cpu_model', hello({}, { cpuModel: 'c'.repeat(HELLO_BOUNDS.cpuModel + 1) })],
+    ['hello.host.os', hello({}, { os: 'o'.repeat(4 * 2 ** 20) })],
+    ['hello.host.kernel', hello({}, { kernel: 'k'.repeat(HELLO_BOUNDS.kernel + 1) })],
+    ['hello.host.cgroup_mode', hello({}, { cgroupMode: 'm'.repeat(HELLO_BOUNDS.cgroupMode + 1) })],
+    ['hello.host.cgroup_driver', hello({}, { cgroupDriver: 'd'.repeat(HELLO_BOUNDS.cgroupDriver + 1) })],
+  ];
+  for (const [field, h] of over) {
+    it(`refuses ${field} past its bound, naming the field and the bound`, () => {
+      const why = checkHello(h);
+      assert.ok(why?.startsWith(`${field} is `), why);
+      assert.match(why ?? '', /; at most \d+$/);
+    });
+  }
+});
+
+describe('the agent keeps within the bounds (wire/agent-bounds.ts)', () => {
+  it('cuts host facts to their bounds, and leaves real ones as they are', () => {
+    const real = { cpuModel: 'AMD EPYC 7R13 Processor', logicalCpus: 4, memoryTotalBytes: 16 * GI, os: 'Amazon Linux 2023', kernel: '6.1.61-85.141.amzn2023.x86_64', cgroupMode: 'v2', cgroupDriver: 'systemd' };
+    assert.deepEqual(boundedHostFacts(real), real);
+    const cut = boundedHostFacts({ ...real, cpuModel: 'c'.repeat(5000), kernel: 'k'.repeat(300) });
+    assert.equal(cut.cpuModel.length, HELLO_BOUNDS.cpuModel);
+    assert.equal(cut.kernel.length, HELLO_BOUNDS.kernel);
+    assert.equal(checkHello({ nodeName: 'n', instanceId: 'i', agentVersion: 'v', host: cut }), undefined);
+  });
+
+  it('leaves a pod report within the bounds as it is (the same array), and cuts a larger one to what the gateway takes', () => {
+    const fine = pods(110, 3);
+    assert.equal(boundedPods(fine).pods, fine);
+    const many = boundedPods(pods(maxPodsPerSample + 500));
+    assert.equal(many.pods.length, maxPodsPerSample);
+    assert.deepEqual(many.dropped, { pods: 500, containers: 0 });
+    const crowded = boundedPods([pod(1, 1, Array.from({ length: maxContainersPerPod + 6 }, (_, i) => container(0, 1, CID(i)))), ...pods(maxPodsPerSample - 1, 5)]);
+    assert.equal(crowded.pods.length, maxPodsPerSample);
+    assert.equal(crowded.pods[0]!.containers.length, maxContainersPerPod);
+    assert.equal(crowded.pods.reduce((n, p) => n + p.containers.length, 0), maxContainersPerSample);
+    const named = boundedPods([{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength + 1) }, pod(2, 2)]);
+    assert.deepEqual(named.pods.map((p) => p.cpuUsageMillicores), [2]);
+    for (const { pods: cut } of [many, crowded, named]) {
+      assert.equal(checkSample(sample({ podsIncluded: true, pods: cut }), NOW), undefined, 'what the agent sends is taken');
     }
   });
 });
@@ -162,6 +245,32 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
       assert.equal(gw.store.get('node-s')?.window.length, 3);
     } finally {
       a.close();
+      await gw.close();
+    }
+  });
+
+  it('one node\'s agent cannot bloat the store: a sample of 20,000 pods is refused and counted, a hello with a 1 MiB OS name ends its stream; nothing of either is stored', async () => {
+    const gw = await startTestGateway(options);
+    const a = agent(port(gw));
+    const b = agent(port(gw));
+    try {
+      a.write({ hello: { nodeName: 'node-p', instanceId: 'i' } });
+      a.write(live(1, { podsIncluded: true, pods: pods(20_000) }));
+      a.write(live(2, { podsIncluded: true, pods: pods(3, 2) }));
+      await eventually(() => (gw.store.get('node-p')?.lastSeq === 2 ? true : undefined), 5000, 'seq 2 stored');
+      assert.equal(gw.store.get('node-p')?.latest?.pods.length, 3, 'the pods of seq 2; none of seq 1');
+      assert.equal(gw.store.get('node-p')?.window.length, 1);
+      await eventually(async () => (counted(await metricsBody(gw), 'refused-too-many-pods') === 1 ? true : undefined), 5000, 'the refusal counted');
+      assert.equal(a.error(), undefined, 'the stream stays up');
+
+      b.write({ hello: { nodeName: 'node-q', instanceId: 'i', host: { cpuModel: 'x', logicalCpus: 1, memoryTotalBytes: GI, os: 'o'.repeat(2 ** 20), kernel: '', cgroupMode: 'v2', cgroupDriver: '' } } });
+      const error = await eventually(() => b.error(), 5000, 'the stream ended');
+      assert.equal(error.code, grpc.status.INVALID_ARGUMENT);
+      assert.match(error.details, /hello\.host\.os is 1048576 characters long; at most 256/);
+      assert.equal(gw.store.get('node-q'), undefined, 'nothing of the hello stored');
+    } finally {
+      a.close();
+      b.close();
       await gw.close();
     }
   });

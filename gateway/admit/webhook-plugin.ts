@@ -137,7 +137,11 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
       const raw = targets && isObject(request.body) ? bodies.get(request.body) : undefined;
       if (targets && raw && shard) {
         const forwarded = await shard.forwarder.forward(targets.owners, raw, shard.deadlineMs);
+        if (forwarded.unanswered.length > 0) metrics.reviewOwnersUnanswered(forwarded.unanswered.length);
         if ('answer' in forwarded) {
+          // Once a minute per owner that did not answer, whichever nodes it owns.
+          const first = forwarded.unanswered[0];
+          if (first && unforwarded.take(`owner ${first.webhook}`)) log.warn({ node: targets.node, answeredBy: forwarded.to, unanswered: forwarded.unanswered }, 'review answered by the node\'s next owner: an owner did not answer within its share of the deadline (check its readiness and logs)');
           metrics.observeWebhook('forwarded', seconds());
           return reply.header('content-type', 'application/json; charset=utf-8').send(forwarded.answer);
         }

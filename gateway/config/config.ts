@@ -271,6 +271,11 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       listsInFlight: Number(o.queryListsInFlight),
       watchStallMs: parsed(o.queryWatchStall, (s) => parseDuration(s, '--query-watch-stall')),
     },
+    grpcStreams: {
+      perConnection: Number(o.grpcStreamsPerConnection),
+      total: Number(o.grpcStreams),
+      stallMs: parsed(o.grpcStreamStall, (s) => parseDuration(s, '--grpc-stream-stall')),
+    },
     warnings: transport.warning ? [transport.warning] : [],
   };
   const proofKeyFile = str(o.proofKeyFile);

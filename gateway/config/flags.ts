@@ -6,10 +6,12 @@ import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './defaults.js';
 import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
+import { DEFAULT_STREAM_LIMITS } from '../tls/stream-guard.js';
 
 const d = GATEWAY_DEFAULTS;
 const p = DEFAULT_POLICY;
 const q = DEFAULT_QUERY_LIMITS;
+const st = DEFAULT_STREAM_LIMITS;
 export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-gateway', 'Inflates node allocatable from live usage: agent ingest, admission webhook, query API.', cmd)
   .addOption(flag('--bind-address <ip>', `address every listener binds (default: ${d.bindAddress} with a cluster, 127.0.0.1 in local mode, i.e. no kubeconfig in use)`, 'OVERSELL_BIND_ADDRESS'))
   .addOption(numberFlag('--webhook-port <port>', 'HTTPS port of the admission webhook', 'OVERSELL_WEBHOOK_PORT', String(d.webhookPort)))
@@ -80,6 +82,9 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--query-watches <n>', 'WatchNodes streams a replica serves at once, all callers together', 'OVERSELL_QUERY_WATCHES', String(q.watches), 1))
   .addOption(numberFlag('--query-lists-in-flight <n>', 'ListNodes/ListNodeSummaries answers a replica computes or sends at once (an answer its client does not read stays counted)', 'OVERSELL_QUERY_LISTS_IN_FLIGHT', String(q.listsInFlight), 1))
   .addOption(durationFlag('--query-watch-stall <duration>', 'a WatchNodes client that reads nothing this long while the gateway has something to send is ended (RESOURCE_EXHAUSTED)', 'OVERSELL_QUERY_WATCH_STALL', `${q.watchStallMs / 1000}s`))
+  .addOption(numberFlag('--grpc-streams-per-connection <n>', 'streams of the gRPC services without limits of their own (health Watch, server reflection; not agent streams or WatchNodes) one connection may hold open on a gRPC port; past it, RESOURCE_EXHAUSTED', 'OVERSELL_GRPC_STREAMS_PER_CONNECTION', String(st.perConnection), 1))
+  .addOption(numberFlag('--grpc-streams <n>', 'such streams a gRPC port holds open at once, every connection together (--agent-port: each ingest thread)', 'OVERSELL_GRPC_STREAMS', String(st.total), 1))
+  .addOption(durationFlag('--grpc-stream-stall <duration>', 'a client of any gRPC stream but WatchNodes (agent streams, health Watch, server reflection) that takes no message for this long while one waits for it is ended (RESOURCE_EXHAUSTED)', 'OVERSELL_GRPC_STREAM_STALL', `${st.stallMs / 1000}s`))
   .addOption(flag('--shutdown-drain <duration>', `on SIGTERM, keep answering for this long with /readyz failing and every webhook answer closing its connection, so the API server moves to another replica without a failed review; then stop, within the pod's terminationGracePeriodSeconds (default: ${GATEWAY_DEFAULTS.shutdownDrainMs / 1000}s whenever a kubeconfig is in use, 0s in local mode, where no Service sends reviews)`, 'OVERSELL_SHUTDOWN_DRAIN'))
   .addOption(durationFlag('--warmup <duration>', '/readyz waits this long after start so agents fill the store before webhook traffic arrives', 'OVERSELL_WARMUP', '0s'))
   .addOption(flag('--log-level <level>', 'trace, debug, info, warn, error or silent', 'OVERSELL_LOG_LEVEL', 'info'));

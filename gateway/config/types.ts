@@ -48,6 +48,8 @@ export interface CommonConfig {
   shedding: { loopDelayMs: number; maxSendEveryMs: number; maxSampleEveryMs: number };
   /** What query callers may hold on a replica. */
   queryLimits: { watchesPerCaller: number; watches: number; listsInFlight: number; watchStallMs: number };
+  /** Streams of the gRPC services without limits of their own, per connection and per gRPC port, and how long any stream but WatchNodes may go unread. */
+  grpcStreams: { perConnection: number; total: number; stallMs: number };
   /** Said at start, loudly: settings that are allowed but open something up. */
   warnings: string[];
 }

@@ -1,6 +1,19 @@
 // AgentStream.Report on the gateway: validates each agent stream and hands its
 // samples to the store. A broken or hostile stream ends with a gRPC status; it
 // never throws into the server.
+//
+// Nothing of a stream is read before it is accepted (its token reviewed, and
+// then its hello attached to the store): grpc-js takes a message off the
+// HTTP/2 stream, and decodes it, only when the stream is read, and readGate()
+// holds the reads back until then. The client's bytes wait in the HTTP/2
+// stream, which takes at most its flow-control window (65,535 bytes: Node's
+// default, which grpc-js keeps) before the client has to wait; they are
+// decoded once the stream is accepted, in order. So a stream whose token is
+// under review holds at most 64 KiB, undecoded, however much its client
+// sends, and at most MAX_UNREVIEWED_STREAMS of them wait at once (issue 43:
+// six streams of forged tokens sending 4 MiB messages took the heap from 54
+// to 206 MiB while the API server took 2 s to answer).
+import type { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { AgentMessage__Output } from '../../proto/gen/oversell/v1/AgentMessage.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
@@ -17,7 +30,7 @@ import { AgentSending, type Sending } from './agent-sending.js';
 import { MAX_BATCH_SAMPLES } from './shed.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
-import { checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
+import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -80,11 +93,29 @@ export interface AgentStreamServiceOptions {
   sending?: AgentSending;
   /** Settings.shard_copies, in every welcome and settings message: 0 (default), agents stream to every replica. */
   shardCopies?: number;
+  /** Streams whose token is under review at once, at most (default MAX_UNREVIEWED_STREAMS). */
+  maxUnreviewedStreams?: number;
 }
 
+/**
+ * Streams of one service (one thread: the main thread's, each ingest
+ * thread's) whose token is under review at once, at most; one more is refused
+ * at once (UNAVAILABLE, counted as a throttled refusal), before any review.
+ * Each holds at most the HTTP/2 window, 64 KiB, unread: at most 16 MiB
+ * together. Reviews in flight are fewer (--token-reviews-in-flight, 20 by
+ * default; the others are refused as throttled at once) and a cached token
+ * is answered at once; the rest are streams sharing one token's review, or
+ * waiting for the lookup of their pod's node.
+ */
+export const MAX_UNREVIEWED_STREAMS = 256;
 
-// Messages held per stream before its token is reviewed or its hello attached.
-// An agent sends nothing after hello until welcomed, but replays may be queued.
+/** What a stream's client may send before its stream is read: Node's HTTP/2 stream window, which grpc-js keeps. */
+export const UNREAD_BYTES_PER_STREAM = 65_535;
+
+// Messages held per stream while its reads are held back. None in practice:
+// grpc-js delivers a message only for a read the gate let through, one per
+// read, and the gate closes while handling the message that closes it (the
+// hello); this bounds what a grpc-js that read ahead could leave.
 const WAIT_LIMIT = 16;
 
 // RFC 1123 DNS subdomain, as Kubernetes requires of node names.
@@ -97,6 +128,34 @@ export function isValidNodeName(name: string): boolean {
 let lastStreamId = 0;
 const nextLocalStreamId = () => ++lastStreamId;
 
+/**
+ * Holds back a stream's reads while closed: grpc-js takes the next message
+ * off the HTTP/2 stream only when the stream's _read asks for it (the call's
+ * startRead), one message per ask. Closed, the gate keeps the ask and passes
+ * it on when it opens.
+ */
+export function readGate(stream: Readable): { open(): void; close(): void } {
+  const read = stream._read;
+  let isOpen = false;
+  let asked: number | undefined;
+  stream._read = function gatedRead(this: Readable, size: number) {
+    if (isOpen) read.call(this, size);
+    else asked = size;
+  };
+  return {
+    open() {
+      isOpen = true;
+      if (asked === undefined) return;
+      const size = asked;
+      asked = undefined;
+      read.call(stream, size);
+    },
+    close() {
+      isOpen = false;
+    },
+  };
+}
+
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
   const logRefusal = refusalLog(log);
@@ -107,8 +166,11 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
   const burst = options.replayBurst ?? 200;
   const sending = options.sending ?? new AgentSending(AGENT_SENDING);
   const shardCopies = options.shardCopies ?? 0;
+  const maxUnreviewed = options.maxUnreviewedStreams ?? MAX_UNREVIEWED_STREAMS;
   // Each sample is written here, checked here and handed on from here: the store copies it.
   const row = new Float64Array(sampleRow().width);
+  /** This service's streams whose token is under review now. */
+  let unreviewed = 0;
 
   return {
     Report(call: grpc.ServerDuplexStream<AgentMessage__Output, GatewayMessage>) {
@@ -121,13 +183,17 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       let principal: AgentPrincipal | undefined;
       let expiryTimer: NodeJS.Timeout | undefined;
       let unfollow: (() => void) | undefined;
-      // Messages that arrive while the token is under review, or the hello is
-      // being attached on another thread, wait here, in order.
+      let closed = false;
+      // Nothing is read while the token is under review or the hello is being
+      // attached (on another thread): the client's messages wait unread in the
+      // HTTP/2 stream. A message already read when the gate closed waits here.
+      const gate = readGate(call);
       let waiting: AgentMessage__Output[] | undefined;
       const resume = () => {
         const queued = waiting ?? [];
         waiting = undefined;
         for (const msg of queued) onMessage(msg);
+        if (!ended && !closed && waiting === undefined) gate.open();
       };
 
       const fail = (code: grpc.status, details: string) => {
@@ -146,10 +212,24 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         fail(code, details);
       };
 
+      let reviewing = false;
+      const reviewed = () => {
+        if (!reviewing) return;
+        reviewing = false;
+        unreviewed -= 1;
+      };
       if (options.authenticate) {
+        if (unreviewed >= maxUnreviewed) {
+          // Before any review: the budget of streams waiting for one is spent, as the review budget may be.
+          return refuse('throttled', grpc.status.UNAVAILABLE, `${unreviewed} agent streams already wait for their token review on this gateway thread (at most ${maxUnreviewed}); retry in a few seconds (agents do so on their own)`);
+        }
+        unreviewed += 1;
+        reviewing = true;
         waiting = [];
         options.authenticate(call.metadata.get('authorization')[0]).then(
           (p) => {
+            reviewed();
+            if (ended || closed) return;
             principal = p;
             if (p.expiresAtMs !== undefined) {
               // The stream lives as long as its token: the agent reconnects with the refreshed one.
@@ -166,6 +246,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             resume();
           },
           (err: unknown) => {
+            reviewed();
             const s = authStatus(err);
             refuse(s.failure, s.code, s.details);
           },
@@ -175,7 +256,6 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       const onMessage = (msg: AgentMessage__Output) => {
         if (ended) return;
         if (waiting) {
-          // A client sending before its token is reviewed gets a bounded wait, not a buffer.
           if (waiting.length >= WAIT_LIMIT) return fail(grpc.status.RESOURCE_EXHAUSTED, `${WAIT_LIMIT} messages sent before the stream was accepted (token review or hello pending); wait for welcome`);
           waiting.push(msg);
           return;
@@ -187,6 +267,9 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             return fail(grpc.status.INVALID_ARGUMENT, `node name ${JSON.stringify(nodeName.slice(0, 300))} is not a valid Kubernetes node name`);
           }
           if (!instanceId) return fail(grpc.status.INVALID_ARGUMENT, 'hello.instance_id is empty');
+          // Its strings are kept for as long as the node is, and sent with every query of it.
+          const tooLong = checkHello(msg.hello);
+          if (tooLong) return fail(grpc.status.INVALID_ARGUMENT, `${tooLong}: no host has strings this long (docs/security.md, sane agent data); an agent of this version cuts them`);
           if (principal && principal.node !== nodeName) {
             return refuse('node-mismatch', grpc.status.PERMISSION_DENIED, `${principal.subject} runs on node ${principal.node} and may not report for node ${nodeName}`);
           }
@@ -201,6 +284,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
               if (!ended) call.write({ settings: settingsOf(s) });
             });
           };
+          // Nothing more is read until the store has the stream.
+          gate.close();
           waiting = [];
           store.attach(nodeName, instanceId, msg.hello.host, streamId, supersede).then(
             (lastSeq) => {
@@ -257,8 +342,12 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
         return result === 'not-current-stream' ? result : undefined;
       };
       call.on('data', onMessage);
+      // Without a review, the stream is read at once (local mode).
+      if (!options.authenticate) resume();
 
       const close = () => {
+        closed = true;
+        reviewed();
         clearTimeout(expiryTimer);
         unfollow?.();
         if (node !== undefined) {

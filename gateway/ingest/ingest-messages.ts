@@ -8,6 +8,7 @@ import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
 import type { SampleRefused } from '../store/sample-check.js';
 import type { ConnectionLimits, ConnectionRefusal } from '../tls/grpc-listener.js';
+import type { StreamLimits, StreamRefusal } from '../tls/stream-guard.js';
 
 export interface IngestThreadData {
   bindAddress: string;
@@ -32,6 +33,8 @@ export interface IngestThreadData {
   maxReceiveMessageBytes: number;
   /** Connections the agent port holds at once, and how long one may stay silent. */
   limits: ConnectionLimits;
+  /** Streams of the other services (health) per connection and per thread, and how long any stream may go unread. */
+  streams: StreamLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
   sending?: { maxBatchSamples: number; sendEveryMs: number };
   shardCopies: number;
@@ -55,7 +58,7 @@ export const ROW_STREAM_ID = 0;
 export const ROW_RECEIVED_AT_MS = 1;
 export const ROW_SAMPLE = 2;
 
-export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number] | [kind: 'connection', reason: ConnectionRefusal, n: number];
+export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number] | [kind: 'connection', reason: ConnectionRefusal, n: number] | [kind: 'stream-refused', reason: StreamRefusal, n: number] | [kind: 'stream-ended', service: string, n: number];
 
 export type ToMain =
   | { type: 'listening'; port: number; fd: number }

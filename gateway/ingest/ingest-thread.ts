@@ -17,6 +17,7 @@ import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { duplicateListener } from '../../lib/listener-handle.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
+import { methodPaths, streamGuard } from '../tls/stream-guard.js';
 import { AGENT_SENDING } from '../config/defaults.js';
 import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
 import { AgentSending } from './agent-sending.js';
@@ -50,7 +51,7 @@ const stride = ROW_SAMPLE + width;
 let rows = new Float64Array(256 * stride);
 let rowsUsed = 0;
 const counts = new Map<string, MetricCount>();
-const count = (kind: 'sample' | 'auth' | 'connection', what: string) => {
+const count = (kind: MetricCount[0], what: string) => {
   const key = `${kind}:${what}`;
   const c = counts.get(key);
   if (c) c[2] += 1;
@@ -169,6 +170,13 @@ if (unfixed) log.warn(unfixed);
 const server = new grpc.Server({
   ...GRPC_SERVER_OPTIONS,
   'grpc.max_receive_message_length': data.maxReceiveMessageBytes,
+  // Health/Watch counted per connection and per thread; it and agent streams ended when unread.
+  interceptors: [streamGuard({
+    limits: data.streams,
+    uncounted: methodPaths(oversellV1().AgentStream.service),
+    onRefused: (reason) => count('stream-refused', reason),
+    onEnded: (service) => count('stream-ended', service),
+  })],
 });
 server.addService(oversellV1().AgentStream.service, service);
 new HealthImplementation({ '': 'SERVING', 'oversell.v1.AgentStream': 'SERVING' }).addToServer(server);

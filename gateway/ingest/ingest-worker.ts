@@ -10,6 +10,7 @@ import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { ConnectionLimits } from '../tls/grpc-listener.js';
+import { DEFAULT_STREAM_LIMITS, type StreamLimits } from '../tls/stream-guard.js';
 import { GATEWAY_DEFAULTS } from '../config/defaults.js';
 import type { IngestResult, NodeStore } from '../store/node-store.js';
 import { sampleRow } from '../../wire/sample-row.js';
@@ -46,6 +47,8 @@ export interface IngestWorkerOptions {
   maxReceiveMessageBytes: number;
   /** Connections the agent port holds at once, and how long one may stay silent (default: the gRPC port's). */
   limits?: ConnectionLimits;
+  /** Streams of the other services (health) per connection and per thread, and how long any stream may go unread (default DEFAULT_STREAM_LIMITS). */
+  streams?: StreamLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
   sending?: { maxBatchSamples: number; sendEveryMs: number };
   /** Settings.shard_copies its agents are told (default 0: every replica). */
@@ -87,6 +90,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     ...(options.sending && { sending: options.sending }),
     shardCopies: options.shardCopies ?? 0,
     limits: options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs },
+    streams: options.streams ?? DEFAULT_STREAM_LIMITS,
   };
   const worker = moduleWorker(new URL('./ingest-thread.js', import.meta.url), { workerData: data });
   const send = (m: ToThread) => worker.postMessage(m);
@@ -145,6 +149,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
         for (let i = 0; i < n; i++) {
           if (kind === 'sample') metrics.sampleReceived(what as Parameters<GatewayMetrics['sampleReceived']>[0]);
           else if (kind === 'connection') metrics.connectionRefused('agent', what as Parameters<GatewayMetrics['connectionRefused']>[1]);
+          else if (kind === 'stream-refused') metrics.streamRefused('agent', what as Parameters<GatewayMetrics['streamRefused']>[1]);
+          else if (kind === 'stream-ended') metrics.streamEnded('agent', what);
           else metrics.authRefused('agent-stream', what);
         }
       }

@@ -32,6 +32,7 @@ export class GatewayMetrics {
   readonly #statusWrites: Counter<'result'>;
   readonly #untouched: Counter<'reason'>;
   readonly #forwardsFailed: Counter;
+  readonly #ownersUnanswered: Counter;
   readonly #queryPeersFailed: Counter;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
@@ -89,9 +90,14 @@ export class GatewayMetrics {
       help: 'Sharded (--shard-copies): reviews for a node this replica does not own that no owner answered in time; this replica decided them with what it held (usually no data: the write passed unchanged).',
       registers: [this.registry],
     });
+    this.#ownersUnanswered = new Counter({
+      name: 'oversell_review_owners_unanswered_total',
+      help: 'Sharded (--shard-copies): owners a review was forwarded to that did not answer it, one per owner per review: they failed, or had not answered within their share of the 1 s when another owner answered (the review was decided there) or the 1 s ran out.',
+      registers: [this.registry],
+    });
     this.#queryPeersFailed = new Counter({
       name: 'oversell_query_peers_failed_total',
-      help: 'Sharded (--shard-copies): replicas that did not answer a query in time (one per replica per call); the query was answered without the nodes they hold.',
+      help: 'Sharded (--shard-copies): replicas that did not answer a query in time (one per replica per call): within the 2 s, or within their share of it once the other owners of their nodes had answered, or a watch stream that sent nothing for 2 s before its SYNCED; the query was answered with what the others hold.',
       registers: [this.registry],
     });
     // Sidecar injection has its own series: pod creations must not blur the
@@ -201,6 +207,10 @@ export class GatewayMetrics {
 
   reviewForwardFailed(): void {
     this.#forwardsFailed.inc();
+  }
+
+  reviewOwnersUnanswered(count: number): void {
+    this.#ownersUnanswered.inc(count);
   }
 
   queryPeersFailed(count: number): void {
@@ -346,6 +356,28 @@ export class GatewayMetrics {
 
   connectionRefused(listener: 'grpc' | 'agent' | 'webhook', reason: 'connection-limit' | 'handshake-timeout' | 'preface-timeout'): void {
     this.#connectionsRefused.inc({ listener, reason });
+  }
+
+  readonly #streamRefusals = new Counter({
+    name: 'oversell_grpc_stream_refusals_total',
+    help: 'gRPC streams of services without limits of their own (health Watch, server reflection) refused with RESOURCE_EXHAUSTED, by listener (grpc, agent) and reason (streams-per-connection: the connection holds --grpc-streams-per-connection; streams: the port, or on the agent port the thread, holds --grpc-streams).',
+    labelNames: ['listener', 'reason'],
+    registers: [this.registry],
+  });
+
+  streamRefused(listener: 'grpc' | 'agent', reason: 'streams-per-connection' | 'streams'): void {
+    this.#streamRefusals.inc({ listener, reason });
+  }
+
+  readonly #streamsEnded = new Counter({
+    name: 'oversell_grpc_streams_ended_total',
+    help: 'gRPC streams the gateway ended with RESOURCE_EXHAUSTED because their client took no message for --grpc-stream-stall, by listener (grpc, agent) and service (every service but WatchNodes, counted in oversell_query_watches_ended_total).',
+    labelNames: ['listener', 'service'],
+    registers: [this.registry],
+  });
+
+  streamEnded(listener: 'grpc' | 'agent', service: string): void {
+    this.#streamsEnded.inc({ listener, service });
   }
 
   #tokenReviewStats: { sent: number; inFlight: number } | undefined;

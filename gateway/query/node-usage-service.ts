@@ -16,7 +16,7 @@ import type { RowFilter } from './summary-table.js';
 import { filterOf, holdsUsage, type LocalNodes } from './local-nodes.js';
 import { mergeStatuses, mergeSummaries, type PeerNodes } from './peer-nodes.js';
 import { policyInfos } from './policy-info.js';
-import { streamNodes } from './watch-stream.js';
+import { streamNodes, type WatchSink } from './watch-stream.js';
 import { DEFAULT_QUERY_LIMITS, WatchSlots, type QueryLimits, type QueryRefusal } from './query-limits.js';
 
 export interface NodeUsageServiceOptions {
@@ -89,21 +89,26 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     }
   };
 
+  /** The source of this replica's stand-in stream in a sharded watch (the others are named by their webhook). */
+  const STANDING_IN = 'this replica standing in';
   /**
    * A watch when the gateway shards: this replica streams the nodes it is the
    * first owner of, each other replica its own (peer-plugin.ts), all into the
    * one call, so each node comes from the replica that holds its usage.
    * SYNCED once this replica and each replica asked at the start have synced
    * (or failed); a replica's snapshot after that (it joined, or its stream
-   * was opened again) arrives as updates.
+   * was opened again) arrives as updates. While some replicas cannot be
+   * reached, their nodes come from their next owners (PeerWatchHandlers.standIn):
+   * this replica's among them from a second local stream, stopped (without
+   * REMOVED) when they change; a watch not yet synced waits for those too.
    */
   const watchSharded = (call: grpc.ServerWritableStream<WatchNodesRequest__Output, NodeEvent>, filter: RowFilter, p: NonNullable<typeof peers>, onStalled: (waiting: number | undefined) => void) => {
     let synced = false;
     // The other replicas' streams wait, paused, while the client is behind; as long as it reads nothing, the watch ends as the local one would.
     let behind: NodeJS.Timeout | undefined;
     const waitingFor = new Set<string>(['']);
-    const arrived = (from: string) => {
-      waitingFor.delete(from);
+    const arrived = (from?: string) => {
+      if (from !== undefined) waitingFor.delete(from);
       if (synced || waitingFor.size > 0) return;
       synced = true;
       call.write({ type: 'SYNCED' });
@@ -116,11 +121,38 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       behind = setTimeout(() => onStalled(undefined), limits.watchStallMs);
       behind.unref();
     };
+    /** The stand-ins now open, this replica's (STANDING_IN) and the other replicas'; how to stop this replica's. */
+    let standIns: readonly string[] = [];
+    let stopStandIn: (() => void) | undefined;
+    const sink = (from: string): WatchSink => ({
+      write: (event: NodeEvent) => pass(from, event),
+      get writableNeedDrain() {
+        return call.writableNeedDrain;
+      },
+      on: (event, listener) => call.on(event, listener),
+      off: (event, listener) => call.off(event, listener),
+    });
     const remote = p.nodes.watch(call.request, {
       event: pass,
       failed: (from, why) => {
         p.onFailed([`${from}: watch stream: ${why}`]);
         arrived(from);
+      },
+      standIn: (unreachable, opened) => {
+        stopStandIn?.();
+        stopStandIn = undefined;
+        for (const from of standIns) waitingFor.delete(from);
+        standIns = unreachable.size > 0 ? [STANDING_IN, ...opened] : [];
+        if (!synced) for (const from of standIns) waitingFor.add(from);
+        if (unreachable.size > 0) {
+          stopStandIn = streamNodes({
+            store, status, stallMs: limits.watchStallMs, onStalled,
+            filter: (r, policy) => p.nodes.standsIn(r.name, unreachable) && filter(r, policy),
+            sink: sink(STANDING_IN),
+            refilterOn: (refilter) => p.nodes.onMembersChange(refilter),
+          });
+        }
+        arrived();
       },
     });
     for (const from of remote.initial) waitingFor.add(from);
@@ -133,19 +165,13 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
     const stopLocal = streamNodes({
       store, status, stallMs: limits.watchStallMs, onStalled,
       filter: (r, policy) => p.nodes.streams(r.name) && filter(r, policy),
-      sink: {
-        write: (event: NodeEvent) => pass('', event),
-        get writableNeedDrain() {
-          return call.writableNeedDrain;
-        },
-        on: (event, listener) => call.on(event, listener),
-        off: (event, listener) => call.off(event, listener),
-      },
+      sink: sink(''),
       refilterOn: (refilter) => p.nodes.onMembersChange(refilter),
     });
     return () => {
       clearTimeout(behind);
       stopLocal();
+      stopStandIn?.();
       remote.close();
       call.off('drain', resume);
     };

@@ -24,6 +24,8 @@ export interface PeerNodes {
   summaries(request: NodeFilterRequest): Promise<FromPeers<NodeSummaries__Output>>;
   /** Whether this replica streams the node in a watch: each node comes from one replica. */
   streams(node: string): boolean;
+  /** Whether this replica streams the node in a watch in place of the replicas it cannot reach (`unreachable`, as PeerWatchHandlers.standIn names them). */
+  standsIn(node: string, unreachable: ReadonlySet<string>): boolean;
   /** Calls `listener` when the replicas change (and with them which nodes each streams); returns how to stop. */
   onMembersChange(listener: () => void): () => void;
   /** A watch at every other replica, each streaming its own nodes; opened at replicas listed later too. */
@@ -33,12 +35,25 @@ export interface PeerNodes {
 export interface PeerWatchHandlers {
   /** An event of replica `from`'s stream, as it sent it (its SNAPSHOTs, SYNCED, then changes). */
   event(from: string, event: NodeEvent__Output): void;
-  /** Replica `from`'s stream could not open or ended; it is opened again in a second while the replica is listed. */
+  /**
+   * Replica `from`'s stream could not open, ended, or sent nothing for the
+   * deadline before its SYNCED; it is opened again in a second while the
+   * replica is listed, and until it syncs the replica is unreachable.
+   */
   failed(from: string, why: string): void;
+  /**
+   * The replicas this watch cannot reach changed (`unreachable`, member keys;
+   * empty when all can be reached again): until the next change, the nodes
+   * they stream are streamed in their place by their next owners, this
+   * replica (standsIn) and the streams `opened` (sources of events, like the
+   * replicas'), which replace those of the last change. Called before the
+   * failure that caused it, so that a watch not yet synced waits for them.
+   */
+  standIn(unreachable: ReadonlySet<string>, opened: readonly string[]): void;
 }
 
 export interface PeerWatch {
-  /** The replicas asked at the start: a watch is synced once each has sent SYNCED or failed. */
+  /** The replicas asked at the start: a watch is synced once each, and each stand-in opened before then, has sent SYNCED or failed. */
   readonly initial: readonly string[];
   /** Stops reading the replicas while the caller's reader is behind. */
   pause(): void;

@@ -54,9 +54,13 @@ export class PeerClient {
     this.#credentials = credentials;
   }
 
-  /** POSTs `body` to `hostPort`'s `path`; the answer's bytes if it is 200, else an error saying why. */
-  post(hostPort: string, path: string, body: Buffer, o: { timeoutMs: number; headers: Record<string, string> }): Promise<Buffer> {
+  /**
+   * POSTs `body` to `hostPort`'s `path`; the answer's bytes if it is 200, else
+   * an error saying why. `signal` ends the request early (another owner answered).
+   */
+  post(hostPort: string, path: string, body: Buffer, o: { timeoutMs: number; headers: Record<string, string>; signal?: AbortSignal }): Promise<Buffer> {
     return new Promise((resolve, reject) => {
+      if (o.signal?.aborted) return reject(new Error('not needed any more'));
       const req = this.#request(hostPort, path, body, o.headers, o.timeoutMs, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -68,7 +72,12 @@ export class PeerClient {
         res.on('error', reject);
       });
       const timer = setTimeout(() => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)), o.timeoutMs);
-      req.on('close', () => clearTimeout(timer));
+      const abort = () => req.destroy(new Error('not needed any more'));
+      o.signal?.addEventListener('abort', abort, { once: true });
+      req.on('close', () => {
+        clearTimeout(timer);
+        o.signal?.removeEventListener('abort', abort);
+      });
       req.on('error', reject);
     });
   }
@@ -76,7 +85,8 @@ export class PeerClient {
   /**
    * POSTs `body` and hands the 200 answer's bytes to `onData` as they come,
    * for as long as the peer streams; `onEnd` once, with why when it was not
-   * a clean end. No deadline: a watch may stay quiet.
+   * a clean end. No deadline here: a watch may stay quiet once synced, and
+   * the caller bounds how long it waits for the SYNCED (peer-queries.ts).
    */
   stream(hostPort: string, path: string, body: Buffer, o: { headers: Record<string, string>; onData: (chunk: Buffer) => void; onEnd: (err?: Error) => void }): PeerStream {
     let ended = false;
@@ -141,11 +151,13 @@ export class PeerClient {
     const { cert, key } = this.#credentials();
     if (this.#agents?.cert !== cert) {
       // Connections of the old certificate end as they would (idle or closed by their peer); streams on them go on.
-      // The chain is checked by the pin in #request(), not by a CA.
+      // The chain is checked by the pin in #request(), not by a CA. No TLS session is resumed: a resumed
+      // handshake carries no certificate, so a second connection to a peer (a stream opened again, a
+      // request while another holds the kept-alive socket) would fail the pin.
       this.#agents = {
         cert,
-        requests: new https.Agent({ keepAlive: true, maxSockets: 64, rejectUnauthorized: false, cert, key }),
-        streams: new https.Agent({ keepAlive: false, rejectUnauthorized: false, cert, key }),
+        requests: new https.Agent({ keepAlive: true, maxSockets: 64, maxCachedSessions: 0, rejectUnauthorized: false, cert, key }),
+        streams: new https.Agent({ keepAlive: false, maxCachedSessions: 0, rejectUnauthorized: false, cert, key }),
       };
     }
     return this.#agents;

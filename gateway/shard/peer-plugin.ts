@@ -24,8 +24,13 @@ export interface PeerPluginOptions {
   local: LocalNodes;
   /** The serving certificate (PEM) this replica presents now: callers must present the same. */
   certificate: () => string;
-  /** Which nodes this replica streams in a watch (each node from one replica), and how long a reader may stall. */
-  watch: { streams: (node: string) => boolean; onMembersChange: (listener: () => void) => () => void; stallMs: number };
+  /**
+   * Which nodes this replica streams in a watch (each node from one replica):
+   * those it first-owns, or, asked to stand in for replicas the caller cannot
+   * reach (member keys), those it streams in their place (ShardView.standsIn);
+   * and how long a reader may stall.
+   */
+  watch: { streams: (node: string, standingInFor?: ReadonlySet<string>) => boolean; onMembersChange: (listener: () => void) => () => void; stallMs: number };
   /** With the metrics API: what metrics.k8s.io finds here, for the replica a `kubectl top` or an HPA reached. */
   metrics?: { reader: MetricsReader; now: () => number };
 }
@@ -35,7 +40,11 @@ const MAX_NAMES = 1000;
 
 export interface PeerRequest extends NodeFilterRequest {
   names?: string[];
+  /** A watch's: the replicas (member keys) the caller cannot reach, whose first-owned nodes this replica streams if it owns them next. */
+  standInFor?: string[];
 }
+
+const strings = (v: unknown): v is string[] => Array.isArray(v) && v.length <= MAX_NAMES && v.every((n) => typeof n === 'string');
 
 /** The body as a MetricsQuery, or why it is not one. */
 function metricsQuery(body: unknown): MetricsQuery | string {
@@ -50,11 +59,11 @@ function metricsQuery(body: unknown): MetricsQuery | string {
 /** The body as a PeerRequest, or why it is not one. */
 function peerRequest(body: unknown): PeerRequest | string {
   if (!isObject(body)) return 'the body must be a JSON object';
-  const { labelSelector = '', policy = '', names } = body;
+  const { labelSelector = '', policy = '', names, standInFor } = body;
   if (typeof labelSelector !== 'string' || typeof policy !== 'string') return 'labelSelector and policy must be strings';
-  if (names === undefined) return { labelSelector, policy };
-  if (!Array.isArray(names) || names.length > MAX_NAMES || !names.every((n) => typeof n === 'string')) return `names must be an array of at most ${MAX_NAMES} strings`;
-  return { labelSelector, policy, names: names as string[] };
+  if (names !== undefined && !strings(names)) return `names must be an array of at most ${MAX_NAMES} strings`;
+  if (standInFor !== undefined && !strings(standInFor)) return `standInFor must be an array of at most ${MAX_NAMES} strings`;
+  return { labelSelector, policy, ...(names !== undefined && { names }), ...(standInFor !== undefined && { standInFor }) };
 }
 
 export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Promise<void> {
@@ -91,9 +100,12 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
   });
 
   // A watch streams the nodes this replica is the first owner of, with usage or not: each node from one replica.
+  // Asked to stand in for replicas the caller cannot reach, the nodes it streams in their place instead.
   app.post(PEER_PATHS.watch, async (request, reply) => {
-    const a = asked(request, reply, (r) => o.watch.streams(r.name));
+    let standingInFor: ReadonlySet<string> | undefined;
+    const a = asked(request, reply, (r) => o.watch.streams(r.name, standingInFor));
     if (!a) return reply;
+    if (a.req.standInFor) standingInFor = new Set(a.req.standInFor);
     reply.hijack();
     const res = reply.raw;
     // A watch may stay quiet for as long as nothing changes: not an idle connection to close.

@@ -57,6 +57,18 @@ export class ShardView {
     return this.#members.size === 0 || this.isFirstOwner(node);
   }
 
+  /**
+   * Whether this replica streams the node in a watch in place of replicas the
+   * watching one cannot reach (`unreachable`, member keys): the node's first
+   * owner is one of them, and this replica is its first owner that is not.
+   */
+  standsIn(node: string, unreachable: ReadonlySet<string>): boolean {
+    const owners = this.#owners.of(node);
+    if (owners[0] === undefined || !unreachable.has(owners[0])) return false;
+    const stand = owners.find((k) => !unreachable.has(k));
+    return stand !== undefined && this.isSelf(stand);
+  }
+
   /** Whether this replica is the node's first owner: the one that lowers it and keeps its history. */
   isFirstOwner(node: string): boolean {
     const first = this.#owners.of(node)[0];

@@ -23,15 +23,24 @@
 // - per-pod usage, when sent, within the same bounds as the node's, and so
 //   each of its containers' (at most 64 a pod: the kubelet runs a few, and a
 //   forged report must not make the store keep thousands; ids 64 hex digits,
-//   the runtime's, which the gateway later matches to the pod's status).
+//   the runtime's, which the gateway later matches to the pod's status); a
+//   pod's uid at most 64 characters, its QoS class at most 16;
+// - at most 1,024 pods and 4,096 containers in one sample
+//   (wire/agent-bounds.ts says why): the store keeps each node's newest pod
+//   report, and a forged one of 20,000 pods grew the heap by about 40 MiB.
+//
+// A hello is checked by checkHello() (its strings within HELLO_BOUNDS): the
+// store keeps its host facts, and every query of the node returns them.
+import type { Hello__Output } from '../../proto/gen/oversell/v1/Hello.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
+import { HELLO_BOUNDS, POD_BOUNDS } from '../../wire/agent-bounds.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 
 export type SampleRefusal =
   | 'not-finite' | 'negative' | 'timestamp-implausible' | 'capacity-implausible' | 'no-capacity'
-  | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid';
+  | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid' | 'too-many-pods';
 
 /** What became of a refused sample: its seq was taken (the agent must not send it again), nothing else was stored. */
 export type SampleRefused = `refused-${SampleRefusal}`;
@@ -44,7 +53,7 @@ export const SAMPLE_BOUNDS = {
   memoryUsageOverCapacity: 1.1,
   requestsOverCapacity: 128,
   maxPressure: 100,
-  maxContainersPerPod: 64,
+  ...POD_BOUNDS,
 } as const;
 
 const CONTAINER_ID = /^[0-9a-f]{64}$/;
@@ -118,14 +127,45 @@ export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
     const memory = Number(u.memoryWorkingSetBytes);
     return cpu >= 0 && memory >= 0 && cpu <= maxCpu && memory <= maxMemory;
   };
+  // Counted before anything is read of them: a forged report may hold tens of thousands.
+  if (sample.pods.length > SAMPLE_BOUNDS.maxPodsPerSample) return 'too-many-pods';
+  let containerCount = 0;
+  for (const pod of sample.pods) containerCount += pod.containers?.length ?? 0;
+  if (containerCount > SAMPLE_BOUNDS.maxContainersPerSample) return 'too-many-pods';
   for (const pod of sample.pods) {
     if (!within(pod)) return 'pod-usage-invalid';
+    // Strings: every byte of them is kept, and shown by every query of the node.
+    if ((pod.uid ?? '').length > SAMPLE_BOUNDS.maxPodUidLength || (pod.qosClass ?? '').length > SAMPLE_BOUNDS.maxQosClassLength) return 'pod-usage-invalid';
     // A container is part of its pod's usage: refused under the pod's reason.
     const containers = pod.containers ?? [];
     if (containers.length > SAMPLE_BOUNDS.maxContainersPerPod) return 'pod-usage-invalid';
     for (const c of containers) {
       if (!CONTAINER_ID.test(c.containerId) || !within(c)) return 'pod-usage-invalid';
     }
+  }
+  return undefined;
+}
+
+/** The snake_case field of each bounded hello string, for the refusal's words. */
+const HELLO_FIELDS: ReadonlyArray<[keyof typeof HELLO_BOUNDS, string, (h: Hello__Output) => string | undefined]> = [
+  ['instanceId', 'hello.instance_id', (h) => h.instanceId],
+  ['agentVersion', 'hello.agent_version', (h) => h.agentVersion],
+  ['cpuModel', 'hello.host.cpu_model', (h) => h.host?.cpuModel],
+  ['os', 'hello.host.os', (h) => h.host?.os],
+  ['kernel', 'hello.host.kernel', (h) => h.host?.kernel],
+  ['cgroupMode', 'hello.host.cgroup_mode', (h) => h.host?.cgroupMode],
+  ['cgroupDriver', 'hello.host.cgroup_driver', (h) => h.host?.cgroupDriver],
+];
+
+/**
+ * Why a hello must not be taken (its first string past HELLO_BOUNDS, in
+ * words), or undefined when it may. The node name is checked apart (a
+ * Kubernetes node name, at most 253 characters).
+ */
+export function checkHello(hello: Hello__Output): string | undefined {
+  for (const [bound, field, read] of HELLO_FIELDS) {
+    const length = read(hello)?.length ?? 0;
+    if (length > HELLO_BOUNDS[bound]) return `${field} is ${length} characters long; at most ${HELLO_BOUNDS[bound]}`;
   }
   return undefined;
 }
@@ -157,7 +197,7 @@ export function refusalLog(log: Logger): (node: string, result: SampleRefused) =
     if (once.take(`${node}\u0000${result}`)) {
       log.warn(
         { node, reason: result.slice('refused-'.length) },
-        'agent sample refused and not stored (implausible numbers; docs/security.md, sane agent data); the stream stays up and the sample is acknowledged: check the agent and the clock on that node',
+        'agent sample refused and not stored (implausible numbers, or more pods, containers or characters than any node has; docs/security.md, sane agent data); the stream stays up and the sample is acknowledged: check the agent and the clock on that node',
       );
     }
   };

@@ -42,6 +42,7 @@ export async function startTestGateway(
     proofKey?: Buffer;
     connections?: GatewayOptions['connections'];
     queryLimits?: GatewayOptions['queryLimits'];
+    grpcStreams?: GatewayOptions['grpcStreams'];
     agentSending?: GatewayOptions['agentSending'];
     /** Load shedding; off unless asked for: a busy test host must not refuse other tests' queries. */
     shedding?: GatewayOptions['shedding'];
@@ -69,6 +70,7 @@ export async function startTestGateway(
     ...(over.proofKey && { proofKey: over.proofKey }),
     ...(over.connections && { connections: over.connections }),
     ...(over.queryLimits && { queryLimits: over.queryLimits }),
+    ...(over.grpcStreams && { grpcStreams: over.grpcStreams }),
     ...(over.agentSending && { agentSending: over.agentSending }),
     ...(over.shard && { shard: over.shard }),
     shedding: over.shedding ?? { loopDelayMs: 0, maxSendEveryMs: 0 },

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
@@ -246,6 +246,128 @@ describe('three sharded replicas', () => {
       }
     } finally {
       outsider.shard!.set(membersOf(gateways));
+    }
+  });
+
+  // Issue 43: a replica that is listed but does not answer (stopped, GC-stalled,
+  // partitioned) until its readiness changes. Here a TCP server that accepts and
+  // never speaks, listed as the first owner of the node, whose second owner is a
+  // real replica holding its data.
+  describe('with a hung replica listed as the node\'s first owner', () => {
+    let hung: { member: ShardMember; close: () => Promise<void> };
+    let second: TestGateway;
+    const withHung = () => [...membersOf(gateways), hung.member];
+
+    before(async () => {
+      const sockets = new Set<Socket>();
+      const server = createTcpServer((socket) => {
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const real = gateways.map(keyOf);
+      // A key the node hashes highest: the hung replica is its first owner, the real replicas' first owner its second.
+      let key = '';
+      for (let i = 1; !key; i++) if (owners(FIXTURE_NODE, [...real, `10.255.0.${i}:50052`], COPIES)[0] === `10.255.0.${i}:50052`) key = `10.255.0.${i}:50052`;
+      hung = {
+        member: { key, webhook: `127.0.0.1:${(server.address() as AddressInfo).port}` },
+        close: async () => {
+          for (const s of sockets) s.destroy();
+          await new Promise((r) => server.close(r));
+        },
+      };
+      second = gateways.find((gw) => keyOf(gw) === owners(FIXTURE_NODE, real, COPIES)[0])!;
+      assert.deepEqual(owners(FIXTURE_NODE, withHung().map((m) => m.key), COPIES), [key, keyOf(second)]);
+      for (const gw of gateways) gw.shard!.set(withHung());
+      // Fresh data at both real owners (the agent streams to them), so the second owner decides with it.
+      const cpu = 777;
+      agents!.push(nodeSample(Date.now(), { cpuUsageMillicores: cpu }));
+      await eventually(() => (ownerSet.every((gw) => gw.store.get(FIXTURE_NODE)?.latest?.cpuUsageMillicores === cpu) ? true : undefined), 10_000, 'both real owners hold the new sample');
+    });
+    after(async () => {
+      for (const gw of gateways) gw.shard!.set(membersOf(gateways));
+      await hung?.close();
+    });
+
+    it('a review forwarded to owners [hung, healthy] comes back patched by the healthy one, well within the deadline', async () => {
+      const before = await outsider.metrics.exposition();
+      const started = performance.now();
+      const res = await postHttps(outsider, '/mutate/nodes', JSON.stringify(kubeletReview()));
+      const ms = performance.now() - started;
+      assert.equal(res.status, 200);
+      const ops = patchOf(res.json() as { response: { patch?: string } });
+      assert.ok(ops.some((op) => op.path === '/status/allocatable/cpu'), `patched with the second owner's data: ${res.body}`);
+      assert.ok(ms < 600, `answered in ${Math.round(ms)} ms: the hung owner had only its share of the 1 s`);
+      log.info({ ms: Math.round(ms) }, 'forwarded review with a hung first owner');
+      const after = await outsider.metrics.exposition();
+      const count = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+      assert.equal(count(after, 'oversell_review_owners_unanswered_total') - count(before, 'oversell_review_owners_unanswered_total'), 1, 'the hung owner counted');
+      assert.equal(count(after, 'oversell_review_forwards_failed_total'), count(before, 'oversell_review_forwards_failed_total'), 'not a failed forward');
+    });
+
+    it('GetNode asks the other owner when the first does not answer, and a list does not wait the whole deadline for it', async () => {
+      const client = queryClient(outsider.ports.grpc);
+      try {
+        let started = performance.now();
+        const got = await getNode(client, FIXTURE_NODE);
+        const getMs = performance.now() - started;
+        assert.equal(got.latest?.cpuUsageMillicores, 777, 'the second owner\'s sample');
+        assert.ok(getMs < 1500, `answered in ${Math.round(getMs)} ms, inside the 2 s the hung owner would have taken`);
+        started = performance.now();
+        const listed = (await listNodes(client)).find((n) => n.name === FIXTURE_NODE);
+        const listMs = performance.now() - started;
+        assert.equal(listed?.latest?.cpuUsageMillicores, 777, 'listed with the second owner\'s sample');
+        assert.ok(listMs < 1500, `listed in ${Math.round(listMs)} ms: every node has an owner that answered, so the hung one gets a share, not the 2 s`);
+        log.info({ getMs: Math.round(getMs), listMs: Math.round(listMs) }, 'GetNode and ListNodes with a hung first owner');
+        assert.match(await outsider.metrics.exposition(), /oversell_query_peers_failed_total [1-9]/);
+      } finally {
+        client.close();
+      }
+    });
+
+    it('WatchNodes syncs without the hung replica, with its nodes from their second owner, then their changes', async () => {
+      const client = queryClient(outsider.ports.grpc);
+      const started = performance.now();
+      const watch = collectWatch(client);
+      try {
+        const synced = await eventually(() => (watch.events.some((e) => e.type === 'SYNCED') ? watch.events.slice() : undefined), 6000, 'the watch synced without the hung replica');
+        const ms = performance.now() - started;
+        assert.ok(ms < 4000, `synced in ${Math.round(ms)} ms`);
+        log.info({ ms: Math.round(ms) }, 'WatchNodes synced with a hung replica listed');
+        const snapshot = synced.slice(0, synced.findIndex((e) => e.type === 'SYNCED'));
+        const ofNode = snapshot.filter((e) => e.node?.name === FIXTURE_NODE);
+        assert.equal(ofNode.length, 1, `the hung replica's node once in the snapshot, from its second owner: ${JSON.stringify(snapshot.map((e) => e.node?.name))}`);
+        assert.equal(ofNode[0]!.node?.latest?.cpuUsageMillicores, 777);
+        const cpu = 4567;
+        agents!.push(nodeSample(Date.now(), { cpuUsageMillicores: cpu }));
+        await eventually(() => (watch.events.some((e) => e.type === 'UPDATED' && e.node?.name === FIXTURE_NODE && e.node.latest?.cpuUsageMillicores === cpu) ? true : undefined), 10_000, 'the node\'s change, from its second owner');
+        // The hung replica leaves: its stand-ins close without a word, and the node's new first owner re-sends it.
+        const mark = watch.events.length;
+        for (const gw of gateways) gw.shard!.set(membersOf(gateways));
+        await eventually(() => (watch.events.slice(mark).some((e) => e.type === 'UPDATED' && e.node?.name === FIXTURE_NODE) ? true : undefined), 10_000, 'the node re-sent by its first owner');
+        assert.ok(!watch.events.slice(mark).some((e) => e.type === 'REMOVED'), 'never removed: it still has owners');
+      } finally {
+        watch.cancel();
+        client.close();
+      }
+    });
+  });
+
+  it('requests at once to one peer each see its certificate: no TLS session is resumed without one', async () => {
+    const ours = await generateServingCertificate(['localhost']);
+    // Slow enough that the requests overlap: each after the first opens a connection of its own.
+    const peer = createServer({ cert: ours.cert, key: ours.key }, (_req, res) => setTimeout(() => res.end('{"ok":true}'), 50));
+    await new Promise<void>((r) => peer.listen(0, '127.0.0.1', r));
+    const client = new PeerClient(() => ours);
+    try {
+      const webhook = `127.0.0.1:${(peer.address() as AddressInfo).port}`;
+      const post = () => client.post(webhook, '/mutate/nodes', Buffer.from('{}'), { timeoutMs: 2000, headers: {} }).then(String, (err: Error) => err.message);
+      assert.equal(await post(), '{"ok":true}');
+      assert.deepEqual(await Promise.all([post(), post(), post()]), Array(3).fill('{"ok":true}'), 'a resumed session presents no certificate, so the pin would refuse it');
+    } finally {
+      client.close();
+      peer.closeAllConnections();
+      peer.close();
     }
   });
 
