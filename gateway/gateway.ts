@@ -37,6 +37,8 @@ import { nodeUsageDefinition, nodeUsageService } from './query/node-usage-servic
 import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
+import { ReliefActor } from './act/relief-actor.js';
+import { PodFactsStore } from './store/pod-facts.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/list-watch.js';
@@ -456,7 +458,9 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   const { policies } = s.options;
   const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = cluster;
   const parts: Part[] = [];
-  const stores = { ...(cluster.watchBoundPods !== false && { requests: bound }), ...(directory && { directory }) };
+  // Relief needs each bound pod's tier facts, from the same watch as its requests.
+  const podFacts = cluster.watchBoundPods !== false ? new PodFactsStore() : undefined;
+  const stores = { ...(cluster.watchBoundPods !== false && { requests: bound }), ...(directory && { directory }), ...(podFacts && { facts: podFacts }) };
   if (stores.requests || stores.directory) {
     let boundPods: Watching | undefined;
     parts.push({
@@ -498,6 +502,14 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   });
   // The writer listens for the lease before the lease runs: it hears the first leadership.
   parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
+  if (podFacts) {
+    // The replica that lowers a node relieves it, and only an opted-in node.
+    const relief = new ReliefActor({
+      kubeConfig, store, pods: podFacts, policies, metrics, log, now,
+      relieves: (node) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader),
+    });
+    parts.push({ name: 'relief', start: () => relief.start(), close: () => relief.stop() });
+  }
   if (cluster.historySnapshotEveryMs) {
     const histories = new HistorySnapshots({
       kubeConfig, namespace: leaseNamespace, store, nodes, lease, log, everyMs: cluster.historySnapshotEveryMs,

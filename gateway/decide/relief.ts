@@ -52,6 +52,8 @@ export interface ReliefInput {
   skip: ReadonlySet<string>;
   /** Evictions this node may still have this minute. */
   allowance: number;
+  /** Usage already freed by this relief's evictions (the sample still shows it): counted towards the need, not against the line. */
+  freedBytes?: number;
   policy: ReliefPolicy;
 }
 
@@ -66,7 +68,8 @@ export interface ReliefPlan {
 export function planRelief(input: ReliefInput): ReliefPlan {
   const { memoryCapacityBytes: cap, memoryWorkingSetBytes: used, policy } = input;
   if (!(cap > 0) || !(used > policy.memoryLine * cap)) return { needBytes: 0, victims: [] };
-  const needBytes = Math.ceil(used - policy.calmLine * cap);
+  const needBytes = Math.ceil(used - policy.calmLine * cap - (input.freedBytes ?? 0));
+  if (needBytes <= 0) return { needBytes: 0, victims: [] };
   const eligible = input.candidates.filter((c) => c.tier.tier === 'unprotected' && !input.skip.has(c.uid)).sort(reliefOrder);
   const victims: ReliefCandidate[] = [];
   let freed = 0;

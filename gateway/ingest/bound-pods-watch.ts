@@ -15,18 +15,21 @@ import type { Logger } from '../../lib/log.js';
 import { admittedByKubelet, boundAtMs, holdsResources, podRequests } from '../../lib/pod-requests.js';
 import type { BoundRequests } from '../store/bound-requests.js';
 import { directoryPod, type DirectoryPod, type PodDirectory } from '../store/pod-directory.js';
+import { podFacts, type PodFacts, type PodFactsStore } from '../store/pod-facts.js';
 
 const BOUND = 'spec.nodeName!=';
 const PAGE = 500;
 
 type Requests = { node: string; cpuMillicores: number; memoryBytes: number; holds: boolean; boundAtMs: number; admitted: boolean };
 /** What the stores keep of one pod: its requests, and its names while it may have usage (not Succeeded or Failed: its cgroups are gone). */
-type Reduced = { uid: string; requests?: Requests; named?: DirectoryPod };
+type Reduced = { uid: string; requests?: Requests; named?: DirectoryPod; facts?: PodFacts };
 
-/** Where the bound pods go: either store may be left out. */
+/** Where the bound pods go: any store may be left out. */
 export interface BoundPodStores {
   requests?: BoundRequests;
   directory?: PodDirectory;
+  /** Relief's view (act/relief-actor.ts): pods that may hold memory, with their tier's facts. */
+  facts?: PodFactsStore;
 }
 
 /** A pod's node and requests. Requests that do not parse count as nothing. */
@@ -49,11 +52,12 @@ function reduce(pod: V1Pod, stores: BoundPodStores, log: Logger): Reduced | unde
   if (!uid || !node) return undefined;
   const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
   const named = stores.directory && !finished ? directoryPod(pod) : undefined;
-  return { uid, ...(stores.requests && { requests: requestsOf(pod, node, log) }), ...(named && { named }) };
+  const facts = stores.facts && !finished ? podFacts(pod, log) : undefined;
+  return { uid, ...(stores.requests && { requests: requestsOf(pod, node, log) }), ...(named && { named }), ...(facts && { facts }) };
 }
 
 export async function watchBoundPods(source: KubeConfig | KubeConnection, stores: BoundPodStores, log: Logger, backoff?: BackoffOptions): Promise<Watching> {
-  const { requests, directory } = stores;
+  const { requests, directory, facts } = stores;
   const watch = new ListWatch<V1Pod, Reduced>({
     connection: 'server' in source ? source : kubeConfigConnection(source),
     path: '/api/v1/pods',
@@ -64,6 +68,7 @@ export async function watchBoundPods(source: KubeConfig | KubeConnection, stores
       replace: (pods) => {
         requests?.replaceAll(pods.flatMap((p) => (p.requests?.holds ? [{ uid: p.uid, ...p.requests }] : [])));
         directory?.replaceAll(pods.flatMap((p) => (p.named ? [p.named] : [])));
+        facts?.replaceAll(pods.flatMap((p) => (p.facts ? [p.facts] : [])));
         log.info({ pods: pods.length, ...(requests && { holdingResources: requests.podCount }), ...(directory && { named: directory.size }) }, 'bound pods listed: bound requests now come from the API server');
       },
       apply: (type, p) => {
@@ -75,6 +80,10 @@ export async function watchBoundPods(source: KubeConfig | KubeConnection, stores
           // A pod that finished stays bound but has no usage any more: it leaves the directory as if deleted.
           if (type === 'DELETED' || !p.named) directory.delete(p.uid);
           else directory.set(p.named);
+        }
+        if (facts) {
+          if (type === 'DELETED' || !p.facts) facts.delete(p.uid);
+          else facts.set(p.facts);
         }
       },
     },

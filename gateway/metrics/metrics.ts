@@ -347,6 +347,17 @@ export class GatewayMetrics {
     this.#webhookRefused.inc({ reason });
   }
 
+  readonly #relief = startingAtZero(new Counter({
+    name: 'oversell_relief_total',
+    help: 'Relief: pods oversell asked the Eviction API to evict because their node\'s memory crossed the relief line, by result (evicted; blocked: a PodDisruptionBudget refused, the next pod was taken; dry-run: a DryRun policy, nothing evicted; failed; rate-limited: the cluster-wide rate was spent). Never a protected pod.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  }), ['evicted', 'blocked', 'dry-run', 'failed', 'rate-limited'].map((result) => ({ result })));
+
+  relief(result: 'evicted' | 'blocked' | 'dry-run' | 'failed' | 'rate-limited'): void {
+    this.#relief.inc({ result });
+  }
+
   readonly #connectionsRefused = new Counter({
     name: 'oversell_connections_refused_total',
     help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',

@@ -293,7 +293,7 @@ function verifyGatewayPolicies(label, objects) {
   if (events) {
     const rules = events.policy.spec.matchConstraints?.resourceRules ?? [];
     check(events.where, rules.length === 2 && rules.every((r) => r.resources?.join() === 'events' && r.operations?.join() === 'CREATE,UPDATE') && rules.map((r) => r.apiGroups?.join()).sort().join() === ',events.k8s.io', 'matches CREATE and UPDATE of events in both groups');
-    for (const must of ["object.involvedObject.kind == 'Node'", "object.reason == 'BoundRequestsOverCap'", "object.source.component == 'oversell-gateway'", "object.reportingComponent == 'oversell.io/gateway'", "request.resource.group == ''"]) {
+    for (const must of ["object.involvedObject.kind == 'Node'", "object.reason in ['BoundRequestsOverCap', 'PodRelieved']", "object.source.component == 'oversell-gateway'", "object.reportingComponent == 'oversell.io/gateway'", "request.resource.group == ''"]) {
       check(events.where, events.cel.includes(must), `does not check ${must}`);
     }
   }

@@ -263,6 +263,7 @@ describe('the gateway bound down to fields and names on the real API server (Val
         };
         const event = (body: typeof own | Record<string, unknown>) => outcome(() => gw.createNamespacedEvent({ namespace: 'default', body: body as typeof own, dryRun: 'All' }));
         assert.deepEqual(await event(own), { ok: true }, 'the status writer\'s own Event (gateway/act/status-writer.ts)');
+        assert.deepEqual(await event({ ...own, reason: 'PodRelieved', message: 'oversell evicted apps/batch-1 through the Eviction API' }), { ok: true }, 'relief\'s own Event (gateway/act/relief-actor.ts)');
         for (const [what, body] of [
           ['an Event on a Pod', { ...own, involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: 'default', name: 'web-1' } }],
           ['an Event in the kubelet\'s name', { ...own, reason: 'Killing', source: { component: 'kubelet', host: 'node-a' }, reportingComponent: 'kubelet' }],
@@ -272,7 +273,7 @@ describe('the gateway bound down to fields and names on the real API server (Val
           assert.equal(r.ok, false, `the gateway could create ${what}`);
           if (!r.ok) {
             assert.equal(r.code, 403, r.message);
-            assert.match(r.message, /may write only Warning BoundRequestsOverCap Events on a Node/);
+            assert.match(r.message, /may write only Warning BoundRequestsOverCap and PodRelieved Events on a Node/);
           }
         }
       });

@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
 import { BoundRequests } from '../../../gateway/store/bound-requests.js';
 import { PodDirectory } from '../../../gateway/store/pod-directory.js';
+import { PodFactsStore } from '../../../gateway/store/pod-facts.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
 
@@ -90,16 +91,18 @@ describe('watchBoundPods', () => {
     api2.put(PODS, named('done', 'Succeeded', id('b')));
     const bound = new BoundRequests();
     const directory = new PodDirectory();
-    const watching = await watchBoundPods(api2.kubeConfig(), { requests: bound, directory }, log);
+    const facts = new PodFactsStore();
+    const watching = await watchBoundPods(api2.kubeConfig(), { requests: bound, directory, facts }, log);
     try {
       assert.deepEqual([bound.synced, directory.synced], [true, true]);
+      assert.deepEqual(facts.on('node-a').map((p) => [p.namespace, p.name, p.qos, p.priority]), [['default', 'web', 'Burstable', 0]], 'relief\'s facts: the running pod only');
       assert.equal(cpuOf(bound, 'node-a'), 100);
       assert.deepEqual([directory.size, directory.byName('default', 'web')?.containers], [1, [id('a'), 'app']], 'a finished pod has no usage to name');
       // The container restarted: a new id; then the pod finished and leaves both.
       api2.put(PODS, named('web', 'Running', id('c')));
       await waitUntil('the new id', () => (directory.byUid('uid-web')?.containers[0] === id('c') ? true : undefined), 5000);
       api2.put(PODS, named('web', 'Failed', id('c')));
-      await waitUntil('the finished pod gone from both', () => (directory.size === 0 && cpuOf(bound, 'node-a') === 0 ? true : undefined), 5000);
+      await waitUntil('the finished pod gone from all three', () => (directory.size === 0 && facts.size === 0 && cpuOf(bound, 'node-a') === 0 ? true : undefined), 5000);
       assert.equal(api2.listRequests().length, 1, 'one list for both stores');
       assert.equal(api2.watchRequests().length, 1, 'one watch for both stores');
     } finally {

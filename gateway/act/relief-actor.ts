@@ -1,0 +1,213 @@
+// Relief before harm, acted on: when a node's memory working set crosses the
+// relief line, the replica that lowers the node (the leader; sharded, the
+// node's first owner) evicts just enough unprotected pods through the Eviction
+// API, in the order decide/relief.ts gives, before the kubelet's own eviction
+// or the kernel's OOM killer choose. PodDisruptionBudgets are honoured: a pod
+// whose eviction is refused (429) is skipped for a while and the next one is
+// taken, never retried in a loop. A policy in DryRun only says what it would
+// evict. The decision holds the node at its floor until calm (the pressure
+// line is below the relief line), so an evicted pod's replacement finds no
+// room there while the node is oversold.
+//
+// Why the gateway and not the agent: the gateway already holds the node's
+// usage, its pods' tiers (from its own pod watch) and the policy; an agent
+// allowed to evict would hold a credential that can evict any pod in the
+// cluster (RBAC cannot limit pods/eviction to one node's pods).
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../../lib/log.js';
+import { TokenBucket } from '../../lib/token-bucket.js';
+import { DEFAULT_RELIEF, planRelief, type ReliefCandidate, type ReliefPolicy } from '../decide/relief.js';
+import { tierOf, type Tier } from '../decide/tiers.js';
+import type { Policy } from '../decide/policy.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
+import type { PolicySource } from '../policies/policy-source.js';
+import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import type { PodFacts, PodFactsStore } from '../store/pod-facts.js';
+
+export type ReliefResult = 'evicted' | 'blocked' | 'dry-run' | 'failed' | 'rate-limited';
+
+export interface ReliefActorOptions {
+  kubeConfig: KubeConfig;
+  store: NodeStore;
+  pods: PodFactsStore;
+  policies: PolicySource;
+  /** Whether this replica acts for the node now (the one that lowers it). */
+  relieves: (node: string) => boolean;
+  metrics: Pick<GatewayMetrics, 'relief'>;
+  log: Logger;
+  /** The relief lines and the per-node rate (default DEFAULT_RELIEF). */
+  relief?: ReliefPolicy;
+  /** Evictions a minute over the whole cluster, from this replica (default 20). */
+  clusterPerMinute?: number;
+  /** How long a pod whose eviction a PodDisruptionBudget refused is left out (default 60 s). */
+  blockedForMs?: number;
+  /** A namespace's labels (spec.protect.namespaceSelector); default: read from the API server, kept a minute. Throws when unknown. */
+  namespaceLabels?: (namespace: string) => Promise<Record<string, string>>;
+  now?: () => number;
+}
+
+const NAMESPACE_TTL_MS = 60_000;
+
+export class ReliefActor {
+  readonly #o: ReliefActorOptions & { now: () => number; relief: ReliefPolicy };
+  readonly #core: CoreV1Api;
+  readonly #cluster: TokenBucket;
+  readonly #inFlight = new Set<string>();
+  /** Per node, when its evictions of the last minute were made. */
+  readonly #evictedAt = new Map<string, number[]>();
+  /** Pod uid -> until when it is left out (a PodDisruptionBudget refused it, or it is being evicted). */
+  readonly #blocked = new Map<string, number>();
+  readonly #namespaces = new Map<string, { labels: Record<string, string>; at: number }>();
+  #unlisten: () => void = () => {};
+
+  constructor(options: ReliefActorOptions) {
+    this.#o = { now: Date.now, relief: DEFAULT_RELIEF, ...options };
+    this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
+    const perMinute = options.clusterPerMinute ?? 20;
+    this.#cluster = new TokenBucket(perMinute / 60, perMinute, this.#o.now);
+  }
+
+  start(): void {
+    const updated = (record: NodeRecord) => {
+      if (this.#crossed(record)) void this.relieve(record.name);
+    };
+    this.#o.store.on('updated', updated);
+    this.#unlisten = () => this.#o.store.off('updated', updated);
+  }
+
+  stop(): void {
+    this.#unlisten();
+  }
+
+  /** Cheap, on every stored sample: past the relief line, on a node this replica acts for. */
+  #crossed(record: NodeRecord): boolean {
+    const capacity = record.value('capacity.memoryBytes');
+    return capacity > 0 && record.value('memoryWorkingSetBytes') > this.#o.relief.memoryLine * capacity && this.#o.relieves(record.name);
+  }
+
+  /** One relief of the node if it is past the line: the results of the evictions asked for, in order (for tests and logs). */
+  async relieve(node: string): Promise<ReliefResult[]> {
+    if (this.#inFlight.has(node)) return [];
+    const record = this.#o.store.get(node);
+    const policy = record && this.#o.policies.select(record.labels)?.policy;
+    if (!record || !policy || !this.#crossed(record)) return [];
+    this.#inFlight.add(node);
+    try {
+      return await this.#relieve(node, record, policy);
+    } finally {
+      this.#inFlight.delete(node);
+    }
+  }
+
+  async #relieve(node: string, record: NodeRecord, policy: Policy): Promise<ReliefResult[]> {
+    const now = this.#o.now();
+    const usage = new Map(record.pods.map((p) => [p.uid, Number(p.memoryWorkingSetBytes)]));
+    const candidates = await Promise.all(this.#o.pods.on(node).map(async (p) => this.#candidate(p, policy, usage.get(p.uid) ?? 0)));
+    const capacity = record.value('capacity.memoryBytes');
+    const workingSet = record.value('memoryWorkingSetBytes');
+    const recent = (this.#evictedAt.get(node) ?? []).filter((t) => now - t < 60_000);
+    this.#evictedAt.set(node, recent);
+    for (const [uid, until] of this.#blocked) if (until <= now) this.#blocked.delete(uid);
+    const results: ReliefResult[] = [];
+    const tried = new Set<string>();
+    let freed = 0;
+    // One victim at a time: a refused one is replaced by the next in order.
+    for (;;) {
+      const plan = planRelief({
+        memoryCapacityBytes: capacity,
+        memoryWorkingSetBytes: workingSet,
+        freedBytes: freed,
+        candidates,
+        skip: new Set([...this.#blocked.keys(), ...tried]),
+        allowance: this.#o.relief.perNodePerMinute - recent.length,
+        policy: this.#o.relief,
+      });
+      const victim = plan.victims[0];
+      if (!victim) {
+        if (plan.short) this.#o.log.warn({ node, needBytes: plan.needBytes, freedBytes: freed }, `relief stops: ${plan.short}`);
+        break;
+      }
+      tried.add(victim.uid);
+      const result = await this.#evict(node, victim, policy, capacity, workingSet);
+      results.push(result);
+      this.#o.metrics.relief(result);
+      if (result === 'rate-limited') break;
+      if (result === 'evicted' || result === 'dry-run') freed += Math.max(0, victim.memoryUsageBytes);
+      if (result === 'evicted') recent.push(this.#o.now());
+    }
+    return results;
+  }
+
+  async #candidate(p: PodFacts, policy: Policy, memoryUsageBytes: number): Promise<ReliefCandidate> {
+    let tier: Tier;
+    try {
+      const namespaceLabels = policy.protect.namespaceSelector ? await this.#namespaceLabels(p.namespace) : {};
+      tier = tierOf({ qos: p.qos, exclusiveCpus: p.exclusiveCpus, priority: p.priority, namespaceLabels }, policy.protect);
+    } catch {
+      // A pod whose tier cannot be told is never taken for an unprotected one.
+      tier = { tier: 'protected', because: 'its namespace could not be read' };
+    }
+    return { namespace: p.namespace, name: p.name, uid: p.uid, tier, priority: p.priority, memoryUsageBytes, memoryRequestBytes: p.memoryRequestBytes, startedAtMs: p.startedAtMs };
+  }
+
+  async #namespaceLabels(namespace: string): Promise<Record<string, string>> {
+    if (this.#o.namespaceLabels) return this.#o.namespaceLabels(namespace);
+    const cached = this.#namespaces.get(namespace);
+    if (cached && this.#o.now() - cached.at < NAMESPACE_TTL_MS) return cached.labels;
+    const ns = await this.#core.readNamespace({ name: namespace });
+    const labels = ns.metadata?.labels ?? {};
+    this.#namespaces.set(namespace, { labels, at: this.#o.now() });
+    return labels;
+  }
+
+  async #evict(node: string, v: ReliefCandidate, policy: Policy, capacity: number, workingSet: number): Promise<ReliefResult> {
+    const pod = `${v.namespace}/${v.name}`;
+    const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${this.#o.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
+    if (policy.mode === 'DryRun') {
+      this.#o.log.info({ node, pod, policy: policy.name }, `relief (DryRun, nothing evicted): would evict ${pod}: ${why}`);
+      return 'dry-run';
+    }
+    if (!this.#cluster.take()) {
+      this.#o.log.warn({ node, pod }, 'relief held back: the cluster-wide rate of evictions is spent; the next sample tries again');
+      return 'rate-limited';
+    }
+    this.#blocked.set(v.uid, this.#o.now() + (this.#o.blockedForMs ?? 60_000));
+    try {
+      await this.#core.createNamespacedPodEviction({ name: v.name, namespace: v.namespace, body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: v.name, namespace: v.namespace } } });
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (code === 429) {
+        this.#o.log.info({ node, pod }, `relief: a PodDisruptionBudget refuses evicting ${pod} now; it is left out for a minute and the next pod in order is taken`);
+        return 'blocked';
+      }
+      this.#blocked.delete(v.uid);
+      this.#o.log.warn({ node, pod, code, err: (err as Error).message }, `relief: evicting ${pod} failed; the next sample tries again`);
+      return 'failed';
+    }
+    this.#o.log.info({ node, pod }, `relieved: evicted ${pod}: ${why}`);
+    void this.#event(node, pod, why);
+    return 'evicted';
+  }
+
+  /** A Warning on the node (Events about Nodes live in default; the policy oversell-gateway-node-events allows this one kind). */
+  async #event(node: string, pod: string, why: string): Promise<void> {
+    const at = new Date(this.#o.now());
+    await this.#core
+      .createNamespacedEvent({
+        namespace: 'default',
+        body: {
+          metadata: { generateName: `${node}.oversell-relief.` },
+          involvedObject: { apiVersion: 'v1', kind: 'Node', name: node },
+          reason: 'PodRelieved',
+          message: `oversell evicted ${pod} through the Eviction API: ${why}`,
+          type: 'Warning',
+          source: { component: 'oversell-gateway' },
+          reportingComponent: 'oversell.io/gateway',
+          firstTimestamp: at,
+          lastTimestamp: at,
+          count: 1,
+        },
+      })
+      .catch((err: unknown) => this.#o.log.warn({ node, err: (err as Error).message }, 'could not write the relief Event'));
+  }
+}
