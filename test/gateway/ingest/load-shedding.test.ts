@@ -28,13 +28,26 @@ after(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-/** Holds this thread (the gateway's main thread: it runs in this process) 60 ms of every 80 ms, as a flood would. */
+/**
+ * Holds this thread (the gateway's main thread: it runs in this process) as a
+ * flood would: 45 ms of work at a time, back to back, with one turn of the
+ * event loop between (timers, sockets, the shedder's own step). The loop runs
+ * late (over the 30 ms limit) and busy nearly all the time (the shedder's
+ * second condition is half), also on a loaded host where a timer-driven hold
+ * would leave idle gaps whenever its timer fired late.
+ */
 function holdMainThread(): () => void {
-  const timer = setInterval(() => {
-    const end = performance.now() + 60;
+  let holding = true;
+  const work = () => {
+    if (!holding) return;
+    const end = performance.now() + 45;
     while (performance.now() < end);
-  }, 80);
-  return () => clearInterval(timer);
+    setImmediate(work);
+  };
+  setImmediate(work);
+  return () => {
+    holding = false;
+  };
 }
 
 const metric = (text: string, line: RegExp) => Number(text.match(line)?.[1]);
@@ -65,8 +78,13 @@ describe('load shedding with the main thread held', () => {
         const slowed = await eventually(async () => settings.find((s) => s.sendEveryMs > 5000), 5000, 'a longer send_every_ms pushed to the open stream');
         assert.deepEqual({ sendEveryMs: slowed.sendEveryMs, maxBatchSamples: slowed.maxBatchSamples }, { sendEveryMs: 10_000, maxBatchSamples: 20 }, 'doubled, with a batch that holds it');
 
-        const refused = await getNode(query, FIXTURE_NODE).then(() => undefined, (err: grpc.ServiceError) => err);
-        assert.equal(refused?.code, grpc.status.RESOURCE_EXHAUSTED, `GetNode refused while overloaded (got ${refused?.code ?? 'an answer'})`);
+        // On a loaded host the ingest thread may be late first (its delay alone
+        // decides), slowing agents before the main thread has been over for
+        // two periods in a row: queries are refused once it has.
+        const refused = await eventually(async () => {
+          const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+          return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
+        }, 5000, 'GetNode refused RESOURCE_EXHAUSTED while the main thread is overloaded');
         assert.match(refused.details, /overloaded .* refuses queries so that node reviews are answered; retry with exponential backoff/);
 
         const started = performance.now();
@@ -80,10 +98,14 @@ describe('load shedding with the main thread held', () => {
         assert.ok(body.response.patch, 'the review is decided from the agent\'s data: a patch, not a pass-through');
         assert.ok(tookMs < 2000, `answered inside the API server's timeout (took ${Math.round(tookMs)} ms)`);
 
-        const text = await gw.metrics.exposition();
+        // Read while the main thread is overloaded: on a loaded host a period may have let it calm for a moment.
+        const text = await eventually(async () => {
+          const t = await gw.metrics.exposition();
+          return metric(t, /^oversell_overloaded\{thread="main"\} (\d+)$/m) === 1 ? t : undefined;
+        }, 5000, 'the main thread reported overloaded');
         assert.ok(metric(text, /^oversell_shed_total\{what="queries"\} (\d+)$/m) >= 1, 'the refused query counted');
-        assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 1);
-        assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 10);
+        // 10 s, or 20 s where a loaded host let a thread calm and be overloaded again (a first overload doubles at once).
+        assert.ok(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m) >= 10, 'agents told to send less often');
       } finally {
         release();
       }
