@@ -39,6 +39,8 @@ import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { ReliefActor } from './act/relief-actor.js';
 import { PodFactsStore } from './store/pod-facts.js';
+import { meterHarm } from './metrics/harm-meter.js';
+import { namespaceLabelsFrom } from './policies/namespace-labels.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/list-watch.js';
@@ -504,8 +506,10 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
   if (podFacts) {
     // The replica that lowers a node relieves it, and only an opted-in node.
+    const namespaceLabels = namespaceLabelsFrom(kubeConfig, now);
+    meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log });
     const relief = new ReliefActor({
-      kubeConfig, store, pods: podFacts, policies, metrics, log, now,
+      kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels,
       relieves: (node) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader),
     });
     parts.push({ name: 'relief', start: () => relief.start(), close: () => relief.stop() });

@@ -21,6 +21,7 @@ import { tierOf, type Tier } from '../decide/tiers.js';
 import type { Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { PolicySource } from '../policies/policy-source.js';
+import { namespaceLabelsFrom, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { PodFacts, PodFactsStore } from '../store/pod-facts.js';
 
@@ -33,7 +34,7 @@ export interface ReliefActorOptions {
   policies: PolicySource;
   /** Whether this replica acts for the node now (the one that lowers it). */
   relieves: (node: string) => boolean;
-  metrics: Pick<GatewayMetrics, 'relief'>;
+  metrics: Pick<GatewayMetrics, 'relief' | 'harm'>;
   log: Logger;
   /** The relief lines and the per-node rate (default DEFAULT_RELIEF). */
   relief?: ReliefPolicy;
@@ -42,11 +43,9 @@ export interface ReliefActorOptions {
   /** How long a pod whose eviction a PodDisruptionBudget refused is left out (default 60 s). */
   blockedForMs?: number;
   /** A namespace's labels (spec.protect.namespaceSelector); default: read from the API server, kept a minute. Throws when unknown. */
-  namespaceLabels?: (namespace: string) => Promise<Record<string, string>>;
+  namespaceLabels?: NamespaceLabels;
   now?: () => number;
 }
-
-const NAMESPACE_TTL_MS = 60_000;
 
 export class ReliefActor {
   readonly #o: ReliefActorOptions & { now: () => number; relief: ReliefPolicy };
@@ -57,12 +56,13 @@ export class ReliefActor {
   readonly #evictedAt = new Map<string, number[]>();
   /** Pod uid -> until when it is left out (a PodDisruptionBudget refused it, or it is being evicted). */
   readonly #blocked = new Map<string, number>();
-  readonly #namespaces = new Map<string, { labels: Record<string, string>; at: number }>();
+  readonly #namespaceLabels: NamespaceLabels;
   #unlisten: () => void = () => {};
 
   constructor(options: ReliefActorOptions) {
     this.#o = { now: Date.now, relief: DEFAULT_RELIEF, ...options };
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#namespaceLabels = options.namespaceLabels ?? namespaceLabelsFrom(options.kubeConfig, this.#o.now);
     const perMinute = options.clusterPerMinute ?? 20;
     this.#cluster = new TokenBucket(perMinute / 60, perMinute, this.#o.now);
   }
@@ -150,16 +150,6 @@ export class ReliefActor {
     return { namespace: p.namespace, name: p.name, uid: p.uid, tier, priority: p.priority, memoryUsageBytes, memoryRequestBytes: p.memoryRequestBytes, startedAtMs: p.startedAtMs };
   }
 
-  async #namespaceLabels(namespace: string): Promise<Record<string, string>> {
-    if (this.#o.namespaceLabels) return this.#o.namespaceLabels(namespace);
-    const cached = this.#namespaces.get(namespace);
-    if (cached && this.#o.now() - cached.at < NAMESPACE_TTL_MS) return cached.labels;
-    const ns = await this.#core.readNamespace({ name: namespace });
-    const labels = ns.metadata?.labels ?? {};
-    this.#namespaces.set(namespace, { labels, at: this.#o.now() });
-    return labels;
-  }
-
   async #evict(node: string, v: ReliefCandidate, policy: Policy, capacity: number, workingSet: number): Promise<ReliefResult> {
     const pod = `${v.namespace}/${v.name}`;
     const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${this.#o.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
@@ -185,6 +175,7 @@ export class ReliefActor {
       return 'failed';
     }
     this.#o.log.info({ node, pod }, `relieved: evicted ${pod}: ${why}`);
+    this.#o.metrics.harm(policy.name, 'unprotected', 'relief');
     void this.#event(node, pod, why);
     return 'evicted';
   }

@@ -52,7 +52,8 @@ function reduce(pod: V1Pod, stores: BoundPodStores, log: Logger): Reduced | unde
   if (!uid || !node) return undefined;
   const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
   const named = stores.directory && !finished ? directoryPod(pod) : undefined;
-  const facts = stores.facts && !finished ? podFacts(pod, log) : undefined;
+  // Finished pods too: an eviction or an OOM kill shows as the pod finishing.
+  const facts = stores.facts ? podFacts(pod, log) : undefined;
   return { uid, ...(stores.requests && { requests: requestsOf(pod, node, log) }), ...(named && { named }), ...(facts && { facts }) };
 }
 

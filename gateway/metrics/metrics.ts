@@ -358,6 +358,17 @@ export class GatewayMetrics {
     this.#relief.inc({ result });
   }
 
+  readonly #harm = new Counter({
+    name: 'oversell_harm_pods_total',
+    help: 'What hurt pods on opted-in nodes, by pool (the OversellPolicy), tier (protected, unprotected) and by whom: kubelet-eviction (the pod failed Evicted), oom-kill (containers terminated OOMKilled, each once), relief (oversell evicted it through the Eviction API). Protected pods hit by anyone should stay at 0.',
+    labelNames: ['pool', 'tier', 'by'],
+    registers: [this.registry],
+  });
+
+  harm(pool: string, tier: 'protected' | 'unprotected', by: 'kubelet-eviction' | 'oom-kill' | 'relief', count = 1): void {
+    this.#harm.inc({ pool, tier, by }, count);
+  }
+
   readonly #connectionsRefused = new Counter({
     name: 'oversell_connections_refused_total',
     help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',

@@ -64,7 +64,7 @@ class EvictionApi {
 }
 
 const pod = (name: string, over: Partial<PodFacts> = {}): PodFacts => ({
-  uid: `uid-${name}`, node: 'node-a', namespace: 'apps', name, priority: 0, qos: 'Burstable', exclusiveCpus: 0, memoryRequestBytes: 1 * GiB, startedAtMs: 0, ...over,
+  uid: `uid-${name}`, node: 'node-a', namespace: 'apps', name, priority: 0, qos: 'Burstable', exclusiveCpus: 0, memoryRequestBytes: 1 * GiB, startedAtMs: 0, finished: false, evicted: false, oomKills: [], ...over,
 });
 
 describe('ReliefActor', () => {
@@ -72,6 +72,7 @@ describe('ReliefActor', () => {
   let store: NodeStore;
   let pods: PodFactsStore;
   let results: ReliefResult[];
+  let harms: string[];
   before(() => api.start());
   after(() => new Promise<void>((r) => api.server.close(() => r())));
   beforeEach(() => {
@@ -82,6 +83,7 @@ describe('ReliefActor', () => {
     store = new NodeStore({ retainMs: 120_000, forgetAfterMs: 600_000 });
     pods = new PodFactsStore();
     results = [];
+    harms = [];
   });
 
   /** The node's sample: its working set, and the memory each pod uses (a pod report). */
@@ -93,7 +95,7 @@ describe('ReliefActor', () => {
     }), Date.now());
   }
   const actor = (policy: Policy = DEFAULT_POLICY, relieves = true) =>
-    new ReliefActor({ kubeConfig: kubeConfigFor(api.url), store, pods, policies: flagsPolicySource(policy), relieves: () => relieves, metrics: { relief: (r) => results.push(r) }, log: silentLog });
+    new ReliefActor({ kubeConfig: kubeConfigFor(api.url), store, pods, policies: flagsPolicySource(policy), relieves: () => relieves, metrics: { relief: (r) => results.push(r), harm: (pool, tier, by) => harms.push(`${pool}/${tier}/${by}`) }, log: silentLog });
 
   it('under the relief line: nothing asked', async () => {
     pods.set(pod('batch'));
@@ -111,6 +113,7 @@ describe('ReliefActor', () => {
     report(31, { 'db-0': 10, pg: 6, 'batch-1': 2, 'batch-2': 1.5, web: 3 }); // 31 GiB: calm (90 %) is 28.8: 2.2 GiB to free
     assert.deepEqual(await actor().relieve('node-a'), ['evicted', 'evicted']);
     assert.deepEqual(api.evictions, ['apps/batch-1', 'apps/batch-2'], 'the two lowest-priority unprotected pods, most over request first; web, db-0 and pg untouched');
+    assert.deepEqual(harms, ['flags/unprotected/relief', 'flags/unprotected/relief'], 'each relief counted as harm to an unprotected pod of its pool');
     const deadline = Date.now() + 5000;
     while (api.events.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     assert.equal(api.events.length, 2, 'one Event a relieved pod (written after the eviction, not waited for)');

@@ -102,7 +102,7 @@ describe('watchBoundPods', () => {
       api2.put(PODS, named('web', 'Running', id('c')));
       await waitUntil('the new id', () => (directory.byUid('uid-web')?.containers[0] === id('c') ? true : undefined), 5000);
       api2.put(PODS, named('web', 'Failed', id('c')));
-      await waitUntil('the finished pod gone from all three', () => (directory.size === 0 && facts.size === 0 && cpuOf(bound, 'node-a') === 0 ? true : undefined), 5000);
+      await waitUntil('the finished pod gone from all three', () => (directory.size === 0 && facts.on('node-a').length === 0 && cpuOf(bound, 'node-a') === 0 ? true : undefined), 5000);
       assert.equal(api2.listRequests().length, 1, 'one list for both stores');
       assert.equal(api2.watchRequests().length, 1, 'one watch for both stores');
     } finally {

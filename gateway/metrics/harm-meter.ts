@@ -1,0 +1,46 @@
+// Harm measured: what actually hurt pods on the nodes oversell governs, by
+// pool (the OversellPolicy) and tier. The kubelet's evictions and the kernel's
+// OOM kills come from the pods' own status (the gateway's pod watch sees a pod
+// fail as Evicted, or a container terminate OOMKilled, as the kubelet reports
+// it), oversell's own reliefs from relief-actor.ts. A protected pod hit is
+// what the tiers promise never happens; the alert OversellProtectedPodsHarmed
+// says when it does.
+import type { Logger } from '../../lib/log.js';
+import { tierOf } from '../decide/tiers.js';
+import type { NamespaceLabels } from '../policies/namespace-labels.js';
+import type { PolicySource } from '../policies/policy-source.js';
+import type { Harm, PodFacts, PodFactsStore } from '../store/pod-facts.js';
+import type { GatewayMetrics } from './metrics.js';
+
+export interface HarmMeterOptions {
+  pods: PodFactsStore;
+  /** The opted-in nodes: harm elsewhere is not oversell's to count. */
+  nodes: { get(name: string): { metadata?: { labels?: Record<string, string> } } | undefined };
+  policies: PolicySource;
+  namespaceLabels: NamespaceLabels;
+  metrics: Pick<GatewayMetrics, 'harm'>;
+  log: Logger;
+}
+
+/** Counts each harm the pod watch sees, once (every replica runs it: the counter is per replica, sum by pool and tier). */
+export function meterHarm(o: HarmMeterOptions): void {
+  o.pods.onHarm((pod, harm) => void count(o, pod, harm));
+}
+
+async function count(o: HarmMeterOptions, pod: PodFacts, harm: Harm): Promise<void> {
+  const node = o.nodes.get(pod.node);
+  const policy = node && o.policies.select(node.metadata?.labels ?? {})?.policy;
+  if (!policy) return;
+  let tier: 'protected' | 'unprotected';
+  try {
+    const namespaceLabels = policy.protect.namespaceSelector ? await o.namespaceLabels(pod.namespace) : {};
+    tier = tierOf({ qos: pod.qos, exclusiveCpus: pod.exclusiveCpus, priority: pod.priority, namespaceLabels }, policy.protect).tier;
+  } catch {
+    tier = 'protected'; // as relief takes it: a harm that cannot be placed is counted where it matters most
+  }
+  o.metrics.harm(policy.name, tier, harm.by, harm.count);
+  const what = harm.by === 'oom-kill' ? `${harm.count} container(s) OOM-killed by the kernel` : 'evicted by the kubelet';
+  const line = `${pod.namespace}/${pod.name} on ${pod.node}: ${what}`;
+  if (tier === 'protected') o.log.warn({ node: pod.node, pod: `${pod.namespace}/${pod.name}`, policy: policy.name, by: harm.by }, `a protected pod was hurt: ${line}`);
+  else o.log.info({ node: pod.node, pod: `${pod.namespace}/${pod.name}`, policy: policy.name, by: harm.by }, `harm: ${line}`);
+}

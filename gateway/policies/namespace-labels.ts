@@ -1,0 +1,20 @@
+// A namespace's labels, for spec.protect.namespaceSelector: read from the API
+// server when asked and kept a minute (relief and the harm count ask for a
+// handful of namespaces, rarely: a watch of every namespace would cost more).
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+
+export type NamespaceLabels = (namespace: string) => Promise<Record<string, string>>;
+
+export function namespaceLabelsFrom(kubeConfig: KubeConfig, now: () => number = Date.now, ttlMs = 60_000): NamespaceLabels {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const cache = new Map<string, { labels: Record<string, string>; at: number }>();
+  return async (namespace) => {
+    const cached = cache.get(namespace);
+    if (cached && now() - cached.at < ttlMs) return cached.labels;
+    const ns = await core.readNamespace({ name: namespace });
+    const labels = ns.metadata?.labels ?? {};
+    if (cache.size >= 4096) cache.delete(cache.keys().next().value as string);
+    cache.set(namespace, { labels, at: now() });
+    return labels;
+  };
+}
