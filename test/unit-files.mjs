@@ -1,10 +1,13 @@
 // The files of the unit suite (`npm run test:unit`, the quick loop): every
-// *.test.ts outside test/e2e/ and test/bin/ but the document checks, the
-// slowest first. With --docs: the document checks (`npm run test:docs`), the
-// tests that regenerate a committed page from its source and compare (minutes:
-// docs/outcome.md alone is a simulated day of every policy). The runner starts
-// files in the order given, N at a time: a long file started last would keep
-// the suite running on one core after the other has nothing left to do.
+// *.test.ts outside test/e2e/ and test/bin/ but the slow ones and the document
+// checks, the slowest first. With --slow: the files of a minute or so each
+// (`npm run test:slow`: fuzzing, the CLI's simulate runs, connection timeouts,
+// the whole pipeline). With --docs: the document checks (`npm run test:docs`),
+// the tests that regenerate a committed page from its source and compare
+// (minutes: docs/outcome.md alone is a simulated day of every policy). All three
+// run in `npm test` and CI. The runner starts files in the order given, N at a
+// time: a long file started last would keep the suite running on one core
+// after the other has nothing left to do.
 import { readdirSync } from 'node:fs';
 
 // Wall time of each file, two at a time on 2 cores shared with other work (2026-12-04): outcome-doc 611 s (352 s alone),
@@ -12,13 +15,14 @@ import { readdirSync } from 'node:fs';
 // faults 13 s, auth 12 s, review-reader 11 s, cli 11 s, watch-limits 11 s, frontier-doc 10 s, cli/record 9 s; every other file
 // under 9 s. A file missing here only runs later; one listed that no longer exists is an error.
 const DOCS = ['outcome-doc', 'frontier-doc', 'benchmarks-doc'].map((n) => `test/${n}.test.ts`);
-const SLOWEST = ['fuzz', 'cli/simulate', 'pipeline', 'gateway/tls/connection-limits', 'faults', 'watch-limits', 'auth', 'cli/record', 'cli-kubeconfig', 'review-reader', 'token-flood', 'agent/sample/container-cost', 'cli'].map((n) => `test/${n}.test.ts`);
+const SLOW = ['cli/simulate', 'fuzz', 'gateway/tls/connection-limits', 'pipeline'].map((n) => `test/${n}.test.ts`);
+const SLOWEST = ['faults', 'watch-limits', 'auth', 'cli/record', 'cli-kubeconfig', 'review-reader', 'token-flood', 'agent/sample/container-cost', 'cli'].map((n) => `test/${n}.test.ts`);
 
 const all = readdirSync('test', { recursive: true, encoding: 'utf8' })
   .map((f) => `test/${f.split('\\').join('/')}`)
   .filter((f) => f.endsWith('.test.ts') && !f.startsWith('test/e2e/') && !f.startsWith('test/bin/'))
   .sort();
-const missing = [...DOCS, ...SLOWEST].filter((f) => !all.includes(f));
+const missing = [...DOCS, ...SLOW, ...SLOWEST].filter((f) => !all.includes(f));
 if (missing.length > 0) throw new Error(`test/unit-files.mjs lists files that do not exist: ${missing.join(', ')}`);
-const docs = process.argv.includes('--docs');
-console.log((docs ? DOCS : [...SLOWEST, ...all.filter((f) => !SLOWEST.includes(f) && !DOCS.includes(f))]).join('\n'));
+const group = process.argv.includes('--docs') ? DOCS : process.argv.includes('--slow') ? SLOW : [...SLOWEST, ...all.filter((f) => ![...SLOWEST, ...SLOW, ...DOCS].includes(f))];
+console.log(group.join('\n'));
