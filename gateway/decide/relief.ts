@@ -70,15 +70,16 @@ export function planRelief(input: ReliefInput): ReliefPlan {
   if (!(cap > 0) || !(used > policy.memoryLine * cap)) return { needBytes: 0, victims: [] };
   const needBytes = Math.ceil(used - policy.calmLine * cap - (input.freedBytes ?? 0));
   if (needBytes <= 0) return { needBytes: 0, victims: [] };
-  const eligible = input.candidates.filter((c) => c.tier.tier === 'unprotected' && !input.skip.has(c.uid)).sort(reliefOrder);
+  // A pod with no usage reported (or none at all) frees nothing: evicting it would be harm for no relief.
+  const eligible = input.candidates.filter((c) => c.tier.tier === 'unprotected' && !input.skip.has(c.uid) && c.memoryUsageBytes > 0).sort(reliefOrder);
   const victims: ReliefCandidate[] = [];
   let freed = 0;
   for (const c of eligible) {
     if (freed >= needBytes) break;
     if (victims.length >= input.allowance) return { needBytes, victims, short: `the rate limit (${policy.perNodePerMinute} a minute on a node) stops relief ${needBytes - freed} bytes short` };
     victims.push(c);
-    freed += Math.max(0, c.memoryUsageBytes);
+    freed += c.memoryUsageBytes;
   }
-  if (freed < needBytes) return { needBytes, victims, short: `no unprotected pod left to relieve: ${needBytes - freed} bytes short of the calm line` };
+  if (freed < needBytes) return { needBytes, victims, short: `no unprotected pod with usage reported left to relieve: ${needBytes - freed} bytes short of the calm line` };
   return { needBytes, victims };
 }

@@ -47,7 +47,13 @@ describe('planRelief', () => {
   it('only protected pods left: says so, evicts none', () => {
     const r = plan(99 * GiB, [pod('db', { tier: { tier: 'protected', because: 'Guaranteed QoS' }, memoryUsageBytes: 50 * GiB })]);
     assert.deepEqual(r.victims, []);
-    assert.match(r.short ?? '', /no unprotected pod left to relieve/);
+    assert.match(r.short ?? '', /no unprotected pod with usage reported left to relieve/);
+  });
+
+  it('a pod with no usage reported frees nothing: never taken, however it ranks', () => {
+    const r = plan(96 * GiB, [pod('unknown', { priority: -100, memoryUsageBytes: 0 }), pod('known', { memoryUsageBytes: 8 * GiB })]);
+    assert.deepEqual(r.victims.map((v) => v.name), ['known']);
+    assert.deepEqual(plan(96 * GiB, [pod('unknown', { memoryUsageBytes: 0 })]).victims, []);
   });
 
   it('the rate limit stops relief, and says how short', () => {
