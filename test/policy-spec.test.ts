@@ -83,6 +83,12 @@ describe('spec.protect and the bounds the CRD states', () => {
   ] as const) {
     it(`refuses ${what}`, () => assert.match(toPolicyEntry(obj('p', { ...pool('a'), protect })).error ?? '', message));
   }
+  it('spec.relief: the defaults, every field, and a calm line at or above the relief line refused', () => {
+    assert.deepEqual(toPolicyEntry(obj('p', pool('a'))).policy?.relief, { enabled: true, memoryLine: 0.95, calmLine: 0.9, perNodePerMinute: 2 });
+    assert.deepEqual(toPolicyEntry(obj('p', { ...pool('a'), relief: { enabled: false, memoryLine: 0.9, calmLine: 0.8, perNodePerMinute: 5 } })).policy?.relief, { enabled: false, memoryLine: 0.9, calmLine: 0.8, perNodePerMinute: 5 });
+    assert.match(toPolicyEntry(obj('p', { ...pool('a'), relief: { memoryLine: 0.9, calmLine: 0.9 } })).error ?? '', /spec.relief.calmLine \(0.9\) must be below memoryLine \(0.9\)/);
+    assert.match(toPolicyEntry(obj('p', { ...pool('a'), relief: { perNodePerMinute: 1.5 } })).error ?? '', /perNodePerMinute must be a whole number/);
+  });
   it('maxRatio at most 10, as the CRD says (it said 10 and the parser took 100)', () => {
     assert.equal(toPolicyEntry(obj('p', { ...pool('a'), cpu: { maxRatio: 10 } })).error, undefined);
     assert.match(toPolicyEntry(obj('p', { ...pool('a'), cpu: { maxRatio: 10.5 } })).error ?? '', /spec.cpu.maxRatio must be a number in \[1, 10\]/);

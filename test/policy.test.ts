@@ -398,6 +398,7 @@ describe('decide: properties over random inputs', () => {
       learningMaxRatio: fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }), memory: fc.double({ min: 1, max: 10, noNaN: true }) }),
     }),
     protect: fc.constant(DEFAULT_POLICY.protect),
+    relief: fc.constant(DEFAULT_POLICY.relief),
   });
   const arbPrevious = fc.option(fc.record({ cpuMillicores: fc.bigInt({ min: 0n, max: 2_000_000n }), memoryBytes: fc.bigInt({ min: 0n, max: 2n ** 44n }) }), { nil: undefined });
   const arbNodeMax = fc.option(fc.record({ cpu: fc.double({ min: 1, max: 10, noNaN: true }) }), { nil: undefined });

@@ -16,7 +16,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
-import { DEFAULT_RELIEF, planRelief, type ReliefCandidate, type ReliefPolicy } from '../decide/relief.js';
+import { planRelief, type ReliefCandidate, type ReliefPolicy } from '../decide/relief.js';
 import { tierOf, type Tier } from '../decide/tiers.js';
 import type { Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
@@ -36,8 +36,6 @@ export interface ReliefActorOptions {
   relieves: (node: string) => boolean;
   metrics: Pick<GatewayMetrics, 'relief' | 'harm'>;
   log: Logger;
-  /** The relief lines and the per-node rate (default DEFAULT_RELIEF). */
-  relief?: ReliefPolicy;
   /** Evictions a minute over the whole cluster, from this replica (default 20). */
   clusterPerMinute?: number;
   /** How long a pod whose eviction a PodDisruptionBudget refused is left out (default 60 s). */
@@ -48,7 +46,7 @@ export interface ReliefActorOptions {
 }
 
 export class ReliefActor {
-  readonly #o: ReliefActorOptions & { now: () => number; relief: ReliefPolicy };
+  readonly #o: ReliefActorOptions & { now: () => number };
   readonly #core: CoreV1Api;
   readonly #cluster: TokenBucket;
   readonly #inFlight = new Set<string>();
@@ -60,7 +58,7 @@ export class ReliefActor {
   #unlisten: () => void = () => {};
 
   constructor(options: ReliefActorOptions) {
-    this.#o = { now: Date.now, relief: DEFAULT_RELIEF, ...options };
+    this.#o = { now: Date.now, ...options };
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#namespaceLabels = options.namespaceLabels ?? namespaceLabelsFrom(options.kubeConfig, this.#o.now);
     const perMinute = options.clusterPerMinute ?? 20;
@@ -69,7 +67,7 @@ export class ReliefActor {
 
   start(): void {
     const updated = (record: NodeRecord) => {
-      if (this.#crossed(record)) void this.relieve(record.name);
+      if (this.#o.relieves(record.name) && this.#crossed(record, this.#o.policies.select(record.labels)?.policy)) void this.relieve(record.name);
     };
     this.#o.store.on('updated', updated);
     this.#unlisten = () => this.#o.store.off('updated', updated);
@@ -79,10 +77,17 @@ export class ReliefActor {
     this.#unlisten();
   }
 
-  /** Cheap, on every stored sample: past the relief line, on a node this replica acts for. */
-  #crossed(record: NodeRecord): boolean {
+  /** Cheap, on every stored sample of a node this replica acts for: relief on in its policy, and past the policy's line. */
+  #crossed(record: NodeRecord, policy: Policy | undefined): policy is Policy {
+    if (!policy?.relief.enabled) return false;
     const capacity = record.value('capacity.memoryBytes');
-    return capacity > 0 && record.value('memoryWorkingSetBytes') > this.#o.relief.memoryLine * capacity && this.#o.relieves(record.name);
+    return capacity > 0 && record.value('memoryWorkingSetBytes') > policy.relief.memoryLine * capacity;
+  }
+
+  /** The pure step's limits from the policy: its lines and rate; a DryRun policy only reports. */
+  static #limits(policy: Policy): ReliefPolicy {
+    const { memoryLine, calmLine, perNodePerMinute } = policy.relief;
+    return { memoryLine, calmLine, perNodePerMinute, dryRun: policy.mode === 'DryRun' };
   }
 
   /** One relief of the node if it is past the line: the results of the evictions asked for, in order (for tests and logs). */
@@ -90,7 +95,7 @@ export class ReliefActor {
     if (this.#inFlight.has(node)) return [];
     const record = this.#o.store.get(node);
     const policy = record && this.#o.policies.select(record.labels)?.policy;
-    if (!record || !policy || !this.#crossed(record)) return [];
+    if (!record || !this.#o.relieves(node) || !this.#crossed(record, policy)) return [];
     this.#inFlight.add(node);
     try {
       return await this.#relieve(node, record, policy);
@@ -119,8 +124,8 @@ export class ReliefActor {
         freedBytes: freed,
         candidates,
         skip: new Set([...this.#blocked.keys(), ...tried]),
-        allowance: this.#o.relief.perNodePerMinute - recent.length,
-        policy: this.#o.relief,
+        allowance: policy.relief.perNodePerMinute - recent.length,
+        policy: ReliefActor.#limits(policy),
       });
       const victim = plan.victims[0];
       if (!victim) {
@@ -152,8 +157,8 @@ export class ReliefActor {
 
   async #evict(node: string, v: ReliefCandidate, policy: Policy, capacity: number, workingSet: number): Promise<ReliefResult> {
     const pod = `${v.namespace}/${v.name}`;
-    const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${this.#o.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
-    if (policy.mode === 'DryRun') {
+    const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${policy.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
+    if (ReliefActor.#limits(policy).dryRun) {
       this.#o.log.info({ node, pod, policy: policy.name }, `relief (DryRun, nothing evicted): would evict ${pod}: ${why}`);
       return 'dry-run';
     }

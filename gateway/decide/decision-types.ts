@@ -66,6 +66,18 @@ export interface Policy {
   history: { minSpanMs: number; learning: 'Targets' | 'Floor'; learningMaxRatio: { cpu: number; memory: number } };
   /** Which pods never depend on oversold capacity and are never relieved (tiers.ts). */
   protect: ProtectPolicy;
+  /** Relief (relief.ts): off, or the lines and the per-node rate; a DryRun policy only reports it. */
+  relief: ReliefSpec;
+}
+
+export interface ReliefSpec {
+  enabled: boolean;
+  /** Working set over capacity past which unprotected pods are evicted. */
+  memoryLine: number;
+  /** Relief takes pods until the working set is under this share of capacity. */
+  calmLine: number;
+  /** At most this many evictions per node per minute. */
+  perNodePerMinute: number;
 }
 
 

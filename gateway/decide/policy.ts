@@ -48,6 +48,7 @@ import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { DEFAULT_PROTECT } from './tiers.js';
+import { DEFAULT_RELIEF } from './relief.js';
 import { MAX_INT64, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
@@ -66,6 +67,7 @@ export const DEFAULT_POLICY: Policy = {
   startupGraceMs: 30_000,
   history: { minSpanMs: 24 * 3_600_000, learning: 'Targets', learningMaxRatio: { cpu: 2, memory: 1.25 } },
   protect: DEFAULT_PROTECT,
+  relief: { enabled: true, memoryLine: DEFAULT_RELIEF.memoryLine, calmLine: DEFAULT_RELIEF.calmLine, perNodePerMinute: DEFAULT_RELIEF.perNodePerMinute },
 };
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);

@@ -124,6 +124,21 @@ function history(spec: Record<string, unknown>): Policy['history'] {
   return { minSpanMs, learning, learningMaxRatio };
 }
 
+/** spec.relief: the lines and rate relief acts at (decide/relief.ts); the CRD's defaults when left out. */
+function relief(spec: Record<string, unknown>): Policy['relief'] {
+  const r = spec.relief ?? {};
+  if (!isObject(r)) throw new Error('spec.relief must be an object');
+  const d = DEFAULT_POLICY.relief;
+  const enabled = r.enabled ?? d.enabled;
+  if (typeof enabled !== 'boolean') throw new Error('spec.relief.enabled must be true or false');
+  const memoryLine = num(r, 'memoryLine', d.memoryLine, 0.5, 0.99, 'spec.relief');
+  const calmLine = num(r, 'calmLine', d.calmLine, 0.3, 0.99, 'spec.relief');
+  if (calmLine >= memoryLine) throw new Error(`spec.relief.calmLine (${calmLine}) must be below memoryLine (${memoryLine}): relief frees memory down to the calm line`);
+  const perNodePerMinute = num(r, 'perNodePerMinute', d.perNodePerMinute, 1, 60, 'spec.relief');
+  if (!Number.isInteger(perNodePerMinute)) throw new Error('spec.relief.perNodePerMinute must be a whole number');
+  return { enabled, memoryLine, calmLine, perNodePerMinute };
+}
+
 /** spec.protect: which pods never depend on oversold capacity (decide/tiers.ts); the CRD's defaults when left out. */
 function protect(spec: Record<string, unknown>): ProtectPolicy {
   const p = spec.protect ?? {};
@@ -198,6 +213,7 @@ export function toPolicyEntry(obj: OversellPolicyObject): PolicyEntry {
       startupGraceMs: duration(spec, 'startupGrace', DEFAULT_POLICY.startupGraceMs, 'spec', true),
       history: history(spec),
       protect: protect(spec),
+      relief: relief(spec),
     };
     const warnings = selectorWarnings(sel);
     return { name, priority, selector: sel, policy, ...(warnings.length > 0 && { warnings }) };

@@ -164,6 +164,15 @@ describe('ReliefActor', () => {
     assert.deepEqual(await actor().relieve('node-a'), ['evicted', 'evicted']);
   });
 
+  it('relief off in the policy (spec.relief.enabled false): nothing asked; a policy\'s own line is where it acts', async () => {
+    pods.set(pod('batch'));
+    report(31.5, { batch: 10 });
+    assert.deepEqual(await actor({ ...DEFAULT_POLICY, relief: { ...DEFAULT_POLICY.relief, enabled: false } }).relieve('node-a'), []);
+    report(28, { batch: 10 }); // 87.5 %: under the default line, over a line of 85 %
+    assert.deepEqual(await actor().relieve('node-a'), []);
+    assert.deepEqual(await actor({ ...DEFAULT_POLICY, relief: { ...DEFAULT_POLICY.relief, memoryLine: 0.85, calmLine: 0.8 } }).relieve('node-a'), ['evicted']);
+  });
+
   it('a replica that does not act for the node asks nothing', async () => {
     pods.set(pod('batch'));
     report(31.5, { batch: 10 });
