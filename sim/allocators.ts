@@ -9,6 +9,7 @@ import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../gateway/decide/load-history.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
+import { DEFAULT_RELIEF, type ReliefPolicy } from '../gateway/decide/relief.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
 import type { PodProfile } from './workload.js';
 
@@ -74,6 +75,8 @@ export interface Allocator {
   readonly observer?: PodObserver;
   /** Why allocatable changed, by resource, the decision's bound and direction ("cpu headroom down"): oversell only. */
   readonly changes?: Map<string, number>;
+  /** oversell's relief (sim/relief.ts): evictions past the relief line, the node held at its floor until calm. oversell only. */
+  readonly relief?: { policy: ReliefPolicy; calmPeriodMs: number };
 }
 
 export interface NodeShape {
@@ -164,6 +167,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
     name: entry.name,
     kind: 'oversell',
     changes,
+    relief: { policy: DEFAULT_RELIEF, calmPeriodMs: policy.calmPeriodMs },
     allocate(node, s, out) {
       const window = windows[node]!;
       window.dropThrough(s.tMs - retainMs);

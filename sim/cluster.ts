@@ -1,13 +1,16 @@
 // One policy's run over the workload: Deployments scale and jobs arrive (or,
 // under saturating demand, pods keep coming until nothing more fits), the
 // scheduler places pending pods where requests fit in allocatable, every
-// node's usage is its pods' usage plus the system's, the kubelet evicts when
-// memory runs out, and after each sample the policy sets allocatable.
+// node's usage is its pods' usage plus the system's, oversell relieves a node
+// past its relief line, the kernel and the kubelet act when memory runs out,
+// and after each sample the policy sets allocatable.
 import type { Allocator, NodeSample, NodeShape, PodRef } from './allocators.js';
-import { NodeSlots } from './node-slots.js';
+import { kubeletEvictionOrder, kubeletMayEvict, oomKillOrder, takeUntil } from './kubelet-eviction.js';
+import { GUARANTEED, NodeSlots, QOS_CODES } from './node-slots.js';
+import { NodeRelief, type ReliefSubject } from './relief.js';
 import type { Baseline } from './trace.js';
 import { noise } from './random.js';
-import { podCpu, podMemory, recordedAt, type PodProfile, type Workload } from './workload.js';
+import { podCpu, podMemory, recordedAt, withinLimits, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
 export const UTILISATION_BUCKETS = 12; // 0-10 %, ..., 100-110 %, 110 % and over
@@ -23,14 +26,28 @@ export interface RunMetrics {
   /** 1 - usage / requests of running pods, over the run. */
   cpuSlack: number;
   memorySlack: number;
+  /** Pods the kernel OOM-killed or the kubelet evicted, any tier. */
   podsHitByMemoryOverload: number;
+  /** Of those, the kernel's. */
+  podsOomKilled: number;
+  /** Protected pods (sim/kubelet-eviction.ts classTier) evicted or OOM-killed, by anyone (relief included, which never takes one). */
+  protectedPodsHit: number;
+  /** Pods oversell evicted through the Eviction API (relief, sim/relief.ts); 0 for every other policy. */
+  podsRelieved: number;
+  /** Of those, protected pods: 0 unless relief broke its rule (counted so a test can see it). */
+  protectedPodsRelieved: number;
+  /** Node-seconds in which relief evicted: counted as risk. */
+  reliefNodeSeconds: number;
+  /** Node-seconds held at the floor after crossing the relief line, until calm. */
+  heldNodeSeconds: number;
+  /** Node-seconds with memory demand past capacity minus the eviction threshold, after relief: the kernel or the kubelet acted. */
   memoryOverloadNodeSeconds: number;
   cpuOverCapacityNodeSeconds: number;
   /** cpuOverCapacityNodeSeconds over all node-seconds of the run. */
   cpuOverCapacityShare: number;
   overTargetNodeSeconds: number;
   belowRequestsNodeSeconds: number;
-  /** Node-seconds with any of: CPU over capacity, memory overloaded, allocatable below bound requests. */
+  /** Node-seconds with any of: CPU over capacity, memory overloaded, allocatable below bound requests, a relief eviction. */
   riskNodeSeconds: number;
   allocatableChangesPerNodeHour: number;
   /** Per resource, bound and direction, allocatable changes per node-hour (OversellPolicies only: the decision says its bound). */
@@ -133,7 +150,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
 
   const fresh = () => ({
     placedSum: 0, pendingSum: 0, peakPending: 0, usageCpu: 0, requestCpu: 0, usageMemory: 0, requestMemory: 0,
-    hits: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0, risesNotFitting: 0, recordedOver: 0,
+    hits: 0, oomKilled: 0, protectedHits: 0, relieved: 0, protectedRelieved: 0, reliefSeconds: 0, held: 0, memoryOverload: 0, cpuOver: 0, overTarget: 0, below: 0, risk: 0, changes: 0, risesNotFitting: 0, recordedOver: 0,
   });
   let m = fresh();
   const series = { placed: [] as number[], pending: [] as number[] };
@@ -197,6 +214,33 @@ export function runPolicy(o: RunOptions): RunMetrics {
         count -= 1;
       }
     }
+  };
+
+  /** An evicted or OOM-killed pod: a Deployment's replacement comes with the next scaling pass (or the saturating mix); a job starts over; a recorded pod waits to run again until its recorded end. */
+  const requeue = (pod: Pod, t: number) => {
+    remove(pod, t);
+    const rec = pod.profile.recorded;
+    if (rec) {
+      if (t + 1 < rec.endStep) pending.push(new Pod(nextId++, pod.profile));
+    } else if (pod.profile.runSteps > 0) {
+      pending.push(new Pod(nextId++, pod.profile));
+      liveCount[pod.profile.classIndex] = liveCount[pod.profile.classIndex]! + 1;
+    }
+  };
+  const relief = allocator.relief && new NodeRelief(n, allocator.relief.policy, allocator.relief.calmPeriodMs, w.stepMs);
+  /** The kubelet's eviction manager evicts at most one pod per housekeeping interval (10 s). */
+  const kubeletPerStep = Math.max(1, Math.round(stepSeconds / 10));
+  /** The node's running pods as the kubelet, the kernel and relief see them (only built when memory is short). */
+  const candidates = (node: number): (ReliefSubject & { pod: Pod })[] => {
+    const first = node * slots.maxPods;
+    return Array.from({ length: slots.count[node]! }, (_, k) => {
+      const j = first + k;
+      const pod = slots.owner[j]!;
+      return {
+        pod, order: k, usage: slots.usageMemory[j]!, request: slots.requestMemory[j]!, priority: slots.priority[j]!, qos: QOS_CODES[slots.qos[j]!]!,
+        protected: slots.protect[j] === 1, boundAt: pod.boundAt,
+      };
+    });
   };
 
   const sample: NodeSample = {
@@ -385,9 +429,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
           continue;
         }
         const phase = slots.memoryPhase[j]!;
-        const usedMemory = rec ? recordedAt(rec.memory, rec, t) * w.memoryFactor[t]! : podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing);
+        const guaranteed = slots.qos[j] === GUARANTEED;
+        const usedMemory = rec ? recordedAt(rec.memory, rec, t) * w.memoryFactor[t]! : withinLimits(podMemory(w, slots.memoryBase[j]!, phase, t, age, growthSwing), slots.requestMemory[j]!, guaranteed);
         slots.usageMemory[j] = usedMemory;
-        const usedCpu = rec ? recordedAt(rec.cpu, rec, t) * w.cpuFactor[t]! : podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share);
+        const usedCpu = rec ? recordedAt(rec.cpu, rec, t) * w.cpuFactor[t]! : withinLimits(podCpu(w, slots.cpuBase[j]!, slots.key[j]!, phase, t, bursts.factor, bursts.share), slots.requestCpu[j]!, guaranteed);
         cpu += usedCpu;
         memory += usedMemory;
         if (runSteps === 0) {
@@ -415,21 +460,50 @@ export function runPolicy(o: RunOptions): RunMetrics {
       sample.cpuPressure = cpu > shape.capacity.cpu ? Math.min(100, (100 * (cpu - shape.capacity.cpu)) / shape.capacity.cpu) : 0;
       sample.memoryPressure = memory > memoryLimit ? 50 : 0;
 
-      if (memory > memoryLimit) {
-        if (!recordedOverMemory) m.memoryOverload += stepSeconds;
-        memory = evict(slots, i, memory, memoryLimit, (pod) => {
-          if (!recordedOverMemory) m.hits += 1;
-          remove(pod, t);
-          // A Deployment's replacement comes with the next scaling pass (or the saturating mix); a job starts over; a recorded pod waits to run again until its recorded end.
-          const rec = pod.profile.recorded;
-          if (rec) {
-            if (t + 1 < rec.endStep) pending.push(new Pod(nextId++, pod.profile));
-          } else if (pod.profile.runSteps > 0) {
-            pending.push(new Pod(nextId++, pod.profile));
-            liveCount[pod.profile.classIndex] = liveCount[pod.profile.classIndex]! + 1;
+      // Who pays, in the order they act: the kernel at once when demand passes
+      // capacity; oversell's relief on the sample past its line; the kubelet at
+      // its next housekeeping when the working set is past its threshold.
+      const capacityMemory = shape.capacity.memory;
+      let overloaded = false;
+      const hit = (victims: readonly { pod: Pod; protected: boolean }[], oom: boolean) => {
+        for (const v of victims) {
+          if (!recordedOverMemory) {
+            m.hits += 1;
+            if (oom) m.oomKilled += 1;
+            if (v.protected) m.protectedHits += 1;
           }
-        });
+          requeue(v.pod, t);
+        }
+      };
+      if (memory > capacityMemory) {
+        overloaded = true;
+        const killed = takeUntil(candidates(i).sort(oomKillOrder(capacityMemory)), memory, capacityMemory);
+        memory = killed.memory;
+        hit(killed.victims, true);
       }
+      let relievedHere = false;
+      if (relief?.over(memory, capacityMemory)) {
+        for (const v of relief.plan(i, t, memory, capacityMemory, candidates(i))) {
+          relievedHere = true;
+          m.relieved += 1;
+          if (v.protected) {
+            m.protectedRelieved += 1;
+            m.protectedHits += 1;
+          }
+          memory -= v.usage;
+          requeue(v.pod, t);
+        }
+      }
+      if (memory > memoryLimit) {
+        overloaded = true;
+        const evicted = takeUntil(candidates(i).filter(kubeletMayEvict).sort(kubeletEvictionOrder), memory, memoryLimit, kubeletPerStep);
+        memory = evicted.memory;
+        hit(evicted.victims, false);
+      }
+      if (overloaded && !recordedOverMemory) m.memoryOverload += stepSeconds;
+      if (relievedHere) m.reliefSeconds += stepSeconds;
+      const held = relief ? relief.holds(i, t, memory, capacityMemory) : false;
+      if (held) m.held += stepSeconds;
 
       sample.boundCpu = boundCpu[i]!;
       sample.boundMemory = boundMemory[i]!;
@@ -437,6 +511,11 @@ export function runPolicy(o: RunOptions): RunMetrics {
       sample.serviceCpu = serviceCpu;
       sample.serviceMemory = serviceMemory;
       allocator.allocate(i, sample, out);
+      // Held after relief: no inflation past the floor (raw, or what is bound), so nothing more lands on the node until it is calm.
+      if (held) {
+        out.cpu = Math.min(out.cpu, Math.max(shape.raw.cpu, boundCpu[i]!));
+        out.memory = Math.min(out.memory, Math.max(shape.raw.memory, boundMemory[i]!));
+      }
       if (t > 0 && (out.cpu !== allocCpu[i] || out.memory !== allocMemory[i])) m.changes += 1;
       allocCpu[i] = out.cpu;
       allocMemory[i] = out.memory;
@@ -445,7 +524,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
         ? placement.belowRequests(i)
         : out.cpu < boundCpu[i]! - Math.max(0, recordedCpu[i]! - shape.raw.cpu) || out.memory < boundMemory[i]! - Math.max(0, recordedMemory[i]! - shape.raw.memory);
       if (below) m.below += stepSeconds;
-      if (below || sample.cpuPressure > 0 || sample.memoryPressure > 0) m.risk += stepSeconds;
+      if (below || sample.cpuPressure > 0 || sample.memoryPressure > 0 || relievedHere) m.risk += stepSeconds;
     }
 
     // The scheduler: FIFO, each pod to the least allocated node it fits; once a class
@@ -493,6 +572,12 @@ export function runPolicy(o: RunOptions): RunMetrics {
     cpuSlack: m.requestCpu > 0 ? 1 - m.usageCpu / m.requestCpu : 0,
     memorySlack: m.requestMemory > 0 ? 1 - m.usageMemory / m.requestMemory : 0,
     podsHitByMemoryOverload: m.hits,
+    podsOomKilled: m.oomKilled,
+    protectedPodsHit: m.protectedHits,
+    podsRelieved: m.relieved,
+    protectedPodsRelieved: m.protectedRelieved,
+    reliefNodeSeconds: m.reliefSeconds,
+    heldNodeSeconds: m.held,
     memoryOverloadNodeSeconds: m.memoryOverload,
     cpuOverCapacityNodeSeconds: m.cpuOver,
     cpuOverCapacityShare: m.cpuOver / (n * steps * stepSeconds),
@@ -522,22 +607,4 @@ export function feasibleNodesToFind(nodes: number): number {
   if (nodes < 100) return nodes;
   const percent = Math.max(5, 50 - Math.floor(nodes / 125));
   return Math.max(100, Math.floor((nodes * percent) / 100));
-}
-
-/**
- * The kubelet's memory eviction: pods using most above their requests go first,
- * until the node is back under the threshold. Returns the node's memory after.
- */
-function evict<T>(slots: NodeSlots<T>, node: number, memory: number, limit: number, evicted: (pod: T) => void): number {
-  const first = node * slots.maxPods;
-  const ranked = Array.from({ length: slots.count[node]! }, (_, k) => first + k).sort(
-    (a, b) => slots.usageMemory[b]! - slots.requestMemory[b]! - (slots.usageMemory[a]! - slots.requestMemory[a]!) || a - b,
-  );
-  const victims: { pod: T; usage: number }[] = ranked.map((j) => ({ pod: slots.owner[j]!, usage: slots.usageMemory[j]! }));
-  for (const v of victims) {
-    if (memory <= limit) break;
-    memory -= v.usage;
-    evicted(v.pod);
-  }
-  return memory;
 }

@@ -70,12 +70,12 @@ function levelTable(f: Frontier): string[] {
 
 function pointTable(f: Frontier): string[] {
   const rows = [
-    "| family | setting | pods running (mean) | vs none | of the limit's gain | pods hit by memory overload | CPU over capacity (node-time) | below requests (node-h) | risk (node-h) | risk (node-time) |",
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+    "| family | setting | pods running (mean) | vs none | of the limit's gain | pods hit by memory overload | protected pods hit | pods relieved | CPU over capacity (node-time) | below requests (node-h) | risk (node-h) | risk (node-time) |",
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const p of f.points) {
     rows.push(
-      `| ${p.family} | ${p.label} | ${p.podsPlaced.toFixed(1)} | ${gain(p.densityVsNone)} | ${p.gainCaptured === null ? '-' : `${(p.gainCaptured * 100).toFixed(1)} %`} | ${p.podsHitByMemoryOverload} | ${share(p.cpuOverCapacityShare)} | ${nodeHours(p.belowRequestsNodeSeconds)} | ${nodeHours(p.riskNodeSeconds)} | ${share(p.riskNodeSeconds / f.nodeSeconds)} |`,
+      `| ${p.family} | ${p.label} | ${p.podsPlaced.toFixed(1)} | ${gain(p.densityVsNone)} | ${p.gainCaptured === null ? '-' : `${(p.gainCaptured * 100).toFixed(1)} %`} | ${p.podsHitByMemoryOverload} | ${p.protectedPodsHit} | ${p.podsRelieved} | ${share(p.cpuOverCapacityShare)} | ${nodeHours(p.belowRequestsNodeSeconds)} | ${nodeHours(p.riskNodeSeconds)} | ${share(p.riskNodeSeconds / f.nodeSeconds)} |`,
     );
   }
   return rows;
@@ -122,7 +122,7 @@ export function frontierMarkdown(f: Frontier, withChart: boolean, command: strin
     '## Who places most at each level of risk',
     '',
     "Each cell is the family's most pods (over none's) among its settings whose risk is at most the row's, and that setting; - when none of them is that safe. " +
-      '*Risk* is the report\'s: node-seconds with CPU demand over capacity, memory overloaded or allocatable below bound requests, here also as a share of all node-time.',
+      '*Risk* is the report\'s: node-seconds with CPU demand over capacity, memory overloaded, allocatable below bound requests or a relief eviction by oversell (density is never bought with evictions unseen), here also as a share of all node-time.',
     '',
     ...levelTable(f),
     '',

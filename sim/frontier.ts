@@ -30,9 +30,13 @@ export interface FrontierPoint {
   densityVsNone: number | null;
   gainCaptured: number | null;
   podsHitByMemoryOverload: number;
+  /** Protected pods evicted or OOM-killed by anyone. */
+  protectedPodsHit: number;
+  /** Pods oversell's relief evicted (oversell's settings only): harm too, counted in the risk. */
+  podsRelieved: number;
   cpuOverCapacityShare: number;
   belowRequestsNodeSeconds: number;
-  /** The report's combined risk: node-seconds with CPU over capacity, memory overloaded or allocatable below bound requests. */
+  /** The report's combined risk: node-seconds with CPU over capacity, memory overloaded, allocatable below bound requests or a relief eviction. */
   riskNodeSeconds: number;
 }
 
@@ -161,6 +165,8 @@ function pointOf(run: Run, p: PolicyResult, none: number, limit: number): Fronti
     densityVsNone: none > 0 ? Math.round((p.podsPlaced / none) * 1e4) / 1e4 : null,
     gainCaptured: gainCaptured(p.podsPlaced, none, limit),
     podsHitByMemoryOverload: p.podsHitByMemoryOverload,
+    protectedPodsHit: p.protectedPodsHit,
+    podsRelieved: p.podsRelieved,
     cpuOverCapacityShare: p.cpuOverCapacityShare,
     belowRequestsNodeSeconds: p.belowRequestsNodeSeconds,
     riskNodeSeconds: p.riskNodeSeconds,

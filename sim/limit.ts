@@ -19,7 +19,7 @@
 import type { Allocator, NodeShape, Placement, PodRef } from './allocators.js';
 import type { Scenario } from './scenario.js';
 import type { Baseline } from './trace.js';
-import { podCpu, podMemory, recordedAt, type PodProfile, type Workload } from './workload.js';
+import { podCpu, podMemory, recordedAt, withinLimits, type PodProfile, type Workload } from './workload.js';
 
 /** Steps per block of the max-tree: the tree holds one value per block, the block is scanned. */
 const BLOCK = 16;
@@ -127,7 +127,7 @@ export function limitAllocator(shapes: readonly NodeShape[], s: Scenario, w: Wor
     if (cpuStamp[t] !== stamp) {
       const p = current!;
       const r = p.recorded;
-      cpuAt[t] = r ? recordedAt(r.cpu, r, t) * w.cpuFactor[t]! : podCpu(w, p.cpuBase, p.key, p.memoryPhase, t, bursts.factor, bursts.share);
+      cpuAt[t] = r ? recordedAt(r.cpu, r, t) * w.cpuFactor[t]! : withinLimits(podCpu(w, p.cpuBase, p.key, p.memoryPhase, t, bursts.factor, bursts.share), p.requestCpu, p.tier?.qos === 'Guaranteed');
       cpuStamp[t] = stamp;
     }
     return cpuAt[t]!;
@@ -136,7 +136,7 @@ export function limitAllocator(shapes: readonly NodeShape[], s: Scenario, w: Wor
     if (memoryStamp[t] !== stamp) {
       const p = current!;
       const r = p.recorded;
-      memoryAt[t] = r ? recordedAt(r.memory, r, t) * w.memoryFactor[t]! : podMemory(w, p.memoryBase, p.memoryPhase, t, t - currentStart, memoryGrowth.swing);
+      memoryAt[t] = r ? recordedAt(r.memory, r, t) * w.memoryFactor[t]! : withinLimits(podMemory(w, p.memoryBase, p.memoryPhase, t, t - currentStart, memoryGrowth.swing), p.requestMemory, p.tier?.qos === 'Guaranteed');
       memoryStamp[t] = stamp;
     }
     return memoryAt[t]!;

@@ -3,7 +3,13 @@
 // sits in typed arrays at its slot. A node's pods are then contiguous in
 // memory: with one object per pod, scattered on the heap, cache misses were
 // most of a 1000-node run.
+import { DEFAULT_TIER, type PodTier } from './kubelet-eviction.js';
+import type { QosClass } from '../lib/pod-qos.js';
 import type { RecordedUsage } from './workload.js';
+
+/** QoS classes by their code in NodeSlots.qos. */
+export const QOS_CODES: readonly QosClass[] = ['Guaranteed', 'Burstable', 'BestEffort'];
+export const GUARANTEED = 0;
 
 export interface SlotFields {
   requestCpu: number;
@@ -15,6 +21,8 @@ export interface SlotFields {
   runSteps: number;
   /** A public trace's pod: its recorded usage, read instead of the model's. */
   recorded?: RecordedUsage | undefined;
+  /** Undefined: DEFAULT_TIER. */
+  tier?: PodTier | undefined;
 }
 
 export class NodeSlots<T> {
@@ -29,6 +37,11 @@ export class NodeSlots<T> {
   readonly memoryPhase: Float64Array;
   /** Filled in by the per-step loop, read by eviction. */
   readonly usageMemory: Float64Array;
+  readonly priority: Float64Array;
+  /** Index into QOS_CODES. */
+  readonly qos: Uint8Array;
+  /** 1: a protected pod (sim/kubelet-eviction.ts classTier). */
+  readonly protect: Uint8Array;
   readonly owner: (T | undefined)[];
   readonly recorded: (RecordedUsage | undefined)[];
 
@@ -47,6 +60,9 @@ export class NodeSlots<T> {
     this.key = new Float64Array(size);
     this.memoryPhase = new Float64Array(size);
     this.usageMemory = new Float64Array(size);
+    this.priority = new Float64Array(size);
+    this.qos = new Uint8Array(size);
+    this.protect = new Uint8Array(size);
     this.owner = new Array<T | undefined>(size).fill(undefined);
     this.recorded = new Array<RecordedUsage | undefined>(size).fill(undefined);
   }
@@ -70,6 +86,10 @@ export class NodeSlots<T> {
     this.memoryPhase[j] = f.memoryPhase;
     this.usageMemory[j] = 0;
     this.recorded[j] = f.recorded;
+    const tier = f.tier ?? DEFAULT_TIER;
+    this.priority[j] = tier.priority;
+    this.qos[j] = QOS_CODES.indexOf(tier.qos);
+    this.protect[j] = tier.protected ? 1 : 0;
     return j;
   }
 
@@ -91,6 +111,9 @@ export class NodeSlots<T> {
       this.memoryPhase[j] = this.memoryPhase[last]!;
       this.usageMemory[j] = this.usageMemory[last]!;
       this.recorded[j] = this.recorded[last];
+      this.priority[j] = this.priority[last]!;
+      this.qos[j] = this.qos[last]!;
+      this.protect[j] = this.protect[last]!;
     }
     this.owner[last] = undefined;
     this.recorded[last] = undefined;

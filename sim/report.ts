@@ -1,6 +1,7 @@
-// The report of a simulation: the checks against issue 31's targets, the
-// markdown page with its SVG charts, and the JSON for tools. Pure: files are
-// returned as text, the CLI writes them.
+// The report of a simulation: the checks against issue 31's targets and issue
+// 45's (who pays when the forecast is wrong), the markdown page with its SVG
+// charts, and the JSON for tools. Pure: files are returned as text, the CLI
+// writes them.
 import type { PublicTraceSummary } from './public-replay.js';
 import type { Scenario } from './scenario.js';
 import type { PolicyResult, SimulationResult } from './simulate.js';
@@ -18,6 +19,8 @@ export interface Report {
   /** The same scenario with usage stepped up mid-run; undefined when not run. */
   busier: SimulationResult | undefined;
   checks: Check[];
+  /** Issue 45's targets: who pays, by tier. */
+  harm: Check[];
 }
 
 const FIXED_COLORS: Record<string, string> = {
@@ -97,18 +100,66 @@ export function checks(main: SimulationResult, busier: SimulationResult | undefi
   return out;
 }
 
+/** Who was hit, by tier, as the page says it. */
+export function whoPaid(p: PolicyResult): string {
+  const kubelet = p.podsHitByMemoryOverload - p.podsOomKilled;
+  const relieved = p.kind === 'oversell' ? `; ${p.podsRelieved} pods relieved by oversell (${p.protectedPodsRelieved} of them protected)` : '';
+  return `${p.protectedPodsHit} protected pods hit${relieved}; ${p.podsOomKilled} OOM-killed and ${kubelet} evicted by the kubelet`;
+}
+
+/**
+ * Issue 45's targets: busier than its history, the default policy hits no
+ * protected pod and leaves the kernel and the kubelet nothing to do, every
+ * relief eviction is of an unprotected pod and counted; and the default day
+ * still captures TARGET_GAIN of the limit's gain with no protected pod hit.
+ */
+export function harmChecks(main: SimulationResult, busier: SimulationResult | undefined): Check[] {
+  if (publicTraceOf(main)?.requestsKnown === false) return [];
+  const o = oversellOf(main);
+  const out: Check[] = [];
+  if (busier) {
+    const bo = oversellOf(busier);
+    const step = busier.scenario.usage.step;
+    const when = step ? `busier than its history (usage x${step.factor} from hour ${step.atHour})` : 'busier than its history';
+    const others = busier.policies.filter((p) => p.kind === 'static' || p.kind === 'limit').map((p) => `${p.name}: ${p.protectedPodsHit} protected, ${p.podsHitByMemoryOverload} by the kernel or the kubelet`);
+    out.push(
+      {
+        target: `${when}, ${bo.name}: 0 protected pods hit`,
+        met: bo.protectedPodsHit === 0,
+        detail: `${bo.protectedPodsHit} protected pods hit (${others.join('; ')})`,
+      },
+      {
+        target: `${when}, ${bo.name}: 0 pods OOM-killed or evicted by the kubelet`,
+        met: bo.podsHitByMemoryOverload === 0,
+        detail: `${bo.podsOomKilled} OOM-killed, ${bo.podsHitByMemoryOverload - bo.podsOomKilled} evicted by the kubelet, ${nodeHours(bo.memoryOverloadNodeSeconds)} node-hours of memory overload`,
+      },
+      {
+        target: `${when}, ${bo.name}: every relief eviction an unprotected pod, counted`,
+        met: bo.protectedPodsRelieved === 0 && o.protectedPodsRelieved === 0,
+        detail: `${bo.podsRelieved} pods relieved (${bo.protectedPodsRelieved} protected) in ${nodeHours(bo.reliefNodeSeconds)} node-hours, counted as risk; the default day ${o.podsRelieved} (${o.protectedPodsRelieved} protected)`,
+      },
+    );
+  }
+  out.push({
+    target: `the default day, ${o.name}: at least ${pct(TARGET_GAIN)} of the physical limit's gain over none with 0 protected pods hit`,
+    met: o.gainCaptured !== null && o.gainCaptured >= TARGET_GAIN && o.protectedPodsHit === 0,
+    detail: `${captured(o)} of the limit's gain; ${whoPaid(o)}`,
+  });
+  return out;
+}
+
 /** The scenario with usage times `factor` from half-way through: a cluster busier than the history its grants came from. */
 export function busierScenario(s: Scenario, factor: number): Scenario {
   return { ...s, usage: { ...s.usage, step: { atHour: s.hours / 2, factor } } };
 }
 
 export function buildReport(main: SimulationResult, busier: SimulationResult | undefined): Report {
-  return { main, busier, checks: checks(main, busier) };
+  return { main, busier, checks: checks(main, busier), harm: harmChecks(main, busier) };
 }
 
 /** What --output json prints: every figure, series included. */
 export function reportJson(r: Report): string {
-  return JSON.stringify({ ...r.main, checks: r.checks, busier: r.busier && { step: r.busier.scenario.usage.step, policies: r.busier.policies } }, null, 2) + '\n';
+  return JSON.stringify({ ...r.main, checks: r.checks, harmChecks: r.harm, busier: r.busier && { step: r.busier.scenario.usage.step, policies: r.busier.policies } }, null, 2) + '\n';
 }
 
 export const CHARTS = {
@@ -145,13 +196,13 @@ export function charts(r: Report): Record<(typeof CHARTS)[keyof typeof CHARTS], 
 function table(policies: PolicyResult[]): string[] {
   const needed = policies.some((p) => p.nodesNeeded !== undefined);
   const rows = [
-    `| policy |${needed ? ' nodes needed |' : ''} pods running (mean) | vs none | of the limit's gain | pending (mean) | CPU slack | memory slack | pods hit by memory overload | CPU over capacity (node-h) | over target (node-h) | below requests (node-h) | risk (node-h) | allocatable changes / node-h |`,
-    `|---|${needed ? '--:|' : ''}--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|`,
+    `| policy |${needed ? ' nodes needed |' : ''} pods running (mean) | vs none | of the limit's gain | pending (mean) | CPU slack | memory slack | pods hit by memory overload (OOM-killed) | protected pods hit | pods relieved | CPU over capacity (node-h) | over target (node-h) | below requests (node-h) | risk (node-h) | allocatable changes / node-h |`,
+    `|---|${needed ? '--:|' : ''}--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|`,
   ];
   for (const p of policies) {
     const nodes = needed ? ` ${p.nodesNeeded ?? 'more than the search tried'} |` : '';
     rows.push(
-      `| ${p.name} |${nodes} ${p.podsPlaced.toFixed(1)} | ${gain(p.densityVsNone)} | ${p.gainCaptured === null ? '-' : pct(p.gainCaptured)} | ${p.podsPending.toFixed(1)} | ${pct(p.cpuSlack)} | ${pct(p.memorySlack)} | ${p.podsHitByMemoryOverload} | ${nodeHours(p.cpuOverCapacityNodeSeconds)} | ${nodeHours(p.overTargetNodeSeconds)} | ${nodeHours(p.belowRequestsNodeSeconds)} | ${nodeHours(p.riskNodeSeconds)} | ${p.allocatableChangesPerNodeHour.toFixed(1)} |`,
+      `| ${p.name} |${nodes} ${p.podsPlaced.toFixed(1)} | ${gain(p.densityVsNone)} | ${p.gainCaptured === null ? '-' : pct(p.gainCaptured)} | ${p.podsPending.toFixed(1)} | ${pct(p.cpuSlack)} | ${pct(p.memorySlack)} | ${p.podsHitByMemoryOverload} (${p.podsOomKilled}) | ${p.protectedPodsHit} | ${p.podsRelieved} | ${nodeHours(p.cpuOverCapacityNodeSeconds)} | ${nodeHours(p.overTargetNodeSeconds)} | ${nodeHours(p.belowRequestsNodeSeconds)} | ${nodeHours(p.riskNodeSeconds)} | ${p.allocatableChangesPerNodeHour.toFixed(1)} |`,
     );
   }
   return rows;
@@ -288,14 +339,14 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
   if (compared) lines.push(
     `- Without oversell, ${none.podsPlaced.toFixed(0)} pods run on average and ${none.podsPending.toFixed(0)} wait; the physical limit runs ${m.limit.podsPlaced.toFixed(0)}. ` +
       `**${o.name}** runs ${o.podsPlaced.toFixed(0)} (${gain(o.densityVsNone)}), capturing ${captured(o)} of the limit's gain over none, ` +
-      `with ${o.podsHitByMemoryOverload} pods hit by memory overload, ${nodeHours(o.belowRequestsNodeSeconds)} node-hours with allocatable below bound requests ` +
+      `with ${o.podsHitByMemoryOverload} pods hit by memory overload (OOM-killed or evicted by the kubelet), ${o.protectedPodsHit} protected pods hit, ${o.podsRelieved} pods relieved, ${nodeHours(o.belowRequestsNodeSeconds)} node-hours with allocatable below bound requests ` +
       `and ${nodeHours(o.cpuOverCapacityNodeSeconds)} node-hours of CPU demand over capacity; its allocatable changes ${o.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour${causes(o)}.`,
   );
   else lines.push(`- Not compared: ${REQUESTS_UNKNOWN}`);
   for (const p of m.policies) {
     if (p === o || p.kind === 'none' || !compared) continue;
     const risks = [
-      p.podsHitByMemoryOverload > 0 && `${p.podsHitByMemoryOverload} pods hit by memory overload`,
+      p.podsHitByMemoryOverload > 0 && `${p.podsHitByMemoryOverload} pods hit by memory overload (${p.protectedPodsHit} of them protected)`,
       p.cpuOverCapacityNodeSeconds > 0 && `${nodeHours(p.cpuOverCapacityNodeSeconds)} node-hours of CPU over capacity`,
       p.belowRequestsNodeSeconds > 0 && `${nodeHours(p.belowRequestsNodeSeconds)} node-hours below bound requests`,
       p.allocatableChangesPerNodeHour >= 10 && `allocatable changing ${p.allocatableChangesPerNodeHour.toFixed(0)} times per node-hour`,
@@ -309,10 +360,23 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
     for (const c of r.checks) lines.push(`| ${c.target} | ${c.met ? 'yes' : '**no**'} | ${c.detail} |`);
     lines.push('');
   }
+  if (compared && r.harm.length > 0) {
+    lines.push(
+      '## Who pays: the targets of issue 45',
+      '',
+      'Protected pods (Guaranteed, exclusive CPUs, priority at or above system-cluster-critical) are never relieved; relief evicts unprotected pods through the Eviction API before the kernel or the kubelet must choose ([the model](simulate.md#who-pays-tiers-relief-the-kubelet-and-the-kernel)).',
+      '',
+      '| target | | figures |',
+      '|---|---|---|',
+    );
+    for (const c of r.harm) lines.push(`| ${c.target} | ${c.met ? 'met' : '**missed**'} | ${c.detail} |`);
+    lines.push('');
+  }
   lines.push('## Policies side by side', '', ...table(m.policies), '');
   lines.push(
     "Pods running and pending are means over the run. *Of the limit's gain* is (pods - none's) / (the limit's - none's). Slack is 1 - usage / requests of running pods. *Risk* counts node-seconds with CPU demand over capacity (throttling), " +
-      'memory over capacity minus the eviction threshold (pods evicted or OOM-killed; each counted as hit) or allocatable below bound requests (pods a kubelet restart would reject). ' +
+      'memory over capacity minus the eviction threshold (pods OOM-killed by the kernel or evicted by the kubelet; each counted as hit), allocatable below bound requests (pods a kubelet restart would reject) ' +
+      'or a relief eviction by oversell (graceful, but an eviction: counted as risk, and each relieved pod counted). *Protected pods hit* counts protected pods evicted or OOM-killed by anyone. ' +
       `*Over target* counts node-seconds with usage above the default policy's targets (CPU ${pct(m.targets.cpu)}, memory ${pct(m.targets.memory)} of raw allocatable): ` +
       'it is what the targets try to avoid, not harm in itself.',
     '',
@@ -334,6 +398,8 @@ export function markdown(r: Report, withCharts: boolean, command: string): strin
       '## Busier than its history',
       '',
       `The same workload with every pod's usage ${step.factor}x from hour ${step.atHour} on: grants made on the quieter history meet a busier cluster.`,
+      '',
+      ...r.busier.policies.filter((p) => p.kind === 'oversell' || p.kind === 'static' || p.kind === 'limit').map((p) => `- **${p.name}**: ${whoPaid(p)}.`),
       '',
       ...table(r.busier.policies),
       '',

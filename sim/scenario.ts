@@ -11,7 +11,18 @@ export interface Quantities {
   memory: number;
 }
 
-export interface DeploymentClass {
+/**
+ * Who a class's pods are to the kubelet, the kernel and oversell's tiers: QoS
+ * (Guaranteed: limits equal to requests; Burstable: requests below limits;
+ * BestEffort pods request nothing and are not modelled: the model places by
+ * requests) and spec.priority. Left out: Burstable at priority 0.
+ */
+export interface PodClassTier {
+  qos?: 'Guaranteed' | 'Burstable';
+  priority?: number;
+}
+
+export interface DeploymentClass extends PodClassTier {
   name: string;
   kind: 'deployment';
   requests: Quantities;
@@ -19,7 +30,7 @@ export interface DeploymentClass {
   replicasPerNode: { min: number; max: number };
 }
 
-export interface JobClass {
+export interface JobClass extends PodClassTier {
   name: string;
   kind: 'job';
   requests: Quantities;
@@ -127,12 +138,15 @@ export const DEFAULT_SCENARIO: Scenario = {
     memoryGrowth: { swing: 0.15, periodHours: 6 },
     startSeconds: 20,
   },
+  // The tiers (docs/simulate.md, Tiers): caches Guaranteed, a system-cluster-critical
+  // Deployment (protected); the rest Burstable, the API at a higher priority than the rest.
   classes: [
-    { name: 'web', kind: 'deployment', requests: { cpu: 500, memory: 1 * GiB }, replicasPerNode: { min: 8, max: 18 } },
-    { name: 'api', kind: 'deployment', requests: { cpu: 1000, memory: 4 * GiB }, replicasPerNode: { min: 4, max: 8 } },
-    { name: 'cache', kind: 'deployment', requests: { cpu: 250, memory: 4 * GiB }, replicasPerNode: { min: 2.5, max: 3.5 } },
-    { name: 'batch', kind: 'job', requests: { cpu: 2000, memory: 4 * GiB }, arrivalsPerNodeHour: 1.5, durationMinutes: 60 },
-    { name: 'etl', kind: 'job', requests: { cpu: 1000, memory: 8 * GiB }, arrivalsPerNodeHour: 0.4, durationMinutes: 90 },
+    { name: 'web', kind: 'deployment', requests: { cpu: 500, memory: 1 * GiB }, replicasPerNode: { min: 8, max: 18 }, qos: 'Burstable', priority: 0 },
+    { name: 'api', kind: 'deployment', requests: { cpu: 1000, memory: 4 * GiB }, replicasPerNode: { min: 4, max: 8 }, qos: 'Burstable', priority: 1000 },
+    { name: 'cache', kind: 'deployment', requests: { cpu: 250, memory: 4 * GiB }, replicasPerNode: { min: 2.5, max: 3.5 }, qos: 'Guaranteed', priority: 1000 },
+    { name: 'batch', kind: 'job', requests: { cpu: 2000, memory: 4 * GiB }, arrivalsPerNodeHour: 1.5, durationMinutes: 60, qos: 'Burstable', priority: 0 },
+    { name: 'etl', kind: 'job', requests: { cpu: 1000, memory: 8 * GiB }, arrivalsPerNodeHour: 0.4, durationMinutes: 90, qos: 'Burstable', priority: 0 },
+    { name: 'system', kind: 'deployment', requests: { cpu: 500, memory: 1 * GiB }, replicasPerNode: { min: 1, max: 1 }, qos: 'Burstable', priority: 2_000_000_000 },
   ],
   policies: {
     static: { cpu: 1.5, memory: 1.5 },
@@ -220,17 +234,21 @@ function podClass(v: unknown, path: string): PodClass {
   const kind = r.obj.kind ?? 'deployment';
   const requests = r.quantities('requests', { cpu: -1, memory: -1 });
   if (requests.cpu <= 0 || requests.memory <= 0) throw new ScenarioError(`${r.at('requests')} needs cpu and memory above zero`);
+  const qos = r.obj.qos ?? 'Burstable';
+  if (qos !== 'Guaranteed' && qos !== 'Burstable') throw new ScenarioError(`${r.at('qos')} must be Guaranteed or Burstable (BestEffort pods request nothing: the model places by requests), got ${JSON.stringify(qos)}`);
+  // PriorityClass values: user classes up to 1e9, system-node-critical 2000001000.
+  const tier = { qos, priority: r.number('priority', 0, -(2 ** 31), 2_000_001_000, true) } as const;
   if (kind === 'deployment') {
-    r.only(['name', 'kind', 'requests', 'replicasPerNode']);
+    r.only(['name', 'kind', 'requests', 'replicasPerNode', 'qos', 'priority']);
     const rep = r.child('replicasPerNode').only(['min', 'max']);
     const min = rep.number('min', -1, 0, 1e4);
     const max = rep.number('max', -1, 0, 1e4);
     if (min < 0 || max < min) throw new ScenarioError(`${r.at('replicasPerNode')} needs numbers min and max with min <= max`);
-    return { name, kind, requests, replicasPerNode: { min, max } };
+    return { name, kind, requests, replicasPerNode: { min, max }, ...tier };
   }
   if (kind === 'job') {
-    r.only(['name', 'kind', 'requests', 'arrivalsPerNodeHour', 'durationMinutes']);
-    return { name, kind, requests, arrivalsPerNodeHour: r.number('arrivalsPerNodeHour', 0, 0, 1e4), durationMinutes: r.number('durationMinutes', 60, 0.1, 1e6) };
+    r.only(['name', 'kind', 'requests', 'arrivalsPerNodeHour', 'durationMinutes', 'qos', 'priority']);
+    return { name, kind, requests, arrivalsPerNodeHour: r.number('arrivalsPerNodeHour', 0, 0, 1e4), durationMinutes: r.number('durationMinutes', 60, 0.1, 1e6), ...tier };
   }
   throw new ScenarioError(`${r.at('kind')} must be deployment or job, got ${JSON.stringify(kind)}`);
 }

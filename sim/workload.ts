@@ -3,6 +3,7 @@
 // when jobs arrive and how long they run, and each pod's usage profile. A pod's
 // profile depends only on (seed, class, ordinal), so the n-th pod of a class
 // behaves the same under every policy.
+import { classTier, type PodTier } from './kubelet-eviction.js';
 import { noise, Rng } from './random.js';
 import type { Scenario } from './scenario.js';
 
@@ -33,6 +34,8 @@ export interface PodProfile extends UsageSubject {
   peakMemory: number;
   /** A public trace's pod: its usage is the trace's (x the run's usage factors), not the model's, and it leaves at its recorded end. */
   recorded?: RecordedUsage | undefined;
+  /** QoS, priority and tier; undefined: Burstable at priority 0, unprotected (a public trace's pods). */
+  tier?: PodTier | undefined;
 }
 
 /** A recorded pod's usage on the run's grid, with when it arrives and leaves. */
@@ -142,6 +145,7 @@ export function buildWorkload(s: Scenario): Workload {
   // A modelled peak: the daily peak, the largest scale, the top of memory growth, and a burst if bursts reach p95.
   const cpuPeak = ((1 + u.diurnal.cpuSwing) * maxScale * (u.bursts.share > 0.05 ? u.bursts.factor : 1)) / burstMean;
   const memoryPeak = (1 + u.diurnal.memorySwing) * maxScale * (1 + u.memoryGrowth.swing);
+  const tiers = s.classes.map(classTier);
   const profile = (classIndex: number, ordinal: number, runSteps: number): PodProfile => {
     const c = s.classes[classIndex]!;
     const key = Math.floor(noise(s.seed, classIndex + 1, ordinal) * 2 ** 31);
@@ -153,6 +157,7 @@ export function buildWorkload(s: Scenario): Workload {
       cpuBase: c.requests.cpu * cpuShare, memoryBase: c.requests.memory * memoryShare,
       memoryPhase: Math.floor(rng.next() * memoryPeriodSteps), runSteps,
       peakCpu: c.requests.cpu * cpuShare * cpuPeak, peakMemory: c.requests.memory * memoryShare * memoryPeak,
+      tier: tiers[classIndex],
     };
   };
   const startSteps = Math.round((u.startSeconds * 1000) / stepMs);
@@ -169,4 +174,13 @@ export function podCpu(w: Workload, cpuBase: number, key: number, phase: number,
 export function podMemory(w: Workload, memoryBase: number, phase: number, t: number, age: number, growthSwing: number): number {
   const at = ((age + phase) % w.memoryPeriodSteps) / w.memoryPeriodSteps;
   return memoryBase * w.memoryFactor[t]! * (1 + growthSwing * (2 * at - 1));
+}
+
+/**
+ * A Guaranteed pod's limits are its requests: its CPU is throttled there by its
+ * CFS quota and its memory held there by its own cgroup (what the pod itself
+ * asked for, not harm of the node's), so its usage is at most its requests.
+ */
+export function withinLimits(used: number, request: number, guaranteed: boolean): number {
+  return guaranteed && used > request ? request : used;
 }

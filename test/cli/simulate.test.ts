@@ -80,6 +80,46 @@ describe('oversell simulate', () => {
     assert.match(bad.stderr, /--demand <kind>.*endless.*Allowed choices are scenario, saturating/);
   });
 
+  it('--output json: who paid, by tier, in policies and busier.policies (protectedPodsHit, podsRelieved, podsHitByMemoryOverload)', async () => {
+    // Two nodes of 4 GiB pods using half their requests and one protected pod each
+    // (priority system-cluster-critical, Burstable with a small request: the kernel's
+    // likeliest victim), under a policy that lets memory reach 1.5x raw allocatable.
+    const scenario = join(work, 'who-pays.yaml');
+    writeFileSync(scenario, [
+      'nodes: 2', 'hours: 1', 'warmupHours: 0',
+      'usage: { memorySlack: 0.5, concentration: 1000, memoryGrowth: { swing: 0 }, diurnal: { memorySwing: 0 } }',
+      'classes:',
+      '  - { name: app, requests: { cpu: 100m, memory: 4Gi }, replicasPerNode: { min: 30, max: 30 } }',
+      '  - { name: critical, requests: { cpu: 100m, memory: 1Gi }, replicasPerNode: { min: 1, max: 1 }, priority: 2000000000 }',
+      '',
+    ].join('\n'));
+    const policy = join(work, 'loose.yaml');
+    writeFileSync(policy, 'kind: OversellPolicy\nmetadata: { name: loose }\nspec: { memory: { maxRatio: 1.5, targetUtilization: 0.99, riskBudget: { enabled: false } }, cpu: { riskBudget: { enabled: false } } }\n');
+    type Row = { name: string; kind: string; protectedPodsHit: number; podsRelieved: number; podsHitByMemoryOverload: number; podsOomKilled: number; protectedPodsRelieved: number };
+    const busier = async (factor: string) => {
+      const r = await run('--scenario', scenario, '--policy', policy, '--busier', factor, '--output', 'json');
+      assert.equal(r.code, 0, r.stderr);
+      const out = JSON.parse(r.stdout) as { policies: Row[]; busier: { policies: Row[] }; harmChecks: { target: string; met: boolean }[] };
+      for (const p of [...out.policies, ...out.busier.policies]) {
+        for (const k of ['protectedPodsHit', 'podsRelieved', 'podsHitByMemoryOverload'] as const) assert.ok(Number.isInteger(p[k]) && p[k] >= 0, `${p.name}.${k}`);
+        if (p.kind !== 'oversell') assert.equal(p.podsRelieved, 0, `${p.name}: only oversell relieves`);
+        assert.equal(p.protectedPodsRelieved, 0, `${p.name}: relief never takes a protected pod`);
+        assert.ok(p.protectedPodsHit <= p.podsHitByMemoryOverload + p.podsRelieved, `${p.name}: protected pods hit are among the pods hit`);
+      }
+      return { out, pick: (name: string) => out.busier.policies.find((p) => p.name === name)! };
+    };
+    // x1.35: the nodes under loose cross the relief line, below the kubelet's threshold: relief, nothing else.
+    const mild = await busier('1.35');
+    assert.ok(mild.pick('loose').podsRelieved > 0);
+    assert.deepEqual([mild.pick('loose').protectedPodsHit, mild.pick('loose').podsHitByMemoryOverload], [0, 0]);
+    assert.equal(mild.pick('static').podsHitByMemoryOverload, 0);
+    assert.ok(mild.out.harmChecks.length === 4 && mild.out.harmChecks.every((c) => typeof c.met === 'boolean'));
+    // x1.45: demand past capacity at once: the kernel kills, the protected pods first (highest oom_score), and they are counted.
+    const hard = await busier('1.45');
+    const st = hard.pick('static');
+    assert.ok(st.podsOomKilled > 0 && st.protectedPodsHit > 0 && st.protectedPodsHit <= st.podsHitByMemoryOverload, JSON.stringify(st));
+  });
+
   it('an invalid scenario is refused with the file and the field named, exit 2', async () => {
     const bad = join(work, 'bad.yaml');
     writeFileSync(bad, 'usage:\n  bursts: { share: 2 }\n');

@@ -5,7 +5,7 @@ import { frontierOf, type Family, type FrontierPoint } from '../../sim/frontier.
 import { parseScenario } from '../../sim/scenario.js';
 
 const point = (family: Family, label: string, podsPlaced: number, riskNodeSeconds: number): FrontierPoint => ({
-  family, label, podsPlaced, densityVsNone: podsPlaced / 100, gainCaptured: null, podsHitByMemoryOverload: 0, cpuOverCapacityShare: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds,
+  family, label, podsPlaced, densityVsNone: podsPlaced / 100, gainCaptured: null, podsHitByMemoryOverload: 0, protectedPodsHit: 0, podsRelieved: 0, cpuOverCapacityShare: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds,
 });
 
 const f = frontierOf({

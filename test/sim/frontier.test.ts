@@ -9,7 +9,7 @@ const small = parseScenario({ nodes: 3, hours: 1 });
 const EMPTY: Sweep = { static: [], katalyst: [], koordinator: [], crane: [], peakPredictor: [], oversell: [] };
 
 const point = (family: Family, label: string, podsPlaced: number, riskNodeSeconds: number): FrontierPoint => ({
-  family, label, podsPlaced, densityVsNone: podsPlaced / 100, gainCaptured: null, podsHitByMemoryOverload: 0, cpuOverCapacityShare: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds,
+  family, label, podsPlaced, densityVsNone: podsPlaced / 100, gainCaptured: null, podsHitByMemoryOverload: 0, protectedPodsHit: 0, podsRelieved: 0, cpuOverCapacityShare: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds,
 });
 
 describe('frontier sweep', () => {

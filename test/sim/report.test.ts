@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DEFAULT_SCENARIO } from '../../sim/scenario.js';
 import type { PolicyResult, SimulationResult } from '../../sim/simulate.js';
-import { busierScenario, buildReport, charts, CHARTS, checks, markdown } from '../../sim/report.js';
+import { busierScenario, buildReport, charts, CHARTS, checks, harmChecks, markdown } from '../../sim/report.js';
 
 const row = (name: string, kind: PolicyResult['kind'], o: Partial<PolicyResult> = {}): PolicyResult => ({
   name, kind, podsPlaced: 100, podsPending: 0, cpuSlack: 0.46, memorySlack: 0.46, podsHitByMemoryOverload: 0, memoryOverloadNodeSeconds: 0,
+  podsOomKilled: 0, protectedPodsHit: 0, podsRelieved: 0, protectedPodsRelieved: 0, reliefNodeSeconds: 0, heldNodeSeconds: 0,
   cpuOverCapacityNodeSeconds: 0, overTargetNodeSeconds: 0, belowRequestsNodeSeconds: 0, riskNodeSeconds: 0, allocatableChangesPerNodeHour: 0,
   cpuOverCapacityShare: 0, peakPending: 0, densityVsNone: 1, gainCaptured: 0, series: { placed: [90, 100], pending: [0, 0] }, utilisation: { cpu: [1, 2], memory: [3, 4] }, ...o,
 });
@@ -75,5 +76,24 @@ describe('simulation report', () => {
     const b = busierScenario(DEFAULT_SCENARIO, 1.3);
     assert.deepEqual(b.usage.step, { atHour: 12, factor: 1.3 });
     assert.deepEqual({ ...b, usage: { ...b.usage, step: undefined } }, DEFAULT_SCENARIO);
+  });
+
+  it("prints issue 45's targets, met or missed, with who paid by tier", () => {
+    const busier = { ...result(base()), scenario: busierScenario(DEFAULT_SCENARIO, 1.3) };
+    const ok = harmChecks(result(base()), busier);
+    assert.deepEqual(ok.map((c) => c.met), [true, true, true, true]);
+    assert.match(ok[0]!.target, /^busier than its history \(usage x1\.3 from hour 12\), oversell: 0 protected pods hit$/);
+    const hurt = (o: Partial<PolicyResult>) => ({ ...busier, policies: base().map((p) => (p.kind === 'oversell' ? { ...p, ...o } : p)) });
+    const c = harmChecks(result(base()), hurt({ protectedPodsHit: 2, podsHitByMemoryOverload: 5, podsOomKilled: 3, podsRelieved: 9 }));
+    assert.deepEqual(c.map((x) => x.met), [false, false, true, true], 'relief counted, no protected pod relieved: that one is met');
+    assert.match(c[1]!.detail, /^3 OOM-killed, 2 evicted by the kubelet/);
+    assert.match(c[2]!.detail, /^9 pods relieved \(0 protected\)/);
+    assert.equal(harmChecks(result(base()), hurt({ protectedPodsRelieved: 1 }))[2]!.met, false);
+    const day = harmChecks(result(base().map((p) => (p.kind === 'oversell' ? { ...p, protectedPodsHit: 1 } : p))), undefined);
+    assert.deepEqual(day.map((x) => x.met), [false], 'without a busier run only the default day; a protected pod hit misses it');
+    const page = markdown(buildReport(result(base()), hurt({ protectedPodsHit: 2 })), false, 'oversell simulate');
+    const rows = page.split('\n').filter((l) => /^\| .* \| (met|\*\*missed\*\*) \| /.test(l) && !l.startsWith('| target |'));
+    assert.deepEqual(rows.map((l) => l.split(' | ')[1]), ['**missed**', 'met', 'met', 'met'], rows.join('\n'));
+    assert.equal(page.split('\n').filter((l) => /^\| .* \| (yes|\*\*no\*\*) \| /.test(l)).length, 3, "issue 31's table unchanged: three rows");
   });
 });

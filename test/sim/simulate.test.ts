@@ -79,7 +79,8 @@ describe('oversell simulate', () => {
   });
 
   it('counts the risks: a static ratio on a busier cluster overloads memory; katalyst drops below requests', () => {
-    const r = simulate(small({ policies: { static: { cpu: 2, memory: 2 } }, usage: { step: { atHour: 3, factor: 1.3 } } }));
+    // x1.5: Guaranteed pods (the caches) are held at their requests, so it takes more than x1.3 to overload these nodes.
+    const r = simulate(small({ policies: { static: { cpu: 2, memory: 2 } }, usage: { step: { atHour: 3, factor: 1.5 } } }));
     const st = byName(r.policies, 'static');
     assert.ok(st.podsHitByMemoryOverload > 0, `static hits ${st.podsHitByMemoryOverload}`);
     assert.ok(st.memoryOverloadNodeSeconds > 0);
