@@ -135,6 +135,8 @@ describe('the gateway bound down to fields and names on the real API server (Val
       ['ClusterRole', 'oversell-gateway'], ['ClusterRoleBinding', 'oversell-gateway'],
       ['Role', 'oversell-gateway'], ['RoleBinding', 'oversell-gateway'],
       ['Role', 'oversell-gateway-tls'], ['RoleBinding', 'oversell-gateway-tls'],
+      // Events about Nodes, in namespace default.
+      ['Role', 'oversell-gateway-events'], ['RoleBinding', 'oversell-gateway-events'],
     ] as const) {
       const o = one(kustomize, kind, name);
       await remove(o);
