@@ -110,6 +110,9 @@ function statusWriterPatch(node: V1Node): object[] {
   return loweringPatch(facts, held, { cpuMillicores: 4000n, memoryBytes: 8n * GI }, decision, new GrantProof(randomBytes(32)));
 }
 
+/** The policies that bind the gateway's ServiceAccount in every certificate mode (deploy/base/gateway-policy.yaml). */
+const GATEWAY_POLICIES = ['oversell-gateway-node-status', 'oversell-gateway-own-objects', 'oversell-gateway-node-events'];
+
 const created: Obj[] = [];
 let createdNamespace = false;
 const remove = (o: Obj) => objects().delete(o).then(() => undefined, () => undefined);
@@ -162,7 +165,7 @@ describe('the gateway bound down to fields and names on the real API server (Val
 
       before(async () => {
         const r = renders.find((x) => x.path === path)!;
-        for (const name of ['oversell-gateway-node-status', 'oversell-gateway-own-objects']) {
+        for (const name of GATEWAY_POLICIES) {
           mine.push(one(r, 'ValidatingAdmissionPolicy', name), one(r, 'ValidatingAdmissionPolicyBinding', name));
         }
         for (const o of mine) {
@@ -173,6 +176,7 @@ describe('the gateway bound down to fields and names on the real API server (Val
         // In force (a dry run goes through admission too): a label change by the gateway is refused.
         await eventually('the node-status policy to refuse', async () => ((await patchStatus(gatewayCore(), FORBIDDEN_NODE.at(-1)![1], 'All')).ok ? undefined : true), 60_000);
         await eventually('the own-objects policy to refuse', async () => ((await outcome(() => gatewayCore().createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'not-the-gateways' } }, dryRun: 'All' }))).ok ? undefined : true), 60_000);
+        await eventually('the node-events policy to refuse', async () => ((await outcome(() => gatewayCore().createNamespacedEvent({ namespace: 'default', body: { metadata: { generateName: 'x.' }, involvedObject: { kind: 'Pod', name: 'x', namespace: 'default' }, reason: 'Spoofed' }, dryRun: 'All' }))).ok ? undefined : true), 60_000);
       });
 
       after(async () => {
@@ -181,8 +185,8 @@ describe('the gateway bound down to fields and names on the real API server (Val
         await eventually('the policies to be out of force', async () => ((await patchStatus(gatewayCore(), FORBIDDEN_NODE.at(-1)![1], 'All')).ok ? true : undefined), 60_000);
       });
 
-      it('both type-check against the API server\'s schema without warnings', async () => {
-        for (const name of ['oversell-gateway-node-status', 'oversell-gateway-own-objects']) {
+      it('each type-checks against the API server\'s schema without warnings', async () => {
+        for (const name of GATEWAY_POLICIES) {
           const stored = await eventually(`${name}'s type check`, async () => {
             const p = (await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name } })) as { metadata?: { generation?: number }; status?: { observedGeneration?: number; typeChecking?: { expressionWarnings?: unknown[] } } };
             return p.status?.observedGeneration === p.metadata?.generation ? p : undefined;
