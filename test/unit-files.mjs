@@ -1,8 +1,10 @@
 // The files of the unit suite (`npm run test:unit`, the quick loop): every
 // *.test.ts outside test/e2e/ and test/bin/ but the slow ones and the document
 // checks, the slowest first. With --slow: the files of a minute or so each
-// (`npm run test:slow`: fuzzing, the CLI's simulate runs, connection timeouts,
-// the whole pipeline). With --docs: the document checks (`npm run test:docs`),
+// (`npm run test:slow`: fuzzing, the simulator and the CLI's runs of it,
+// connection timeouts, the whole pipeline, the CLI against real servers, the
+// fault, token-flood and authentication scenarios, load shedding and the
+// ingest threads: each holds real servers and clocks for seconds). With --docs: the document checks (`npm run test:docs`),
 // the tests that regenerate a committed page from its source and compare
 // (minutes: docs/outcome.md alone is a simulated day of every policy). All three
 // run in `npm test` and CI. The runner starts files in the order given, N at a
@@ -15,8 +17,8 @@ import { readdirSync } from 'node:fs';
 // faults 13 s, auth 12 s, review-reader 11 s, cli 11 s, watch-limits 11 s, frontier-doc 10 s, cli/record 9 s; every other file
 // under 9 s. A file missing here only runs later; one listed that no longer exists is an error.
 const DOCS = ['outcome-doc', 'frontier-doc', 'benchmarks-doc'].map((n) => `test/${n}.test.ts`);
-const SLOW = ['cli/simulate', 'fuzz', 'gateway/tls/connection-limits', 'pipeline'].map((n) => `test/${n}.test.ts`);
-const SLOWEST = ['faults', 'watch-limits', 'auth', 'cli/record', 'cli-kubeconfig', 'review-reader', 'token-flood', 'agent/sample/container-cost', 'cli'].map((n) => `test/${n}.test.ts`);
+const SLOW = ['cli/simulate', 'fuzz', 'gateway/tls/connection-limits', 'pipeline', 'sim/simulate', 'cli-kubeconfig', 'review-reader', 'cli', 'faults', 'cli/record', 'token-flood', 'auth', 'gateway/ingest/load-shedding', 'gateway/admit/large-body-budget', 'gateway/ingest/ingest-threads'].map((n) => `test/${n}.test.ts`);
+const SLOWEST = ['watch-limits', 'gateway/tls/stream-guard', 'gateway/shard/sharding', 'agent/sample/container-cost'].map((n) => `test/${n}.test.ts`);
 
 const all = readdirSync('test', { recursive: true, encoding: 'utf8' })
   .map((f) => `test/${f.split('\\').join('/')}`)

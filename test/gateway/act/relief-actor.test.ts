@@ -87,12 +87,15 @@ describe('ReliefActor', () => {
   });
 
   /** The node's sample: its working set, and the memory each pod uses (a pod report). */
+  let clock = Date.now();
   function report(workingSetGiB: number, usage: Record<string, number>): void {
     store.attach('node-a', 'i-1', null, 1);
-    storeSample(store, 'node-a', 1, nodeSample(Date.now(), {
+    // A sample a second: two reports in one millisecond would share a seq (the store keeps one).
+    clock += 1000;
+    storeSample(store, 'node-a', 1, nodeSample(clock, {
       capacity: { cpuMillicores: 8000, memoryBytes: CAPACITY }, memoryWorkingSetBytes: workingSetGiB * GiB, podsIncluded: true,
       pods: Object.entries(usage).map(([name, gib]) => ({ uid: `uid-${name}`, qosClass: 'burstable', cpuUsageMillicores: 10, memoryWorkingSetBytes: gib * GiB, containers: [] })),
-    }), Date.now());
+    }), clock);
   }
   const actor = (policy: Policy = DEFAULT_POLICY, relieves = true) =>
     new ReliefActor({ kubeConfig: kubeConfigFor(api.url), store, pods, policies: flagsPolicySource(policy), relieves: () => relieves, metrics: { relief: (r) => results.push(r), harm: (pool, tier, by) => harms.push(`${pool}/${tier}/${by}`) }, log: silentLog });
