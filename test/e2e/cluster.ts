@@ -131,3 +131,11 @@ export function kubeletStatus(raw: { cpu: string; memory: string }, capacity = r
     ],
   };
 }
+
+/** The helm binary test/deploy builds (pinned), against the local cluster: its stdout. */
+export async function helm(...args: string[]): Promise<string> {
+  const build = join(REPO, 'test/deploy/build-helm.sh');
+  await promisify(execFile)('bash', [build]); // cached after test/deploy/check.sh: well under a second
+  const bin = (await promisify(execFile)('bash', [build, '--print-path'], { encoding: 'utf8' })).stdout.trim();
+  return (await promisify(execFile)(bin, ['--kubeconfig', ADMIN_KUBECONFIG, ...args], { encoding: 'utf8' })).stdout;
+}

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, AutoscalingV2Api, RbacAuthorizationV1Api, type V1Deployment, type V1Node, type V1Pod, type V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
-import { REPO, STATE, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import { REPO, STATE, adminConfig, clusterAsync, core, helm, objects } from './cluster.js';
 import { deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, findRealNode, importImage, podInPhase, probeContainer, realNodePlacement, realNodePod } from './real-node.js';
 
@@ -646,14 +646,6 @@ describe('the metrics API on the real node, installed with kubectl apply -k and 
     await eventually('the namespace oversell gone', () => core().readNamespace({ name: NS }).then(() => undefined, () => true), 120_000, 500);
   });
 });
-
-/** The helm binary test/deploy builds (pinned), against the local cluster. */
-async function helm(...args: string[]): Promise<string> {
-  const build = join(REPO, 'test/deploy/build-helm.sh');
-  await promisify(execFile)('bash', [build]); // cached after test/deploy/check.sh: well under a second
-  const bin = (await promisify(execFile)('bash', [build, '--print-path'], { encoding: 'utf8' })).stdout.trim();
-  return (await promisify(execFile)(bin, ['--kubeconfig', join(STATE, 'admin.kubeconfig'), ...args], { encoding: 'utf8' })).stdout;
-}
 
 /** helm install of the chart on the real node (one gateway replica there), with the metrics API and `more` --set. */
 const helmInstall = (...more: string[]) => helm('install', 'oversell', join(REPO, 'deploy/helm/oversell'), '-n', NS, '--create-namespace',

@@ -7,13 +7,11 @@
 // Both install paths, kustomize and Helm. With the spread's minDomains 2 of
 // before, the second replica and every surge pod stayed Pending for good.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, type V1Deployment, type V1Node } from '@kubernetes/client-node';
-import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import { REPO, adminConfig, clusterAsync, core, helm, objects } from './cluster.js';
 import { eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, REAL_NODE_LABEL, applyOverlay, findRealNode, importImage, removeOverlay } from './real-node.js';
 
@@ -27,7 +25,6 @@ const ROLLOUT_MS = 240_000;
 
 let node: V1Node | undefined;
 const kubectl = (...args: string[]) => clusterAsync('kubectl', ...args);
-const run = async (file: string, args: string[]) => (await promisify(execFile)(file, args, { encoding: 'utf8' })).stdout;
 const apps = () => adminConfig().makeApiClient(AppsV1Api);
 
 /** Why the gateway's rollout is not done, or undefined once every replica is the new template's, Ready and the old ones gone. */
@@ -120,12 +117,6 @@ describe('a gateway rollout on a one-node cluster finishes', { timeout: 12 * 60_
 });
 
 describe('a gateway rollout on a one-node cluster finishes (Helm)', { timeout: 12 * 60_000 }, () => {
-  const helm = async (...args: string[]) => {
-    const build = join(REPO, 'test/deploy/build-helm.sh');
-    await run('bash', [build]); // cached after test/deploy/check.sh: well under a second
-    const bin = (await run('bash', [build, '--print-path'])).trim();
-    return run(bin, ['--kubeconfig', ADMIN_KUBECONFIG, ...args]);
-  };
   const placement = ['--set-json', `gateway.nodeSelector={"${REAL_NODE_LABEL}":"true"}`, '--set-json', `gateway.tolerations=[{"key":"${REAL_NODE_LABEL}","operator":"Exists","effect":"NoSchedule"}]`];
   after(async () => {
     if (!node) return;

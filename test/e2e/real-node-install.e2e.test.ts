@@ -9,8 +9,6 @@
 // it runs meanwhile, where CPU (2 cores, busy with the control plane) may have
 // none.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -18,7 +16,7 @@ import { AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
-import { ADMIN_KUBECONFIG, REPO, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
+import { REPO, adminConfig, clusterAsync, core, helm, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
@@ -41,7 +39,6 @@ let installed = false;
 let writesWithout = 0;
 
 const kubectl = (...args: string[]) => clusterAsync('kubectl', ...args);
-const run = async (file: string, args: string[]) => (await promisify(execFile)(file, args, { encoding: 'utf8' })).stdout;
 const memoryOf = (n: V1Node) => parseBytes(n.status?.allocatable?.memory ?? '0', 'allocatable memory');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (b: bigint | number) => `${(Number(b) / MI).toFixed(0)}Mi`;
@@ -362,12 +359,6 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
 });
 
 describe('helm install on the real node', { timeout: 6 * 60_000 }, () => {
-  const helm = async (...args: string[]) => {
-    const build = join(REPO, 'test/deploy/build-helm.sh');
-    await run('bash', [build]); // cached after test/deploy/check.sh: well under a second
-    const bin = (await run('bash', [build, '--print-path'])).trim();
-    return run(bin, ['--kubeconfig', ADMIN_KUBECONFIG, ...args]);
-  };
   // Names of their own: what the kubectl tests left (if they failed) cannot collide.
   // A function: rawMemory is known only once the file's before hook ran.
   const pods = () => [1, 2, 3].map((i) => idlePodFor(rawMemory, `helm-idle-${i}`, { namespace: PODS, nodeName }));
