@@ -54,6 +54,8 @@ export class ReliefActor {
   readonly #evictedAt = new Map<string, number[]>();
   /** Pod uid -> until when it is left out (a PodDisruptionBudget refused it, or it is being evicted). */
   readonly #blocked = new Map<string, number>();
+  /** Pod uid -> the memory it used when its eviction was accepted: freed already, while it terminates (left out as long as it is blocked). */
+  readonly #evicting = new Map<string, number>();
   readonly #namespaceLabels: NamespaceLabels;
   #unlisten: () => void = () => {};
 
@@ -112,10 +114,15 @@ export class ReliefActor {
     const workingSet = record.value('memoryWorkingSetBytes');
     const recent = (this.#evictedAt.get(node) ?? []).filter((t) => now - t < 60_000);
     this.#evictedAt.set(node, recent);
-    for (const [uid, until] of this.#blocked) if (until <= now) this.#blocked.delete(uid);
+    for (const [uid, until] of this.#blocked) {
+      if (until > now) continue;
+      this.#blocked.delete(uid);
+      this.#evicting.delete(uid);
+    }
     const results: ReliefResult[] = [];
     const tried = new Set<string>();
-    let freed = 0;
+    // Pods still terminating after an earlier relief still show in the sample: what they free counts already, or the next sample would evict again for it.
+    let freed = candidates.reduce((sum, c) => sum + (this.#evicting.get(c.uid) ?? 0), 0);
     // One victim at a time: a refused one is replaced by the next in order.
     for (;;) {
       const plan = planRelief({
@@ -179,6 +186,7 @@ export class ReliefActor {
       this.#o.log.warn({ node, pod, code, err: (err as Error).message }, `relief: evicting ${pod} failed; the next sample tries again`);
       return 'failed';
     }
+    this.#evicting.set(v.uid, Math.max(0, v.memoryUsageBytes));
     this.#o.log.info({ node, pod }, `relieved: evicted ${pod}: ${why}`);
     this.#o.metrics.harm(policy.name, 'unprotected', 'relief');
     void this.#event(node, pod, why);

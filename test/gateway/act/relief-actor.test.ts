@@ -125,6 +125,18 @@ describe('ReliefActor', () => {
     assert.match(api.events[0]?.message ?? '', /evicted apps\/batch-1 through the Eviction API: node node-a's memory working set 31.00 GiB is past the relief line/);
   });
 
+  it('the next sample while the evicted pods terminate (still reported): what they free counts, nothing more is evicted', async () => {
+    pods.set(pod('batch-1', { priority: -10 }));
+    pods.set(pod('batch-2', { priority: -10 }));
+    pods.set(pod('batch-3', { priority: -5 }));
+    report(31, { 'batch-1': 2, 'batch-2': 1.5, 'batch-3': 3 });
+    const a = actor({ ...DEFAULT_POLICY, relief: { ...DEFAULT_POLICY.relief, perNodePerMinute: 10 } }); // not the rate limit that stops it
+    assert.deepEqual(await a.relieve('node-a'), ['evicted', 'evicted']);
+    report(31, { 'batch-1': 2, 'batch-2': 1.5, 'batch-3': 3 }); // the kubelet has not stopped them yet
+    assert.deepEqual(await a.relieve('node-a'), [], '3.5 GiB already on its way out covers the 2.2 GiB to free');
+    assert.deepEqual(api.evictions, ['apps/batch-1', 'apps/batch-2']);
+  });
+
   it('a PodDisruptionBudget refuses the first candidate: the next one is taken, the refused one not asked again', async () => {
     pods.set(pod('batch-1', { priority: -10 }));
     pods.set(pod('batch-2', { priority: 0 }));
@@ -133,7 +145,8 @@ describe('ReliefActor', () => {
     const a = actor();
     assert.deepEqual(await a.relieve('node-a'), ['blocked', 'evicted']);
     assert.deepEqual(api.evictions, ['apps/batch-2']);
-    // Still hot (the next sample): the blocked pod is left out for a minute, not retried in a loop.
+    // batch-2 has gone, and the node is still hot (the next sample): the blocked pod is left out for a minute, not retried in a loop.
+    pods.delete('uid-batch-2');
     pods.set(pod('batch-3', { priority: 5 }));
     report(31, { 'batch-1': 3, 'batch-3': 3 });
     assert.deepEqual(await a.relieve('node-a'), ['evicted']);
