@@ -20,6 +20,8 @@ import { webhookPlugin } from './admit/webhook-plugin.js';
 import { LargeBodyBudget, limitLargeBodies } from './admit/large-body-budget.js';
 import { GrantProof } from './decide/grant-proof.js';
 import { podWebhookPlugin } from './admit/pod-webhook-plugin.js';
+import { bindingWebhookPlugin } from './admit/binding-webhook-plugin.js';
+import { bindingDeps } from './admit/binding-sources.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
@@ -40,7 +42,7 @@ import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { ReliefActor } from './act/relief-actor.js';
 import { PodFactsStore } from './store/pod-facts.js';
 import { meterHarm } from './metrics/harm-meter.js';
-import { namespaceLabelsFrom } from './policies/namespace-labels.js';
+import { namespaceLabelsFrom, type NamespaceLabels } from './policies/namespace-labels.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
 import type { Watching } from '../lib/list-watch.js';
@@ -314,7 +316,7 @@ async function listen(app: FastifyInstance, host: string, port: number, backlog?
 }
 
 /** The webhook's HTTPS port: node status reviews and sidecar injection. */
-async function webhookPart(s: Shared, templates: TemplateSource, directory: PodDirectory | undefined) {
+async function webhookPart(s: Shared, templates: TemplateSource, directory: PodDirectory | undefined, sources: ClusterSources | undefined) {
   const { options, store, metrics, log, now } = s;
   const { connections } = s;
   const webhook = Fastify({
@@ -398,6 +400,13 @@ async function webhookPart(s: Shared, templates: TemplateSource, directory: PodD
     metrics,
     log,
   });
+  if (sources?.podFacts && options.cluster) {
+    await webhook.register(bindingWebhookPlugin, {
+      deps: bindingDeps({ kubeConfig: options.cluster.kubeConfig, nodes: sources.nodes, proof: s.proof, policies: options.policies, pods: sources.podFacts, namespaceLabels: sources.namespaceLabels, log }),
+      metrics,
+      log,
+    });
+  }
   // Past the cap, Node closes each new connection as it is accepted ('drop').
   webhook.server.maxConnections = connections.webhookMaxConnections;
   webhook.server.on('drop', () => metrics.connectionRefused('webhook', 'connection-limit'));
@@ -454,23 +463,18 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
   };
 }
 
-/** With a cluster: the pods bound to nodes (for the decision and the metrics API's directory), the node objects, and the leader's status writes. */
-function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>, bound: BoundRequests, directory: PodDirectory | undefined): Part[] {
+/** With a cluster, what every replica keeps of it and the webhook reads too: the opted-in node objects, the bound pods' tier facts, namespaces' labels. */
+interface ClusterSources {
+  nodes: NodeWatch;
+  /** Relief, the harm count and the protected-room check read each bound pod's tier facts, from the same watch as its requests. */
+  podFacts: PodFactsStore | undefined;
+  namespaceLabels: NamespaceLabels;
+}
+
+function clusterSources(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>): ClusterSources {
   const { store, metrics, log, now, proof } = s;
   const { policies } = s.options;
-  const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond, optInSelector } = cluster;
-  const parts: Part[] = [];
-  // Relief needs each bound pod's tier facts, from the same watch as its requests.
-  const podFacts = cluster.watchBoundPods !== false ? new PodFactsStore() : undefined;
-  const stores = { ...(cluster.watchBoundPods !== false && { requests: bound }), ...(directory && { directory }), ...(podFacts && { facts: podFacts }) };
-  if (stores.requests || stores.directory) {
-    let boundPods: Watching | undefined;
-    parts.push({
-      name: 'bound pods watch',
-      start: async () => void (boundPods = await watchBoundPods(kubeConfig, stores, log)),
-      close: () => boundPods?.stop(),
-    });
-  }
+  const { kubeConfig, optInSelector } = cluster;
   const nodes = new NodeWatch({
     kubeConfig, optInSelector, store, proof, log, now,
     ...(s.nodeGaugesFromWatch && {
@@ -483,6 +487,25 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
       },
     }),
   });
+  return { nodes, podFacts: cluster.watchBoundPods !== false ? new PodFactsStore() : undefined, namespaceLabels: namespaceLabelsFrom(kubeConfig, now) };
+}
+
+/** With a cluster: the pods bound to nodes (for the decision and the metrics API's directory), the node objects, and the leader's status writes. */
+function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>, sources: ClusterSources, bound: BoundRequests, directory: PodDirectory | undefined): Part[] {
+  const { store, metrics, log, now, proof } = s;
+  const { policies } = s.options;
+  const { kubeConfig, leaseNamespace, identity, statusWritesPerSecond } = cluster;
+  const { nodes, podFacts, namespaceLabels } = sources;
+  const parts: Part[] = [];
+  const stores = { ...(cluster.watchBoundPods !== false && { requests: bound }), ...(directory && { directory }), ...(podFacts && { facts: podFacts }) };
+  if (stores.requests || stores.directory) {
+    let boundPods: Watching | undefined;
+    parts.push({
+      name: 'bound pods watch',
+      start: async () => void (boundPods = await watchBoundPods(kubeConfig, stores, log)),
+      close: () => boundPods?.stop(),
+    });
+  }
   parts.push({ name: 'node watch', start: () => nodes.start(), close: () => nodes.stop() });
   const shard = s.shard;
   const service = s.options.shard?.service;
@@ -506,7 +529,6 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
   if (podFacts) {
     // The replica that lowers a node relieves it, and only an opted-in node.
-    const namespaceLabels = namespaceLabelsFrom(kubeConfig, now);
     meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log });
     const relief = new ReliefActor({
       kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels,
@@ -657,12 +679,13 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
     // Named by the bound pods watch (a cluster part), read by the metrics API and, sharded, by the other replicas through the webhook port.
     const directory = options.metricsApi ? new PodDirectory() : undefined;
-    const webhook = life.add(await webhookPart(s, templates, directory));
+    const sources = options.cluster && clusterSources(s, options.cluster);
+    const webhook = life.add(await webhookPart(s, templates, directory, sources));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
     ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
     // Agents dial the agent port when there is one, else the gRPC port: that port names this replica among the members.
     agentPort = () => ingest?.port ?? grpcPort.port;
-    if (options.cluster) for (const part of clusterParts(s, options.cluster, bound, directory)) life.add(part);
+    if (options.cluster && sources) for (const part of clusterParts(s, options.cluster, sources, bound, directory)) life.add(part);
     const metricsApi = options.metricsApi && options.cluster && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi, directory) : undefined;
     for (const part of metricsApi?.parts ?? []) life.add(part);
     let healthTimer: NodeJS.Timeout | undefined;

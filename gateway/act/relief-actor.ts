@@ -17,11 +17,10 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
 import { planRelief, type ReliefCandidate, type ReliefPolicy } from '../decide/relief.js';
-import { tierOf, type Tier } from '../decide/tiers.js';
 import type { Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { PolicySource } from '../policies/policy-source.js';
-import { namespaceLabelsFrom, type NamespaceLabels } from '../policies/namespace-labels.js';
+import { namespaceLabelsFrom, podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { PodFacts, PodFactsStore } from '../store/pod-facts.js';
 
@@ -151,14 +150,7 @@ export class ReliefActor {
   }
 
   async #candidate(p: PodFacts, policy: Policy, memoryUsageBytes: number): Promise<ReliefCandidate> {
-    let tier: Tier;
-    try {
-      const namespaceLabels = policy.protect.namespaceSelector ? await this.#namespaceLabels(p.namespace) : {};
-      tier = tierOf({ qos: p.qos, exclusiveCpus: p.exclusiveCpus, priority: p.priority, namespaceLabels }, policy.protect);
-    } catch {
-      // A pod whose tier cannot be told is never taken for an unprotected one.
-      tier = { tier: 'protected', because: 'its namespace could not be read' };
-    }
+    const tier = await podTier(p, policy.protect, this.#namespaceLabels);
     return { namespace: p.namespace, name: p.name, uid: p.uid, tier, priority: p.priority, memoryUsageBytes, memoryRequestBytes: p.memoryRequestBytes, startedAtMs: p.startedAtMs };
   }
 

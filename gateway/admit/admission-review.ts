@@ -29,6 +29,13 @@ export interface AdmissionReviewResponse {
   };
 }
 
+/** The answer that refuses the request; the API server shows status.message to its client. */
+export interface AdmissionReviewDenial {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  response: { uid: string; allowed: false; status: { code: 403; reason: 'Forbidden'; message: string }; warnings?: string[] };
+}
+
 /** The body is not an AdmissionReview we can answer at all; the webhook replies 400. */
 export class BadReviewError extends Error {
   override name = 'BadReviewError';
@@ -76,4 +83,12 @@ export function allow(uid: string, patch?: JsonPatchOp[], warnings?: string[]): 
 export function requestUid(body: unknown): string | undefined {
   const uid = isObject(body) && isObject(body.request) ? body.request.uid : undefined;
   return typeof uid === 'string' && uid.length > 0 ? uid : undefined;
+}
+
+export function deny(uid: string, message: string, warnings: string[] = []): AdmissionReviewDenial {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message }, ...(warnings.length > 0 && { warnings }) },
+  };
 }

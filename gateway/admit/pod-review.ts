@@ -5,19 +5,13 @@
 // be added refuses the pod, rather than letting it run without.
 import { planInjection, type InjectionPlan } from '../inject/pod-injection.js';
 import type { TemplateEntry } from '../inject/sidecar-template.js';
-import { allow, parseAdmissionReview, type AdmissionReviewResponse } from './admission-review.js';
+import { allow, deny, parseAdmissionReview, type AdmissionReviewDenial, type AdmissionReviewResponse } from './admission-review.js';
 
 export interface PodReviewDeps {
   templates(): readonly TemplateEntry[];
   excludedNamespaces: ReadonlySet<string>;
 }
 
-/** The answer that refuses the pod; the API server shows status.message to its creator. */
-export interface AdmissionReviewDenial {
-  apiVersion: 'admission.k8s.io/v1';
-  kind: 'AdmissionReview';
-  response: { uid: string; allowed: false; status: { code: 403; reason: 'Forbidden'; message: string }; warnings?: string[] };
-}
 
 /**
  * injected: sidecars added; unchanged: nothing to add (none wanted, or a re-invocation);
@@ -39,13 +33,6 @@ export interface PodReviewOptions {
   required?: boolean;
 }
 
-export function deny(uid: string, message: string, warnings: string[] = []): AdmissionReviewDenial {
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message }, ...(warnings.length > 0 && { warnings }) },
-  };
-}
 
 /** Throws BadReviewError when the body is not an AdmissionReview at all. */
 export function reviewPod(body: unknown, deps: PodReviewDeps, options: PodReviewOptions = {}): PodReviewResult {

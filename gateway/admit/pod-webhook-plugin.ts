@@ -4,8 +4,8 @@
 import type { FastifyInstance, FastifyPluginOptions } from 'fastify';
 import type { Logger } from '../../lib/log.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
-import { BadReviewError, requestUid } from './admission-review.js';
-import { deny, reviewPod, type PodReviewDeps } from './pod-review.js';
+import { BadReviewError, deny, requestUid } from './admission-review.js';
+import { reviewPod, type PodReviewDeps } from './pod-review.js';
 import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';
 
 export interface PodWebhookPluginOptions extends FastifyPluginOptions {

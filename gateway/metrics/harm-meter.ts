@@ -6,8 +6,7 @@
 // what the tiers promise never happens; the alert OversellProtectedPodsHarmed
 // says when it does.
 import type { Logger } from '../../lib/log.js';
-import { tierOf } from '../decide/tiers.js';
-import type { NamespaceLabels } from '../policies/namespace-labels.js';
+import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { Harm, PodFacts, PodFactsStore } from '../store/pod-facts.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -31,13 +30,8 @@ async function count(o: HarmMeterOptions, pod: PodFacts, harm: Harm): Promise<vo
   const node = o.nodes.get(pod.node);
   const policy = node && o.policies.select(node.metadata?.labels ?? {})?.policy;
   if (!policy) return;
-  let tier: 'protected' | 'unprotected';
-  try {
-    const namespaceLabels = policy.protect.namespaceSelector ? await o.namespaceLabels(pod.namespace) : {};
-    tier = tierOf({ qos: pod.qos, exclusiveCpus: pod.exclusiveCpus, priority: pod.priority, namespaceLabels }, policy.protect).tier;
-  } catch {
-    tier = 'protected'; // as relief takes it: a harm that cannot be placed is counted where it matters most
-  }
+  // As relief takes it: a harm whose tier cannot be told is counted where it matters most.
+  const { tier } = await podTier(pod, policy.protect, o.namespaceLabels);
   o.metrics.harm(policy.name, tier, harm.by, harm.count);
   const what = harm.by === 'oom-kill' ? `${harm.count} container(s) OOM-killed by the kernel` : 'evicted by the kubelet';
   const line = `${pod.namespace}/${pod.name} on ${pod.node}: ${what}`;

@@ -35,6 +35,7 @@ export class GatewayMetrics {
   readonly #ownersUnanswered: Counter;
   readonly #queryPeersFailed: Counter;
   readonly #podWebhookDuration: Histogram<'outcome'>;
+  readonly #bindingWebhookDuration: Histogram<'outcome'>;
   readonly #injections: Counter<'template'>;
   readonly #refusals: Counter<'template' | 'reason'>;
   readonly #templates: Gauge<'state'>;
@@ -107,6 +108,13 @@ export class GatewayMetrics {
       help: 'Time to answer one pod CREATE AdmissionReview, by outcome (injected, unchanged, refused, denied, skipped, bad-request, error).',
       labelNames: ['outcome'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+      registers,
+    });
+    this.#bindingWebhookDuration = new Histogram({
+      name: 'oversell_binding_webhook_request_duration_seconds',
+      help: 'Time to answer one pods/binding AdmissionReview (the protected-room check), by outcome (allowed, denied, unprotected, skipped, unknown, bad-request, error).',
+      labelNames: ['outcome'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
       registers,
     });
     this.#injections = new Counter({
@@ -219,6 +227,10 @@ export class GatewayMetrics {
 
   observePodWebhook(outcome: string, seconds: number): void {
     this.#podWebhookDuration.observe({ outcome }, seconds);
+  }
+
+  observeBindingWebhook(outcome: string, seconds: number): void {
+    this.#bindingWebhookDuration.observe({ outcome }, seconds);
   }
 
   /** Unknown template names come from pod annotations: they share one label value, so pods cannot grow the series. */

@@ -2,6 +2,9 @@
 // server when asked and kept a minute (relief and the harm count ask for a
 // handful of namespaces, rarely: a watch of every namespace would cost more).
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { tierOf, type PodFacts, type ProtectPolicy, type Tier } from '../decide/tiers.js';
+
+type TierFacts = Omit<PodFacts, 'namespaceLabels'>;
 
 export type NamespaceLabels = (namespace: string) => Promise<Record<string, string>>;
 
@@ -17,4 +20,18 @@ export function namespaceLabelsFrom(kubeConfig: KubeConfig, now: () => number = 
     cache.set(namespace, { labels, at: now() });
     return labels;
   };
+}
+
+/**
+ * The pod's tier, its namespace's labels read only when the policy names
+ * namespaces. A namespace that cannot be read makes the pod protected: one
+ * whose tier cannot be told is never taken for an unprotected one.
+ */
+export async function podTier(pod: TierFacts & { namespace: string }, protect: ProtectPolicy, labels: NamespaceLabels): Promise<Tier> {
+  try {
+    const namespaceLabels = protect.namespaceSelector ? await labels(pod.namespace) : {};
+    return tierOf({ qos: pod.qos, exclusiveCpus: pod.exclusiveCpus, priority: pod.priority, namespaceLabels }, protect);
+  } catch {
+    return { tier: 'protected', because: 'its namespace could not be read' };
+  }
 }

@@ -19,6 +19,7 @@ export interface PodFacts {
   priority: number;
   qos: QosClass;
   exclusiveCpus: number;
+  cpuRequestMillicores: number;
   memoryRequestBytes: number;
   /** status.startTime (or the binding) on the API server's clock, ms; 0 if unknown. */
   startedAtMs: number;
@@ -47,6 +48,7 @@ export function podFacts(pod: V1Pod, log: Logger): PodFacts | undefined {
   const node = pod.spec?.nodeName;
   if (!m?.uid || !m.name || !node) return undefined;
   try {
+    const requests = podRequests(pod);
     const started = Date.parse(String(pod.status?.startTime ?? m.creationTimestamp ?? ''));
     return {
       uid: m.uid,
@@ -56,7 +58,8 @@ export function podFacts(pod: V1Pod, log: Logger): PodFacts | undefined {
       priority: pod.spec?.priority ?? 0,
       qos: qosClass(pod),
       exclusiveCpus: exclusiveCpus(pod),
-      memoryRequestBytes: Number(podRequests(pod).memoryBytes),
+      cpuRequestMillicores: Number(requests.cpuMillicores),
+      memoryRequestBytes: Number(requests.memoryBytes),
       startedAtMs: Number.isFinite(started) ? started : 0,
       finished: pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed',
       evicted: pod.status?.phase === 'Failed' && pod.status?.reason === 'Evicted',
@@ -75,6 +78,12 @@ export class PodFactsStore {
   readonly #pods = new Map<string, PodFacts>();
   readonly #byNode = new Map<string, Map<string, PodFacts>>();
   readonly #harmListeners: ((pod: PodFacts, harm: Harm) => void)[] = [];
+  #synced = false;
+
+  /** Whether the pods have been listed once: until then, a node's pods are not known. */
+  get synced(): boolean {
+    return this.#synced;
+  }
 
   /** Told of harm seen as it happens: a change of a pod already known (a pod first listed carries no news). */
   onHarm(listener: (pod: PodFacts, harm: Harm) => void): void {
@@ -125,5 +134,6 @@ export class PodFactsStore {
     this.#pods.clear();
     this.#byNode.clear();
     for (const p of pods) this.set(p);
+    this.#synced = true;
   }
 }

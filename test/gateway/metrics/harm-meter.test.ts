@@ -9,7 +9,7 @@ import { PodFactsStore, type PodFacts } from '../../../gateway/store/pod-facts.j
 import { silentLog } from '../../helpers/plugin-app.js';
 
 const pod = (over: Partial<PodFacts> = {}): PodFacts => ({
-  uid: 'u', node: 'node-a', namespace: 'apps', name: 'web', priority: 0, qos: 'Burstable', exclusiveCpus: 0, memoryRequestBytes: 0, startedAtMs: 0, finished: false, evicted: false, oomKills: [], ...over,
+  uid: 'u', node: 'node-a', namespace: 'apps', name: 'web', priority: 0, qos: 'Burstable', exclusiveCpus: 0, cpuRequestMillicores: 0, memoryRequestBytes: 0, startedAtMs: 0, finished: false, evicted: false, oomKills: [], ...over,
 });
 
 describe('meterHarm', () => {

@@ -26,7 +26,7 @@ describe('podFacts', () => {
     const f = podFacts(pod({ priority: 100 }), silentLog);
     assert.deepEqual(f, {
       uid: 'u1', node: 'node-a', namespace: 'apps', name: 'web', priority: 100, qos: 'Burstable', exclusiveCpus: 0,
-      memoryRequestBytes: 256 * 2 ** 20, startedAtMs: Date.parse('2026-12-01T00:00:05Z'), finished: false, evicted: false, oomKills: [],
+      cpuRequestMillicores: 100, memoryRequestBytes: 256 * 2 ** 20, startedAtMs: Date.parse('2026-12-01T00:00:05Z'), finished: false, evicted: false, oomKills: [],
     });
   });
   it('evicted by the kubelet: failed with reason Evicted', () => assert.equal(podFacts(pod({ phase: 'Failed', reason: 'Evicted' }), silentLog)?.evicted, true));
