@@ -61,6 +61,11 @@ const CA = Buffer.from('-----BEGIN CERTIFICATE-----\nnot checked by the API serv
 const caBundleOnly = (config: V1MutatingWebhookConfiguration) =>
   (config.webhooks ?? []).map((_, i) => ({ op: 'add', path: `/webhooks/${i}/clientConfig/caBundle`, value: CA }));
 
+// A webhook with a namespaceSelector, by name: the API server defaults an absent selector to {}, so setting {} on
+// a webhook without one changes nothing and the policy rightly lets it through.
+const SELECTED = (inertWebhookConfiguration().webhooks ?? []).findIndex((w) => w.name === 'pods.oversell.io');
+assert.ok(SELECTED >= 0 && inertWebhookConfiguration().webhooks![SELECTED]!.namespaceSelector, 'deploy/base/webhook.yaml has pods.oversell.io with a namespaceSelector');
+
 // What a stolen gateway token would like to do, each refused by the policy.
 const FORBIDDEN: Array<[string, object[]]> = [
   ['widen the rules (DELETE on nodes)', [{ op: 'add', path: '/webhooks/0/rules/0/operations/-', value: 'DELETE' }]],
@@ -69,7 +74,7 @@ const FORBIDDEN: Array<[string, object[]]> = [
   ['point the webhook at a URL', [{ op: 'remove', path: '/webhooks/0/clientConfig/service' }, { op: 'add', path: '/webhooks/0/clientConfig/url', value: 'https://attacker.example/mutate' }]],
   ['remove a webhook', [{ op: 'remove', path: '/webhooks/1' }]],
   ['rename a webhook', [{ op: 'replace', path: '/webhooks/0/name', value: 'nodes2.oversell.io' }]],
-  ['change the namespaceSelector', [{ op: 'add', path: '/webhooks/1/namespaceSelector', value: {} }]],
+  ['change the namespaceSelector', [{ op: 'replace', path: `/webhooks/${SELECTED}/namespaceSelector`, value: {} }]],
   ['add a label', [{ op: 'add', path: '/metadata/labels/extra', value: 'x' }]],
   ['caBundle and a rule at once', [{ op: 'add', path: '/webhooks/0/clientConfig/caBundle', value: CA }, { op: 'replace', path: '/webhooks/0/timeoutSeconds', value: 30 }]],
 ];
