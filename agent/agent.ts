@@ -18,6 +18,8 @@ export interface AgentOptions {
   gatewayAddresses: string[];
   procRoot: string;
   cgroupRoot: string;
+  /** The kubelet's root directory, for its CPU manager checkpoint; undefined: not read (the CPU manager is reported unknown). */
+  kubeletRootDir?: string | undefined;
   intervalMs: number;
   /** Per-pod usage rides on every Nth sample. */
   podReportEvery: number;
@@ -43,7 +45,7 @@ export interface RunningAgent {
 
 export function startAgent(options: AgentOptions): RunningAgent {
   const { log } = options;
-  const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot }).start();
+  const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot, kubeletRoot: options.kubeletRootDir }).start();
   const instanceId = randomUUID();
   const layout = sampler.layout;
   const host: HostFacts__Output = options.host ?? {
@@ -64,6 +66,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
   let seq = 0;
   let lastError = '';
   let saidTrimmed = false;
+  let saidCpuManager = '';
 
   const gateways = GatewaySet.withOptions({
     // Within what the gateway takes of a hello (wire/agent-bounds.ts): a longer CPU model or OS name is cut.
@@ -104,6 +107,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
         log.warn({ pods: reading.pods.length, droppedPods: dropped.pods, droppedContainers: dropped.containers, bounds: POD_BOUNDS }, 'more pod or container cgroups than a sample may carry: the pod report leaves some out (said once)');
       }
       gateways.push({ ...reading, pods, seq, requests: options.pods.requests() });
+      sayCpuManager();
       metrics.samples.inc({ result: 'ok' });
       lastError = '';
     } catch (err) {
@@ -114,6 +118,17 @@ export function startAgent(options: AgentOptions): RunningAgent {
       lastError = message;
     }
   };
+
+  /** Said when what the agent makes of the CPU manager checkpoint changes, not every second. */
+  function sayCpuManager() {
+    const { reading, path } = sampler.cpuManager;
+    if (path === undefined) return;
+    const said = JSON.stringify(reading);
+    if (said === saidCpuManager) return;
+    saidCpuManager = said;
+    if (reading.policy === 'unknown') log.info({ path, why: reading.why }, 'CPU manager unknown: CPU is inflated as on any node (docs/who-pays.md, "Static CPU manager")');
+    else log.info({ path, ...reading }, reading.policy === 'static' ? 'static CPU manager: exclusive CPUs are reported and not inflated' : 'CPU manager policy none');
+  }
 
   function schedule() {
     clearInterval(timer);

@@ -10,6 +10,8 @@ export interface AgentConfig {
   nodeName: string;
   procRoot: string;
   cgroupRoot: string;
+  /** The kubelet's root directory (its CPU manager checkpoint); undefined: not read. */
+  kubeletRootDir?: string;
   intervalMs: number;
   podReportEvery: number;
   logLevel: string;
@@ -64,6 +66,7 @@ function build(o: Record<string, unknown>, env: Env): AgentConfig {
     nodeName: String(o.nodeName),
     procRoot: String(o.procRoot),
     cgroupRoot: String(o.cgroupRoot),
+    ...(o.kubeletRootDir ? { kubeletRootDir: String(o.kubeletRootDir) } : {}),
     intervalMs: parsed(o.interval, (s) => parseDuration(s, '--interval')),
     podReportEvery: Number(o.podReportEvery),
     logLevel: String(o.logLevel),

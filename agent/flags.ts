@@ -10,6 +10,7 @@ export const defineAgentFlags = (cmd?: Command): Command => program('oversell-ag
   .addOption(flag('--gateway-discovery <namespace/service>', 'stream to every ready endpoint of this Service (its EndpointSlices); overrides --gateway', 'OVERSELL_GATEWAY_DISCOVERY'))
   .addOption(flag('--proc-root <dir>', 'procfs of the host (e.g. /host/proc in a pod)', 'OVERSELL_PROC_ROOT', '/proc'))
   .addOption(flag('--cgroup-root <dir>', 'cgroup mount of the host', 'OVERSELL_CGROUP_ROOT', '/sys/fs/cgroup'))
+  .addOption(flag('--kubelet-root-dir <dir>', 'the kubelet\'s --root-dir as mounted here: its cpu_manager_state says whether the static CPU manager holds CPUs exclusively (empty: not read)', 'OVERSELL_KUBELET_ROOT_DIR', '/var/lib/kubelet'))
   .addOption(durationFlag('--interval <duration>', 'sampling interval', 'OVERSELL_INTERVAL', '1s'))
   .addOption(numberFlag('--pod-report-every <n>', 'send per-pod usage with every Nth sample', 'OVERSELL_POD_REPORT_EVERY', '10', 1))
   .addOption(flag('--kubeconfig <file>', 'kubeconfig for the pod watch (default: in-cluster when running in a pod)', 'KUBECONFIG'))

@@ -50,6 +50,7 @@ try {
     gatewayAddresses: gateways.kind === 'addresses' ? gateways.addresses : [],
     procRoot: config.procRoot,
     cgroupRoot: config.cgroupRoot,
+    kubeletRootDir: config.kubeletRootDir,
     intervalMs: config.intervalMs,
     podReportEvery: config.podReportEvery,
     pods: await podSource(config.pods, kc, config.nodeName, log),

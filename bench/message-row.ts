@@ -20,7 +20,7 @@ const ROW0 = 2;
 
 function sample(seq: number, n: number): Sample__Output {
   return {
-    seq, timestampMs: Date.now(), cpuUsageMillicores: 1000 + (n % 500), memoryWorkingSetBytes: 2 ** 31 + n, rootCgroupMemoryWorkingSetBytes: 0,
+    seq, timestampMs: Date.now(), cpuUsageMillicores: 1000 + (n % 500), memoryWorkingSetBytes: 2 ** 31 + n, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 },
     pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 30, known: true },

@@ -29,7 +29,7 @@ async function bytesPerNode(nodes: number): Promise<number> {
     store.attach(`node-${i}`, `agent-${i}`, null, i + 1);
     for (let s = 1; s <= 60; s++) {
       storeSample(store, `node-${i}`, i + 1, {
-        seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0,
+        seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 },
         pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
         requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, podsIncluded: false, pods: [],

@@ -32,7 +32,7 @@ function node(name: string, over: { cpu: number; mem: number; raw: [number, numb
     instanceId: 'agent-1',
     host: { cpuModel: 'Intel Xeon', logicalCpus: 8, memoryTotalBytes: 32 * GI, os: 'Debian 12', kernel: '6.1.0', cgroupMode: 'v2', cgroupDriver: 'systemd' },
     latest: {
-      seq: 120, timestampMs: 0, cpuUsageMillicores: over.cpu, memoryWorkingSetBytes: over.mem, rootCgroupMemoryWorkingSetBytes: 0,
+      seq: 120, timestampMs: 0, cpuUsageMillicores: over.cpu, memoryWorkingSetBytes: over.mem, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
       capacity: { cpuMillicores: 8000, memoryBytes: 32 * GI },
       pressure: { available: true, cpuSome: { avg10: over.psi?.[0] ?? 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: over.psi?.[1] ?? 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
       requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },

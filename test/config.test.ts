@@ -364,6 +364,13 @@ describe('loadAgentConfig', () => {
     });
   });
 
+  it('the kubelet root, whose CPU manager checkpoint is read: /var/lib/kubelet by default, set by flag or env, empty to read none', () => {
+    assert.equal(loadAgent([]).kubeletRootDir, '/var/lib/kubelet');
+    assert.equal(loadAgent(['--kubelet-root-dir', '/host/kubelet']).kubeletRootDir, '/host/kubelet');
+    assert.equal(loadAgent([], { OVERSELL_KUBELET_ROOT_DIR: '/k' }).kubeletRootDir, '/k');
+    assert.equal(loadAgent(['--kubelet-root-dir', '']).kubeletRootDir, undefined);
+  });
+
   it('a pods file wins over the watch; several gateways; metrics off', () => {
     like(loadAgent(['--pods-file', 'p.yaml', '--gateway', 'a:1, b:2', '--metrics-address', '', '--interval', '500ms', ...KUBECONFIG]), {
       kube: { kind: 'kubeconfig' }, pods: { source: 'file', file: 'p.yaml' }, gateways: { addresses: ['a:1', 'b:2'] }, metrics: undefined, intervalMs: 500,

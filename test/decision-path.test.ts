@@ -89,7 +89,7 @@ describe('one decision path: the query API shows what the webhook writes', () =>
         gw.store.attach(name, 'i', null, stream);
         c.samples.forEach((s, k) => storeSample(gw.store, name, stream, {
           seq: k + 1, timestampMs: clock - (c.samples.length - k) * 1000,
-          cpuUsageMillicores: Math.round(s.cpuShare * c.rawCpu), memoryWorkingSetBytes: Math.round(s.memShare * c.rawMemoryGi * GI), rootCgroupMemoryWorkingSetBytes: 0,
+          cpuUsageMillicores: Math.round(s.cpuShare * c.rawCpu), memoryWorkingSetBytes: Math.round(s.memShare * c.rawMemoryGi * GI), rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
           capacity: { cpuMillicores: capacity.cpu, memoryBytes: capacity.memory },
           pressure: { available: true, cpuSome: { avg10: s.psi, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
           requests: { cpuMillicores: Math.round(c.requestsShare * c.rawCpu), memoryBytes: Math.round(c.requestsShare * c.rawMemoryGi * GI), podCount: 3, known: true },

@@ -159,7 +159,7 @@ function deps(): NodeReviewDeps {
   const now = Date.now();
   for (let s = 1; s <= 30; s++) {
     storeSample(store, NODE, 1, {
-      seq: s, timestampMs: now - (30 - s) * 1000, cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0,
+      seq: s, timestampMs: now - (30 - s) * 1000, cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
       requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, podsIncluded: false, pods: [],
     }, now);
@@ -215,7 +215,7 @@ describe(`fuzz over real HTTPS: ${HTTP_CASES} reviews and byte garbage`, () => {
     gw = await startTestGateway({ bodyLimitBytes: 4 * 1024 * 1024 });
     gw.store.attach(NODE, 'i', null, 1);
     storeSample(gw.store, NODE, 1, {
-      seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0,
+      seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
       requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, podsIncluded: false, pods: [],
     }, Date.now());

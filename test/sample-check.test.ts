@@ -20,7 +20,7 @@ const GI = 1024 ** 3;
 const NOW = 1_750_000_000_000;
 function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
-    seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI, rootCgroupMemoryWorkingSetBytes: 0,
+    seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 4000, memoryBytes: 8 * GI },
     pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
@@ -56,6 +56,9 @@ describe('sample check (pure)', () => {
     [`${maxPodsPerSample} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample) }],
     [`${maxContainersPerSample} containers in a sample`, { podsIncluded: true, pods: pods(maxContainersPerSample / 4, 4) }],
     [`a pod uid of ${maxPodUidLength} characters and a QoS class of ${maxQosClassLength}`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength), qosClass: 'q'.repeat(maxQosClassLength) }] }],
+    ['a static CPU manager holding every CPU of the node exclusively', { cpuManager: { staticPolicy: true, exclusiveCpus: 4 } }],
+    ['a static CPU manager holding none', { cpuManager: { staticPolicy: true, exclusiveCpus: 0 } }],
+    ['CPU manager policy none', { cpuManager: { staticPolicy: false, exclusiveCpus: 0 } }],
   ];
   for (const [what, over] of good) {
     it(`passes ${what}`, () => assert.equal(checkSample(sample(over), NOW), undefined));
@@ -102,6 +105,13 @@ describe('sample check (pure)', () => {
     ['pod-usage-invalid', `a pod uid of ${maxPodUidLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength + 1) }] }],
     ['pod-usage-invalid', 'a pod uid of 1 MiB', { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(2 ** 20) }] }],
     ['pod-usage-invalid', `a QoS class of ${maxQosClassLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), qosClass: 'q'.repeat(maxQosClassLength + 1) }] }],
+    // Issue 45: exclusive CPUs only lower the grant, but a node cannot hold more than it has, nor any under policy none.
+    ['cpu-manager-implausible', 'more exclusive CPUs than the node has', { cpuManager: { staticPolicy: true, exclusiveCpus: 5 } }],
+    ['cpu-manager-implausible', 'exclusive CPUs under policy none', { cpuManager: { staticPolicy: false, exclusiveCpus: 1 } }],
+    ['cpu-manager-implausible', 'a fraction of an exclusive CPU', { cpuManager: { staticPolicy: true, exclusiveCpus: 1.5 } }],
+    ['cpu-manager-implausible', 'exclusive CPUs with no CPU capacity', { cpuUsageMillicores: 0, capacity: { cpuMillicores: 0, memoryBytes: 8 * GI }, requests: null, cpuManager: { staticPolicy: true, exclusiveCpus: 1 } }],
+    ['not-finite', 'NaN exclusive CPUs', { cpuManager: { staticPolicy: true, exclusiveCpus: NaN } }],
+    ['negative', 'negative exclusive CPUs', { cpuManager: { staticPolicy: true, exclusiveCpus: -1 } }],
   ];
   for (const [reason, what, over] of bad) {
     it(`refuses ${what} as ${reason}`, () => assert.equal(checkSample(sample(over), NOW), reason));

@@ -7,7 +7,7 @@ import { UsageWindow } from '../gateway/decide/usage-window.js';
 import { storeSample } from './helpers/store-sample.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
-  seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, rootCgroupMemoryWorkingSetBytes: 0, capacity: null, pressure: null,
+  seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null, capacity: null, pressure: null,
   requests: { cpuMillicores: 5, memoryBytes: 6, podCount: 1, known: true }, podsIncluded: false, pods: [],
 });
 

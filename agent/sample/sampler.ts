@@ -2,11 +2,13 @@
 // previous cumulative counters it needs to turn them into rates.
 import { join } from 'node:path';
 import type { ContainerUsage__Output } from '../../proto/gen/oversell/v1/ContainerUsage.js';
+import type { CpuManager__Output } from '../../proto/gen/oversell/v1/CpuManager.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { Pressure__Output } from '../../proto/gen/oversell/v1/Pressure.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { detectCgroupLayout, listContainerCgroups, listPodCgroups, type CgroupLayout } from './cgroup-layout.js';
 import { ContentionMeter } from './cpu-contention.js';
+import { CpuManagerReader, type CpuManagerReading } from './cpu-manager.js';
 import { readOptional } from './files.js';
 import { parseMeminfo } from './meminfo.js';
 import { podFiles, readPodFiles, readRootCgroupWorkingSet, type PodCounters, type PodFiles } from './pod-counters.js';
@@ -26,6 +28,8 @@ export interface SamplerOptions {
   cgroupRoot: string;
   /** How often the runnable count is read for CPU contention (cpu-contention.ts); CONTENTION_EVERY_MS unless a test says. */
   contentionEveryMs?: number;
+  /** The kubelet's root directory, whose cpu_manager_state is read (cpu-manager.ts); undefined: not read, the CPU manager left unknown. */
+  kubeletRoot?: string | undefined;
 }
 
 /** A sample as read from the host; the stream adds seq and the requests add requests. */
@@ -37,6 +41,8 @@ export class NodeSampler {
   readonly #psiCpu: string;
   readonly #psiMemory: string;
   readonly #contention: ContentionMeter;
+  readonly #cpuManager: CpuManagerReader | undefined;
+  #cpuManagerReading: CpuManagerReading = { policy: 'unknown', why: 'not read' };
   #layout: CgroupLayout;
   #prevCpu: CpuTimes;
   /** By pod uid, and by container id: both are unique on a node. */
@@ -52,6 +58,7 @@ export class NodeSampler {
     this.#psiMemory = join(this.#procRoot, 'pressure', 'memory');
     this.#layout = detectCgroupLayout(this.#cgroupRoot);
     this.#prevCpu = this.#readCpu();
+    this.#cpuManager = options.kubeletRoot === undefined ? undefined : new CpuManagerReader(options.kubeletRoot);
     this.#contention = new ContentionMeter({ loadavgPath: join(this.#procRoot, 'loadavg'), everyMs: options.contentionEveryMs ?? CONTENTION_EVERY_MS, cpus: () => this.#prevCpu.cpus });
   }
 
@@ -69,6 +76,11 @@ export class NodeSampler {
     return this.#layout;
   }
 
+  /** What the last read() made of the kubelet's CPU manager checkpoint, and where it reads it (undefined: nowhere). */
+  get cpuManager(): { reading: CpuManagerReading; path: string | undefined } {
+    return { reading: this.#cpuManagerReading, path: this.#cpuManager?.path };
+  }
+
   read(nowMs: number, includePods: boolean): UsageReading {
     const cpu = this.#readCpu();
     const cpuUsageMillicores = cpuMillicoresBetween(this.#prevCpu, cpu);
@@ -83,7 +95,16 @@ export class NodeSampler {
       pressure: this.#readPressure(nowMs),
       podsIncluded: includePods,
       pods: includePods ? this.#readPods(nowMs) : [],
+      cpuManager: this.#readCpuManager(cpu.cpus),
     };
+  }
+
+  /** The CPU manager as the sample carries it: null when unknown; exclusive CPUs at most the node's (the gateway refuses more). */
+  #readCpuManager(cpus: number): CpuManager__Output | null {
+    if (!this.#cpuManager) return null;
+    const r = (this.#cpuManagerReading = this.#cpuManager.read());
+    if (r.policy === 'unknown') return null;
+    return { staticPolicy: r.policy === 'static', exclusiveCpus: r.policy === 'static' ? Math.min(r.exclusiveCpus, cpus) : 0 };
   }
 
   #readCpu(): CpuTimes {

@@ -232,6 +232,8 @@ export function sendsAtOnce(s: Sample__Output, last: Sample__Output | undefined)
   const q = last.pressure;
   if (p && cpuPressureOf(p) >= cpuPressureOf(q) + PRESSURE_RISE) return true;
   if (p && (p.memorySome?.avg10 ?? 0) >= (q?.memorySome?.avg10 ?? 0) + PRESSURE_RISE) return true;
+  // More CPUs held exclusively lowers the CPU grant; a change of policy is rare and told at once too.
+  if (s.cpuManager?.staticPolicy !== last.cpuManager?.staticPolicy || s.cpuManager?.exclusiveCpus !== last.cpuManager?.exclusiveCpus) return true;
   const r = s.requests;
   const o = last.requests;
   return r?.cpuMillicores !== o?.cpuMillicores || r?.memoryBytes !== o?.memoryBytes || r?.known !== o?.known;

@@ -16,7 +16,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
-import { planRelief, type ReliefCandidate, type ReliefPolicy } from '../decide/relief.js';
+import { planRelief, reliefLimits, type ReliefCandidate } from '../decide/relief.js';
 import type { Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -85,12 +85,6 @@ export class ReliefActor {
     return capacity > 0 && record.value('memoryWorkingSetBytes') > policy.relief.memoryLine * capacity;
   }
 
-  /** The pure step's limits from the policy: its lines and rate; a DryRun policy only reports. */
-  static #limits(policy: Policy): ReliefPolicy {
-    const { memoryLine, calmLine, perNodePerMinute } = policy.relief;
-    return { memoryLine, calmLine, perNodePerMinute, dryRun: policy.mode === 'DryRun' };
-  }
-
   /** One relief of the node if it is past the line: the results of the evictions asked for, in order (for tests and logs). */
   async relieve(node: string): Promise<ReliefResult[]> {
     if (this.#inFlight.has(node)) return [];
@@ -131,7 +125,7 @@ export class ReliefActor {
         candidates,
         skip: new Set([...this.#blocked.keys(), ...tried]),
         allowance: policy.relief.perNodePerMinute - recent.length,
-        policy: ReliefActor.#limits(policy),
+        policy: reliefLimits(policy),
       });
       const victim = plan.victims[0];
       if (!victim) {
@@ -157,7 +151,7 @@ export class ReliefActor {
   async #evict(node: string, v: ReliefCandidate, policy: Policy, capacity: number, workingSet: number): Promise<ReliefResult> {
     const pod = `${v.namespace}/${v.name}`;
     const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${policy.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
-    if (ReliefActor.#limits(policy).dryRun) {
+    if (reliefLimits(policy).dryRun) {
       this.#o.log.info({ node, pod, policy: policy.name }, `relief (DryRun, nothing evicted): would evict ${pod}: ${why}`);
       return 'dry-run';
     }

@@ -5,7 +5,7 @@ import type { Statistic } from './usage-stats.js';
 import type { LoadHistoryView } from './load-history.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
-import type { ProtectPolicy } from './tiers.js';
+import type { CpuManagerPolicy, ProtectPolicy } from './tiers.js';
 
 export const MAX_INT64 = 2n ** 63n - 1n;
 
@@ -121,6 +121,18 @@ export interface UsageInput {
   requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
   /** The node's load factor over hours (load-history.ts); undefined: none kept, targets only. */
   history?: LoadHistoryView | undefined;
+  /**
+   * The kubelet's CPU manager as the node's newest sample says; undefined:
+   * unknown (an agent that could not tell, or one older than the field), CPU
+   * decided as on any node. Under static, the exclusive CPUs are not inflated.
+   */
+  cpuManager?: CpuManagerInput | undefined;
+}
+
+/** A known CPU manager: its policy and, under static, the CPUs held exclusively (whole CPUs, as the agent counts them). */
+export interface CpuManagerInput {
+  policy: Exclude<CpuManagerPolicy, 'unknown'>;
+  exclusiveCpus: number;
 }
 
 export interface DecisionInput {
@@ -179,6 +191,8 @@ export interface ResourceDecision {
   loadFactor: number | undefined;
   /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
   avoided: bigint | undefined;
+  /** CPU held exclusively under the static CPU manager, in the resource's unit, kept out of the ratio (0 or absent: none; memory never has any). */
+  exclusive?: bigint;
 }
 
 export interface Decision {

@@ -25,11 +25,16 @@
 // is covered by the startupGrace hold below.
 // The grant is bounded by construction:
 //
-//     granted = max(floor, min(cap, headroom)),  cap = A * maxRatio,
+//     granted = max(floor, min(cap, headroom)),  cap = (A - E) * maxRatio + E,
 //     floor = max(A, min(R, cap), Ra)  with R from the API server (the gateway's own watch)
 //     floor = max(A, min(R, cap))      with R from the node's agent
 //
-// where Ra is the part of R the kubelet has admitted (a container status, or
+// where E is the CPU the static CPU manager holds exclusively on the node
+// (0 for memory, and wherever the agent says none or cannot tell): those
+// cores belong to their containers alone, so only the shared pool is
+// inflated, as Katalyst's controller does. E is taken within [0, A], so
+// whatever an agent reports it can only lower the cap, down to A.
+// Ra is the part of R the kubelet has admitted (a container status, or
 // running). So it never drops below what the kubelet computed nor below what
 // is already bound (pods would be rejected on a kubelet restart), and never
 // exceeds max(cap, Ra) for an Ra no agent or pod author can inflate. An
@@ -49,7 +54,7 @@ import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { DEFAULT_PROTECT } from './tiers.js';
 import { DEFAULT_RELIEF } from './relief.js';
-import { MAX_INT64, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
+import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
@@ -132,6 +137,8 @@ interface ResourceContext {
   offRaw: boolean;
   /** Set by decideResource once the cap is known. */
   requestsOverCap: boolean;
+  /** Held exclusively (static CPU manager), within [0, raw]: kept out of the ratio. */
+  exclusive: bigint;
 }
 
 function mustAvoid(c: ResourceContext, v: bigint): boolean {
@@ -162,7 +169,7 @@ function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: Decide
       if (!c.dryRun) granted = moved;
     }
   }
-  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, loadFactor, avoided };
+  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, loadFactor, avoided, exclusive: c.exclusive };
 }
 
 /** A request figure as a bigint in its unit: NaN and negatives count as nothing, infinity as past any cap. */
@@ -170,10 +177,21 @@ function requestsOf(r: number | undefined): bigint {
   return r === undefined || !(r > 0) ? 0n : Number.isFinite(r) ? BigInt(Math.ceil(r)) : MAX_INT64 + 1n;
 }
 
+/**
+ * Millicores the static CPU manager holds exclusively, within [0, raw]: an
+ * agent's count can only lower the cap, never raise it. 0 under none or unknown.
+ */
+export function exclusiveMillicores(cpuManager: CpuManagerInput | undefined, raw: bigint): bigint {
+  const cpus = cpuManager?.policy === 'static' ? cpuManager.exclusiveCpus : 0;
+  if (!(cpus > 0) || raw <= 0n) return 0n;
+  return Number.isFinite(cpus) ? minBig(BigInt(Math.floor(cpus)) * 1000n, raw) : raw;
+}
+
 function decideResource(c: ResourceContext): ResourceDecision {
   // Whatever an agent reports, this stays a bigint.
   const bound = requestsOf(c.requests);
-  const cap = minBig(maxBig(scale(c.raw, c.maxRatio, c.unit), c.raw), (MAX_INT64 / c.unit) * c.unit);
+  // The ratio applies to the shared part only; what is held exclusively counts once.
+  const cap = minBig(maxBig(scale(c.raw - c.exclusive, c.maxRatio, c.unit) + c.exclusive, c.raw), (MAX_INT64 / c.unit) * c.unit);
   c.requestsOverCap = bound > cap;
   // Up to the cap every bound pod counts; past it only what the API server bound and the kubelet admitted.
   const admitted = c.requestsTrusted ? (c.admitted === undefined ? bound : minBig(bound, requestsOf(c.admitted))) : 0n;
@@ -289,6 +307,7 @@ export function decide(input: DecisionInput): Decision {
     underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
     previous: input.previous?.cpuMillicores,
     requestsOverCap: false,
+    exclusive: exclusiveMillicores(usage?.cpuManager, raw.cpuMillicores),
   });
   const memory = decideResource({
     stale,
@@ -315,6 +334,7 @@ export function decide(input: DecisionInput): Decision {
     underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),
     previous: input.previous?.memoryBytes,
     requestsOverCap: false,
+    exclusive: 0n,
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.
   const facts: ExplainFacts = {

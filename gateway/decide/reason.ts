@@ -30,7 +30,7 @@ function fmtMem(b: bigint | number): string {
 const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number, requestsTrusted: boolean, facts: ExplainFacts) => string> = {
   headroom: () => 'headroom',
   budget: () => 'risk budget',
-  cap: (_d, r) => `capped at ${r}x raw`,
+  cap: (d, r) => (d.exclusive ? `capped at ${r}x the shared CPUs` : `capped at ${r}x raw`),
   'floor-raw': () => 'floor at raw (no headroom above raw)',
   'floor-requests': (d, _r, trusted) =>
     !d.requestsOverCap
@@ -60,7 +60,10 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
     : d.avoided === d.raw ? '; one unit above raw, so the kubelet keeps writing every 10 s and a rise lands at its next write'
     : `; moved off ${fmt(d.avoided)}, which the kubelet left in place and may be its raw, so its next write says`;
   const learningCapped = d.decidedBy === 'cap' && input.learningCaps[name] === maxRatio && maxRatio < (p?.maxRatio ?? 1);
-  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}`;
+  const exclusive = d.exclusive
+    ? `; static CPU manager: ${fmt(d.exclusive)} held exclusively is not inflated, only the shared ${fmt(d.raw - d.exclusive)} (cap ${fmt(d.cap)} = ${fmt(d.raw - d.exclusive)} x ${maxRatio} + ${fmt(d.exclusive)})`
+    : '';
+  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}${exclusive}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

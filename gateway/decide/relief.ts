@@ -8,6 +8,7 @@
 // request, then youngest; never a protected pod. Just enough: victims are
 // taken until their usage brings the node under the calm line, not the relief
 // line, so that one relief is not followed at once by the next.
+import type { Policy } from './decision-types.js';
 import type { Tier } from './tiers.js';
 
 export interface ReliefPolicy {
@@ -22,6 +23,12 @@ export interface ReliefPolicy {
 }
 
 export const DEFAULT_RELIEF: ReliefPolicy = { memoryLine: 0.95, calmLine: 0.9, perNodePerMinute: 2, dryRun: false };
+
+/** The pure step's limits from an OversellPolicy: its lines and rate; a DryRun policy only reports. */
+export function reliefLimits(policy: Pick<Policy, 'relief' | 'mode'>): ReliefPolicy {
+  const { memoryLine, calmLine, perNodePerMinute } = policy.relief;
+  return { memoryLine, calmLine, perNodePerMinute, dryRun: policy.mode === 'DryRun' };
+}
 
 export interface ReliefCandidate {
   namespace: string;

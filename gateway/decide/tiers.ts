@@ -39,8 +39,20 @@ export interface PodFacts {
 
 export type Tier = { tier: 'protected'; because: string } | { tier: 'unprotected' };
 
-export function tierOf(pod: PodFacts, protect: ProtectPolicy): Tier {
-  if (protect.exclusiveCpus && pod.exclusiveCpus > 0) return { tier: 'protected', because: `holds ${pod.exclusiveCpus} exclusive CPU(s)` };
+/** The kubelet's CPU manager policy on the pod's node, as its agent reads it; unknown: no agent said (older agents, an unreadable checkpoint). */
+export type CpuManagerPolicy = 'static' | 'none' | 'unknown';
+
+/**
+ * cpuManager: the pod's node's. The exclusiveCpus rule holds for an
+ * integer-CPU Guaranteed pod on a static node, and on a node whose policy is
+ * unknown (taken for static: a protection is never dropped for want of a
+ * fact); under none the pod holds no CPU of its own and the rule does not hold
+ * (the others still may: Guaranteed QoS protects it by default).
+ */
+export function tierOf(pod: PodFacts, protect: ProtectPolicy, cpuManager: CpuManagerPolicy = 'unknown'): Tier {
+  if (protect.exclusiveCpus && pod.exclusiveCpus > 0 && cpuManager !== 'none') {
+    return { tier: 'protected', because: `holds ${pod.exclusiveCpus} exclusive CPU(s)${cpuManager === 'static' ? ' (static CPU manager)' : ''}` };
+  }
   if (protect.guaranteed && pod.qos === 'Guaranteed') return { tier: 'protected', because: 'Guaranteed QoS' };
   if (protect.minPriority !== undefined && pod.priority >= protect.minPriority) return { tier: 'protected', because: `priority ${pod.priority} >= ${protect.minPriority}` };
   if (protect.namespaceSelector && selectorMatches(protect.namespaceSelector, pod.namespaceLabels)) return { tier: 'protected', because: 'its namespace is protected' };

@@ -2,7 +2,7 @@
 // server when asked and kept a minute (relief and the harm count ask for a
 // handful of namespaces, rarely: a watch of every namespace would cost more).
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { tierOf, type PodFacts, type ProtectPolicy, type Tier } from '../decide/tiers.js';
+import { tierOf, type CpuManagerPolicy, type PodFacts, type ProtectPolicy, type Tier } from '../decide/tiers.js';
 
 type TierFacts = Omit<PodFacts, 'namespaceLabels'>;
 
@@ -26,11 +26,13 @@ export function namespaceLabelsFrom(kubeConfig: KubeConfig, now: () => number = 
  * The pod's tier, its namespace's labels read only when the policy names
  * namespaces. A namespace that cannot be read makes the pod protected: one
  * whose tier cannot be told is never taken for an unprotected one.
+ * cpuManager: the pod's node's, as its agent reports it (store/node-store.ts
+ * cpuManagerPolicyOf); unknown by default (decide/tiers.ts says what each means).
  */
-export async function podTier(pod: TierFacts & { namespace: string }, protect: ProtectPolicy, labels: NamespaceLabels): Promise<Tier> {
+export async function podTier(pod: TierFacts & { namespace: string }, protect: ProtectPolicy, labels: NamespaceLabels, cpuManager: CpuManagerPolicy = 'unknown'): Promise<Tier> {
   try {
     const namespaceLabels = protect.namespaceSelector ? await labels(pod.namespace) : {};
-    return tierOf({ qos: pod.qos, exclusiveCpus: pod.exclusiveCpus, priority: pod.priority, namespaceLabels }, protect);
+    return tierOf({ qos: pod.qos, exclusiveCpus: pod.exclusiveCpus, priority: pod.priority, namespaceLabels }, protect, cpuManager);
   } catch {
     return { tier: 'protected', because: 'its namespace could not be read' };
   }

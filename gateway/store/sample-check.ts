@@ -20,6 +20,9 @@
 //   within the largest cap a node ever had, and no policy the gateway accepts
 //   has a maxRatio above 100;
 // - PSI averages within 0..100 (they are percentages);
+// - the CPU manager, when sent: exclusive CPUs a whole number, at most the
+//   node's CPUs, and none under policy none. Within them a lying agent can
+//   only lower its own node's CPU grant (gateway/decide/policy.ts);
 // - per-pod usage, when sent, within the same bounds as the node's, and so
 //   each of its containers' (at most 64 a pod: the kubelet runs a few, and a
 //   forged report must not make the store keep thousands; ids 64 hex digits,
@@ -40,7 +43,8 @@ import { OncePer } from '../../lib/once-per.js';
 
 export type SampleRefusal =
   | 'not-finite' | 'negative' | 'timestamp-implausible' | 'capacity-implausible' | 'no-capacity'
-  | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid' | 'too-many-pods';
+  | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid' | 'too-many-pods'
+  | 'cpu-manager-implausible';
 
 /** What became of a refused sample: its seq was taken (the agent must not send it again), nothing else was stored. */
 export type SampleRefused = `refused-${SampleRefusal}`;
@@ -62,6 +66,7 @@ interface Layout {
   width: number;
   timestamp: number; cpu: number; memory: number; rootMemory: number; capCpu: number; capMemory: number;
   reqCpu: number; reqMemory: number; reqKnown: number;
+  cpuManager: number; staticPolicy: number; exclusiveCpus: number;
   psi: Int32Array;
 }
 
@@ -80,6 +85,9 @@ function at(): Layout {
       reqCpu: r.offsetOf('requests.cpuMillicores'),
       reqMemory: r.offsetOf('requests.memoryBytes'),
       reqKnown: r.offsetOf('requests.known'),
+      cpuManager: r.offsetOf('cpuManager'),
+      staticPolicy: r.offsetOf('cpuManager.staticPolicy'),
+      exclusiveCpus: r.offsetOf('cpuManager.exclusiveCpus'),
       psi: Int32Array.from(['cpuSome', 'cpuFull', 'memorySome', 'memoryFull', 'cpuContention'].flatMap((line) => ['avg10', 'avg60'].map((avg) => r.offsetOf(`pressure.${line}.${avg}`)))),
     };
   }
@@ -112,6 +120,10 @@ export function checkSampleRow(row: Float64Array, base: number, nowMs: number): 
   }
   const psi = o.psi;
   for (let i = 0; i < psi.length; i++) if (row[base + psi[i]!]! > SAMPLE_BOUNDS.maxPressure) return 'pressure-out-of-range';
+  if (row[base + o.cpuManager] === 1) {
+    const exclusive = row[base + o.exclusiveCpus]!;
+    if (!Number.isInteger(exclusive) || exclusive * 1000 > capCpu || (row[base + o.staticPolicy] !== 1 && exclusive > 0)) return 'cpu-manager-implausible';
+  }
   return undefined;
 }
 

@@ -12,7 +12,7 @@ import { storeSample } from '../helpers/store-sample.js';
 const GI = 1024 ** 3;
 /** An 8-core node using 600m of 6000m requested. */
 const SAMPLE: Sample__Output = {
-  seq: 120, timestampMs: 0, cpuUsageMillicores: 600, memoryWorkingSetBytes: 6 * GI, rootCgroupMemoryWorkingSetBytes: 0,
+  seq: 120, timestampMs: 0, cpuUsageMillicores: 600, memoryWorkingSetBytes: 6 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
   capacity: { cpuMillicores: 8000, memoryBytes: 32 * GI },
   pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
   requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },

@@ -19,7 +19,7 @@ const main = fileURLToPath(new URL('../../cli/main.ts', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'oversell-record-'));
 
 const sample = (seq: number, cpu: number, known = true): Sample__Output => ({
-  seq, timestampMs: Date.now(), cpuUsageMillicores: cpu, memoryWorkingSetBytes: 6 * GiB, rootCgroupMemoryWorkingSetBytes: 0,
+  seq, timestampMs: Date.now(), cpuUsageMillicores: cpu, memoryWorkingSetBytes: 6 * GiB, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
   capacity: { cpuMillicores: 8000, memoryBytes: 32 * GiB }, pressure: null,
   requests: { cpuMillicores: 3000, memoryBytes: 12 * GiB, podCount: 5, known }, podsIncluded: false, pods: [],
 });

@@ -46,7 +46,7 @@ export function bearer(token?: string): grpc.Metadata {
 /** An 8-core, 16 GiB node's sample: 500m and 1 GiB used, 4 cores and 8 GiB requested by 4 pods, stamped now. */
 export function plainSample(seq: number): Sample__Output {
   return {
-    seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0,
+    seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
     requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, podsIncluded: false, pods: [],
   };

@@ -52,7 +52,7 @@ export function nodeSample(timestampMs: number, over: Partial<Sample__Output> = 
     timestampMs,
     cpuUsageMillicores: 600,
     memoryWorkingSetBytes: 6 * 1024 ** 3,
-    rootCgroupMemoryWorkingSetBytes: 0,
+    rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 8000, memoryBytes: 32386744 * 1024 },
     pressure: null,
     requests: { cpuMillicores: 6000, memoryBytes: 20 * 1024 ** 3, podCount: 12, known: true },

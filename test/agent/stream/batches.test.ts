@@ -18,7 +18,7 @@ const T0 = Date.now() - 10_000;
 
 function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output {
   return {
-    seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3, rootCgroupMemoryWorkingSetBytes: 0,
+    seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 4000, memoryBytes: 16 * 1024 ** 3 },
     pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
     requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 4, known: true }, podsIncluded: false, pods: [],
@@ -47,6 +47,10 @@ describe('what the agent sends at once', () => {
     assert.equal(sendsAtOnce(sample(2, { requests: { ...last.requests!, cpuMillicores: 2500 } }), last), true, 'a pod bound');
     assert.equal(sendsAtOnce(sample(2, { podsIncluded: true }), last), true, 'a pod report');
     assert.equal(sendsAtOnce(sample(2), undefined), true, 'the first after a welcome');
+    const pinned = sample(1, { cpuManager: { staticPolicy: true, exclusiveCpus: 2 } });
+    assert.equal(sendsAtOnce(sample(2, { cpuManager: { staticPolicy: true, exclusiveCpus: 2 } }), pinned), false, 'the same CPUs held exclusively wait');
+    assert.equal(sendsAtOnce(sample(2, { cpuManager: { staticPolicy: true, exclusiveCpus: 4 } }), pinned), true, 'more CPUs held exclusively (a lower CPU grant)');
+    assert.equal(sendsAtOnce(sample(2, { cpuManager: { staticPolicy: true, exclusiveCpus: 2 } }), last), true, 'the CPU manager first known');
   });
 
   it('a CPU pressure rise is read where the gateway reads it: the contention line when the agent measures it', () => {
