@@ -111,6 +111,9 @@ done
 extra="$(ls "$CHART/files/monitoring" | grep -vxF -f <(printf '%s\n' "${MONITORING_FILES[@]}") || true)"
 [[ -z "$extra" ]] || die "deploy/helm/oversell/files/monitoring/ has files deploy/monitoring does not ship: $extra"
 ok "files/monitoring/{${MONITORING_FILES[*]}} = deploy/monitoring/"
+cmp -s deploy/components/hold-while-gateway-down/policy.yaml "$CHART/files/hold-while-gateway-down/policy.yaml" ||
+  die "deploy/helm/oversell/files/hold-while-gateway-down/policy.yaml differs from deploy/components/hold-while-gateway-down/policy.yaml: cp deploy/components/hold-while-gateway-down/policy.yaml deploy/helm/oversell/files/hold-while-gateway-down/"
+ok "files/hold-while-gateway-down/policy.yaml = deploy/components/hold-while-gateway-down/policy.yaml"
 
 # ---------------------------------------------------------------- 3. lint
 step "helm lint"
@@ -218,6 +221,23 @@ for pair in "metrics-api:deploy:self-managed" "metrics-api-cert-manager:deploy/o
       "'$HELM' template oversell '$CHART' --namespace $ns --include-crds --set metricsApi.enabled=true --set certificates.mode=$mode > '$OUT/helm-$mode-$ns-metrics-api.yaml'"
   done
 done
+# The grant hold: deploy/ with components/hold-while-gateway-down, and Helm's
+# switch in two namespaces: the same policy and binding, paramRef in the install namespace.
+mkdir -p "$OUT/with-hold"
+printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+  "resources: [$(realpath --relative-to="$OUT/with-hold" "$REPO/deploy")]" \
+  "components: [$(realpath --relative-to="$OUT/with-hold" "$REPO/deploy/components/hold-while-gateway-down")]" > "$OUT/with-hold/kustomization.yaml"
+run "kubectl kustomize: deploy/ with components: [deploy/components/hold-while-gateway-down]" sh -c "'$KUBECTL' kustomize '$OUT/with-hold' > '$OUT/kustomize-hold.yaml'"
+HOLD_KINDS=MutatingAdmissionPolicy,MutatingAdmissionPolicyBinding
+select_docs --kinds "$HOLD_KINDS" "$OUT/kustomize-hold.yaml" > "$OUT/hold-from-component.yaml"
+for ns in oversell ops; do
+  run "helm template -n $ns (holdWhileGatewayDown.enabled=true)" sh -c \
+    "'$HELM' template oversell '$CHART' --namespace $ns --set holdWhileGatewayDown.enabled=true > '$OUT/helm-$ns-hold.yaml'"
+  select_docs --kinds "$HOLD_KINDS" "$OUT/helm-$ns-hold.yaml" > "$OUT/hold-from-helm-$ns.yaml"
+  run "Helm's hold = the Component's (namespace $ns)" node "$HERE/same-spec.mjs" --tools "$TOOLS" "$OUT/hold-from-component.yaml" "$OUT/hold-from-helm-$ns.yaml" "$ns"
+done
+[[ -z "$(select_docs --kinds "$HOLD_KINDS" "$OUT/helm-self-managed-oversell.yaml")" ]] || die "Helm renders the hold with holdWhileGatewayDown.enabled off (the default)"
+ok "the hold is off by default in Helm"
 MONITORING_KINDS=ServiceMonitor,PodMonitor,PrometheusRule,ConfigMap
 select_docs --kinds "$MONITORING_KINDS" "$OUT/kustomize-self-managed-monitoring.yaml" > "$OUT/monitoring-from-component.yaml"
 select_docs --kinds "$MONITORING_KINDS" "$OUT/overlay-monitoring.yaml" > "$OUT/monitoring-from-overlay.yaml"
