@@ -9,7 +9,7 @@ import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../gateway/decide/load-history.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
-import { DEFAULT_RELIEF, type ReliefPolicy } from '../gateway/decide/relief.js';
+import { reliefLimits, type ReliefPolicy } from '../gateway/decide/relief.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
 import type { PodProfile } from './workload.js';
 
@@ -77,6 +77,8 @@ export interface Allocator {
   readonly changes?: Map<string, number>;
   /** oversell's relief (sim/relief.ts): evictions past the relief line, the node held at its floor until calm. oversell only. */
   readonly relief?: { policy: ReliefPolicy; calmPeriodMs: number };
+  /** oversell's protected-room check at binding (gateway/decide/protected-room.ts): a protected pod only where protected requests fit raw allocatable. oversell only. */
+  readonly protectsRoom?: boolean;
 }
 
 export interface NodeShape {
@@ -167,7 +169,8 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
     name: entry.name,
     kind: 'oversell',
     changes,
-    relief: { policy: DEFAULT_RELIEF, calmPeriodMs: policy.calmPeriodMs },
+    ...(policy.relief.enabled && { relief: { policy: reliefLimits(policy), calmPeriodMs: policy.calmPeriodMs } }),
+    protectsRoom: true,
     allocate(node, s, out) {
       const window = windows[node]!;
       window.dropThrough(s.tMs - retainMs);

@@ -8,12 +8,15 @@ import type { Allocator, NodeSample, NodeShape, PodRef } from './allocators.js';
 import { kubeletEvictionOrder, kubeletMayEvict, oomKillOrder, takeUntil } from './kubelet-eviction.js';
 import { GUARANTEED, NodeSlots, QOS_CODES } from './node-slots.js';
 import { NodeRelief, type ReliefSubject } from './relief.js';
+import { protectedRoom } from '../gateway/decide/protected-room.js';
+import type { Tier } from '../gateway/decide/tiers.js';
 import type { Baseline } from './trace.js';
 import { noise } from './random.js';
 import { podCpu, podMemory, recordedAt, withinLimits, type PodProfile, type Workload } from './workload.js';
 import type { Quantities, Scenario } from './scenario.js';
 
-export const UTILISATION_BUCKETS = 12; // 0-10 %, ..., 100-110 %, 110 % and over
+export const UTILISATION_BUCKETS = 12;
+const PROTECTED: Tier = { tier: 'protected', because: 'its class is protected' }; // 0-10 %, ..., 100-110 %, 110 % and over
 
 export interface RunMetrics {
   name: string;
@@ -127,6 +130,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
   const allocMemory = new Float64Array(n);
   const boundCpu = new Float64Array(n);
   const boundMemory = new Float64Array(n);
+  /** Requests of each node's protected pods: with protectsRoom, a protected pod binds only where they fit raw allocatable. */
+  const protectedCpu = new Float64Array(n);
+  const protectedMemory = new Float64Array(n);
+  const protectsRoom = allocator.protectsRoom === true;
   /** Step of each node's newest binding. */
   const boundAt = new Float64Array(n).fill(-Infinity);
   const slots = new NodeSlots<Pod>(n, s.node.maxPods);
@@ -180,6 +187,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
     boundAt[node] = t;
     boundCpu[node]! += p.requestCpu;
     boundMemory[node]! += p.requestMemory;
+    if (p.tier?.protected) {
+      protectedCpu[node]! += p.requestCpu;
+      protectedMemory[node]! += p.requestMemory;
+    }
     running += 1;
     placement?.bound(node, pod, t);
     observer?.bound(node, pod);
@@ -198,6 +209,10 @@ export function runPolicy(o: RunOptions): RunMetrics {
       const p = pod.profile;
       boundCpu[pod.node]! -= p.requestCpu;
       boundMemory[pod.node]! -= p.requestMemory;
+      if (p.tier?.protected) {
+        protectedCpu[pod.node]! -= p.requestCpu;
+        protectedMemory[pod.node]! -= p.requestMemory;
+      }
       running -= 1;
       placement?.removed(pod.node, pod, t);
       observer?.removed(pod.node, pod);
@@ -267,6 +282,13 @@ export function runPolicy(o: RunOptions): RunMetrics {
    * check is scored on bound requests against raw allocatable, so it spreads
    * pods as the others do.
    */
+  const roomFor = (i: number, p: PodProfile): boolean =>
+    protectedRoom({
+      node: '', raw: { cpuMillicores: shapes[i]!.raw.cpu, memoryBytes: shapes[i]!.raw.memory },
+      protectedBound: { cpuMillicores: protectedCpu[i]!, memoryBytes: protectedMemory[i]! },
+      pod: { cpuMillicores: p.requestCpu, memoryBytes: p.requestMemory }, tier: PROTECTED,
+    }).allowed;
+
   const place = (pod: Pod, t: number): boolean => {
     const p = pod.profile;
     let best = -1;
@@ -276,6 +298,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
     for (; scanned < n && found < toFind; scanned++) {
       const i = (nextStart + scanned) % n;
       if (slots.full(i)) continue; // the kubelet's maxPods
+      // The binding check refuses the node; the scheduler tries the next (its retries are not modelled: the pod lands at once where it fits).
+      if (protectsRoom && p.tier?.protected && !roomFor(i, p)) continue;
       let score: number;
       if (placement) {
         if (!placement.fits(i, p, t)) continue;

@@ -150,7 +150,7 @@ export function harmChecks(main: SimulationResult, busier: SimulationResult | un
 
 /** The scenario with usage times `factor` from half-way through: a cluster busier than the history its grants came from. */
 export function busierScenario(s: Scenario, factor: number): Scenario {
-  return { ...s, usage: { ...s.usage, step: { atHour: s.hours / 2, factor } } };
+  return { ...s, usage: { ...s.usage, step: { atHour: s.hours / 2, factor, rampMinutes: 0 } } };
 }
 
 export function buildReport(main: SimulationResult, busier: SimulationResult | undefined): Report {

@@ -79,8 +79,8 @@ export interface Scenario {
     concentration: number;
     /** Every pod's usage multiplied by this (--usage-scale). */
     scale: number;
-    /** From this hour on, usage is multiplied by `factor` as well: a cluster busier than its history. */
-    step: { atHour: number; factor: number } | undefined;
+    /** From this hour on, usage is multiplied by `factor` as well, reached over rampMinutes (0: at once): a cluster busier than its history. */
+    step: { atHour: number; factor: number; rampMinutes: number } | undefined;
     /** Hour of the daily peak, and how far each pod's usage swings around its mean (+-share) over the day. */
     diurnal: { peakHour: number; cpuSwing: number; memorySwing: number };
     /** Share of time a pod's CPU bursts, by how much, and for how long. */
@@ -281,8 +281,8 @@ export function parseScenario(file: unknown, base: Scenario = DEFAULT_SCENARIO):
 
   let step = b.usage.step;
   if (usage.obj.step !== undefined) {
-    const s = usage.child('step').only(['atHour', 'factor']);
-    step = usage.obj.step === null ? undefined : { atHour: s.number('atHour', 12, 0, 1e6), factor: s.number('factor', 1.3, 0, 100) };
+    const s = usage.child('step').only(['atHour', 'factor', 'rampMinutes']);
+    step = usage.obj.step === null ? undefined : { atHour: s.number('atHour', 12, 0, 1e6), factor: s.number('factor', 1.3, 0, 100), rampMinutes: s.number('rampMinutes', 0, 0, 1e6) };
   }
   let classes = b.classes;
   if (r.obj.classes !== undefined) {

@@ -50,6 +50,13 @@ export interface RecordedUsage {
   endStep: number;
 }
 
+/** The usage step's multiplier at `hour`: 1 before it, then rising linearly over rampMinutes (0: at once) to its factor. */
+export function stepFactor(step: Scenario['usage']['step'], hour: number): number {
+  if (!step || hour < step.atHour) return 1;
+  const done = step.rampMinutes > 0 ? Math.min(1, ((hour - step.atHour) * 60) / step.rampMinutes) : 1;
+  return 1 + (step.factor - 1) * done;
+}
+
 /** A recorded pod's usage at step t, before the run's usage factors. */
 export function recordedAt(series: Float64Array, r: RecordedUsage, t: number): number {
   return series[Math.floor(t / r.stepsPerCell) - r.firstCell] ?? 0;
@@ -114,7 +121,7 @@ export function buildWorkload(s: Scenario): Workload {
     const hour = ((t - warmupSteps) * stepMs) / 3_600_000;
     const d = dailyCurve(hour, u.diurnal.peakHour);
     curve[t] = d;
-    const scale = u.scale * (u.step && hour >= u.step.atHour ? u.step.factor : 1);
+    const scale = u.scale * stepFactor(u.step, hour);
     if (scale > maxScale) maxScale = scale;
     cpuFactor[t] = ((1 + u.diurnal.cpuSwing * d) * scale) / burstMean;
     memoryFactor[t] = (1 + u.diurnal.memorySwing * d) * scale;

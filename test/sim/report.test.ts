@@ -74,7 +74,7 @@ describe('simulation report', () => {
 
   it('the busier scenario steps usage up half-way through and changes nothing else', () => {
     const b = busierScenario(DEFAULT_SCENARIO, 1.3);
-    assert.deepEqual(b.usage.step, { atHour: 12, factor: 1.3 });
+    assert.deepEqual(b.usage.step, { atHour: 12, factor: 1.3, rampMinutes: 0 });
     assert.deepEqual({ ...b, usage: { ...b.usage, step: undefined } }, DEFAULT_SCENARIO);
   });
 

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
 import { applyOverrides, DEFAULT_SCENARIO, parseScenario, rawAllocatable } from '../../sim/scenario.js';
+import { stepFactor } from '../../sim/workload.js';
 
 const GiB = 1024 ** 3;
 
@@ -18,7 +19,7 @@ describe('scenario', () => {
     assert.equal(s.nodes, 3);
     assert.deepEqual(s.node.capacity, { cpu: 8000, memory: 32 * GiB });
     assert.deepEqual(s.node.reserved, DEFAULT_SCENARIO.node.reserved);
-    assert.deepEqual(s.usage.step, { atHour: 2, factor: 1.5 });
+    assert.deepEqual(s.usage.step, { atHour: 2, factor: 1.5, rampMinutes: 0 });
     assert.deepEqual(rawAllocatable(s), { cpu: 7500, memory: 30 * GiB - 100 * 1024 ** 2 });
   });
 
@@ -44,4 +45,14 @@ describe('scenario', () => {
       assert.throws(() => parseScenario(file), (err: Error) => err.name === 'ScenarioError' && message.test(err.message));
     });
   }
+});
+
+describe('stepFactor', () => {
+  it('1 before the step, the factor at once without a ramp, linear over the ramp', () => {
+    assert.equal(stepFactor(undefined, 5), 1);
+    assert.equal(stepFactor({ atHour: 2, factor: 1.3, rampMinutes: 0 }, 1.99), 1);
+    assert.equal(stepFactor({ atHour: 2, factor: 1.3, rampMinutes: 0 }, 2), 1.3);
+    assert.ok(Math.abs(stepFactor({ atHour: 2, factor: 1.3, rampMinutes: 30 }, 2.25) - 1.15) < 1e-12);
+    assert.equal(stepFactor({ atHour: 2, factor: 1.3, rampMinutes: 30 }, 3), 1.3);
+  });
 });
