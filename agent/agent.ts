@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { HostFacts__Output } from '../proto/gen/oversell/v1/HostFacts.js';
 import type { Logger } from '../lib/log.js';
 import type { PodSource } from './requests/pod-source.js';
+import { PodReportSchedule } from './sample/pod-report-schedule.js';
 import { NodeSampler } from './sample/sampler.js';
 import { GatewaySet } from './stream/gateway-set.js';
 import type { GatewayConnection } from './stream/gateway-connection.js';
@@ -61,7 +62,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
   // A gateway shedding load may ask for fewer samples (Settings.min_sample_interval_ms): the timer runs at the longer of the two.
   let minIntervalMs = 0;
   const effectiveIntervalMs = () => Math.max(intervalMs, minIntervalMs);
-  let podReportEvery = Math.max(1, options.podReportEvery);
+  const podReports = new PodReportSchedule(options.podReportEvery);
   let timer: NodeJS.Timeout | undefined;
   let seq = 0;
   let lastError = '';
@@ -77,7 +78,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
     ...(options.connection && { connection: options.connection }),
     silenceTimeoutMs: Math.max(30_000, intervalMs * 10),
     onSettings: (s) => {
-      if (s.podReportEvery > 0) podReportEvery = s.podReportEvery;
+      if (s.podReportEvery > 0) podReports.every = Math.max(1, s.podReportEvery);
       const before = effectiveIntervalMs();
       if (s.sampleIntervalMs > 0 && s.sampleIntervalMs !== intervalMs) {
         log.info({ from: intervalMs, to: s.sampleIntervalMs }, 'gateway changed the sampling interval');
@@ -97,7 +98,8 @@ export function startAgent(options: AgentOptions): RunningAgent {
     const end = metrics.samplingDuration.startTimer();
     try {
       const next = seq + 1;
-      const reading = sampler.read(Date.now(), next % podReportEvery === 1 || podReportEvery === 1);
+      const reading = sampler.read(Date.now(), (memory) => podReports.due(next, memory));
+      if (reading.podsIncluded) podReports.reported(reading.memoryWorkingSetBytes);
       end();
       seq = next;
       // The gateway refuses a sample with more pods or containers than any node has (wire/agent-bounds.ts): past them, some are left out.

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -206,6 +206,27 @@ describe('NodeSampler over fixture roots whose counters move', () => {
     const back = sampler.read(14_000, true).pods.find((p) => p.uid === uid);
     assert.equal(back?.cpuUsageMillicores, 500);
     assert.equal(back?.memoryWorkingSetBytes, PODS[uid].workingSet);
+  });
+
+  it('a pod that started between two reports is in the next one, with its CPU since its cgroup was made, at most the node\'s CPUs', () => {
+    const proc = join(dir, 'new-pod', 'proc');
+    const cg = join(dir, 'new-pod', 'cgroup');
+    cpSync(procFixture('vm-2cpu'), proc, { recursive: true });
+    cpSync(cgroupFixture('v2-systemd'), cg, { recursive: true, verbatimSymlinks: true });
+    const uid = '8a2d3c4b-6e7f-4a8b-9c0d-1e2f3a4b5c02';
+    const podDir = join(cg, 'kubepods.slice', 'kubepods-burstable.slice', `kubepods-burstable-pod${uid.replaceAll('-', '_')}.slice`);
+    const cpuStat = join(podDir, 'cpu.stat');
+    writeFileSync(cpuStat, readFileSync(cpuStat, 'utf8').replace(/^usage_usec (\d+)/m, 'usage_usec 2000000')); // 2 s of CPU
+    const made = statSync(podDir).ctimeMs;
+    const sampler = new NodeSampler({ procRoot: proc, cgroupRoot: cg });
+    assert.ok(!sampler.read(made + 500, true).pods.some((p) => p.uid === uid), 'younger than a second: waits for the next report');
+    const fresh = new NodeSampler({ procRoot: proc, cgroupRoot: cg });
+    const first = fresh.read(made + 4000, true).pods.find((p) => p.uid === uid);
+    assert.equal(first?.cpuUsageMillicores, 500, '2 s of CPU over its 4 s');
+    assert.equal(first?.memoryWorkingSetBytes, PODS[uid].workingSet);
+    writeFileSync(cpuStat, readFileSync(cpuStat, 'utf8').replace(/^usage_usec (\d+)/m, 'usage_usec 900000000')); // 900 s "in" 4 s: a changed directory time
+    const capped = new NodeSampler({ procRoot: proc, cgroupRoot: cg }).read(made + 4000, true).pods.find((p) => p.uid === uid);
+    assert.equal(capped?.cpuUsageMillicores, 2000, 'at most the node\'s 2 CPUs');
   });
 
   it('reports PSI as unavailable when the kernel has none', () => {

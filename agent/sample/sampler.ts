@@ -1,5 +1,6 @@
 // Turns the raw files into one node sample per tick. Only reads; keeps just the
 // previous cumulative counters it needs to turn them into rates.
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerUsage__Output } from '../../proto/gen/oversell/v1/ContainerUsage.js';
 import type { CpuManager__Output } from '../../proto/gen/oversell/v1/CpuManager.js';
@@ -81,11 +82,13 @@ export class NodeSampler {
     return { reading: this.#cpuManagerReading, path: this.#cpuManager?.path };
   }
 
-  read(nowMs: number, includePods: boolean): UsageReading {
+  /** One sample; with the pod report when `includePods` says so (given the node's memory just read). */
+  read(nowMs: number, includePods: boolean | ((memory: { workingSetBytes: number; totalBytes: number }) => boolean)): UsageReading {
     const cpu = this.#readCpu();
     const cpuUsageMillicores = cpuMillicoresBetween(this.#prevCpu, cpu);
     this.#prevCpu = cpu;
     const memory = parseMeminfo(this.#mustRead('meminfo'));
+    const withPods = typeof includePods === 'function' ? includePods(memory) : includePods;
     return {
       timestampMs: nowMs,
       cpuUsageMillicores,
@@ -93,8 +96,8 @@ export class NodeSampler {
       rootCgroupMemoryWorkingSetBytes: readRootCgroupWorkingSet(this.#layout) ?? 0,
       capacity: { cpuMillicores: cpu.cpus * 1000, memoryBytes: memory.totalBytes },
       pressure: this.#readPressure(nowMs),
-      podsIncluded: includePods,
-      pods: includePods ? this.#readPods(nowMs) : [],
+      podsIncluded: withPods,
+      pods: withPods ? this.#readPods(nowMs) : [],
       cpuManager: this.#readCpuManager(cpu.cpus),
     };
   }
@@ -157,10 +160,10 @@ export class NodeSampler {
         const cc = read(c.path, c);
         if (!cc) continue;
         seenContainers.set(c.id, { ...cc, atMs: nowMs });
-        const rate = rateSince(this.#prevContainers.get(c.id), cc, nowMs);
+        const rate = rateSince(this.#prevContainers.get(c.id), cc, nowMs) ?? rateSinceCreated(join(this.#layout.memoryRoot, c.path), cc, nowMs, this.#prevCpu.cpus);
         if (rate !== undefined) containers.push({ containerId: c.id, cpuUsageMillicores: rate, memoryWorkingSetBytes: cc.workingSetBytes });
       }
-      const rate = rateSince(this.#prevPods.get(pod.uid), counters, nowMs);
+      const rate = rateSince(this.#prevPods.get(pod.uid), counters, nowMs) ?? rateSinceCreated(join(this.#layout.memoryRoot, pod.path), counters, nowMs, this.#prevCpu.cpus);
       if (rate === undefined) continue;
       out.push({ uid: pod.uid, qosClass: pod.qos, cpuUsageMillicores: rate, memoryWorkingSetBytes: counters.workingSetBytes, containers });
     }
@@ -172,6 +175,25 @@ export class NodeSampler {
 }
 
 type Reading = PodCounters & { atMs: number };
+
+/**
+ * A cgroup seen for the first time: its CPU since it was made (its
+ * directory's change time), so a pod that started and grew between two
+ * reports is in the next one, with its memory, and relief can see it.
+ * Undefined when younger than a second or the time cannot be read; at most
+ * the node's CPUs (a directory whose time was changed since must not make a
+ * rate the gateway refuses the whole sample for).
+ */
+function rateSinceCreated(dir: string, now: PodCounters, nowMs: number, cpus: number): number | undefined {
+  let createdMs: number;
+  try {
+    createdMs = statSync(dir).ctimeMs;
+  } catch {
+    return undefined;
+  }
+  if (!(nowMs - createdMs >= 1000)) return undefined;
+  return Math.min(cpus * 1000, Math.round(Math.max(0, now.cpuNanos) / ((nowMs - createdMs) * 1000)));
+}
 
 /** Millicores used since prev, or undefined without a previous reading to measure from. */
 function rateSince(prev: Reading | undefined, now: PodCounters, nowMs: number): number | undefined {

@@ -16,6 +16,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../lib/log.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
+import { POD_REPORT_ON_MEMORY_MOVE } from '../../wire/pod-report.js';
 import { planRelief, reliefLimits, type ReliefCandidate } from '../decide/relief.js';
 import type { Policy } from '../decide/policy.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
@@ -25,6 +26,9 @@ import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { PodFacts, PodFactsStore } from '../store/pod-facts.js';
 
 export type ReliefResult = 'evicted' | 'blocked' | 'dry-run' | 'failed' | 'rate-limited';
+
+/** How long relief waits for a pod report newer than an eviction it made on older pod usage (3 reports at the agent's default). */
+const REPORT_WAIT_MS = 30_000;
 
 export interface ReliefActorOptions {
   kubeConfig: KubeConfig;
@@ -55,6 +59,12 @@ export class ReliefActor {
   readonly #blocked = new Map<string, number>();
   /** Pod uid -> the memory it used when its eviction was accepted: freed already, while it terminates (left out as long as it is blocked). */
   readonly #evicting = new Map<string, number>();
+  /**
+   * Node -> agent time of the sample an eviction was made on when its pod
+   * usage came from an earlier report: what that pod frees is not known, so
+   * nothing more on the node until a newer pod report says it.
+   */
+  readonly #awaitingReport = new Map<string, number>();
   readonly #namespaceLabels: NamespaceLabels;
   #unlisten: () => void = () => {};
 
@@ -101,9 +111,22 @@ export class ReliefActor {
 
   async #relieve(node: string, record: NodeRecord, policy: Policy): Promise<ReliefResult[]> {
     const now = this.#o.now();
+    const sampleAtMs = record.value('timestampMs');
+    const waitingSince = this.#awaitingReport.get(node);
+    if (waitingSince !== undefined) {
+      if (record.podsAtMs <= waitingSince && sampleAtMs - waitingSince < REPORT_WAIT_MS) return [];
+      this.#awaitingReport.delete(node);
+    }
+    // Per-pod usage comes with every Nth sample (--pod-report-every), and at
+    // once when the node's memory moved (wire/pod-report.ts). A report from
+    // before such a move may not show the pod that grew: wait for the next.
+    // One that is older but still close: one victim, then wait for a newer.
+    const usageFresh = record.podsAtMs >= sampleAtMs;
+    const capacityBytes = record.value('capacity.memoryBytes');
+    if (!usageFresh && Math.abs(record.value('memoryWorkingSetBytes') - record.podsNodeWorkingSetBytes) >= POD_REPORT_ON_MEMORY_MOVE * capacityBytes) return [];
     const usage = new Map(record.pods.map((p) => [p.uid, Number(p.memoryWorkingSetBytes)]));
     const candidates = await Promise.all(this.#o.pods.on(node).map(async (p) => this.#candidate(p, policy, usage.get(p.uid) ?? 0)));
-    const capacity = record.value('capacity.memoryBytes');
+    const capacity = capacityBytes;
     const workingSet = record.value('memoryWorkingSetBytes');
     const recent = (this.#evictedAt.get(node) ?? []).filter((t) => now - t < 60_000);
     this.#evictedAt.set(node, recent);
@@ -115,7 +138,8 @@ export class ReliefActor {
     const results: ReliefResult[] = [];
     const tried = new Set<string>();
     // Pods still terminating after an earlier relief still show in the sample: what they free counts already, or the next sample would evict again for it.
-    let freed = candidates.reduce((sum, c) => sum + (this.#evicting.get(c.uid) ?? 0), 0);
+    // A report newer than the eviction says what the pod uses now, which is what it frees.
+    let freed = candidates.reduce((sum, c) => sum + Math.max(this.#evicting.get(c.uid) ?? 0, this.#evicting.has(c.uid) ? (usage.get(c.uid) ?? 0) : 0), 0);
     // One victim at a time: a refused one is replaced by the next in order.
     for (;;) {
       const plan = planRelief({
@@ -133,12 +157,16 @@ export class ReliefActor {
         break;
       }
       tried.add(victim.uid);
-      const result = await this.#evict(node, victim, policy, capacity, workingSet);
+      const result = await this.#evict(node, victim, policy, { capacity, workingSet, sampleAtMs, usageFresh });
       results.push(result);
       this.#o.metrics.relief(result);
       if (result === 'rate-limited') break;
       if (result === 'evicted' || result === 'dry-run') freed += Math.max(0, victim.memoryUsageBytes);
       if (result === 'evicted') recent.push(this.#o.now());
+      if (result === 'evicted' && !usageFresh) {
+        this.#awaitingReport.set(node, sampleAtMs);
+        break;
+      }
     }
     return results;
   }
@@ -148,7 +176,8 @@ export class ReliefActor {
     return { namespace: p.namespace, name: p.name, uid: p.uid, tier, priority: p.priority, memoryUsageBytes, memoryRequestBytes: p.memoryRequestBytes, startedAtMs: p.startedAtMs };
   }
 
-  async #evict(node: string, v: ReliefCandidate, policy: Policy, capacity: number, workingSet: number): Promise<ReliefResult> {
+  async #evict(node: string, v: ReliefCandidate, policy: Policy, seen: { capacity: number; workingSet: number; sampleAtMs: number; usageFresh: boolean }): Promise<ReliefResult> {
+    const { capacity, workingSet } = seen;
     const pod = `${v.namespace}/${v.name}`;
     const why = `node ${node}'s memory working set ${(workingSet / 2 ** 30).toFixed(2)} GiB is past the relief line (${policy.relief.memoryLine * 100} % of ${(capacity / 2 ** 30).toFixed(2)} GiB); ${pod} is unprotected, priority ${v.priority}, using ${(v.memoryUsageBytes / 2 ** 20).toFixed(0)} MiB of ${(v.memoryRequestBytes / 2 ** 20).toFixed(0)} MiB requested`;
     if (reliefLimits(policy).dryRun) {
@@ -173,7 +202,8 @@ export class ReliefActor {
       return 'failed';
     }
     this.#evicting.set(v.uid, Math.max(0, v.memoryUsageBytes));
-    this.#o.log.info({ node, pod }, `relieved: evicted ${pod}: ${why}`);
+    // The sample's agent clock against this host's: on one host (or with NTP) the time from the crossing sample to the accepted eviction.
+    this.#o.log.info({ node, pod, sampleAtMs: seen.sampleAtMs, sampleToEvictionMs: this.#o.now() - seen.sampleAtMs, podUsageFresh: seen.usageFresh }, `relieved: evicted ${pod}: ${why}`);
     this.#o.metrics.harm(policy.name, 'unprotected', 'relief');
     void this.#event(node, pod, why);
     return 'evicted';

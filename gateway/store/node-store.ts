@@ -41,6 +41,8 @@ export class NodeRecord {
   podsWindowMs = 0;
   /** Gateway clock when `pods` arrived: their age. */
   podsReceivedAtMs = 0;
+  /** The node's memory working set in the sample that carried `pods`: how far the node has moved since (relief). */
+  podsNodeWorkingSetBytes = 0;
   /** Raw allocatable, labels, caps and grant the kubelet's next write will be decided from (observe()): the query API decides from these. */
   raw: (Allocatable & { seenAtMs: number }) | undefined = undefined;
   labels: Record<string, string> = {};
@@ -203,6 +205,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
       record.podsWindowMs = record.podsAtMs > 0 && at > record.podsAtMs ? at - record.podsAtMs : 0;
       record.podsAtMs = at;
       record.podsReceivedAtMs = nowMs;
+      record.podsNodeWorkingSetBytes = record.value('memoryWorkingSetBytes');
     }
     return this.#stored(record, nowMs);
   }

@@ -97,6 +97,11 @@ describe('ReliefActor', () => {
       pods: Object.entries(usage).map(([name, gib]) => ({ uid: `uid-${name}`, qosClass: 'burstable', cpuUsageMillicores: 10, memoryWorkingSetBytes: gib * GiB, containers: [] })),
     }), clock);
   }
+  /** A sample without a pod report (the agent sends one every --pod-report-every samples): the pods' usage stays the last report's. */
+  function sampleOnly(workingSetGiB: number): void {
+    clock += 1000;
+    storeSample(store, 'node-a', 1, nodeSample(clock, { capacity: { cpuMillicores: 8000, memoryBytes: CAPACITY }, memoryWorkingSetBytes: workingSetGiB * GiB }), clock);
+  }
   const actor = (policy: Policy = DEFAULT_POLICY, relieves = true) =>
     new ReliefActor({ kubeConfig: kubeConfigFor(api.url), store, pods, policies: flagsPolicySource(policy), relieves: () => relieves, metrics: { relief: (r) => results.push(r), harm: (pool, tier, by) => harms.push(`${pool}/${tier}/${by}`) }, log: silentLog });
 
@@ -134,6 +139,33 @@ describe('ReliefActor', () => {
     assert.deepEqual(await a.relieve('node-a'), ['evicted', 'evicted']);
     report(31, { 'batch-1': 2, 'batch-2': 1.5, 'batch-3': 3 }); // the kubelet has not stopped them yet
     assert.deepEqual(await a.relieve('node-a'), [], '3.5 GiB already on its way out covers the 2.2 GiB to free');
+    assert.deepEqual(api.evictions, ['apps/batch-1', 'apps/batch-2']);
+  });
+
+  it('pod usage from before the node\'s memory moved (no report with the crossing sample): nothing until a report shows who grew', async () => {
+    pods.set(pod('batch-1', { priority: -10 }));
+    pods.set(pod('batch-2', { priority: -10 }));
+    pods.set(pod('hog', { priority: -10 }));
+    report(20, { 'batch-1': 0.1, 'batch-2': 0.1, hog: 0.01 }); // before the hog grew
+    sampleOnly(31); // it grew by 11 GiB: the report is out of date, and on it the batch pods would pay
+    const a = actor({ ...DEFAULT_POLICY, relief: { ...DEFAULT_POLICY.relief, perNodePerMinute: 10 } });
+    assert.deepEqual(await a.relieve('node-a'), [], 'no victim chosen on a report from before the move');
+    report(31, { 'batch-1': 0.1, 'batch-2': 0.1, hog: 11 }); // the agent reports at once (wire/pod-report.ts)
+    assert.deepEqual(await a.relieve('node-a'), ['evicted']);
+    assert.deepEqual(api.evictions, ['apps/hog'], 'the pod that grew, and just it');
+  });
+
+  it('pod usage older than the crossing sample but close to it: one eviction, then nothing until a newer report says what it freed', async () => {
+    pods.set(pod('batch-1', { priority: -10 }));
+    pods.set(pod('batch-2', { priority: -10 }));
+    report(30.6, { 'batch-1': 1.5, 'batch-2': 1.4 });
+    sampleOnly(31); // 0.4 GiB more: under 2 % of 32 GiB, the report still describes the node
+    const a = actor({ ...DEFAULT_POLICY, relief: { ...DEFAULT_POLICY.relief, perNodePerMinute: 10 } });
+    assert.deepEqual(await a.relieve('node-a'), ['evicted'], 'one victim on older usage, not as many as it would take');
+    sampleOnly(31); // terminating, still counted
+    assert.deepEqual(await a.relieve('node-a'), [], 'no pod report since the eviction: wait');
+    report(31, { 'batch-1': 1.5, 'batch-2': 1.4 });
+    assert.deepEqual(await a.relieve('node-a'), ['evicted'], 'a newer report: 2.2 GiB to free, 1.5 on its way: one more');
     assert.deepEqual(api.evictions, ['apps/batch-1', 'apps/batch-2']);
   });
 
