@@ -526,7 +526,19 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
     ...(shard && { lowers: (node: string) => shard.view.isFirstOwner(node) }),
   });
   // The writer listens for the lease before the lease runs: it hears the first leadership.
-  parts.push({ name: 'status writer', start: () => writer.start(), close: () => writer.stop() });
+  let stopLeaving = () => {};
+  parts.push({
+    name: 'status writer',
+    start: () => {
+      writer.start();
+      // A pod being deleted on a hot node: lower it now, before the pod is gone and its replacement is scheduled.
+      stopLeaving = bound.onLeaving((node) => writer.check(node));
+    },
+    close: () => {
+      stopLeaving();
+      writer.stop();
+    },
+  });
   if (podFacts) {
     // The replica that lowers a node relieves it, and only an opted-in node.
     meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log });

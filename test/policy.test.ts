@@ -232,6 +232,21 @@ describe('decide: pressure', () => {
     assert.equal(decide(input(usage({ pts: full, reqMem: 0 }))).memory.decidedBy, 'pressure');
   });
 
+  it('under pressure, pods being deleted do not hold the floor up (their replacements get no room); calm, they do', () => {
+    const full = points(300, 3.7 * GI); // memory working set past the threshold: pressure
+    // 5 GiB bound on a 3.6 GiB-raw node (oversold), 1 GiB of it on its way out (evicted, terminating).
+    const bound = { cpuMillicores: 3000, memoryBytes: 5 * GI, leaving: { cpuMillicores: 0, memoryBytes: 1 * GI } };
+    const hot = decide(input(usage({ pts: full, reqMem: 0 }), { boundRequests: bound }));
+    assert.equal(hot.memory.decidedBy, 'pressure');
+    assert.equal(hot.memory.applied, 4n * BigInt(GI), 'the floor is what stays bound: 5 GiB less the 1 GiB leaving');
+    const hotRaw = decide(input(usage({ pts: full, reqMem: 0 }), { boundRequests: { ...bound, leaving: { cpuMillicores: 0, memoryBytes: 4.5 * GI } } }));
+    assert.equal(hotRaw.memory.applied, raw.memoryBytes, 'never under raw');
+    const calmNode = decide(input(usage({ mem: 1 * GI }), { boundRequests: bound }));
+    assert.ok(calmNode.memory.applied >= 5n * BigInt(GI), 'calm: every bound pod holds the floor, the leaving ones too');
+    const noneLeaving = decide(input(usage({ pts: full, reqMem: 0 }), { boundRequests: { cpuMillicores: 3000, memoryBytes: 5 * GI } }));
+    assert.equal(noneLeaving.memory.applied, 5n * BigInt(GI));
+  });
+
   it('stays at the floor for the calm period after pressure, then rises again', () => {
     const pts = points(300, 1 * GI, {}, 120).map((p) => ({ ...p, cpuPressure: p.timestampMs === 30_000 ? 80 : 0 }));
     // newest point at 120 s; pressure at 30 s; calm period 60 s -> calm since 90 s ago: inflated

@@ -65,6 +65,8 @@ export class ReliefActor {
    * nothing more on the node until a newer pod report says it.
    */
   readonly #awaitingReport = new Map<string, number>();
+  /** Node -> agent time of the first sample past the line since it was last under it: what relief's latency is measured from. */
+  readonly #crossedAt = new Map<string, number>();
   readonly #namespaceLabels: NamespaceLabels;
   #unlisten: () => void = () => {};
 
@@ -78,7 +80,13 @@ export class ReliefActor {
 
   start(): void {
     const updated = (record: NodeRecord) => {
-      if (this.#o.relieves(record.name) && this.#crossed(record, this.#o.policies.select(record.labels)?.policy)) void this.relieve(record.name);
+      if (!this.#o.relieves(record.name)) return;
+      if (!this.#crossed(record, this.#o.policies.select(record.labels)?.policy)) {
+        this.#crossedAt.delete(record.name);
+        return;
+      }
+      if (!this.#crossedAt.has(record.name)) this.#crossedAt.set(record.name, record.value('timestampMs'));
+      void this.relieve(record.name);
     };
     this.#o.store.on('updated', updated);
     this.#unlisten = () => this.#o.store.off('updated', updated);
@@ -202,8 +210,9 @@ export class ReliefActor {
       return 'failed';
     }
     this.#evicting.set(v.uid, Math.max(0, v.memoryUsageBytes));
-    // The sample's agent clock against this host's: on one host (or with NTP) the time from the crossing sample to the accepted eviction.
-    this.#o.log.info({ node, pod, sampleAtMs: seen.sampleAtMs, sampleToEvictionMs: this.#o.now() - seen.sampleAtMs, podUsageFresh: seen.usageFresh }, `relieved: evicted ${pod}: ${why}`);
+    // The sample's agent clock against this host's: on one host (or with NTP) the time from the first sample past the line to the accepted eviction.
+    const crossedAtMs = this.#crossedAt.get(node) ?? seen.sampleAtMs;
+    this.#o.log.info({ node, pod, crossedAtMs, sampleAtMs: seen.sampleAtMs, crossingToEvictionMs: this.#o.now() - crossedAtMs, podUsageFresh: seen.usageFresh }, `relieved: evicted ${pod}: ${why}`);
     this.#o.metrics.harm(policy.name, 'unprotected', 'relief');
     void this.#event(node, pod, why);
     return 'evicted';

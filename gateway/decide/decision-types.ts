@@ -166,6 +166,12 @@ export interface BoundRequestsInput {
   memoryBytes: number;
   admitted?: { cpuMillicores: number; memoryBytes: number } | undefined;
   newestPodAgeMs?: number;
+  /**
+   * Of those, the pods being deleted (an eviction, relief's among them): while
+   * the node is under pressure they do not hold its floor up, so the room they
+   * leave is not handed straight back to their replacements.
+   */
+  leaving?: { cpuMillicores: number; memoryBytes: number } | undefined;
 }
 
 /** What set a resource's value: the limit that won, or why there was none (no policy, no data, stale data, pressure). */

@@ -127,6 +127,8 @@ interface ResourceContext {
   requestsTrusted: boolean;
   /** Of the trusted requests, those of pods the kubelet has admitted: only they lift the floor past the cap. */
   admitted: number | undefined;
+  /** Of the trusted requests, those of pods being deleted: under pressure they do not hold the floor up. */
+  leaving: number | undefined;
   /** A value the applied allocatable must not equal (DecisionInput.avoid). */
   avoid: bigint | undefined;
   /**
@@ -199,7 +201,12 @@ function decideResource(c: ResourceContext): ResourceDecision {
   if (c.noData) return resourceDecision(c, c.raw, 'no-data', floor, cap, undefined, undefined);
   if (!c.policy) return resourceDecision(c, floor, 'no-policy', floor, cap, undefined, undefined);
   if (c.stale) return resourceDecision(c, floor, 'stale', floor, cap, undefined, undefined);
-  if (c.underPressure) return resourceDecision(c, floor, 'pressure', floor, cap, undefined, undefined);
+  if (c.underPressure) {
+    // A hot node does not keep room for pods on their way out: their replacements would take it at once.
+    const leaving = c.requestsTrusted ? minBig(requestsOf(c.leaving), bound) : 0n;
+    const hot = leaving === 0n ? floor : maxBig(maxBig(c.raw, minBig(bound - leaving, cap)), admitted > leaving ? admitted - leaving : 0n);
+    return resourceDecision(c, hot, 'pressure', hot, cap, undefined, undefined);
+  }
 
   const usage = windowStatistic(c.window, c.from, c.field, c.policy.statistic);
   const requests = c.requests ?? 0;
@@ -294,6 +301,7 @@ export function decide(input: DecisionInput): Decision {
     requests: trusted ? trusted.cpuMillicores : known ? usage?.requests.cpuMillicores : undefined,
     requestsTrusted: trusted !== undefined,
     admitted: trusted?.admitted?.cpuMillicores,
+    leaving: trusted?.leaving?.cpuMillicores,
     avoid: input.avoid?.cpuMillicores,
     offRaw,
     policy: policy?.cpu,
@@ -320,6 +328,7 @@ export function decide(input: DecisionInput): Decision {
     requests: trusted ? trusted.memoryBytes : known ? usage?.requests.memoryBytes : undefined,
     requestsTrusted: trusted !== undefined,
     admitted: trusted?.admitted?.memoryBytes,
+    leaving: trusted?.leaving?.memoryBytes,
     avoid: input.avoid?.memoryBytes,
     // One resource off raw is enough for the kubelet to see a difference: memory only when cpu stayed at raw (a cap of 1x).
     offRaw: offRaw && cpu.applied === raw.cpuMillicores,

@@ -20,7 +20,7 @@ import { podFacts, type PodFacts, type PodFactsStore } from '../store/pod-facts.
 const BOUND = 'spec.nodeName!=';
 const PAGE = 500;
 
-type Requests = { node: string; cpuMillicores: number; memoryBytes: number; holds: boolean; boundAtMs: number; admitted: boolean };
+type Requests = { node: string; cpuMillicores: number; memoryBytes: number; holds: boolean; boundAtMs: number; admitted: boolean; leaving: boolean };
 /** What the stores keep of one pod: its requests, and its names while it may have usage (not Succeeded or Failed: its cgroups are gone). */
 type Reduced = { uid: string; requests?: Requests; named?: DirectoryPod; facts?: PodFacts };
 
@@ -43,7 +43,7 @@ function requestsOf(pod: V1Pod, node: string, log: Logger): Requests {
   } catch (err) {
     log.warn({ pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, err: (err as Error).message }, 'a bound pod\'s requests do not parse; counted as none');
   }
-  return { node, cpuMillicores, memoryBytes, holds: holdsResources(pod), boundAtMs: boundAtMs(pod), admitted: admittedByKubelet(pod) };
+  return { node, cpuMillicores, memoryBytes, holds: holdsResources(pod), boundAtMs: boundAtMs(pod), admitted: admittedByKubelet(pod), leaving: pod.metadata?.deletionTimestamp != null };
 }
 
 function reduce(pod: V1Pod, stores: BoundPodStores, log: Logger): Reduced | undefined {
@@ -75,7 +75,7 @@ export async function watchBoundPods(source: KubeConfig | KubeConnection, stores
       apply: (type, p) => {
         if (requests) {
           if (type === 'DELETED' || !p.requests) requests.delete(p.uid);
-          else requests.set(p.uid, p.requests.node, p.requests.cpuMillicores, p.requests.memoryBytes, p.requests.holds, p.requests.boundAtMs, p.requests.admitted);
+          else requests.set(p.uid, p.requests.node, p.requests.cpuMillicores, p.requests.memoryBytes, p.requests.holds, p.requests.boundAtMs, p.requests.admitted, p.requests.leaving);
         }
         if (directory) {
           // A pod that finished stays bound but has no usage any more: it leaves the directory as if deleted.
