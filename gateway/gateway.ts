@@ -25,6 +25,8 @@ import { bindingDeps } from './admit/binding-sources.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
+import { withPoolHarm } from './policies/with-pool-harm.js';
+import { PoolHarmLedger } from './store/pool-harm.js';
 import { LeaderLease } from './act/leader-lease.js';
 import { StatusWriter } from './act/status-writer.js';
 import { HistorySnapshots } from './act/history-snapshots.js';
@@ -197,6 +199,8 @@ interface Shared {
   metrics: GatewayMetrics;
   proof: GrantProof;
   boundRequests: (node: string) => ReturnType<BoundRequests['of']>;
+  /** Harm to each pool's pods for lack of memory, the last hour: the harm meter writes it, the policies' entries carry it. */
+  poolHarm: PoolHarmLedger;
   connections: NonNullable<GatewayOptions['connections']>;
   /** Why the gateway is not ready, undefined when it is. */
   notReady: () => string | undefined;
@@ -541,7 +545,7 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   });
   if (podFacts) {
     // The replica that lowers a node relieves it, and only an opted-in node.
-    meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log });
+    meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log, ledger: s.poolHarm, now });
     const relief = new ReliefActor({
       kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels,
       relieves: (node) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader),
@@ -609,9 +613,12 @@ function staleAfterMsOf(policies: PolicySource): (labels: Record<string, string>
  * listening or watching; start() then starts them in the order built, and
  * close() closes them in reverse.
  */
-export async function buildGateway(options: GatewayOptions): Promise<BuiltGateway> {
+export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway> {
+  const now = given.now ?? Date.now;
+  // Harm to a pool's pods for lack of memory spends its budget: every reader selects policies with it.
+  const poolHarm = new PoolHarmLedger();
+  const options: GatewayOptions = { ...given, policies: withPoolHarm(given.policies, poolHarm, now) };
   const { log, policies } = options;
-  const now = options.now ?? Date.now;
   const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'a gateway part did not close cleanly; closing the rest'));
   // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
   const bound = new BoundRequests();
@@ -619,6 +626,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
   if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
+  metrics.countPoolHarm(poolHarm);
   store.on('removed', (name) => metrics.forgetNode(name));
   const unfixed = streamDecoderWarning(fixStreamDecoder());
   if (unfixed) log.warn(unfixed);
@@ -654,6 +662,7 @@ export async function buildGateway(options: GatewayOptions): Promise<BuiltGatewa
     options, log, now, store, metrics,
     proof: new GrantProof(options.proofKey ?? randomBytes(32)),
     boundRequests,
+    poolHarm,
     connections: options.connections ?? GATEWAY_DEFAULTS.connections,
     notReady: () => (s.draining ? 'shutting down: draining reviews to the other replicas' : started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
     draining: false,

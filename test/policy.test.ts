@@ -247,6 +247,20 @@ describe('decide: pressure', () => {
     assert.equal(noneLeaving.memory.applied, 5n * BigInt(GI));
   });
 
+  it('the closed loop: harm for lack of memory in the pool spends its memory budget; memory stays at the floor until an hour without one, CPU is untouched, the reason says so', () => {
+    const calm = input(usage({ mem: 1 * GI }));
+    const free = decide(calm);
+    assert.ok(free.memory.granted > raw.memoryBytes, 'inflated without harm');
+    const spent = decide({ ...calm, poolHarm: { memoryOverloads: 2, untilMs: Date.parse('2026-12-05T07:00:00Z') } });
+    assert.equal(spent.memory.granted, raw.memoryBytes, 'memory: nothing above the floor');
+    assert.equal(spent.cpu.granted, free.cpu.granted, 'cpu: its own budget, untouched');
+    assert.match(spent.reason, /the pool's risk budget is spent: 2 pod\(s\) evicted by the kubelet or OOM-killed for lack of memory on its nodes in the last hour, so no memory above the floor until an hour without one \(2026-12-05T07:00:00.000Z if none comes\)/);
+    const off = { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
+    assert.ok(decide({ ...calm, policy: off, poolHarm: { memoryOverloads: 2, untilMs: 0 } }).memory.granted > raw.memoryBytes, 'a policy without a memory risk budget has none to spend');
+    const bound = decide({ ...calm, boundRequests: { cpuMillicores: 100, memoryBytes: 5 * GI }, poolHarm: { memoryOverloads: 1, untilMs: 0 } });
+    assert.equal(bound.memory.granted, 5n * BigInt(GI), 'never below what is bound');
+  });
+
   it('stays at the floor for the calm period after pressure, then rises again', () => {
     const pts = points(300, 1 * GI, {}, 120).map((p) => ({ ...p, cpuPressure: p.timestampMs === 30_000 ? 80 : 0 }));
     // newest point at 120 s; pressure at 30 s; calm period 60 s -> calm since 90 s ago: inflated

@@ -150,6 +150,13 @@ export interface DecisionInput {
    * requests that may hold the floor above the cap. Undefined without that view.
    */
   boundRequests?: BoundRequestsInput | undefined;
+  /**
+   * Harm from a lack of memory on the nodes of this node's pool in the last
+   * hour (store/pool-harm.ts): pods evicted by the kubelet or OOM-killed
+   * without a memory limit. The memory budget allows none: with any, the
+   * pool's memory grants stop at the floor until an hour passes without one.
+   */
+  poolHarm?: { memoryOverloads: number; untilMs: number } | undefined;
   /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
   avoid?: Partial<Allocatable> | undefined;
 }

@@ -22,8 +22,12 @@ export interface NodeDecisionInput {
   boundRequests?: DecisionInput['boundRequests'];
 }
 
+/** A pool's entry with the harm its nodes took, when the gateway weighs it (store/pool-harm.ts via policies/with-pool-harm.ts). */
+export type PolicyEntryWithHarm = PolicyEntry & { harm?: DecisionInput['poolHarm'] };
+
 export function decideForNode(input: NodeDecisionInput): Decision {
-  const { raw, signed, usage, entry, boundRequests } = input;
+  const { raw, signed, usage, boundRequests } = input;
+  const entry: PolicyEntryWithHarm | undefined = input.entry;
   // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
   const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
   const decision = decide({
@@ -34,6 +38,7 @@ export function decideForNode(input: NodeDecisionInput): Decision {
     nodeMaxRatio: input.nodeMaxRatio ?? {},
     boundRequests,
     avoid: signed?.unconfirmed,
+    poolHarm: entry?.harm,
   });
   if (entry?.error && decision.cpu.decidedBy !== 'no-data') {
     return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };

@@ -289,7 +289,9 @@ export function decide(input: DecisionInput): Decision {
   };
 
   const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity, learningCaps.cpu);
-  const memMax = Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity, learningCaps.memory);
+  // The closed loop: harm the memory budget does not allow (its overShare is of the largest load factor seen; none beyond it) spends it.
+  const memoryBudgetSpent = mem?.riskBudget.enabled === true && (input.poolHarm?.memoryOverloads ?? 0) > 0;
+  const memMax = memoryBudgetSpent ? 1 : Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity, learningCaps.memory);
   const cpu = decideResource({
     stale,
     noData,
@@ -359,6 +361,7 @@ export function decide(input: DecisionInput): Decision {
     policy,
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
     learningCaps,
+    memoryBudgetSpent: memoryBudgetSpent ? { overloads: input.poolHarm!.memoryOverloads, untilMs: input.poolHarm!.untilMs } : undefined,
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
 }

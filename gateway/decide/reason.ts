@@ -13,6 +13,8 @@ export interface ExplainFacts {
   nodeMaxRatio: DecisionInput['nodeMaxRatio'];
   /** The caps while the node is learning (Infinity: none). */
   learningCaps: { cpu: number; memory: number };
+  /** The pool's memory budget is spent (DecisionInput.poolHarm): memory held at 1x. */
+  memoryBudgetSpent?: { overloads: number; untilMs: number } | undefined;
 }
 
 const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
@@ -53,7 +55,8 @@ const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number,
 
 function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
   const p = input.policy?.[name];
-  const maxRatio = Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
+  const spent = name === 'memory' ? input.memoryBudgetSpent : undefined;
+  const maxRatio = spent ? 1 : Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
   const moved =
     d.avoided === undefined ? ''
@@ -63,7 +66,10 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const exclusive = d.exclusive
     ? `; static CPU manager: ${fmt(d.exclusive)} held exclusively is not inflated, only the shared ${fmt(d.raw - d.exclusive)} (cap ${fmt(d.cap)} = ${fmt(d.raw - d.exclusive)} x ${maxRatio} + ${fmt(d.exclusive)})`
     : '';
-  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}${exclusive}`;
+  const budget = spent
+    ? `; the pool's risk budget is spent: ${spent.overloads} pod(s) evicted by the kubelet or OOM-killed for lack of memory on its nodes in the last hour, so no memory above the floor until an hour without one (${new Date(spent.untilMs).toISOString()} if none comes)`
+    : '';
+  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}${exclusive}${budget}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

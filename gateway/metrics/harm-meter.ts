@@ -9,6 +9,7 @@ import type { Logger } from '../../lib/log.js';
 import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { Harm, PodFacts, PodFactsStore } from '../store/pod-facts.js';
+import type { PoolHarmLedger } from '../store/pool-harm.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export interface HarmMeterOptions {
@@ -19,6 +20,9 @@ export interface HarmMeterOptions {
   namespaceLabels: NamespaceLabels;
   metrics: Pick<GatewayMetrics, 'harm'>;
   log: Logger;
+  /** Where harm for lack of memory is kept against the pool's budget. */
+  ledger?: PoolHarmLedger;
+  now?: () => number;
 }
 
 /** Counts each harm the pod watch sees, once (every replica runs it: the counter is per replica, sum by pool and tier). */
@@ -33,6 +37,7 @@ async function count(o: HarmMeterOptions, pod: PodFacts, harm: Harm): Promise<vo
   // As relief takes it: a harm whose tier cannot be told is counted where it matters most.
   const { tier } = await podTier(pod, policy.protect, o.namespaceLabels);
   o.metrics.harm(policy.name, tier, harm.by, harm.count);
+  o.ledger?.record(policy.name, harm.overload, (o.now ?? Date.now)());
   const what = harm.by === 'oom-kill' ? `${harm.count} container(s) OOM-killed by the kernel` : 'evicted by the kubelet';
   const line = `${pod.namespace}/${pod.name} on ${pod.node}: ${what}`;
   if (tier === 'protected') o.log.warn({ node: pod.node, pod: `${pod.namespace}/${pod.name}`, policy: policy.name, by: harm.by }, `a protected pod was hurt: ${line}`);

@@ -8,6 +8,7 @@ import type { SampleRefusal } from '../store/sample-check.js';
 /** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
 export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;
 import type { IngestResult, NodeStore } from '../store/node-store.js';
+import type { PoolHarmLedger } from '../store/pool-harm.js';
 import { NodeSeries, type NodeResource } from './node-series.js';
 
 /** What a node's gauges show of one resource's decision. */
@@ -436,6 +437,24 @@ export class GatewayMetrics {
   /** The review budget's own counts, read at every scrape. */
   countTokenReviews(stats: { sent: number; inFlight: number }): void {
     this.#tokenReviewStats = stats;
+  }
+
+  #poolHarm: PoolHarmLedger | undefined;
+  readonly #budgetSpent: Gauge<'pool' | 'resource'> = new Gauge({
+    name: 'oversell_harm_budget_spent',
+    help: 'Pods of the pool evicted by the kubelet or OOM-killed without a memory limit (a lack of memory on its nodes) in the last hour, by pool and resource (memory). The memory risk budget allows none: above 0, the pool\'s memory grants stay at the floor until an hour passes without one, and the reason says so.',
+    labelNames: ['pool', 'resource'],
+    registers: [this.registry],
+    collect: (): void => {
+      this.#budgetSpent.reset();
+      const at = this.#now();
+      for (const pool of this.#poolHarm?.pools(at) ?? []) this.#budgetSpent.set({ pool, resource: 'memory' }, this.#poolHarm!.of(pool, at).memoryOverloads);
+    },
+  });
+
+  /** The pools' harm against their budgets, read at every scrape. */
+  countPoolHarm(ledger: PoolHarmLedger): void {
+    this.#poolHarm = ledger;
   }
 }
 

@@ -29,12 +29,20 @@ export interface PodFacts {
   evicted: boolean;
   /** One entry per OOM kill its status shows (a container terminated OOMKilled, now or last): container name and when. */
   oomKills: string[];
+  /**
+   * Of those, the kills of containers with no memory limit: the kernel killed
+   * them for the node's (or the pod's) lack of memory, not for their own
+   * limit. What counts against a pool's risk budget.
+   */
+  oomKillsWithoutLimit: string[];
 }
 
-/** The kernel's OOM kills of the pod's containers its status shows, each once: container and finish time. */
-function oomKillsOf(pod: V1Pod): string[] {
+/** The kernel's OOM kills of the pod's containers its status shows, each once: container and finish time; only those of containers without a memory limit when `withoutLimit`. */
+function oomKillsOf(pod: V1Pod, withoutLimit = false): string[] {
   const out: string[] = [];
+  const limited = new Set([...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter((c) => c.resources?.limits?.memory !== undefined).map((c) => c.name));
   for (const c of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+    if (withoutLimit && limited.has(c.name)) continue;
     for (const t of [c.state?.terminated, c.lastState?.terminated]) {
       if (t?.reason === 'OOMKilled') out.push(`${c.name}@${String(t.finishedAt ?? t.containerID ?? '')}`);
     }
@@ -64,6 +72,7 @@ export function podFacts(pod: V1Pod, log: Logger): PodFacts | undefined {
       finished: pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed',
       evicted: pod.status?.phase === 'Failed' && pod.status?.reason === 'Evicted',
       oomKills: oomKillsOf(pod),
+      oomKillsWithoutLimit: oomKillsOf(pod, true),
     };
   } catch (err) {
     log.warn({ pod: `${m.namespace}/${m.name}`, err: (err as Error).message }, 'a bound pod\'s resources do not parse: it is never relieved');
@@ -71,8 +80,13 @@ export function podFacts(pod: V1Pod, log: Logger): PodFacts | undefined {
   }
 }
 
-/** Harm a pod's status showed since the store last saw it: the kubelet evicted it, or the kernel OOM-killed containers. */
-export type Harm = { by: 'kubelet-eviction' | 'oom-kill'; count: number };
+/**
+ * Harm a pod's status showed since the store last saw it: the kubelet evicted
+ * it, or the kernel OOM-killed containers. `overload`: how many of them came
+ * from a lack of memory on the node (every kubelet eviction; OOM kills of
+ * containers without a memory limit), not from a container's own limit.
+ */
+export type Harm = { by: 'kubelet-eviction' | 'oom-kill'; count: number; overload: number };
 
 export class PodFactsStore {
   readonly #pods = new Map<string, PodFacts>();
@@ -124,9 +138,10 @@ export class PodFactsStore {
 
   #harmSince(old: PodFacts, now: PodFacts): void {
     const harms: Harm[] = [];
-    if (now.evicted && !old.evicted) harms.push({ by: 'kubelet-eviction', count: 1 });
+    if (now.evicted && !old.evicted) harms.push({ by: 'kubelet-eviction', count: 1, overload: 1 });
     const oom = now.oomKills.filter((k) => !old.oomKills.includes(k)).length;
-    if (oom > 0) harms.push({ by: 'oom-kill', count: oom });
+    const overload = now.oomKillsWithoutLimit.filter((k) => !old.oomKillsWithoutLimit.includes(k)).length;
+    if (oom > 0) harms.push({ by: 'oom-kill', count: oom, overload });
     for (const h of harms) for (const l of this.#harmListeners) l(now, h);
   }
 

@@ -64,7 +64,7 @@ class EvictionApi {
 }
 
 const pod = (name: string, over: Partial<PodFacts> = {}): PodFacts => ({
-  uid: `uid-${name}`, node: 'node-a', namespace: 'apps', name, priority: 0, qos: 'Burstable', exclusiveCpus: 0, cpuRequestMillicores: 100, memoryRequestBytes: 1 * GiB, startedAtMs: 0, finished: false, evicted: false, oomKills: [], ...over,
+  uid: `uid-${name}`, node: 'node-a', namespace: 'apps', name, priority: 0, qos: 'Burstable', exclusiveCpus: 0, cpuRequestMillicores: 100, memoryRequestBytes: 1 * GiB, startedAtMs: 0, finished: false, evicted: false, oomKills: [], oomKillsWithoutLimit: [], ...over,
 });
 
 describe('ReliefActor', () => {

@@ -15,7 +15,7 @@ import { silentLog } from '../../helpers/plugin-app.js';
 import { FakeKubeApi } from '../../helpers/fake-kube-api.js';
 
 const facts = (uid: string, over: Partial<PodFacts> = {}): PodFacts => ({
-  uid, node: 'n1', namespace: 'apps', name: uid, priority: 0, qos: 'Burstable', exclusiveCpus: 0, cpuRequestMillicores: 1000, memoryRequestBytes: 2 ** 30, startedAtMs: 0, finished: false, evicted: false, oomKills: [], ...over,
+  uid, node: 'n1', namespace: 'apps', name: uid, priority: 0, qos: 'Burstable', exclusiveCpus: 0, cpuRequestMillicores: 1000, memoryRequestBytes: 2 ** 30, startedAtMs: 0, finished: false, evicted: false, oomKills: [], oomKillsWithoutLimit: [], ...over,
 });
 
 describe('bindingDeps', () => {

@@ -26,7 +26,7 @@ describe('podFacts', () => {
     const f = podFacts(pod({ priority: 100 }), silentLog);
     assert.deepEqual(f, {
       uid: 'u1', node: 'node-a', namespace: 'apps', name: 'web', priority: 100, qos: 'Burstable', exclusiveCpus: 0,
-      cpuRequestMillicores: 100, memoryRequestBytes: 256 * 2 ** 20, startedAtMs: Date.parse('2026-12-01T00:00:05Z'), finished: false, evicted: false, oomKills: [],
+      cpuRequestMillicores: 100, memoryRequestBytes: 256 * 2 ** 20, startedAtMs: Date.parse('2026-12-01T00:00:05Z'), finished: false, evicted: false, oomKills: [], oomKillsWithoutLimit: [],
     });
   });
   it('evicted by the kubelet: failed with reason Evicted', () => assert.equal(podFacts(pod({ phase: 'Failed', reason: 'Evicted' }), silentLog)?.evicted, true));
@@ -52,11 +52,22 @@ describe('PodFactsStore harm', () => {
     assert.deepEqual(heard, []);
     const twice = pod({ oom: [{ name: 'app', finishedAt: '2026-12-01T02:00:00Z' }, { name: 'side', finishedAt: '2026-12-01T02:00:01Z', last: true }] });
     s.set(facts(twice));
-    assert.deepEqual(heard, [{ by: 'oom-kill', count: 2 }], 'two new OOM kills');
+    assert.deepEqual(heard, [{ by: 'oom-kill', count: 2, overload: 2 }], 'two new OOM kills, of containers without a memory limit');
     s.set(facts(twice));
     assert.deepEqual(heard.length, 1, 'the same status again: nothing new');
     s.set(facts(pod({ phase: 'Failed', reason: 'Evicted' })));
-    assert.deepEqual(heard.at(-1), { by: 'kubelet-eviction', count: 1 });
+    assert.deepEqual(heard.at(-1), { by: 'kubelet-eviction', count: 1, overload: 1 });
     assert.deepEqual(s.on('node-a'), [], 'a finished pod is no relief candidate');
+  });
+
+  it('an OOM kill of a container with a memory limit is harm, but not for lack of memory on the node (its own limit may have done it)', () => {
+    const { s, heard } = store();
+    const limited = (p: V1Pod) => {
+      p.spec!.containers[0]!.resources!.limits = { memory: '256Mi' };
+      return p;
+    };
+    s.replaceAll([facts(limited(pod()))]);
+    s.set(facts(limited(pod({ oom: [{ name: 'app', finishedAt: '2026-12-01T02:00:00Z' }] }))));
+    assert.deepEqual(heard, [{ by: 'oom-kill', count: 1, overload: 0 }]);
   });
 });

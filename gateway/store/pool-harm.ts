@@ -1,0 +1,43 @@
+// Harm from a lack of memory on the nodes each pool (OversellPolicy) governs,
+// as the harm meter saw it (metrics/harm-meter.ts): kubelet evictions and OOM
+// kills of containers without a memory limit, with when. Kept for the last
+// hour, which is what the policy's risk budget is weighed over (decide/policy.ts).
+// The store only keeps.
+
+/** How far back harm counts against a pool's budget. */
+export const POOL_HARM_WINDOW_MS = 3_600_000;
+
+export interface PoolHarmState {
+  /** Pods hurt for lack of memory in the window. */
+  memoryOverloads: number;
+  /** When the newest of them leaves the window (ms), 0 with none: the budget is spent until then. */
+  untilMs: number;
+}
+
+export class PoolHarmLedger {
+  /** Pool -> [when, how many] of each harm, oldest first. */
+  readonly #harms = new Map<string, [number, number][]>();
+
+  record(pool: string, count: number, atMs: number): void {
+    if (!(count > 0)) return;
+    let list = this.#harms.get(pool);
+    if (!list) this.#harms.set(pool, (list = []));
+    list.push([atMs, count]);
+  }
+
+  of(pool: string, nowMs: number): PoolHarmState {
+    const list = this.#harms.get(pool);
+    if (!list) return { memoryOverloads: 0, untilMs: 0 };
+    while (list.length > 0 && list[0]![0] <= nowMs - POOL_HARM_WINDOW_MS) list.shift();
+    if (list.length === 0) {
+      this.#harms.delete(pool);
+      return { memoryOverloads: 0, untilMs: 0 };
+    }
+    return { memoryOverloads: list.reduce((sum, [, n]) => sum + n, 0), untilMs: list[list.length - 1]![0] + POOL_HARM_WINDOW_MS };
+  }
+
+  /** The pools with harm in the window (for the metric). */
+  pools(nowMs: number): string[] {
+    return [...this.#harms.keys()].filter((p) => this.of(p, nowMs).memoryOverloads > 0);
+  }
+}

@@ -1,0 +1,38 @@
+// The pools' entries carry their harm (gateway/policies/with-pool-harm.ts), so
+// every reader's decision (decideForNode) weighs the same budget.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decideForNode } from '../../../gateway/decide/node-decision.js';
+import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
+import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
+import { withPoolHarm } from '../../../gateway/policies/with-pool-harm.js';
+import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/store/pool-harm.js';
+
+const GI = 1024 ** 3;
+const raw = { cpuMillicores: 4000n, memoryBytes: 16n * BigInt(GI) };
+const points = Array.from({ length: 60 }, (_, i) => ({ timestampMs: i * 1000, cpuMillicores: 400, memoryBytes: 2 * GI, cpuPressure: 0, memoryPressure: 0 }));
+const usage = { ageMs: 1000, window: UsageWindow.of(points), capacityMemoryBytes: 16 * GI, requests: { cpuMillicores: 3000, memoryBytes: 12 * GI, known: true } };
+
+describe('withPoolHarm', () => {
+  it('the entry of a pool with harm carries it, and the node\'s decision holds memory at the floor; without harm the entry is the source\'s own', () => {
+    let now = 10_000_000;
+    const ledger = new PoolHarmLedger();
+    const policies = withPoolHarm(flagsPolicySource(DEFAULT_POLICY), ledger, () => now);
+    const clean = policies.select({});
+    assert.equal(clean?.name, 'flags');
+    assert.equal((clean as { harm?: unknown }).harm, undefined);
+    const before = decideForNode({ raw, usage, entry: clean });
+    assert.ok(before.memory.granted > raw.memoryBytes);
+
+    ledger.record('flags', 1, now);
+    const entry = policies.select({});
+    assert.deepEqual((entry as { harm?: unknown }).harm, { memoryOverloads: 1, untilMs: now + POOL_HARM_WINDOW_MS });
+    const after = decideForNode({ raw, usage, entry });
+    assert.equal(after.memory.granted, raw.memoryBytes);
+    assert.match(after.reason, /risk budget is spent/);
+
+    now += POOL_HARM_WINDOW_MS;
+    assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).memory.granted > raw.memoryBytes, 'an hour on: inflated again');
+  });
+});
