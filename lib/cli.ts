@@ -20,10 +20,11 @@ export function durationFlag(spec: string, description: string, env: string, def
 }
 
 /** defaultValue undefined: the flag is off unless given. */
-export function numberFlag(spec: string, description: string, env: string, defaultValue: string | undefined, min = 0): Option {
+export function numberFlag(spec: string, description: string, env: string, defaultValue: string | undefined, min = 0, max = Infinity): Option {
   return flag(spec, description, env, defaultValue).argParser((v: string) => {
     const n = Number(v);
     if (v.trim() === '' || !Number.isFinite(n) || n < min) throw new InvalidArgumentError(`${JSON.stringify(v)} is not a number >= ${min}`);
+    if (n > max) throw new InvalidArgumentError(`${JSON.stringify(v)} is above ${max}`);
     return n;
   });
 }

@@ -267,6 +267,16 @@ describe('loadConfig: refused values and combinations say what to change', () =>
     assert.match(said, /from env 'OVERSELL_STALE_AFTER' is invalid.*not a duration/);
   });
 
+  it('a cap above the OversellPolicy CRD\'s (maxRatio at most 10) is refused as the CRD refuses it, for the caps and the learning caps', () => {
+    for (const [flag, value] of [['--max-ratio-cpu', '50'], ['--max-ratio-memory', '10.5'], ['--history-learning-max-ratio-cpu', '11'], ['--history-learning-max-ratio-memory', '100']] as const) {
+      let said = '';
+      assert.throws(() => loadConfig(['--policies', 'flags', flag, value], {}, { ...silent, outputError: (s) => (said += s) }), (err: unknown) => err instanceof CommanderError && err.exitCode === 1, flag);
+      assert.match(said, new RegExp(`${flag}.*"${value.replace('.', '\\.')}" is above 10`));
+    }
+    const policies = loadConfig(['--policies', 'flags', '--max-ratio-cpu', '10'], {}, silent).policies;
+    assert.equal(policies.source === 'flags' && policies.policy.cpu.maxRatio, 10, '10 itself is the CRD\'s maximum');
+  });
+
   it('--help is a CommanderError with exit code 0, the help written to output', () => {
     let out = '';
     assert.throws(() => loadConfig(['--help'], {}, { ...silent, writeOut: (s) => (out += s) }), (err: unknown) => err instanceof CommanderError && err.exitCode === 0);

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
+import { MAX_RATIO } from '../policies/policy-spec.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './defaults.js';
 import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 import { DEFAULT_STREAM_LIMITS } from '../tls/stream-guard.js';
@@ -28,8 +29,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(flag('--tls-dir <dir>', 'where the self-managed CA and serving certificate live', 'OVERSELL_TLS_DIR', '.oversell/tls'))
   .addOption(flag('--tls-hosts <list>', 'comma-separated DNS names and IPs of the self-managed certificate', 'OVERSELL_TLS_HOSTS',
     'localhost,127.0.0.1,oversell-gateway,oversell-gateway.oversell,oversell-gateway.oversell.svc,oversell-gateway.oversell.svc.cluster.local'))
-  .addOption(numberFlag('--max-ratio-cpu <ratio>', 'cap on granted/raw allocatable for cpu', 'OVERSELL_MAX_RATIO_CPU', String(p.cpu.maxRatio), 1))
-  .addOption(numberFlag('--max-ratio-memory <ratio>', 'cap on granted/raw allocatable for memory', 'OVERSELL_MAX_RATIO_MEMORY', String(p.memory.maxRatio), 1))
+  .addOption(numberFlag('--max-ratio-cpu <ratio>', 'cap on granted/raw allocatable for cpu', 'OVERSELL_MAX_RATIO_CPU', String(p.cpu.maxRatio), 1, MAX_RATIO))
+  .addOption(numberFlag('--max-ratio-memory <ratio>', 'cap on granted/raw allocatable for memory', 'OVERSELL_MAX_RATIO_MEMORY', String(p.memory.maxRatio), 1, MAX_RATIO))
   .addOption(numberFlag('--target-cpu <fraction>', 'cpu utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_CPU', String(p.cpu.targetUtilization)))
   .addOption(numberFlag('--target-memory <fraction>', 'memory utilization of raw allocatable to fill up to (0-1)', 'OVERSELL_TARGET_MEMORY', String(p.memory.targetUtilization)))
   .addOption(flag('--risk-budget <on|off>', 'grant from each node\'s predicted peak (its load history) once the history spans --history-min-span; off: the targets only (docs/policy.md)', 'OVERSELL_RISK_BUDGET', 'on'))
@@ -39,8 +40,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--budget-memory-margin <share>', 'risk budget: share of raw allocatable memory kept free at the predicted peak: the surge above anything seen that pods survive (0-0.5)', 'OVERSELL_BUDGET_MEMORY_MARGIN', String(p.memory.riskBudget.margin)))
   .addOption(durationFlag('--history-min-span <duration>', 'risk budget: how long a node\'s load history must span before it is used (the targets until then)', 'OVERSELL_HISTORY_MIN_SPAN', `${p.history.minSpanMs / 3_600_000}h`))
   .addOption(flag('--history-learning <Targets|Floor>', 'risk budget: what decides until the history spans --history-min-span: the targets, or nothing above the floor', 'OVERSELL_HISTORY_LEARNING', p.history.learning))
-  .addOption(numberFlag('--history-learning-max-ratio-cpu <ratio>', 'risk budget: cap on granted/raw cpu while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_CPU', String(p.history.learningMaxRatio.cpu), 1))
-  .addOption(numberFlag('--history-learning-max-ratio-memory <ratio>', 'risk budget: cap on granted/raw memory while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_MEMORY', String(p.history.learningMaxRatio.memory), 1))
+  .addOption(numberFlag('--history-learning-max-ratio-cpu <ratio>', 'risk budget: cap on granted/raw cpu while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_CPU', String(p.history.learningMaxRatio.cpu), 1, MAX_RATIO))
+  .addOption(numberFlag('--history-learning-max-ratio-memory <ratio>', 'risk budget: cap on granted/raw memory while learning with the targets', 'OVERSELL_HISTORY_LEARNING_MAX_RATIO_MEMORY', String(p.history.learningMaxRatio.memory), 1, MAX_RATIO))
   .addOption(durationFlag('--stale-after <duration>', 'usage older than this never inflates', 'OVERSELL_STALE_AFTER', `${p.staleAfterMs / 1000}s`))
   .addOption(durationFlag('--window <duration>', 'usage window for the statistics (cpu p95, memory max)', 'OVERSELL_WINDOW', `${p.windowMs / 1000}s`))
   .addOption(durationFlag('--calm-period <duration>', 'after pressure, grant only the floor until calm this long', 'OVERSELL_CALM_PERIOD', `${p.calmPeriodMs / 1000}s`))
