@@ -196,8 +196,8 @@ describe('relief on the real node', { timeout: 20 * 60_000 }, () => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     const series = `oversell_harm_pods_total{pool="${POLICY}",tier="unprotected",by="oom-kill"}`;
     const scrape = async () => (await fetch(`http://127.0.0.1:${gateway!.ports.metrics}/metrics`)).text();
-    const valueOf = (text: string, name: string) => Number(text.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[1] ?? 0);
-    const before = valueOf(await scrape(), series);
+    const seriesValue = (text: string, name: string) => Number(text.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[1] ?? 0);
+    const before = seriesValue(await scrape(), series);
     // 64 MiB limit, 256 MiB held: the kernel kills it at its own limit.
     await core().createNamespacedPod({ namespace: NS, body: realNodePod('oom', ['hold', '-mib', '256', '-step-mib', '16'], { namespace: NS, nodeName, resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } } }) });
     const killed = await eventually('the oom pod OOM-killed', async () => {
@@ -205,14 +205,14 @@ describe('relief on the real node', { timeout: 20 * 60_000 }, () => {
       return p.status?.containerStatuses?.[0]?.state?.terminated?.reason === 'OOMKilled' ? p : undefined;
     }, 60_000, 250);
     const counted = await eventually(`${series} one up`, async () => {
-      const v = valueOf(await scrape(), series);
+      const v = seriesValue(await scrape(), series);
       return v > before ? v : undefined;
     }, 15_000, 250);
     await sleep(3_000); // the pod's later status updates (Failed, the same container) must not count it again
     const text = await scrape();
-    console.log(`# OOM kill: ${killed.metadata?.name} ${killed.status?.containerStatuses?.[0]?.state?.terminated?.reason}; ${series} ${before} -> ${valueOf(text, series)}`);
+    console.log(`# OOM kill: ${killed.metadata?.name} ${killed.status?.containerStatuses?.[0]?.state?.terminated?.reason}; ${series} ${before} -> ${seriesValue(text, series)}`);
     assert.equal(counted, before + 1);
-    assert.equal(valueOf(text, series), before + 1, 'counted once');
+    assert.equal(seriesValue(text, series), before + 1, 'counted once');
     assert.ok(!text.includes(`oversell_harm_budget_spent{pool="${POLICY}"`), 'its own limit killed it: the pool\'s budget is not spent');
   });
 });
