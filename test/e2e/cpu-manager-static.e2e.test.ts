@@ -20,7 +20,7 @@
 // they ask, and the host's whole CPU usage counts against 1500m.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -32,11 +32,10 @@ import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { ADMIN_KUBECONFIG, CLUSTER_SH, STATE, clusterAsync, core } from './cluster.js';
 import {
-  OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, deleteNamespaceAndWait, eventually, installPolicyCrd, installWebhook, removeWebhook, startGatewayProcess,
-  upsertPolicy, webhookFromDeploy, type GatewayProc,
+  customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
-import { findRealNode, optOutNode, patchNodeMetadata, podInPhase, realNodePod } from './real-node.js';
+import { findRealNode, kubeletLogSince, kubeletLogSize, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, realNodePod } from './real-node.js';
 
 const NS = 'oversell-e2e-cpu-static';
 const WEBHOOK = 'oversell-e2e-cpu-static';
@@ -53,7 +52,7 @@ const OVER_CPUS = 2;
 const FIT_CPUS = 1;
 /** Free allocatable (above bound requests) the over-raw pod needs from the scheduler, with a margin for the allocatable moving meanwhile. */
 const ROOM_NEEDED = OVER_CPUS * 1000 + 150;
-const KUBELET_LOG = join(STATE, 'logs', 'kubelet.log');
+const _KUBELET_LOG = join(STATE, 'logs', 'kubelet.log');
 /** A kubelet admission refusal as the pod's status says it (pkg/kubelet/lifecycle). */
 const ADMISSION_REASONS = /^(OutOf\w+|UnexpectedAdmissionError|TopologyAffinityError|SMTAlignmentError|InvalidNodeInfo|UnexpectedPredicateFailureType)$/;
 
@@ -105,20 +104,6 @@ async function restartKubeletWith(extraArgs: string | undefined): Promise<void> 
   await exec('bash', [CLUSTER_SH, 'start-component', 'kubelet'], { env, encoding: 'utf8' });
 }
 
-const kubeletLogSize = () => (existsSync(KUBELET_LOG) ? statSync(KUBELET_LOG).size : 0);
-function kubeletLogSince(offset: number): string {
-  if (!existsSync(KUBELET_LOG)) return '';
-  const size = statSync(KUBELET_LOG).size;
-  if (size <= offset) return '';
-  const buf = Buffer.alloc(size - offset);
-  const fd = openSync(KUBELET_LOG, 'r');
-  try {
-    readSync(fd, buf, 0, buf.length, offset);
-  } finally {
-    closeSync(fd);
-  }
-  return buf.toString('utf8');
-}
 
 async function podsOnNode(): Promise<V1Pod[]> {
   return (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items.filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''));
@@ -219,14 +204,8 @@ describe('static CPU manager on the real kubelet node', { timeout: 15 * 60_000 }
     originalCpu = node.status?.allocatable?.cpu ?? '';
     kubeletRoot = kubeletRootDir();
     // Another file's pods would hold CPU the checks count, and a policy switch under running pods leaves their cpusets as they were.
-    let others: string[] = [];
-    await eventually('no other pods on the real node', async () => {
-      others = (await podsOnNode()).map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
-      return others.length === 0 ? true : undefined;
-    }, 120_000, 1_000).catch(() => assert.fail(`the real node must run no other pods; after 120 s it still runs ${others.join(', ')}`));
-    await core().createNamespace({ body: { metadata: { name: NS } } }).catch((e: { code?: number }) => {
-      if (e.code !== 409) throw e;
-    });
+    await noOtherPodsOn(nodeName);
+    await ensureNamespace(NS);
     await core().createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'default' } } }).catch(() => {});
 
     // The static policy first, before any webhook: the kubelet's own write carries its new raw allocatable.

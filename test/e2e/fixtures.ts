@@ -247,3 +247,10 @@ export async function upsertPolicy(name: string, spec: Record<string, unknown>):
 }
 
 export { objects };
+
+/** Creates the namespace, or leaves the one already there. */
+export async function ensureNamespace(name: string): Promise<void> {
+  await core().createNamespace({ body: { metadata: { name } } }).catch((e: { code?: number }) => {
+    if (e.code !== 409) throw e;
+  });
+}

@@ -13,17 +13,16 @@
 // node, not the kubelet's own computation). Whatever allocatable the API
 // server holds at that moment decides which running pods are kept.
 import assert from 'node:assert/strict';
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { existsSync, } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { REPO, STATE, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
-import { OPT_IN, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
+import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, removeInstallLeftovers } from './fixtures.js';
 import {
-  OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, applyOverlay, assertRawAfterUninstall, findRealNode, heartbeatOf, idlePodFor, importImage, kubeletWritesAfter, patchNodeMetadata,
-  podInPhase, recordNode, removeOverlay, restartKubelet,
+  applyOverlay, assertRawAfterUninstall, findRealNode, heartbeatOf, idlePodFor, importImage, kubeletLogSince, kubeletLogSize, kubeletWritesAfter, OVERSELL_IMAGE_TAR, patchNodeMetadata, podInPhase, REAL_NODE_IDLE_PODS, recordNode, removeOverlay, restartKubelet,
 } from './real-node.js';
 
 const NS = 'oversell';
@@ -33,7 +32,7 @@ const PLAIN = join(REPO, 'test/e2e/real-node-install');
 /** The same, with deploy/components/hold-while-gateway-down (the MutatingAdmissionPolicy). */
 const HOLD = join(REPO, 'test/e2e/gateway-down-restart');
 const HOLD_POLICY = 'oversell-hold-grant-while-gateway-down';
-const KUBELET_LOG = join(STATE, 'logs', 'kubelet.log');
+const _KUBELET_LOG = join(STATE, 'logs', 'kubelet.log');
 const MI = 1024 ** 2;
 /** The reasons the kubelet's admission gives a pod it refuses (pkg/kubelet/lifecycle). */
 const ADMISSION_REASONS = /^(OutOf\w+|UnexpectedAdmissionError|InvalidNodeInfo|Insufficient\w+|UnknownReason|UnexpectedPredicateFailureType|NodeAffinity|NodeName|PodOSNotSupported)/;
@@ -60,21 +59,6 @@ async function boundMemory(): Promise<bigint> {
   return sum;
 }
 
-/** The bytes the kubelet logged since `offset`. */
-function kubeletLogSince(offset: number): string {
-  if (!existsSync(KUBELET_LOG)) return '';
-  const size = statSync(KUBELET_LOG).size;
-  if (size <= offset) return '';
-  const buf = Buffer.alloc(size - offset);
-  const fd = openSync(KUBELET_LOG, 'r');
-  try {
-    readSync(fd, buf, 0, buf.length, offset);
-  } finally {
-    closeSync(fd);
-  }
-  return buf.toString('utf8');
-}
-const kubeletLogSize = () => (existsSync(KUBELET_LOG) ? statSync(KUBELET_LOG).size : 0);
 
 /** The agent Running on the real node, the gateway Ready there, and a dry-run kubelet write inflated through the Service. */
 async function waitInstalled(): Promise<void> {
@@ -138,9 +122,7 @@ before(async () => {
   }
   rawMemoryText = node.status?.allocatable?.memory ?? '';
   rawMemory = parseBytes(rawMemoryText, 'raw memory');
-  await core().createNamespace({ body: { metadata: { name: PODS } } }).catch((e: { code?: number }) => {
-    if (e.code !== 409) throw e;
-  });
+  await ensureNamespace(PODS);
 });
 
 after(async () => {

@@ -11,7 +11,9 @@ import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { join } from 'node:path';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, cluster, core, objects } from './cluster.js';
-import { GI, OPT_IN, UNAUTHENTICATED_AGENTS, eventually, fakeNode, installWebhook, pod, removeInstallLeftovers, removeWebhook, routeTo, webhookFromDeploy, type FakeNode } from './fixtures.js';
+import {
+  ensureNamespace, eventually, fakeNode, GI, installWebhook, OPT_IN, pod, removeInstallLeftovers, removeWebhook, routeTo, UNAUTHENTICATED_AGENTS, webhookFromDeploy, type FakeNode,
+} from './fixtures.js';
 import { freePort, run, type Proc } from './processes.js';
 
 const NS = 'oversell';
@@ -73,9 +75,7 @@ let agent: Proc;
 
 describe('install: certificates without manual steps, and two replicas', { timeout: 10 * 60_000 }, () => {
   before(async () => {
-    await core().createNamespace({ body: { metadata: { name: NS } } }).catch((e: { code?: number }) => {
-      if (e.code !== 409) throw e;
-    });
+    await ensureNamespace(NS);
     await core().deleteNamespacedSecret({ namespace: NS, name: SECRET }).catch(() => {});
   });
 

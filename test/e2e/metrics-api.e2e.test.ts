@@ -17,7 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, AutoscalingV2Api, RbacAuthorizationV1Api, type V1Deployment, type V1Node, type V1Pod, type V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import { parseBytes, parseMilli } from '../../lib/quantity.js';
 import { REPO, STATE, adminConfig, clusterAsync, core, helm, objects } from './cluster.js';
-import { deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
+import { deleteNamespaceAndWait, ensureNamespace, eventually, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, findRealNode, importImage, podInPhase, probeContainer, realNodePlacement, realNodePod } from './real-node.js';
 
 const NS = 'oversell';
@@ -348,9 +348,7 @@ before(async () => {
   await importImage(OVERSELL_IMAGE_TAR).catch((err: Error) => assert.fail(`${err.message}; build the image first (bash scripts/image/build.sh)`));
   await removeOurApiService();
   await removeInstallLeftovers();
-  await core().createNamespace({ body: { metadata: { name: PODS } } }).catch((e: { code?: number }) => {
-    if (e.code !== 409) throw e;
-  });
+  await ensureNamespace(PODS);
 });
 
 after(async () => {

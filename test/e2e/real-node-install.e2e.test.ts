@@ -17,7 +17,7 @@ import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { REPO, adminConfig, clusterAsync, core, helm, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
-import { OPT_IN, POLICY_CRD, deleteNamespaceAndWait, eventually, removeInstallLeftovers } from './fixtures.js';
+import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, POLICY_CRD, removeInstallLeftovers } from './fixtures.js';
 import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
@@ -123,9 +123,7 @@ before(async () => {
   if (!existsSync(OVERSELL_IMAGE_TAR)) throw new Error(`${OVERSELL_IMAGE_TAR} missing: build the image first (bash scripts/image/build.sh)`);
   await importImage(OVERSELL_IMAGE_TAR);
   await removeInstallLeftovers();
-  await core().createNamespace({ body: { metadata: { name: PODS } } }).catch((e: { code?: number }) => {
-    if (e.code !== 409) throw e;
-  });
+  await ensureNamespace(PODS);
 });
 
 after(async () => {

@@ -1,14 +1,14 @@
 // The local cluster's real node (scripts/cluster/realnode.sh) as seen from a
 // test: pods placed on it, the node's writes as they happen, its kubelet
 // restarted, images imported into its containerd.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PatchStrategy, RbacAuthorizationV1Api, Watch, type V1Container, type V1Node, type V1Pod, type V1PodSpec, type V1ResourceRequirements } from '@kubernetes/client-node';
 import { connect, type Connection } from '../../cli/connect.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { REPO, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import { REPO, STATE, adminConfig, clusterAsync, core, objects } from './cluster.js';
 import assert from 'node:assert/strict';
 import { eventually, removeInstallLeftovers } from './fixtures.js';
 
@@ -215,4 +215,35 @@ export async function removeOverlay(dir: string, nodeName: string): Promise<void
   await removeInstallLeftovers().catch(() => {});
   await adminConfig().makeApiClient(RbacAuthorizationV1Api).deleteClusterRoleBinding({ name: VIEWER }).catch(() => {});
   await optOutNode(nodeName).catch(() => {});
+}
+
+const KUBELET_LOG = join(STATE, 'logs', 'kubelet.log');
+
+/** How far the real node's kubelet log goes now: an offset for kubeletLogSince. */
+export const kubeletLogSize = (): number => (existsSync(KUBELET_LOG) ? statSync(KUBELET_LOG).size : 0);
+
+/** The bytes the real node's kubelet logged since `offset`. */
+export function kubeletLogSince(offset: number): string {
+  if (!existsSync(KUBELET_LOG)) return '';
+  const size = statSync(KUBELET_LOG).size;
+  if (size <= offset) return '';
+  const buf = Buffer.alloc(size - offset);
+  const fd = openSync(KUBELET_LOG, 'r');
+  try {
+    readSync(fd, buf, 0, buf.length, offset);
+  } finally {
+    closeSync(fd);
+  }
+  return buf.toString('utf8');
+}
+
+/** Until the real node runs no pod of another file (one may still be terminating): their usage and requests would count. */
+export async function noOtherPodsOn(nodeName: string): Promise<void> {
+  let others: string[] = [];
+  await eventually('no other pods on the real node', async () => {
+    others = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items
+      .filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''))
+      .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}${p.metadata?.deletionTimestamp ? ' (terminating)' : ''}`);
+    return others.length === 0 ? true : undefined;
+  }, 120_000, 1_000).catch(() => assert.fail(`the real node must run no other pods, and after 120 s it still runs ${others.join(', ')} (a test left them?)`));
 }

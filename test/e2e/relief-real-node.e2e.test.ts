@@ -20,11 +20,12 @@ import { parseMeminfo } from '../../agent/sample/meminfo.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { ADMIN_KUBECONFIG, adminConfig, core, kubeletCredentials, kubeletPatchStatus } from './cluster.js';
 import {
-  OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, deleteNamespaceAndWait, eventually, installPolicyCrd, installWebhook, removeWebhook, startGatewayProcess,
-  upsertPolicy, webhookFromDeploy, type GatewayProc,
+  customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
-import { REAL_NODE_LABEL, findRealNode, optOutNode, patchNodeMetadata, podInPhase, probeContainer, realNodePlacement, realNodePod, restartKubelet } from './real-node.js';
+import {
+  findRealNode, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, probeContainer, REAL_NODE_LABEL, realNodePlacement, realNodePod, restartKubelet,
+} from './real-node.js';
 
 const NS = 'oversell-e2e-relief';
 const POLICY = 'e2e-relief';
@@ -105,16 +106,8 @@ describe('relief on the real node', { timeout: 20 * 60_000 }, () => {
     node = await findRealNode();
     if (!node) return;
     nodeName = node.metadata!.name!;
-    let others: string[] = [];
-    await eventually('no other pods on the real node', async () => {
-      others = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items
-        .filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''))
-        .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
-      return others.length === 0 ? true : undefined;
-    }, 120_000, 1_000).catch(() => assert.fail(`the real node must run no other pods; after 120 s it still runs ${others.join(', ')}`));
-    await core().createNamespace({ body: { metadata: { name: NS } } }).catch((e: { code?: number }) => {
-      if (e.code !== 409) throw e;
-    });
+    await noOtherPodsOn(nodeName);
+    await ensureNamespace(NS);
     await core().createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'default' } } }).catch(() => {});
 
     const m = hostMemory();

@@ -23,11 +23,10 @@ import { simulate } from '../../sim/simulate.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { ADMIN_KUBECONFIG, REPO, adminConfig, core } from './cluster.js';
 import {
-  OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, deleteNamespaceAndWait, eventually, installPolicyCrd, installWebhook, removeWebhook, startGatewayProcess,
-  upsertPolicy, webhookFromDeploy, type GatewayProc,
+  customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
-import { findRealNode, optOutNode, patchNodeMetadata, probeContainer, realNodePlacement, restartKubelet } from './real-node.js';
+import { findRealNode, noOtherPodsOn, optOutNode, patchNodeMetadata, probeContainer, realNodePlacement, restartKubelet } from './real-node.js';
 
 const SCENARIO_FILE = join(REPO, 'test/e2e/simulate-vs-real-node/scenario.yaml');
 const NS = 'oversell-e2e-sim-node';
@@ -161,16 +160,8 @@ describe('oversell simulate against the real node', { timeout: 15 * 60_000 }, ()
     nodeName = node.metadata!.name!;
     // Other pods on the node would be usage and requests the simulator does not know.
     // An earlier test's pods may still be terminating (their namespace deleted without waiting): give them time.
-    let others: string[] = [];
-    await eventually('no other pods on the real node', async () => {
-      others = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items
-        .filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''))
-        .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}${p.metadata?.deletionTimestamp ? ' (terminating)' : ''}`);
-      return others.length === 0 ? true : undefined;
-    }, 120_000, 1_000).catch(() => assert.fail(`the real node must run no other pods, and after 120 s it still runs ${others.join(', ')} (a test left them?)`));
-    await core().createNamespace({ body: { metadata: { name: NS } } }).catch((e: { code?: number }) => {
-      if (e.code !== 409) throw e;
-    });
+    await noOtherPodsOn(nodeName);
+    await ensureNamespace(NS);
     await core().createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'default' } } }).catch(() => {});
     await installPolicyCrd();
     const spec = (yaml.load(readFileSync(join(REPO, 'deploy/base/policy-default.yaml'), 'utf8')) as { spec: Record<string, unknown> }).spec;
