@@ -12,7 +12,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { KubeAccess } from '../../agent/kube/kube-access.js';
 
 export interface FakeObject {
-  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string>; deletionTimestamp?: string };
   [k: string]: unknown;
 }
 

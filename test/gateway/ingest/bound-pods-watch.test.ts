@@ -110,4 +110,24 @@ describe('watchBoundPods', () => {
       await api2.close();
     }
   });
+
+  it('a pod being deleted (deletionTimestamp) still counts, and is said to be leaving its node', async () => {
+    const api3 = await FakeKubeApi.start([PODS]);
+    api3.put(PODS, pod('web', 'node-a', '100m', 'Running'));
+    const bound = new BoundRequests();
+    const heard: string[] = [];
+    bound.onLeaving((node) => heard.push(node));
+    const watching = await watchBoundPods(api3.kubeConfig(), { requests: bound }, log);
+    try {
+      assert.deepEqual(bound.of('node-a', 0)?.leaving, { cpuMillicores: 0, memoryBytes: 0 });
+      const leaving = pod('web', 'node-a', '100m', 'Running');
+      api3.put(PODS, { ...leaving, metadata: { ...leaving.metadata, deletionTimestamp: '2026-12-05T07:00:00Z' } });
+      await waitUntil('the pod leaving', () => (bound.of('node-a', 0)?.leaving.cpuMillicores === 100 ? true : undefined), 5000);
+      assert.equal(cpuOf(bound, 'node-a'), 100, 'still bound until it is gone');
+      assert.deepEqual(heard, ['node-a']);
+    } finally {
+      await watching.stop();
+      await api3.close();
+    }
+  });
 });
