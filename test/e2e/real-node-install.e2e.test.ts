@@ -16,9 +16,9 @@ import { AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
-import { REPO, adminConfig, clusterAsync, core, helm, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
+import { REPO, adminConfig, clusterAsync, core, helm, objects } from './cluster.js';
 import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, POLICY_CRD, removeInstallLeftovers } from './fixtures.js';
-import { OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
+import { boundMemoryOn, hostMemory, waitInstalledOn, OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
 const PODS = 'oversell-real-e2e';
@@ -67,48 +67,6 @@ async function deletePods(names: string[]): Promise<void> {
   }, 60_000, 250);
 }
 
-/** Memory requested by the pods bound to the node, as the scheduler and the kubelet add them up. */
-async function boundMemory(): Promise<bigint> {
-  const pods = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items;
-  let sum = 0n;
-  for (const p of pods) {
-    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
-    for (const c of p.spec?.containers ?? []) sum += parseBytes(c.resources?.requests?.memory ?? '0', 'request');
-  }
-  return sum;
-}
-
-async function waitInstalled(): Promise<void> {
-  await eventually('the agent pod Running on the real node, the gateway pod Ready', async () => {
-    const pods = (await core().listNamespacedPod({ namespace: NS })).items.filter((p) => !p.metadata?.deletionTimestamp);
-    const agent = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-agent' && p.spec?.nodeName === nodeName);
-    const gateway = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-gateway');
-    const ready = (p?: V1Pod) => p?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-    return agent?.status?.phase === 'Running' && ready(gateway) && gateway?.spec?.nodeName === nodeName ? true : undefined;
-  }, 180_000, 500);
-  // Ready is not reachable: kube-proxy programs the Service's new endpoint a moment
-  // later, and a kubelet write meanwhile passes raw (failurePolicy Ignore) and is
-  // then not repeated for 5 min. A dry-run write as the kubelet shows the API
-  // server's own path to the webhook, and changes nothing (sideEffects NoneOnDryRun).
-  const creds = kubeletCredentials(nodeName);
-  let last = 'no answer';
-  await eventually('a dry-run kubelet write inflated through the Service', async () => {
-    const res = await kubeletPatchStatus(creds, nodeName, { allocatable: node!.status!.allocatable }, { dryRun: true });
-    last = `${res.status} allocatable memory ${res.body.status?.allocatable?.memory}, reason ${res.body.metadata?.annotations?.[ANNOTATION.reason] ?? '(none: the webhook did not answer)'}`;
-    return res.status === 200 && memoryOf(res.body) > rawMemory ? true : undefined;
-  }, 60_000, 250).catch(async (err: Error) => {
-    const logs = await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=30').catch((e: Error) => e.message);
-    assert.fail(`${err.message}; last answer: ${last}; the gateway's log:\n${logs}`);
-  });
-}
-
-/** The host's memory working set as the kubelet and the agent compute it: MemTotal - MemFree - Inactive(file). */
-function hostWorkingSet(): number {
-  const text = readFileSync('/proc/meminfo', 'utf8');
-  const kib = (k: string) => Number(new RegExp(`^${k.replace(/[()]/g, '\\$&')}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN);
-  return (kib('MemTotal') - kib('MemFree') - kib('Inactive(file)')) * 1024;
-}
-
 async function cleanNode(): Promise<void> {
   if (!node) return;
   await optOutNode(nodeName).catch(() => {});
@@ -144,7 +102,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       for (const p of set()) await createPod(p);
       const settled = await Promise.all(set().map((p) => podInPhase(PODS, p.metadata!.name!, ['Running', 'Failed'])));
       const failed = settled.filter((p) => p.status?.phase === 'Failed');
-      assert.deepEqual(failed.map((p) => p.metadata?.name), [LAST], `requests ${mib(await boundMemory())} against raw ${rawMemoryText}`);
+      assert.deepEqual(failed.map((p) => p.metadata?.name), [LAST], `requests ${mib(await boundMemoryOn(nodeName))} against raw ${rawMemoryText}`);
       assert.equal(failed[0]?.status?.reason, 'OutOfmemory', failed[0]?.status?.message);
       await sleep(Math.max(0, started + WRITES_WINDOW_MS - Date.now()));
       // The kubelet writes when its status changes or every nodeStatusReportFrequency (5 min).
@@ -161,7 +119,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     await applyOverlay(OVERLAY);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
-    await waitInstalled();
+    await waitInstalledOn(node!, rawMemory);
     const webhook = await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };
     assert.ok(webhook.webhooks?.every((w) => w.clientConfig.service?.name === 'oversell-gateway' && !w.clientConfig.url), 'the webhook calls the Service, no URL');
     installed = true;
@@ -172,7 +130,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       const restartedAt = Date.now();
       await restartKubelet();
       const [first] = await kubeletWritesAfter(record, restartedAt, 1, 60_000);
-      const bound = await boundMemory();
+      const bound = await boundMemoryOn(nodeName);
       const inflated = await eventually('a kubelet write inflated', () => {
         const w = record.kubeletWrites().find((x) => x.at >= first!.at && memoryOf(x.node) > rawMemory);
         return w;
@@ -215,7 +173,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
         const seen = (s.latest?.pods ?? []).filter((p) => uids.has(p.uid));
         return seen.length === 2 ? s : undefined;
       }, 60_000, 500);
-      const host = hostWorkingSet();
+      const host = hostMemory().workingSetBytes;
       const pods = new Map((status.latest?.pods ?? []).filter((p) => uids.has(p.uid)).map((p) => [uids.get(p.uid)!, p]));
       const burn = pods.get('burner')!;
       const hold = pods.get('holder')!;
@@ -238,7 +196,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     await createPod(idlePod(REAL_NODE_IDLE_PODS));
     const running = await podInPhase(PODS, LAST, ['Running', 'Failed']);
     assert.equal(running.status?.phase, 'Running', `${running.status?.reason}: ${running.status?.message}`);
-    const bound = await boundMemory();
+    const bound = await boundMemoryOn(nodeName);
     assert.ok(bound > rawMemory, `bound requests ${mib(bound)} exceed raw ${rawMemoryText}`);
     const stored = await core().readNode({ name: nodeName });
     assert.ok(memoryOf(stored) >= bound, `allocatable ${stored.status?.allocatable?.memory} holds what is bound (${mib(bound)})`);
@@ -249,7 +207,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     if (!installed) return t.skip('the install test above failed');
     const before = new Map((await core().listNamespacedPod({ namespace: PODS })).items.map((p) => [p.metadata!.name!, p.status?.containerStatuses?.[0]?.containerID]));
     assert.equal(before.size, 9);
-    const bound = await boundMemory();
+    const bound = await boundMemoryOn(nodeName);
     assert.ok(bound > rawMemory);
     const record = await recordNode(nodeName);
     try {
@@ -277,7 +235,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     // target (80%) and the cap (1.25 A while the node learns, as here), the grant falls below the cap once usage
     // passes A*T*R/cap (policy.ts).
     await deletePods(Array.from({ length: REAL_NODE_IDLE_PODS - 2 }, (_, i) => `idle-${i + 3}`));
-    const bound = await boundMemory();
+    const bound = await boundMemoryOn(nodeName);
     const conn = await queryAsViewer(PODS);
     const record = await recordNode(nodeName);
     let polling = true;
@@ -376,7 +334,7 @@ describe('helm install on the real node', { timeout: 6 * 60_000 }, () => {
       '--set-json', `gateway.nodeSelector={"${REAL_NODE_LABEL}":"true"}`,
       '--set-json', `gateway.tolerations=[{"key":"${REAL_NODE_LABEL}","operator":"Exists","effect":"NoSchedule"}]`);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
-    await waitInstalled();
+    await waitInstalledOn(node!, rawMemory);
     const ds = await adminConfig().makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NS, name: 'oversell-agent' });
     assert.equal(ds.metadata?.labels?.['app.kubernetes.io/managed-by'], 'Helm');
     const record = await recordNode(nodeName);

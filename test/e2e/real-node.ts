@@ -1,14 +1,16 @@
 // The local cluster's real node (scripts/cluster/realnode.sh) as seen from a
 // test: pods placed on it, the node's writes as they happen, its kubelet
 // restarted, images imported into its containerd.
-import { closeSync, existsSync, mkdtempSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PatchStrategy, RbacAuthorizationV1Api, Watch, type V1Container, type V1Node, type V1Pod, type V1PodSpec, type V1ResourceRequirements } from '@kubernetes/client-node';
 import { connect, type Connection } from '../../cli/connect.js';
+import { parseMeminfo, type NodeMemory } from '../../agent/sample/meminfo.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
+import { parseBytes } from '../../lib/quantity.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { REPO, STATE, adminConfig, clusterAsync, core, objects } from './cluster.js';
+import { REPO, STATE, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import assert from 'node:assert/strict';
 import { eventually, removeInstallLeftovers } from './fixtures.js';
 
@@ -246,4 +248,49 @@ export async function noOtherPodsOn(nodeName: string): Promise<void> {
       .map((p) => `${p.metadata?.namespace}/${p.metadata?.name}${p.metadata?.deletionTimestamp ? ' (terminating)' : ''}`);
     return others.length === 0 ? true : undefined;
   }, 120_000, 1_000).catch(() => assert.fail(`the real node must run no other pods, and after 120 s it still runs ${others.join(', ')} (a test left them?)`));
+}
+
+/** The host's memory as the kubelet and the agent compute it (MemTotal - MemFree - Inactive(file)): the real node is this host. */
+export const hostMemory = (): NodeMemory => parseMeminfo(readFileSync('/proc/meminfo', 'utf8'));
+
+/** Memory requested by the pods bound to the node and not terminal, as the scheduler and the kubelet add them up. */
+export async function boundMemoryOn(nodeName: string): Promise<bigint> {
+  const pods = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items;
+  let sum = 0n;
+  for (const p of pods) {
+    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
+    for (const c of p.spec?.containers ?? []) sum += parseBytes(c.resources?.requests?.memory ?? '0', 'request');
+  }
+  return sum;
+}
+
+/**
+ * deploy/ on the real node (namespace oversell): the agent Running there, the
+ * gateway Ready there, and a dry-run kubelet write inflated past raw through
+ * the Service. Ready is not reachable: kube-proxy programs the Service's new
+ * endpoint a moment later, and a kubelet write meanwhile passes raw
+ * (failurePolicy Ignore) and is then not repeated for 5 min. A dry-run write
+ * as the kubelet shows the API server's own path to the webhook, and changes
+ * nothing (sideEffects NoneOnDryRun).
+ */
+export async function waitInstalledOn(node: V1Node, rawMemory: bigint): Promise<void> {
+  const NS = 'oversell';
+  const nodeName = node.metadata!.name!;
+  await eventually('the agent pod Running on the real node, the gateway pod Ready', async () => {
+    const pods = (await core().listNamespacedPod({ namespace: NS })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const agent = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-agent' && p.spec?.nodeName === nodeName);
+    const gateway = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-gateway');
+    const ready = (p?: V1Pod) => p?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    return agent?.status?.phase === 'Running' && ready(gateway) && gateway?.spec?.nodeName === nodeName ? true : undefined;
+  }, 180_000, 500);
+  const creds = kubeletCredentials(nodeName);
+  let last = 'no answer';
+  await eventually('a dry-run kubelet write inflated through the Service', async () => {
+    const res = await kubeletPatchStatus(creds, nodeName, { allocatable: node.status!.allocatable }, { dryRun: true });
+    last = `${res.status} allocatable memory ${res.body.status?.allocatable?.memory}, reason ${res.body.metadata?.annotations?.[ANNOTATION.reason] ?? '(none: the webhook did not answer)'}`;
+    return res.status === 200 && parseBytes(res.body.status?.allocatable?.memory ?? '0', 'allocatable memory') > rawMemory ? true : undefined;
+  }, 60_000, 250).catch(async (err: Error) => {
+    const logs = await clusterAsync('kubectl', 'logs', '-n', NS, 'deploy/oversell-gateway', '--tail=30').catch((e: Error) => e.message);
+    assert.fail(`${err.message}; last answer: ${last}; the gateway's log:\n${logs}`);
+  });
 }

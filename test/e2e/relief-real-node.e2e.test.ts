@@ -16,7 +16,6 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, PolicyV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import { parseMeminfo } from '../../agent/sample/meminfo.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { ADMIN_KUBECONFIG, adminConfig, core, kubeletCredentials, kubeletPatchStatus } from './cluster.js';
 import {
@@ -24,7 +23,7 @@ import {
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
 import {
-  findRealNode, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, probeContainer, REAL_NODE_LABEL, realNodePlacement, realNodePod, restartKubelet,
+  hostMemory, findRealNode, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, probeContainer, REAL_NODE_LABEL, realNodePlacement, realNodePod, restartKubelet,
 } from './real-node.js';
 
 const NS = 'oversell-e2e-relief';
@@ -45,7 +44,6 @@ let hogMib = 0;
 const apps = () => adminConfig().makeApiClient(AppsV1Api);
 const policyApi = () => adminConfig().makeApiClient(PolicyV1Api);
 
-const hostMemory = () => parseMeminfo(readFileSync('/proc/meminfo', 'utf8'));
 const gib = (b: number) => `${(b / GI).toFixed(2)} GiB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
