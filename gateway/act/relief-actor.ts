@@ -130,12 +130,11 @@ export class ReliefActor {
     // before such a move may not show the pod that grew: wait for the next.
     // One that is older but still close: one victim, then wait for a newer.
     const usageFresh = record.podsAtMs >= sampleAtMs;
-    const capacityBytes = record.value('capacity.memoryBytes');
-    if (!usageFresh && Math.abs(record.value('memoryWorkingSetBytes') - record.podsNodeWorkingSetBytes) >= POD_REPORT_ON_MEMORY_MOVE * capacityBytes) return [];
+    const capacity = record.value('capacity.memoryBytes');
+    const workingSet = record.value('memoryWorkingSetBytes');
+    if (!usageFresh && Math.abs(workingSet - record.podsNodeWorkingSetBytes) >= POD_REPORT_ON_MEMORY_MOVE * capacity) return [];
     const usage = new Map(record.pods.map((p) => [p.uid, Number(p.memoryWorkingSetBytes)]));
     const candidates = await Promise.all(this.#o.pods.on(node).map(async (p) => this.#candidate(p, policy, usage.get(p.uid) ?? 0)));
-    const capacity = capacityBytes;
-    const workingSet = record.value('memoryWorkingSetBytes');
     const recent = (this.#evictedAt.get(node) ?? []).filter((t) => now - t < 60_000);
     this.#evictedAt.set(node, recent);
     for (const [uid, until] of this.#blocked) {
@@ -147,7 +146,11 @@ export class ReliefActor {
     const tried = new Set<string>();
     // Pods still terminating after an earlier relief still show in the sample: what they free counts already, or the next sample would evict again for it.
     // A report newer than the eviction says what the pod uses now, which is what it frees.
-    let freed = candidates.reduce((sum, c) => sum + Math.max(this.#evicting.get(c.uid) ?? 0, this.#evicting.has(c.uid) ? (usage.get(c.uid) ?? 0) : 0), 0);
+    let freed = 0;
+    for (const c of candidates) {
+      const atEviction = this.#evicting.get(c.uid);
+      if (atEviction !== undefined) freed += Math.max(atEviction, usage.get(c.uid) ?? 0);
+    }
     // One victim at a time: a refused one is replaced by the next in order.
     for (;;) {
       const plan = planRelief({

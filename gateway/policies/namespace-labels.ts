@@ -26,8 +26,9 @@ export function namespaceLabelsFrom(kubeConfig: KubeConfig, now: () => number = 
  * The pod's tier, its namespace's labels read only when the policy names
  * namespaces. A namespace that cannot be read makes the pod protected: one
  * whose tier cannot be told is never taken for an unprotected one.
- * cpuManager: the pod's node's, as its agent reports it (store/node-store.ts
- * cpuManagerPolicyOf); unknown by default (decide/tiers.ts says what each means).
+ * cpuManager: the pod's node's; every caller leaves it unknown, so no agent
+ * report changes a tier (security.md, invariant 39; decide/tiers.ts says what
+ * each value means).
  */
 export async function podTier(pod: TierFacts & { namespace: string }, protect: ProtectPolicy, labels: NamespaceLabels, cpuManager: CpuManagerPolicy = 'unknown'): Promise<Tier> {
   try {

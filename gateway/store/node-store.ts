@@ -9,7 +9,6 @@ import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js';
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
-import type { CpuManagerPolicy } from '../decide/tiers.js';
 import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../decide/load-history.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
@@ -398,10 +397,4 @@ export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefin
       ? { policy: record.value('cpuManager.staticPolicy') === 1 ? 'static' : 'none', exclusiveCpus: record.value('cpuManager.exclusiveCpus') }
       : undefined,
   };
-}
-
-/** The node's CPU manager policy as its newest sample says ('unknown' without one, or from an agent that could not tell): what the exclusiveCpus tier rule reads (decide/tiers.ts). */
-export function cpuManagerPolicyOf(record: NodeRecord | undefined): CpuManagerPolicy {
-  if (!record?.hasSample || record.value('cpuManager') !== 1) return 'unknown';
-  return record.value('cpuManager.staticPolicy') === 1 ? 'static' : 'none';
 }

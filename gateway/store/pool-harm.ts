@@ -14,6 +14,9 @@ export interface PoolHarmState {
   untilMs: number;
 }
 
+/** A pool with no harm in the window: one object, not one per decision (every review selects a policy). */
+const NO_HARM: Readonly<PoolHarmState> = Object.freeze({ memoryOverloads: 0, untilMs: 0 });
+
 export class PoolHarmLedger {
   /** Pool -> [when, how many] of each harm, oldest first. */
   readonly #harms = new Map<string, [number, number][]>();
@@ -25,13 +28,13 @@ export class PoolHarmLedger {
     list.push([atMs, count]);
   }
 
-  of(pool: string, nowMs: number): PoolHarmState {
+  of(pool: string, nowMs: number): Readonly<PoolHarmState> {
     const list = this.#harms.get(pool);
-    if (!list) return { memoryOverloads: 0, untilMs: 0 };
+    if (!list) return NO_HARM;
     while (list.length > 0 && list[0]![0] <= nowMs - POOL_HARM_WINDOW_MS) list.shift();
     if (list.length === 0) {
       this.#harms.delete(pool);
-      return { memoryOverloads: 0, untilMs: 0 };
+      return NO_HARM;
     }
     return { memoryOverloads: list.reduce((sum, [, n]) => sum + n, 0), untilMs: list[list.length - 1]![0] + POOL_HARM_WINDOW_MS };
   }
