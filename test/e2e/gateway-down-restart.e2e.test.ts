@@ -22,7 +22,7 @@ import { parseBytes } from '../../lib/quantity.js';
 import { REPO, STATE, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, removeInstallLeftovers } from './fixtures.js';
 import {
-  boundMemoryOn, waitInstalledOn, applyOverlay, assertRawAfterUninstall, findRealNode, heartbeatOf, idlePodFor, importImage, kubeletLogSince, kubeletLogSize, kubeletWritesAfter, OVERSELL_IMAGE_TAR, patchNodeMetadata, podInPhase, REAL_NODE_IDLE_PODS, recordNode, removeOverlay, restartKubelet,
+  applyOverlay, assertRawAfterUninstall, findRealNode, heartbeatOf, idlePodFor, importImage, kubeletLogSince, kubeletLogSize, kubeletWritesAfter, OVERSELL_IMAGE_TAR, patchNodeMetadata, podInPhase, REAL_NODE_IDLE_PODS, recordNode, removeOverlay, restartKubelet,
 } from './real-node.js';
 
 const NS = 'oversell';
@@ -47,6 +47,39 @@ const memoryOf = (n: V1Node) => parseBytes(n.status?.allocatable?.memory ?? '0',
 const mib = (b: bigint | number) => `${(Number(b) / MI).toFixed(0)}Mi`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const idlePod = (i: number) => idlePodFor(rawMemory, `idle-${i}`, { namespace: PODS, nodeName });
+
+/** Memory requested by the pods bound to the node and not terminal, as the kubelet adds them up. */
+async function boundMemory(): Promise<bigint> {
+  const pods = (await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items;
+  let sum = 0n;
+  for (const p of pods) {
+    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
+    for (const c of p.spec?.containers ?? []) sum += parseBytes(c.resources?.requests?.memory ?? '0', 'request');
+  }
+  return sum;
+}
+
+
+/** The agent Running on the real node, the gateway Ready there, and a dry-run kubelet write inflated through the Service. */
+async function waitInstalled(): Promise<void> {
+  await eventually('the agent pod Running on the real node, the gateway pod Ready', async () => {
+    const pods = (await core().listNamespacedPod({ namespace: NS })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const agent = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-agent' && p.spec?.nodeName === nodeName);
+    const gateway = pods.find((p) => p.metadata?.labels?.['app.kubernetes.io/name'] === 'oversell-gateway');
+    const ready = (p?: V1Pod) => p?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    return agent?.status?.phase === 'Running' && ready(gateway) ? true : undefined;
+  }, 180_000, 500);
+  const creds = kubeletCredentials(nodeName);
+  let last = 'no answer';
+  await eventually('a dry-run kubelet write inflated through the Service', async () => {
+    const res = await kubeletPatchStatus(creds, nodeName, { allocatable: node!.status!.allocatable }, { dryRun: true });
+    last = `${res.status} allocatable memory ${res.body.status?.allocatable?.memory}`;
+    return res.status === 200 && memoryOf(res.body) > rawMemory ? true : undefined;
+  }, 60_000, 250).catch(async (err: Error) => {
+    const logs = await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=30').catch((e: Error) => e.message);
+    assert.fail(`${err.message}; last answer: ${last}; the gateway's log:\n${logs}`);
+  });
+}
 
 async function gatewayPods(): Promise<V1Pod[]> {
   return (await core().listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/name=oversell-gateway' })).items;
@@ -112,7 +145,7 @@ async function outage(label: string): Promise<Outcome> {
   for (let i = 1; i < REAL_NODE_IDLE_PODS; i++) await core().createNamespacedPod({ namespace: PODS, body: idlePod(i) }).catch(() => {});
   await Promise.all(Array.from({ length: REAL_NODE_IDLE_PODS - 1 }, (_, i) => podInPhase(PODS, `idle-${i + 1}`, ['Running'])));
   await kubectl('scale', '-n', NS, 'deployment/oversell-gateway', '--replicas=1');
-  await waitInstalledOn(node!, rawMemory);
+  await waitInstalled();
 
   const record = await recordNode(nodeName);
   try {
@@ -121,7 +154,7 @@ async function outage(label: string): Promise<Outcome> {
     const restartedAt = Date.now();
     await restartKubelet();
     await kubeletWritesAfter(record, restartedAt, 1, 60_000);
-    const needed = (await boundMemoryOn(nodeName)) + each;
+    const needed = (await boundMemory()) + each;
     await eventually(`allocatable memory at least ${mib(needed)} (raw ${rawMemoryText})`, () => record.writes.find((w) => w.at > restartedAt && memoryOf(w.node) >= needed), 90_000, 100)
       .catch((err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`));
 
@@ -129,7 +162,7 @@ async function outage(label: string): Promise<Outcome> {
     await core().createNamespacedPod({ namespace: PODS, body: idlePod(REAL_NODE_IDLE_PODS) });
     const last = await podInPhase(PODS, `idle-${REAL_NODE_IDLE_PODS}`, ['Running', 'Failed']);
     assert.equal(last.status?.phase, 'Running', `the last idle pod with oversell up: ${last.status?.reason} ${last.status?.message}`);
-    const boundBefore = await boundMemoryOn(nodeName);
+    const boundBefore = await boundMemory();
     assert.ok(boundBefore > rawMemory, `bound requests ${mib(boundBefore)} exceed raw ${rawMemoryText}`);
     const inflated = await core().readNode({ name: nodeName });
     const granted = inflated.metadata?.annotations?.[ANNOTATION.grantedMemory] ?? '';
@@ -228,7 +261,7 @@ describe('every gateway replica down, the kubelet restarted on an oversold real 
     try {
       const backAt = Date.now();
       await kubectl('scale', '-n', NS, 'deployment/oversell-gateway', '--replicas=1');
-      await waitInstalledOn(node!, rawMemory);
+      await waitInstalled();
       // Its next write, at once (with raw stored meanwhile, an unchanged kubelet writes only every 5 min).
       await restartKubelet();
       const w = await eventually('a kubelet write decided by the webhook again', () => record.kubeletWrites().find((x) => x.at > backAt && x.node.metadata?.annotations?.[ANNOTATION.grantedMemory] === x.node.status?.allocatable?.memory && x.node.metadata?.annotations?.[ANNOTATION.unconfirmedMemory] === undefined && heartbeatOf(x.node) !== heartbeatOf(stored)), 90_000, 100)
