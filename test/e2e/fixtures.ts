@@ -249,7 +249,16 @@ export async function upsertPolicy(name: string, spec: Record<string, unknown>):
 export { objects };
 
 /** Creates the namespace, or leaves the one already there. */
+/**
+ * Creates a namespace unless it is there and staying. A namespace an earlier
+ * file deleted without waiting is still there, Terminating, and vanishes under
+ * the next file a moment later: wait it out, then create it.
+ */
 export async function ensureNamespace(name: string): Promise<void> {
+  const existing = await core().readNamespace({ name }).catch(() => undefined);
+  if (existing?.status?.phase === 'Terminating') {
+    await eventually(`namespace ${name} (Terminating) gone`, () => core().readNamespace({ name }).then(() => undefined, () => true), 120_000, 500);
+  } else if (existing) return;
   await core().createNamespace({ body: { metadata: { name } } }).catch((e: { code?: number }) => {
     if (e.code !== 409) throw e;
   });

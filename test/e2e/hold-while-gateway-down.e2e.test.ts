@@ -12,7 +12,7 @@ import { PatchStrategy, setHeaderOptions, type V1EndpointSlice, type V1Node } fr
 import yaml from 'js-yaml';
 import { ANNOTATION } from '../../gateway/decide/trusted-raw.js';
 import { REPO, core, kubeletCredentials, kubeletPatchStatus, objects, type Credentials } from './cluster.js';
-import { eventually } from './fixtures.js';
+import { deleteNamespaceAndWait, eventually } from './fixtures.js';
 
 const NS = 'oversell';
 const NODE = 'e2e-hold';
@@ -77,7 +77,7 @@ describe('hold-while-gateway-down on a real kube-apiserver', { timeout: 3 * 60_0
     for (const o of shipped()) await objects().delete(o).catch(() => {});
     await gatewayEndpoints(undefined);
     await core().deleteNode({ name: NODE }).catch(() => {});
-    if (createdNamespace) await core().deleteNamespace({ name: NS }).catch(() => {});
+    if (createdNamespace) await deleteNamespaceAndWait(NS, 120_000).catch(() => {});
   });
 
   it('no ready gateway: the kubelet\'s lower write keeps the stored grant, cpu and memory each; anything else of the write is its own', async () => {

@@ -58,10 +58,11 @@ if (up.status !== 0) {
 }
 
 step('end-to-end suite');
-// OVERSELL_E2E_ONLY=install runs only the files whose name contains it.
-const only = process.env.OVERSELL_E2E_ONLY ?? '';
+// OVERSELL_E2E_ONLY=install runs only the files whose name contains it;
+// OVERSELL_E2E_ONLY=hold-while,install the files whose name contains either (in the suite's order).
+const only = (process.env.OVERSELL_E2E_ONLY ?? '').split(',');
 const files = readdirSync(join(REPO, 'test', 'e2e'))
-  .filter((f) => f.endsWith('.e2e.test.ts') && f.includes(only))
+  .filter((f) => f.endsWith('.e2e.test.ts') && only.some((o) => f.includes(o)))
   .map((f) => join('test', 'e2e', f));
 // A TAP record beside the spec output: what failed, and why, is printed again
 // last, where a CI log's tail shows it rather than the component logs.
