@@ -59,7 +59,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       const report = [];
       for (let i = n; i < pods; i += nodes) {
         report.push({
-          uid: hex(i, 32), qosClass: 'burstable', cpuUsageMillicores: 130, memoryWorkingSetBytes: 96 * 2 ** 20,
+          uid: hex(i, 32), qosClass: 'burstable', cpuUsageMillicores: 130, memoryWorkingSetBytes: 96 * 2 ** 20, cpuThrottledMicros: 0,
           containers: [
             { containerId: hex(2 * i), cpuUsageMillicores: 120, memoryWorkingSetBytes: 80 * 2 ** 20 },
             { containerId: hex(2 * i + 1), cpuUsageMillicores: 9, memoryWorkingSetBytes: 15 * 2 ** 20 },

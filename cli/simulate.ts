@@ -14,6 +14,7 @@ import { publicReplay, type PublicReplay } from '../sim/public-replay.js';
 import { isPublicTraceFormat, readPublicTrace, type PublicTraceOptions } from '../sim/traces/read.js';
 import { TraceFormatError, type PublicWorkload } from '../sim/traces/public-workload.js';
 import { parseBytes } from '../lib/quantity.js';
+import { checkCapsFlags, runCapsCommand } from './caps.js';
 import { checkFrontierFlags, runFrontierCommand } from './frontier.js';
 
 const TRACE_FORMATS = ['jsonl', 'bitbrains', 'alibaba-2018'] as const;
@@ -34,6 +35,7 @@ interface SimulateOptions {
   demand: Demand;
   nodesNeeded?: boolean;
   frontier?: boolean;
+  caps?: boolean;
   progress?: boolean;
   output: 'markdown' | 'json';
   out?: string;
@@ -115,6 +117,7 @@ function commandLine(o: SimulateOptions): string {
   if (o.nodesNeeded) parts.push('--nodes-needed');
   if (o.frontier) parts.push('--frontier');
   if (o.frontier) return parts.join(' ');
+  if (o.caps) return [...parts, '--caps'].join(' ');
   if (o.busier === false) parts.push('--no-busier');
   else if (o.busier !== 1.3) parts.push(`--busier ${o.busier}`);
   return parts.join(' ');
@@ -179,6 +182,7 @@ export async function runSimulate(o: SimulateOptions): Promise<void> {
   try {
     checkTraceFlags(o);
     checkFrontierFlags(o);
+    checkCapsFlags(o);
     pw = await publicWorkloadOf(o);
     trace = o.trace && !pw ? traceOf(o.trace) : undefined;
     // A replay lasts as long as the recording unless --hours says otherwise.
@@ -189,6 +193,10 @@ export async function runSimulate(o: SimulateOptions): Promise<void> {
     if (!(err instanceof ScenarioError) && !(err instanceof TraceFormatError)) throw err;
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(2);
+  }
+  if (o.caps) {
+    runCapsCommand({ scenario, demand: o.demand, output: o.output, out: o.out, command: commandLine(o) });
+    return;
   }
   if (o.frontier) {
     runFrontierCommand({ scenario, demand: o.demand, output: o.output, out: o.out, progress: o.progress ?? true, command: commandLine(o) });
@@ -238,6 +246,7 @@ export function simulateCommand(): Command {
     .addOption(new Option('--demand <kind>', 'scenario: the daily curve and job arrivals; saturating: pods keep coming until nothing more fits').choices(['scenario', 'saturating']).default('scenario'))
     .option('--nodes-needed', 'also find, per policy, the fewest nodes for the scenario\'s demand with no pod waiting (a binary search: about 8 more runs per policy)')
     .option('--frontier', "sweep each family's knob instead (static ratio, Katalyst's targets, Koordinator's thresholds, Crane's reserve, the peak predictor's n and percentile, oversell's targets and caps; --policy files add oversell settings): who places most at each level of risk (docs/frontier.md)")
+    .option('--caps', 'sweep the default policy\'s hard caps instead, on the scenario and on its over-provisioned variant (pods using 15 % of their requests), a day and a busier day each: what each cap costs and saves (docs/caps.md)')
     .option('--progress', 'report progress on stderr (the default from 1000 nodes on, and with --frontier)')
     .addOption(new Option('-o, --output <format>', 'markdown or json, on stdout').choices(['markdown', 'json']).default('markdown'))
     .option('--out <dir>', 'write outcome.md, outcome.json and the charts (outcome/*.svg) to this directory instead')

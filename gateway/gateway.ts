@@ -44,6 +44,7 @@ import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { ReliefActor } from './act/relief-actor.js';
 import { PodFactsStore } from './store/pod-facts.js';
 import { meterHarm } from './metrics/harm-meter.js';
+import { CpuHarmMeter } from './metrics/cpu-harm-meter.js';
 import { namespaceLabelsFrom, type NamespaceLabels } from './policies/namespace-labels.js';
 import { NodeWatch } from './ingest/node-watch.js';
 import { decideObserved, type StoredNodeObservation } from './decide/node-decision.js';
@@ -546,11 +547,11 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
   if (podFacts) {
     // The replica that lowers a node relieves it, and only an opted-in node.
     meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log, ledger: s.poolHarm, now });
-    const relief = new ReliefActor({
-      kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels,
-      relieves: (node) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader),
-    });
+    const actsFor = (node: string) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader);
+    const relief = new ReliefActor({ kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels, relieves: actsFor });
     parts.push({ name: 'relief', start: () => relief.start(), close: () => relief.stop() });
+    const cpuHarm = new CpuHarmMeter({ store, pods: podFacts, policies, namespaceLabels, metrics, counts: actsFor });
+    parts.push({ name: 'CPU harm meter', start: () => cpuHarm.start(), close: () => cpuHarm.stop() });
   }
   if (cluster.historySnapshotEveryMs) {
     const histories = new HistorySnapshots({

@@ -90,7 +90,7 @@ describe('a message as a row of numbers (wire/message-row.ts)', () => {
   it("keeps the last pod list, and shows it in latest only when the newest sample carried it", () => {
     const store = new NodeStore({ retainMs: 5000, forgetAfterMs: 60_000 });
     store.attach('n', 'i', null, 1);
-    const pods = [{ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: 1, memoryWorkingSetBytes: 2, containers: [] }];
+    const pods = [{ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: 1, memoryWorkingSetBytes: 2, containers: [], cpuThrottledMicros: 0 }];
     const row = new Float64Array(layout.width);
     layout.write(decoded({ ...full, seq: 1 }), row, 0);
     store.ingest('n', 1, row, 0, 1, pods);

@@ -50,7 +50,7 @@ describe('decide', () => {
     assert.equal(headroom(7910, 6000, 3000, DEFAULT_POLICY.cpu), 9492);
   });
 
-  it('caps at raw * maxRatio (cpu 2x, memory 1.5x by default; memory 1.25x while learning)', () => {
+  it('caps at raw * maxRatio (cpu 4x, memory 3x by default; cpu 2x, memory 1.25x while learning)', () => {
     const d = decide(input(usage({ cpu: 100, mem: 100 * 1024 ** 2 })));
     assert.equal(d.cpu.decidedBy, 'cap');
     assert.equal(d.cpu.granted, 15820n);

@@ -29,7 +29,7 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   };
 }
 const psi = (avg10: number, avg60 = 1) => ({ available: true, cpuSome: { avg10, avg60 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null });
-const pod = (cpu: number, mem: number, containers: ContainerUsage__Output[] = []) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem, containers });
+const pod = (cpu: number, mem: number, containers: ContainerUsage__Output[] = []) => ({ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem, containers, cpuThrottledMicros: 0 });
 const CID = (n: number) => n.toString(16).padStart(64, '0');
 const container = (cpu: number, mem: number, containerId = CID(1)) => ({ containerId, cpuUsageMillicores: cpu, memoryWorkingSetBytes: mem });
 const { maxContainersPerPod, maxPodsPerSample, maxContainersPerSample, maxPodUidLength, maxQosClassLength } = SAMPLE_BOUNDS;
@@ -55,6 +55,7 @@ describe('sample check (pure)', () => {
     ['unknown requests past the bound', { requests: requests(9e18, 0, false) }],
     [`${maxPodsPerSample} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample) }],
     [`${maxContainersPerSample} containers in a sample`, { podsIncluded: true, pods: pods(maxContainersPerSample / 4, 4) }],
+    ['a pod throttled for a year', { podsIncluded: true, pods: [{ ...pod(1, 1), cpuThrottledMicros: 365 * 86_400 * 1e6 }] }],
     [`a pod uid of ${maxPodUidLength} characters and a QoS class of ${maxQosClassLength}`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength), qosClass: 'q'.repeat(maxQosClassLength) }] }],
     ['a static CPU manager holding every CPU of the node exclusively', { cpuManager: { staticPolicy: true, exclusiveCpus: 4 } }],
     ['a static CPU manager holding none', { cpuManager: { staticPolicy: true, exclusiveCpus: 0 } }],
@@ -105,6 +106,8 @@ describe('sample check (pure)', () => {
     ['pod-usage-invalid', `a pod uid of ${maxPodUidLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(maxPodUidLength + 1) }] }],
     ['pod-usage-invalid', 'a pod uid of 1 MiB', { podsIncluded: true, pods: [{ ...pod(1, 1), uid: 'f'.repeat(2 ** 20) }] }],
     ['pod-usage-invalid', `a QoS class of ${maxQosClassLength + 1} characters`, { podsIncluded: true, pods: [{ ...pod(1, 1), qosClass: 'q'.repeat(maxQosClassLength + 1) }] }],
+    ['pod-usage-invalid', 'a negative throttled time', { podsIncluded: true, pods: [{ ...pod(1, 1), cpuThrottledMicros: -1 }] }],
+    ['pod-usage-invalid', 'a throttled time past 2^53', { podsIncluded: true, pods: [{ ...pod(1, 1), cpuThrottledMicros: 2 ** 54 }] }],
     // Issue 45: exclusive CPUs only lower the grant, but a node cannot hold more than it has, nor any under policy none.
     ['cpu-manager-implausible', 'more exclusive CPUs than the node has', { cpuManager: { staticPolicy: true, exclusiveCpus: 5 } }],
     ['cpu-manager-implausible', 'exclusive CPUs under policy none', { cpuManager: { staticPolicy: false, exclusiveCpus: 1 } }],

@@ -18,6 +18,7 @@ const READ = [
   'capacity.cpuMillicores', 'capacity.memoryBytes',
   'requests.cpuMillicores', 'requests.memoryBytes', 'requests.known',
   'pressure.available', 'pressure.cpuSome.avg10', 'pressure.memorySome.avg10', 'pressure.cpuContention', 'pressure.cpuContention.avg10',
+  'pressure.cpuFull.avg10', 'pressure.memoryFull.avg10',
   'cpuManager', 'cpuManager.staticPolicy', 'cpuManager.exclusiveCpus',
 ] as const;
 export type SampleField = (typeof READ)[number];

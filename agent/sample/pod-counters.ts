@@ -9,6 +9,8 @@ export interface PodCounters {
   /** Cumulative CPU time in nanoseconds. */
   cpuNanos: number;
   workingSetBytes: number;
+  /** Cumulative CFS throttled time in microseconds; 0 when not read (containers) or unreadable. */
+  cpuThrottledMicros: number;
 }
 
 /** The files one cgroup's counters come from; worked out once per pod or container, read every pod report. */
@@ -19,9 +21,12 @@ export interface PodFiles {
   usage: string;
   memoryStat: string;
   v2: boolean;
+  /** v1 only, pods only: the cpu controller's cpu.stat (throttled_time, nanoseconds). On v2 throttling is in `cpu`. */
+  throttle?: string;
 }
 
-export function podFiles(layout: CgroupLayout, cgroup: Pick<PodCgroup | ContainerCgroup, 'path'>): PodFiles {
+/** withThrottle: also the throttled time (pods: harm is counted per pod; on v1 it is one more file a pod). */
+export function podFiles(layout: CgroupLayout, cgroup: Pick<PodCgroup | ContainerCgroup, 'path'>, withThrottle = false): PodFiles {
   const path = cgroup.path;
   if (layout.mode === 'v2') {
     const dir = join(layout.memoryRoot, path);
@@ -33,6 +38,7 @@ export function podFiles(layout: CgroupLayout, cgroup: Pick<PodCgroup | Containe
     usage: join(memDir, 'memory.usage_in_bytes'),
     memoryStat: join(memDir, 'memory.stat'),
     v2: false,
+    ...(withThrottle && { throttle: join(layout.cpuRoot, path, 'cpu.stat') }),
   };
 }
 
@@ -44,16 +50,18 @@ export function readPodFiles(files: PodFiles): PodCounters | undefined {
   if (cpu === undefined || usage === undefined) return undefined;
   if (files.v2) {
     const inactiveFile = memStat ? (flatKeyedValue(memStat, 'inactive_file') ?? 0) : 0;
-    return { cpuNanos: (flatKeyedValue(cpu, 'usage_usec') ?? 0) * 1000, workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
+    return { cpuNanos: (flatKeyedValue(cpu, 'usage_usec') ?? 0) * 1000, workingSetBytes: Math.max(0, Number(usage) - inactiveFile), cpuThrottledMicros: flatKeyedValue(cpu, 'throttled_usec') ?? 0 };
   }
   // total_* includes the pod's containers, which is what the pod-level number
   // means; cAdvisor reads the same key for a container.
   const inactiveFile = memStat ? (flatKeyedValue(memStat, 'total_inactive_file') ?? 0) : 0;
-  return { cpuNanos: Number(cpu), workingSetBytes: Math.max(0, Number(usage) - inactiveFile) };
+  const throttle = files.throttle === undefined ? undefined : readOptional(files.throttle);
+  const throttledNanos = throttle === undefined ? 0 : (flatKeyedValue(throttle, 'throttled_time') ?? 0);
+  return { cpuNanos: Number(cpu), workingSetBytes: Math.max(0, Number(usage) - inactiveFile), cpuThrottledMicros: Math.floor(throttledNanos / 1000) };
 }
 
 export function readPodCounters(layout: CgroupLayout, pod: PodCgroup): PodCounters | undefined {
-  return readPodFiles(podFiles(layout, pod));
+  return readPodFiles(podFiles(layout, pod, true));
 }
 
 /**

@@ -144,14 +144,14 @@ export class NodeSampler {
     const seenPods = new Map<string, Reading>();
     const seenContainers = new Map<string, Reading>();
     const files = new Map<string, PodFiles>();
-    const read = (path: string, cgroup: { path: string }): PodCounters | undefined => {
-      const f = this.#files.get(path) ?? podFiles(this.#layout, cgroup);
+    const read = (path: string, cgroup: { path: string }, withThrottle = false): PodCounters | undefined => {
+      const f = this.#files.get(path) ?? podFiles(this.#layout, cgroup, withThrottle);
       files.set(path, f);
       return readPodFiles(f);
     };
     const out: PodUsage__Output[] = [];
     for (const pod of listPodCgroups(this.#layout)) {
-      const counters = read(pod.path, pod);
+      const counters = read(pod.path, pod, true);
       if (!counters) continue;
       seenPods.set(pod.uid, { ...counters, atMs: nowMs });
       const containers: ContainerUsage__Output[] = [];
@@ -165,7 +165,7 @@ export class NodeSampler {
       }
       const rate = rateSince(this.#prevPods.get(pod.uid), counters, nowMs) ?? rateSinceCreated(join(this.#layout.memoryRoot, pod.path), counters, nowMs, this.#prevCpu.cpus);
       if (rate === undefined) continue;
-      out.push({ uid: pod.uid, qosClass: pod.qos, cpuUsageMillicores: rate, memoryWorkingSetBytes: counters.workingSetBytes, containers });
+      out.push({ uid: pod.uid, qosClass: pod.qos, cpuUsageMillicores: rate, memoryWorkingSetBytes: counters.workingSetBytes, containers, cpuThrottledMicros: counters.cpuThrottledMicros });
     }
     this.#prevPods = seenPods;
     this.#prevContainers = seenContainers;

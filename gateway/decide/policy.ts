@@ -63,8 +63,8 @@ export { pressureNow } from './pressure.js';
 export const DEFAULT_POLICY: Policy = {
   name: 'flags',
   mode: 'Enforce',
-  cpu: { maxRatio: 2.0, targetUtilization: 0.6, minLoadFactor: 0.1, statistic: 'p95', pressureThreshold: 40, riskBudget: { enabled: true, overShare: 0.001, margin: 0 } },
-  memory: { maxRatio: 1.5, targetUtilization: 0.8, minLoadFactor: 0.1, statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.9, riskBudget: { enabled: true, overShare: 0, margin: 0.05 } },
+  cpu: { maxRatio: 4, targetUtilization: 0.6, minLoadFactor: 0.1, statistic: 'p95', pressureThreshold: 40, riskBudget: { enabled: true, overShare: 0.001, margin: 0 } },
+  memory: { maxRatio: 3, targetUtilization: 0.8, minLoadFactor: 0.1, statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.9, riskBudget: { enabled: true, overShare: 0, margin: 0.05 } },
   windowMs: 60_000,
   staleAfterMs: 40_000,
   calmPeriodMs: 60_000,

@@ -382,6 +382,45 @@ export class GatewayMetrics {
     this.#harm.inc({ pool, tier, by }, count);
   }
 
+  readonly #cpuObserved = new Counter({
+    name: 'oversell_harm_cpu_observed_seconds_total',
+    help: 'Node-seconds of opted-in nodes whose agents reported pressure, by pool: the denominator of oversell_harm_cpu_over_capacity_seconds_total.',
+    labelNames: ['pool'],
+    registers: [this.registry],
+  });
+
+  readonly #cpuOver = new Counter({
+    name: 'oversell_harm_cpu_over_capacity_seconds_total',
+    help: 'Node-seconds with CPU demand over the node\'s CPUs (the agent\'s contention line, avg10, at or above 10 %: runnable tasks waiting beyond the CPUs; a pod held at its own limit does not count), by pool. Its share of oversell_harm_cpu_observed_seconds_total is the realised CPU risk the policy\'s cpu.riskBudget.overShare bounds.',
+    labelNames: ['pool'],
+    registers: [this.registry],
+  });
+
+  readonly #pressureFull = new Counter({
+    name: 'oversell_harm_pressure_full_seconds_total',
+    help: 'Seconds in which all of a node\'s non-idle tasks stalled at once (PSI full, avg10 integrated over the samples), summed over opted-in nodes, by pool and resource (cpu, memory).',
+    labelNames: ['pool', 'resource'],
+    registers: [this.registry],
+  });
+
+  readonly #cpuThrottled = new Counter({
+    name: 'oversell_harm_cpu_throttled_seconds_total',
+    help: 'CFS throttled time of pods on opted-in nodes, from the agents\' pod reports, by pool and tier. The kernel counts a pod held at its own CPU limit as well: read it beside oversell_harm_cpu_over_capacity_seconds_total, which does not.',
+    labelNames: ['pool', 'tier'],
+    registers: [this.registry],
+  });
+
+  cpuHarm(pool: string, o: { seconds: number; overCapacitySeconds: number; cpuFullSeconds: number; memoryFullSeconds: number }): void {
+    this.#cpuObserved.inc({ pool }, o.seconds);
+    if (o.overCapacitySeconds > 0) this.#cpuOver.inc({ pool }, o.overCapacitySeconds);
+    if (o.cpuFullSeconds > 0) this.#pressureFull.inc({ pool, resource: 'cpu' }, o.cpuFullSeconds);
+    if (o.memoryFullSeconds > 0) this.#pressureFull.inc({ pool, resource: 'memory' }, o.memoryFullSeconds);
+  }
+
+  cpuThrottled(pool: string, tier: 'protected' | 'unprotected', seconds: number): void {
+    this.#cpuThrottled.inc({ pool, tier }, seconds);
+  }
+
   readonly #connectionsRefused = new Counter({
     name: 'oversell_connections_refused_total',
     help: 'Connections closed before they spoke, by listener (grpc, agent, webhook) and reason (connection-limit: the listener was full; handshake-timeout: TLS not finished in time; preface-timeout: no HTTP/2 preface in time).',

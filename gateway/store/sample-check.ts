@@ -146,6 +146,9 @@ export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
   if (containerCount > SAMPLE_BOUNDS.maxContainersPerSample) return 'too-many-pods';
   for (const pod of sample.pods) {
     if (!within(pod)) return 'pod-usage-invalid';
+    // A cumulative count of microseconds: never negative, never past what a double holds exactly (the harm meter bounds each rise by time x CPUs).
+    const throttled = Number(pod.cpuThrottledMicros ?? 0);
+    if (!(throttled >= 0 && throttled <= Number.MAX_SAFE_INTEGER)) return 'pod-usage-invalid';
     // Strings: every byte of them is kept, and shown by every query of the node.
     if ((pod.uid ?? '').length > SAMPLE_BOUNDS.maxPodUidLength || (pod.qosClass ?? '').length > SAMPLE_BOUNDS.maxQosClassLength) return 'pod-usage-invalid';
     // A container is part of its pod's usage: refused under the pod's reason.

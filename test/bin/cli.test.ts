@@ -59,7 +59,7 @@ describe('the oversell binary against a real gateway', () => {
     assert.equal(d.status, 0, d.stderr);
     assert.match(d.stdout, /^name: n1$/m);
     const p = await cli('get', 'policies');
-    assert.match(p.stdout, /^flags\s+0\s+Enforce\s+2x\s+1.5x\s+1\s/m);
+    assert.match(p.stdout, /^flags\s+0\s+Enforce\s+4x\s+3x\s+1\s/m);
   });
 
   it('errors say what to do, with exit code 1', async () => {

@@ -5,7 +5,7 @@
 // routes), the real kubelet writing its status and admitting real pods.
 //
 // Memory is the resource these tests oversell: its default cap (1.25x while a
-// node learns, 1.5x after) and target (80%) leave room on this host whatever
+// node learns, 3x after) and target (80%) leave room on this host whatever
 // it runs meanwhile, where CPU (2 cores, busy with the control plane) may have
 // none.
 import assert from 'node:assert/strict';

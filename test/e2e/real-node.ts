@@ -55,7 +55,7 @@ export function realNodePod(
 /**
  * How many idle pods make the real node oversold: each requests raw/6.5 of
  * memory, so raw allocatable fits one fewer (with room for small pods beside
- * them), and the default memory cap (1.5x raw) fits them all.
+ * them), and the memory cap while a node learns (1.25x raw) fits them all.
  */
 export const REAL_NODE_IDLE_PODS = 7;
 

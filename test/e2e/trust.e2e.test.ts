@@ -51,7 +51,7 @@ async function bindPods(n: FakeNode, prefix: string, count: number, cpu: string,
   }
 }
 
-/** A 4-cpu, 8Gi node with 3 cpu and 6Gi bound and an agent: inflated to 8 cpu, 12Gi (the 1.5x memory cap). */
+/** A 4-cpu, 8Gi node with 3 cpu and 6Gi bound and an agent: inflated to 8 cpu (the 2x learning cap: the node has no day of history). */
 async function node(name: string): Promise<FakeNode> {
   const n = await fakeNode(name, { labels: OPT_IN, raw: { cpu: '4', memory: '8Gi' } });
   nodes.push(n);

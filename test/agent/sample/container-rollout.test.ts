@@ -28,13 +28,14 @@ function sample(seq: number, pods: PodUsage__Output[]): Sample__Output {
 }
 
 const POD: PodUsage__Output = {
-  uid: '8a2d3c4b-6e7f-4a8b-9c0d-1e2f3a4b5c02', qosClass: 'burstable', cpuUsageMillicores: 350, memoryWorkingSetBytes: 197 * MI,
+  uid: '8a2d3c4b-6e7f-4a8b-9c0d-1e2f3a4b5c02', qosClass: 'burstable', cpuUsageMillicores: 350, memoryWorkingSetBytes: 197 * MI, cpuThrottledMicros: 2_043_117,
   containers: [
     { containerId: '6a37451f32e7a64d17e9812b1ecd5c5e2d0bd03adf7aefab5759fe1842de6321', cpuUsageMillicores: 350, memoryWorkingSetBytes: 194 * MI },
     { containerId: 'e6d6e54fd397976ce109a3ad26e43063f675864a62e41aeff9c3a1fd4a5898ad', cpuUsageMillicores: 0, memoryWorkingSetBytes: 3 * MI },
   ],
 };
-const { containers: _, ...POD_BEFORE } = POD;
+// The old contract has neither the containers nor the throttled time (issue 45): an old gateway skips both as unknown fields.
+const { containers: _, cpuThrottledMicros: _t, ...POD_BEFORE } = POD;
 
 /** The contract before containers (and batches), as an old gateway or agent speaks it. */
 const oldContract = contractBeforeBatches;
@@ -72,6 +73,18 @@ describe('per-container usage in a rollout, against the contract before it', () 
     call.write({ hello: hello('old-agent') });
     call.write({ sample: { ...sample(1, []), pods: [POD_BEFORE] } });
     const stored = await eventually(async () => gw.store.get('old-agent')?.latest ?? undefined, 5000, 'the old agent\'s pod report stored');
-    assert.deepEqual(stored.pods, [{ ...POD_BEFORE, containers: [] }]);
+    assert.deepEqual(stored.pods, [{ ...POD_BEFORE, containers: [], cpuThrottledMicros: 0 }]);
+  });
+
+  it('a new agent and a new gateway: the pod\'s throttled time arrives over the wire as read', async () => {
+    const gw = await startTestGateway();
+    cleanups.push(() => gw.close());
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('new-agent'), log });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed by the gateway');
+    rs.push(sample(1, [POD]));
+    const stored = await eventually(async () => gw.store.get('new-agent')?.latest ?? undefined, 5000, 'the pod report stored');
+    assert.equal(stored.pods[0]?.cpuThrottledMicros, 2_043_117);
   });
 });

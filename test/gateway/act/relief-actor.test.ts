@@ -94,7 +94,7 @@ describe('ReliefActor', () => {
     clock += 1000;
     storeSample(store, 'node-a', 1, nodeSample(clock, {
       capacity: { cpuMillicores: 8000, memoryBytes: CAPACITY }, memoryWorkingSetBytes: workingSetGiB * GiB, podsIncluded: true,
-      pods: Object.entries(usage).map(([name, gib]) => ({ uid: `uid-${name}`, qosClass: 'burstable', cpuUsageMillicores: 10, memoryWorkingSetBytes: gib * GiB, containers: [] })),
+      pods: Object.entries(usage).map(([name, gib]) => ({ uid: `uid-${name}`, qosClass: 'burstable', cpuUsageMillicores: 10, memoryWorkingSetBytes: gib * GiB, containers: [], cpuThrottledMicros: 0 })),
     }), clock);
   }
   /** A sample without a pod report (the agent sends one every --pod-report-every samples): the pods' usage stays the last report's. */

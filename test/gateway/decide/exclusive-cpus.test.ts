@@ -40,7 +40,7 @@ describe('CPU on a static CPU manager node', () => {
 
   it('says so in the reason', () => {
     const d = decide(input(stat(6)));
-    assert.match(d.reason, /cpu 8000m->10000m \(capped at 2x the shared CPUs; static CPU manager: 6000m held exclusively is not inflated, only the shared 2000m \(cap 10000m = 2000m x 2 \+ 6000m\)/);
+    assert.match(d.reason, /cpu 8000m->10000m \(capped at 2x the shared CPUs while learning \(history.learningMaxRatio\); static CPU manager: 6000m held exclusively is not inflated, only the shared 2000m \(cap 10000m = 2000m x 2 \+ 6000m\)/);
     assert.doesNotMatch(decide(input()).reason, /static CPU manager/);
     assert.doesNotMatch(decide(input(stat(0))).reason, /static CPU manager/);
   });

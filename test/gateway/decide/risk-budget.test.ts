@@ -95,8 +95,8 @@ describe('the risk budget', () => {
     assert.match(learning.reason, /memory 64GiB->80GiB \(capped at 1\.25x raw while learning \(history\.learningMaxRatio\)/);
     const wider = { ...DEFAULT_POLICY, history: { ...DEFAULT_POLICY.history, learningMaxRatio: { cpu: 2, memory: 1.4 } } };
     assert.equal(decide(input(usage(undefined), wider)).memory.granted, BigInt(Math.floor((64 * 1.4 * GI) / 1024) * 1024));
-    // Without a budget to learn for, nothing is learning: the policy's own cap.
-    const noBudget = { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
+    // Without a budget to learn for, nothing is learning: the policy's own cap (1.5x here, below the targets' ask).
+    const noBudget = { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, maxRatio: 1.5, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
     const capped = decide(input(usage(undefined), noBudget));
     assert.equal(capped.memory.granted, 96n * BigInt(GI), '1.5 x 64 GiB');
     assert.match(capped.reason, /memory 64GiB->96GiB \(capped at 1\.5x raw;/);
@@ -110,7 +110,7 @@ describe('the risk budget', () => {
     const h = history(26, 0.4, 0.4, { cpu: 0.7, memory: 0.7, seconds: 2 * 3600 });
     const night = decide(input(usage(h, { cpu: 8000, memory: 24 * GI })));
     assert.ok(night.memory.loadFactor! >= 0.7, `memory predicted at ${night.memory.loadFactor}`);
-    const targets = decide(input(usage(h, { cpu: 8000, memory: 24 * GI }), { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } }));
+    const targets = decide(input(usage(h, { cpu: 8000, memory: 24 * GI }), { ...DEFAULT_POLICY, memory: { ...DEFAULT_POLICY.memory, maxRatio: 1.5, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } }));
     assert.equal(targets.memory.decidedBy, 'cap', 'the target alone fills the night to the cap');
     assert.ok(night.memory.granted < targets.memory.granted);
   });
@@ -146,8 +146,8 @@ describe('the risk budget', () => {
   it('the cap still bounds it, and pressure, unknown requests and a disabled budget fall back as before', () => {
     const idle = decide(input(usage(history(25, 0.01, 0.01), { cpu: 100, memory: GI })));
     assert.equal(idle.cpu.decidedBy, 'cap');
-    assert.equal(idle.cpu.granted, 32_000n);
-    assert.equal(idle.memory.granted, (BigInt(Math.floor(64 * GI * 1.5)) / 1024n) * 1024n);
+    assert.equal(idle.cpu.granted, 64_000n, '4 x 16 cores');
+    assert.equal(idle.memory.granted, (BigInt(Math.floor(64 * GI * 3)) / 1024n) * 1024n, '3 x 64 GiB');
     const u = usage(history(25, 0.45, 0.55));
     const pressured = { ...u, window: UsageWindow.of(Array.from({ length: 60 }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: 8000, memoryBytes: 30 * GI, cpuPressure: 90, memoryPressure: 0 }))) };
     assert.equal(decide(input(pressured)).cpu.decidedBy, 'pressure');

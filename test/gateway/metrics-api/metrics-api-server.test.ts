@@ -101,8 +101,8 @@ describe('metrics API over HTTPS', () => {
     const report = (at: number, app: number) => ({
       podsIncluded: true,
       pods: [
-        { uid: 'u1', qosClass: 'burstable', cpuUsageMillicores: app + 1, memoryWorkingSetBytes: 0, containers: [{ containerId: PAUSE, cpuUsageMillicores: 1, memoryWorkingSetBytes: 40_960 }, { containerId: APP, cpuUsageMillicores: app, memoryWorkingSetBytes: 64 * 1024 ** 2 }] },
-        { uid: 'u3', qosClass: 'burstable', cpuUsageMillicores: 999, memoryWorkingSetBytes: 0, containers: [{ containerId: OTHER, cpuUsageMillicores: 999, memoryWorkingSetBytes: 4096 }] },
+        { uid: 'u1', qosClass: 'burstable', cpuUsageMillicores: app + 1, memoryWorkingSetBytes: 0, cpuThrottledMicros: 0, containers: [{ containerId: PAUSE, cpuUsageMillicores: 1, memoryWorkingSetBytes: 40_960 }, { containerId: APP, cpuUsageMillicores: app, memoryWorkingSetBytes: 64 * 1024 ** 2 }] },
+        { uid: 'u3', qosClass: 'burstable', cpuUsageMillicores: 999, memoryWorkingSetBytes: 0, cpuThrottledMicros: 0, containers: [{ containerId: OTHER, cpuUsageMillicores: 999, memoryWorkingSetBytes: 4096 }] },
       ],
       seq: at,
     });

@@ -59,7 +59,7 @@ describe('NodeMetrics', () => {
 const pod: DirectoryPod = { uid: 'u1', namespace: 'shop', name: 'web-1', node: 'node-a', labels: { app: 'web' }, containers: [APP, 'app', SIDECAR, 'proxy'] };
 const reading = (over: Partial<PodsReading> = {}): PodsReading => ({ timestampMs: NOW - 4000, windowMs: 10_000, ageMs: 3000, pods: [], ...over });
 const usage = (containers: Array<[string, number, number]>) => ({
-  uid: 'u1', qosClass: 'burstable', cpuUsageMillicores: 0, memoryWorkingSetBytes: 0,
+  uid: 'u1', qosClass: 'burstable', cpuUsageMillicores: 0, memoryWorkingSetBytes: 0, cpuThrottledMicros: 0,
   containers: containers.map(([containerId, cpuUsageMillicores, memoryWorkingSetBytes]) => ({ containerId, cpuUsageMillicores, memoryWorkingSetBytes })),
 });
 

@@ -1,0 +1,107 @@
+// CPU harm measured, from what the agents sample: per pool, the node-seconds
+// with CPU demand over the node's CPUs (the agent's contention line, which
+// leaves out a pod held at its own limit), the time the node's tasks stalled
+// outright (PSI full, CPU and memory), and per pool and tier the CFS throttled
+// time of its pods. The first is what the policy's CPU risk budget
+// (cpu.riskBudget.overShare of node-time) promises to keep small; the alert
+// OversellCpuBudgetBurning compares them. Counted by the replica that acts
+// for the node (the leader; sharded, its first owner), once.
+import type { GatewayMetrics } from './metrics.js';
+import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
+import type { PolicySource } from '../policies/policy-source.js';
+import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import type { PodFactsStore } from '../store/pod-facts.js';
+
+/** Contention (percent of the node's CPUs with a runnable task waiting, avg10) at or above this counts the node as over capacity. */
+export const CPU_OVER_CAPACITY_CONTENTION = 10;
+
+/** A gap between two samples longer than this is not counted (an agent away, a gateway restart): nothing is known of it. */
+const MAX_GAP_MS = 30_000;
+
+export interface CpuHarmMeterOptions {
+  store: Pick<NodeStore, 'on' | 'off'>;
+  pods: Pick<PodFactsStore, 'on'>;
+  policies: PolicySource;
+  namespaceLabels: NamespaceLabels;
+  metrics: Pick<GatewayMetrics, 'cpuHarm' | 'cpuThrottled'>;
+  /** Whether this replica counts the node: opted in, and it acts for it. */
+  counts: (node: string) => boolean;
+}
+
+interface Seen {
+  atMs: number;
+  podsAtMs: number;
+  /** Pod uid -> its cumulative throttled microseconds at the last report. */
+  throttled: Map<string, number>;
+}
+
+export class CpuHarmMeter {
+  readonly #o: CpuHarmMeterOptions;
+  readonly #seen = new Map<string, Seen>();
+  #unlisten = () => {};
+
+  constructor(o: CpuHarmMeterOptions) {
+    this.#o = o;
+  }
+
+  start(): void {
+    const updated = (record: NodeRecord) => void this.observe(record);
+    this.#o.store.on('updated', updated);
+    this.#unlisten = () => this.#o.store.off('updated', updated);
+  }
+
+  stop(): void {
+    this.#unlisten();
+  }
+
+  /** One stored sample of a node: the time since the node's previous one counted, and the pods' throttling if a newer pod report came. */
+  async observe(record: NodeRecord): Promise<void> {
+    const node = record.name;
+    const atMs = record.value('timestampMs');
+    const pool = this.#o.counts(node) ? this.#o.policies.select(record.labels)?.policy : undefined;
+    const seen = this.#seen.get(node);
+    if (!pool) {
+      this.#seen.delete(node);
+      return;
+    }
+    if (!seen) {
+      this.#seen.set(node, { atMs, podsAtMs: record.podsAtMs, throttled: throttledOf(record) });
+      return;
+    }
+    const gapMs = atMs - seen.atMs;
+    if (!(gapMs > 0)) return;
+    seen.atMs = atMs;
+    if (gapMs <= MAX_GAP_MS && record.value('pressure.available') === 1) {
+      const seconds = gapMs / 1000;
+      const contention = record.value('pressure.cpuContention') === 1 ? record.value('pressure.cpuContention.avg10') : record.value('pressure.cpuSome.avg10');
+      this.#o.metrics.cpuHarm(pool.name, {
+        seconds,
+        overCapacitySeconds: contention >= CPU_OVER_CAPACITY_CONTENTION ? seconds : 0,
+        cpuFullSeconds: (clampPercent(record.value('pressure.cpuFull.avg10')) / 100) * seconds,
+        memoryFullSeconds: (clampPercent(record.value('pressure.memoryFull.avg10')) / 100) * seconds,
+      });
+    }
+    if (record.podsAtMs <= seen.podsAtMs) return;
+    const reportGapMs = record.podsAtMs - seen.podsAtMs;
+    seen.podsAtMs = record.podsAtMs;
+    const before = seen.throttled;
+    seen.throttled = throttledOf(record);
+    if (reportGapMs > MAX_GAP_MS * 4) return;
+    // A pod is throttled at most for the whole gap on each of the node's CPUs: an agent's larger rise is not believed.
+    const most = reportGapMs * 1000 * Math.max(1, record.value('capacity.cpuMillicores') / 1000);
+    const facts = new Map(this.#o.pods.on(node).map((p) => [p.uid, p]));
+    for (const [uid, micros] of seen.throttled) {
+      const rise = micros - (before.get(uid) ?? micros);
+      const pod = facts.get(uid);
+      if (!(rise > 0) || rise > most || !pod) continue;
+      const { tier } = await podTier(pod, pool.protect, this.#o.namespaceLabels);
+      this.#o.metrics.cpuThrottled(pool.name, tier, rise / 1e6);
+    }
+  }
+}
+
+function throttledOf(record: NodeRecord): Map<string, number> {
+  return new Map(record.pods.map((p) => [p.uid, Number(p.cpuThrottledMicros ?? 0)]));
+}
+
+const clampPercent = (v: number) => (v > 0 ? Math.min(100, v) : 0);
