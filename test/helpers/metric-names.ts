@@ -8,6 +8,7 @@ export const GATEWAY_SERIES = [
   'oversell_gateway_process_cpu_seconds_total', 'oversell_gateway_process_resident_memory_bytes', 'oversell_gateway_nodejs_eventloop_lag_seconds',
   'oversell_event_loop_delay_seconds', 'oversell_overloaded', 'oversell_overloaded_seconds_total', 'oversell_agent_send_every_seconds', 'oversell_agent_min_sample_interval_seconds', 'oversell_shed_total',
   'oversell_webhook_refused_total', 'oversell_relief_total', 'oversell_harm_pods_total', 'oversell_harm_budget_spent',
+  'oversell_harm_cpu_observed_seconds_total', 'oversell_harm_cpu_over_capacity_seconds_total', 'oversell_harm_pressure_full_seconds_total', 'oversell_harm_cpu_throttled_seconds_total',
 ];
 export const AGENT_SERIES = [
   'oversell_agent_sampling_duration_seconds', 'oversell_agent_samples_total', 'oversell_agent_stream_reconnects_total',
