@@ -26,7 +26,7 @@ import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicySource } from './policies/policy-source.js';
 import { withPoolHarm } from './policies/with-pool-harm.js';
-import { PoolHarmLedger } from './store/pool-harm.js';
+import { PoolHarmLedger } from './decide/pool-harm.js';
 import { LeaderLease } from './act/leader-lease.js';
 import { StatusWriter } from './act/status-writer.js';
 import { HistorySnapshots } from './act/history-snapshots.js';

@@ -4,6 +4,7 @@
 // copy of it; Katalyst's realtime formula is the same headroom() the decision
 // uses, without its window statistic, floor, cap, hysteresis or pressure.
 import { decideForNode } from '../gateway/decide/node-decision.js';
+import { PoolHarmLedger } from '../gateway/decide/pool-harm.js';
 import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
@@ -79,6 +80,12 @@ export interface Allocator {
   readonly relief?: { policy: ReliefPolicy; calmPeriodMs: number };
   /** oversell's protected-room check at binding (gateway/decide/protected-room.ts): a protected pod only where protected requests fit raw allocatable. oversell only. */
   readonly protectsRoom?: boolean;
+  /**
+   * Pods the kernel OOM-killed or the kubelet evicted for lack of memory, as
+   * the gateway's harm meter counts them: oversell weighs them against the
+   * pool's memory budget (gateway/decide/pool-harm.ts). oversell only.
+   */
+  memoryHarm?(count: number, tMs: number): void;
 }
 
 export interface NodeShape {
@@ -160,6 +167,8 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
   const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
+  // The simulated cluster is one pool: harm on any node spends its budget, as on a pool's nodes.
+  const harm = new PoolHarmLedger();
   const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
     if (before === after) return;
     const key = `${resource} ${bound} ${after > before ? 'up' : 'down'}`;
@@ -171,6 +180,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
     changes,
     ...(policy.relief.enabled && { relief: { policy: reliefLimits(policy), calmPeriodMs: policy.calmPeriodMs } }),
     protectsRoom: true,
+    memoryHarm: (n, tMs) => harm.record(entry.name, n, tMs),
     allocate(node, s, out) {
       const window = windows[node]!;
       window.dropThrough(s.tMs - retainMs);
@@ -183,11 +193,12 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory, newestPodAgeMs: s.newestPodAgeMs };
       const history = histories[node]!;
       recordLoad(history, s.tMs, s, { cpu: s.boundCpu, memory: s.boundMemory }, shapes[node]!.raw, s.newestPodAgeMs < policy.startupGraceMs);
+      const spent = harm.of(entry.name, s.tMs);
       const d = decideForNode({
         raw: raws[node]!,
         signed: previous[node],
         usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true }, history },
-        entry,
+        entry: spent.memoryOverloads > 0 ? { ...entry, harm: spent } : entry,
         boundRequests: bound,
       });
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };

@@ -490,6 +490,7 @@ export function runPolicy(o: RunOptions): RunMetrics {
       const capacityMemory = shape.capacity.memory;
       let overloaded = false;
       const hit = (victims: readonly { pod: Pod; protected: boolean }[], oom: boolean) => {
+        if (victims.length > 0 && !recordedOverMemory) o.allocator.memoryHarm?.(victims.length, sample.tMs);
         for (const v of victims) {
           if (!recordedOverMemory) {
             m.hits += 1;

@@ -152,7 +152,7 @@ export interface DecisionInput {
   boundRequests?: BoundRequestsInput | undefined;
   /**
    * Harm from a lack of memory on the nodes of this node's pool in the last
-   * hour (store/pool-harm.ts): pods evicted by the kubelet or OOM-killed
+   * hour (pool-harm.ts): pods evicted by the kubelet or OOM-killed
    * without a memory limit. The memory budget allows none: with any, the
    * pool's memory grants stop at the floor until an hour passes without one.
    */

@@ -17,17 +17,17 @@ export interface NodeDecisionInput {
   /** Per-node caps from the object's annotations (they only lower). */
   nodeMaxRatio?: { cpu?: number; memory?: number } | undefined;
   usage: UsageInput | undefined;
-  entry: PolicyEntry | undefined;
+  entry: PolicyEntryWithHarm | undefined;
   /** From the gateway's own watch of bound pods; undefined without it. */
   boundRequests?: DecisionInput['boundRequests'];
 }
 
-/** A pool's entry with the harm its nodes took, when the gateway weighs it (store/pool-harm.ts via policies/with-pool-harm.ts). */
+/** A pool's entry with the harm its nodes took, when the gateway weighs it (pool-harm.ts via policies/with-pool-harm.ts). */
 export type PolicyEntryWithHarm = PolicyEntry & { harm?: DecisionInput['poolHarm'] };
 
 export function decideForNode(input: NodeDecisionInput): Decision {
   const { raw, signed, usage, boundRequests } = input;
-  const entry: PolicyEntryWithHarm | undefined = input.entry;
+  const entry = input.entry;
   // The previous grant (hysteresis) only from our own signed record: an annotation could hold any number.
   const previous = entry?.policy?.mode === 'DryRun' ? signed?.wouldGrant : signed?.granted;
   const decision = decide({

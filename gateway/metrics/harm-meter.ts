@@ -9,7 +9,7 @@ import type { Logger } from '../../lib/log.js';
 import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { Harm, PodFacts, PodFactsStore } from '../store/pod-facts.js';
-import type { PoolHarmLedger } from '../store/pool-harm.js';
+import type { PoolHarmLedger } from '../decide/pool-harm.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export interface HarmMeterOptions {

@@ -8,7 +8,7 @@ import type { SampleRefusal } from '../store/sample-check.js';
 /** What became of an agent sample: stored, dropped, or refused by sample-check.ts for a reason. */
 export type SampleResult = IngestResult | 'rate-limited' | `refused-${SampleRefusal}`;
 import type { IngestResult, NodeStore } from '../store/node-store.js';
-import type { PoolHarmLedger } from '../store/pool-harm.js';
+import type { PoolHarmLedger } from '../decide/pool-harm.js';
 import { NodeSeries, type NodeResource } from './node-series.js';
 
 /** What a node's gauges show of one resource's decision. */

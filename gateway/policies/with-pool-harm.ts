@@ -1,9 +1,9 @@
-// The pools' policies with the harm their nodes took (store/pool-harm.ts):
+// The pools' policies with the harm their nodes took (decide/pool-harm.ts):
 // every reader that selects a node's policy (webhook, status writer, query
 // API, CLI through the query API) gets the same entry, so the closed loop of
 // the risk budget is one input of the one decision, not a second path.
 import type { PolicyEntryWithHarm } from '../decide/node-decision.js';
-import type { PoolHarmLedger } from '../store/pool-harm.js';
+import type { PoolHarmLedger } from '../decide/pool-harm.js';
 import type { PolicySource } from './policy-source.js';
 
 export function withPoolHarm(source: PolicySource, ledger: PoolHarmLedger, now: () => number): PolicySource {

@@ -69,6 +69,21 @@ describe('the policies compared', () => {
     assert.ok(underPressure.memory > shape.raw.memory, 'memory is decided on its own');
   });
 
+  it('oversell closes the loop as the gateway does: a pod hurt for lack of memory holds memory at the floor for an hour, CPU untouched', () => {
+    const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
+    const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));
+    const before = allocate(p, sample(loaded));
+    assert.ok(before.memory > shape.raw.memory, 'inflated before any harm');
+    p.memoryHarm?.(1, 10_000);
+    const spent = allocate(p, sample({ ...loaded, tMs: 20_000 }));
+    assert.equal(spent.memory, shape.raw.memory, 'the floor: raw, more than is bound');
+    assert.equal(spent.cpu, before.cpu, 'CPU keeps its grant');
+    assert.ok(allocate(p, sample({ ...loaded, tMs: 10_000 + 3_600_000 })).memory > shape.raw.memory, 'an hour later: inflated again');
+    const other = oversellAllocator(shapes, policyEntry({ name: 'q', spec: { memory: { riskBudget: { enabled: false } } } }));
+    other.memoryHarm?.(1, 0);
+    assert.ok(allocate(other, sample({ ...loaded, tMs: 10_000 })).memory > shape.raw.memory, 'no budget, none to spend');
+  });
+
   it('oversell: no rise while the node\'s newest pod is within the policy\'s startupGrace, as the webhook decides it', () => {
     const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
     const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));

@@ -6,7 +6,7 @@ import { meterHarm } from '../../../gateway/metrics/harm-meter.js';
 import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { PodFactsStore, type PodFacts } from '../../../gateway/store/pod-facts.js';
-import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/store/pool-harm.js';
+import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
 import { silentLog } from '../../helpers/plugin-app.js';
 
 const pod = (over: Partial<PodFacts> = {}): PodFacts => ({

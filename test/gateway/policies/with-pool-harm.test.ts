@@ -7,7 +7,7 @@ import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { UsageWindow } from '../../../gateway/decide/usage-window.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { withPoolHarm } from '../../../gateway/policies/with-pool-harm.js';
-import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/store/pool-harm.js';
+import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
 
 const GI = 1024 ** 3;
 const raw = { cpuMillicores: 4000n, memoryBytes: 16n * BigInt(GI) };

@@ -1,8 +1,9 @@
-// Harm from a lack of memory on the nodes each pool (OversellPolicy) governs,
-// as the harm meter saw it (metrics/harm-meter.ts): kubelet evictions and OOM
-// kills of containers without a memory limit, with when. Kept for the last
-// hour, which is what the policy's risk budget is weighed over (decide/policy.ts).
-// The store only keeps.
+// Harm from a lack of memory on the nodes each pool (OversellPolicy) governs:
+// kubelet evictions and OOM kills of containers without a memory limit, with
+// when. Kept for the last hour, which is what the policy's risk budget is
+// weighed over (policy.ts). Pure, like the load history: the gateway's harm
+// meter (metrics/harm-meter.ts) and the simulator (sim/allocators.ts) feed the
+// same ledger, so both close the loop by the same rule.
 
 /** How far back harm counts against a pool's budget. */
 export const POOL_HARM_WINDOW_MS = 3_600_000;
