@@ -550,7 +550,7 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
     const actsFor = (node: string) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader);
     const relief = new ReliefActor({ kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels, relieves: actsFor });
     parts.push({ name: 'relief', start: () => relief.start(), close: () => relief.stop() });
-    const cpuHarm = new CpuHarmMeter({ store, pods: podFacts, policies, namespaceLabels, metrics, counts: actsFor });
+    const cpuHarm = new CpuHarmMeter({ store, pods: podFacts, policies, namespaceLabels, metrics, optedIn: (node) => nodes.get(node) !== undefined, actsFor, ledger: s.poolHarm, now });
     parts.push({ name: 'CPU harm meter', start: () => cpuHarm.start(), close: () => cpuHarm.stop() });
   }
   if (cluster.historySnapshotEveryMs) {

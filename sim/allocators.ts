@@ -86,6 +86,8 @@ export interface Allocator {
    * pool's memory budget (gateway/decide/pool-harm.ts). oversell only.
    */
   memoryHarm?(count: number, tMs: number): void;
+  /** A node's step as the gateway's CPU harm meter weighs it: its seconds, and of them with CPU demand over capacity. oversell only. */
+  cpuObserved?(tMs: number, seconds: number, overSeconds: number): void;
 }
 
 export interface NodeShape {
@@ -167,7 +169,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
   const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
-  // The simulated cluster is one pool: harm on any node spends its budget, as on a pool's nodes.
+  // The simulated cluster is one pool: harm on any node weighs against its budget, as on a pool's nodes.
   const harm = new PoolHarmLedger();
   const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
     if (before === after) return;
@@ -181,6 +183,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
     ...(policy.relief.enabled && { relief: { policy: reliefLimits(policy), calmPeriodMs: policy.calmPeriodMs } }),
     protectsRoom: true,
     memoryHarm: (n, tMs) => harm.record(entry.name, n, tMs),
+    cpuObserved: (tMs, seconds, over) => harm.recordCpu(entry.name, tMs, seconds, over),
     allocate(node, s, out) {
       const window = windows[node]!;
       window.dropThrough(s.tMs - retainMs);
@@ -198,7 +201,7 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
         raw: raws[node]!,
         signed: previous[node],
         usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true }, history },
-        entry: spent.memoryOverloads > 0 ? { ...entry, harm: spent } : entry,
+        entry: spent.memoryOverloads > 0 || spent.cpuOverSeconds > 0 ? { ...entry, harm: spent } : entry,
         boundRequests: bound,
       });
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };

@@ -5,6 +5,7 @@
 // past its relief line, the kernel and the kubelet act when memory runs out,
 // and after each sample the policy sets allocatable.
 import type { Allocator, NodeSample, NodeShape, PodRef } from './allocators.js';
+import { CPU_OVER_CAPACITY_CONTENTION } from '../gateway/decide/pool-harm.js';
 import { kubeletEvictionOrder, kubeletMayEvict, oomKillOrder, takeUntil } from './kubelet-eviction.js';
 import { GUARANTEED, NodeSlots, QOS_CODES } from './node-slots.js';
 import { NodeRelief, type ReliefSubject } from './relief.js';
@@ -533,6 +534,8 @@ export function runPolicy(o: RunOptions): RunMetrics {
       sample.boundCpu = boundCpu[i]!;
       sample.boundMemory = boundMemory[i]!;
       sample.newestPodAgeMs = (t - boundAt[i]!) * w.stepMs;
+      // As the gateway's CPU harm meter weighs it: the contention line past CPU_OVER_CAPACITY_CONTENTION is time over capacity.
+      allocator.cpuObserved?.(sample.tMs, stepSeconds, sample.cpuPressure >= CPU_OVER_CAPACITY_CONTENTION && !recordedOverCpu ? stepSeconds : 0);
       sample.serviceCpu = serviceCpu;
       sample.serviceMemory = serviceMemory;
       allocator.allocate(i, sample, out);

@@ -151,12 +151,14 @@ export interface DecisionInput {
    */
   boundRequests?: BoundRequestsInput | undefined;
   /**
-   * Harm from a lack of memory on the nodes of this node's pool in the last
-   * hour (pool-harm.ts): pods evicted by the kubelet or OOM-killed
-   * without a memory limit. The memory budget allows none: with any, the
-   * pool's memory grants stop at the floor until an hour passes without one.
+   * Harm on the nodes of this node's pool in the last hour (pool-harm.ts):
+   * pods evicted by the kubelet or OOM-killed without a memory limit (the
+   * memory budget allows none: with any, the pool's memory grants stop at
+   * the floor until an hour passes without one); node-time observed and with
+   * CPU demand over capacity (past CPU_BUDGET_BURN times cpu.riskBudget.overShare
+   * of it, the pool's CPU grants stop at the floor). CPU fields absent: none.
    */
-  poolHarm?: { memoryOverloads: number; untilMs: number } | undefined;
+  poolHarm?: { memoryOverloads: number; untilMs: number; cpuObservedSeconds?: number; cpuOverSeconds?: number } | undefined;
   /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
   avoid?: Partial<Allocatable> | undefined;
 }

@@ -52,6 +52,7 @@ import type { LoadHistoryView } from './load-history.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
+import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
 import { DEFAULT_RELIEF } from './relief.js';
 import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
@@ -77,6 +78,14 @@ export const DEFAULT_POLICY: Policy = {
 
 const maxBig = (a: bigint, b: bigint) => (a > b ? a : b);
 const minBig = (a: bigint, b: bigint) => (a < b ? a : b);
+
+/** The realised share of the pool's node-time over capacity in the last hour, when it spends the CPU budget. */
+function cpuBudgetBurnt(harm: DecisionInput['poolHarm'], overShare: number): { share: number; budget: number } | undefined {
+  const observed = harm?.cpuObservedSeconds ?? 0;
+  const over = harm?.cpuOverSeconds ?? 0;
+  if (observed < CPU_BUDGET_MIN_OBSERVED_SECONDS || !(over > CPU_BUDGET_BURN * overShare * observed)) return undefined;
+  return { share: over / observed, budget: overShare };
+}
 
 /** raw * ratio, exact to a millionth of the ratio, rounded down to the resource's unit. */
 function scale(raw: bigint, ratio: number, unit: bigint): bigint {
@@ -288,7 +297,8 @@ export function decide(input: DecisionInput): Decision {
     memory: learning && mem?.riskBudget.enabled ? policy.history.learningMaxRatio.memory : Infinity,
   };
 
-  const cpuMax = Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity, learningCaps.cpu);
+  const cpuBudgetSpent = policy?.cpu.riskBudget.enabled === true ? cpuBudgetBurnt(input.poolHarm, policy.cpu.riskBudget.overShare) : undefined;
+  const cpuMax = cpuBudgetSpent ? 1 : Math.min(policy?.cpu.maxRatio ?? 1, input.nodeMaxRatio?.cpu ?? Infinity, learningCaps.cpu);
   // The closed loop: harm the memory budget does not allow (its overShare is of the largest load factor seen; none beyond it) spends it.
   const memoryBudgetSpent = mem?.riskBudget.enabled === true && (input.poolHarm?.memoryOverloads ?? 0) > 0;
   const memMax = memoryBudgetSpent ? 1 : Math.min(mem?.maxRatio ?? 1, input.nodeMaxRatio?.memory ?? Infinity, learningCaps.memory);
@@ -362,6 +372,7 @@ export function decide(input: DecisionInput): Decision {
     nodeMaxRatio: input.nodeMaxRatio && { cpu: input.nodeMaxRatio.cpu, memory: input.nodeMaxRatio.memory },
     learningCaps,
     memoryBudgetSpent: memoryBudgetSpent ? { overloads: input.poolHarm!.memoryOverloads, untilMs: input.poolHarm!.untilMs } : undefined,
+    cpuBudgetSpent,
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
 }

@@ -1,5 +1,6 @@
 // The reason a decision gives, one line an operator reads in the node's
 // oversell.io/reason annotation, in describe and in the query API.
+import { CPU_BUDGET_BURN } from './pool-harm.js';
 import type { DecidedBy, Decision, DecisionInput, Policy, ResourceDecision, UsageInput } from './decision-types.js';
 
 
@@ -15,6 +16,8 @@ export interface ExplainFacts {
   learningCaps: { cpu: number; memory: number };
   /** The pool's memory budget is spent (DecisionInput.poolHarm): memory held at 1x. */
   memoryBudgetSpent?: { overloads: number; untilMs: number } | undefined;
+  /** The pool's CPU budget is spent (DecisionInput.poolHarm): CPU held at 1x. The last hour's share over capacity, and the policy's overShare. */
+  cpuBudgetSpent?: { share: number; budget: number } | undefined;
 }
 
 const fmtCpu = (m: bigint | number) => `${typeof m === 'number' ? Math.round(m) : m}m`;
@@ -56,7 +59,8 @@ const DECIDED_BY_TEXT: Record<DecidedBy, (d: ResourceDecision, maxRatio: number,
 function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: ExplainFacts, fmt: (v: bigint | number) => string): string {
   const p = input.policy?.[name];
   const spent = name === 'memory' ? input.memoryBudgetSpent : undefined;
-  const maxRatio = spent ? 1 : Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
+  const cpuSpent = name === 'cpu' ? input.cpuBudgetSpent : undefined;
+  const maxRatio = spent || cpuSpent ? 1 : Math.min(p?.maxRatio ?? 1, input.nodeMaxRatio?.[name] ?? Infinity, input.learningCaps[name]);
   const head = `${name} ${fmt(d.raw)}->${fmt(d.granted)}`;
   const moved =
     d.avoided === undefined ? ''
@@ -69,7 +73,10 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
   const budget = spent
     ? `; the pool's risk budget is spent: ${spent.overloads} pod(s) evicted by the kubelet or OOM-killed for lack of memory on its nodes in the last hour, so no memory above the floor until an hour without one (${new Date(spent.untilMs).toISOString()} if none comes)`
     : '';
-  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}${exclusive}${budget}`;
+  const cpuBudget = cpuSpent
+    ? `; the pool's CPU risk budget is spent: its nodes had CPU demand over capacity ${pct(cpuSpent.share)} of their time in the last hour, more than ${CPU_BUDGET_BURN}x its ${pct(cpuSpent.budget)}, so no CPU above the floor until the hour's share falls back`
+    : '';
+  const bound = `${DECIDED_BY_TEXT[d.decidedBy](d, maxRatio, input.requestsTrusted, input)}${learningCapped ? ' while learning (history.learningMaxRatio)' : ''}${moved}${exclusive}${budget}${cpuBudget}`;
   if (d.headroom === undefined || d.usage === undefined || !p || !input.usage) return `${head} (${bound})`;
   const r = input.usage.requests;
   const req = r.known ? fmt(name === 'cpu' ? r.cpuMillicores : r.memoryBytes) : 'unknown';

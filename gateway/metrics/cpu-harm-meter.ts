@@ -3,17 +3,17 @@
 // leaves out a pod held at its own limit), the time the node's tasks stalled
 // outright (PSI full, CPU and memory), and per pool and tier the CFS throttled
 // time of its pods. The first is what the policy's CPU risk budget
-// (cpu.riskBudget.overShare of node-time) promises to keep small; the alert
-// OversellCpuBudgetBurning compares them. Counted by the replica that acts
-// for the node (the leader; sharded, its first owner), once.
+// (cpu.riskBudget.overShare of node-time) promises to keep small: every
+// replica weighs it in its pool-harm ledger (each decides, so each must see
+// the same), and past the budget's burn rate the pool's CPU grants stop at the
+// floor (decide/policy.ts). The metrics are counted once, by the replica that
+// acts for the node (the leader; sharded, its first owner).
+import { CPU_OVER_CAPACITY_CONTENTION, type PoolHarmLedger } from '../decide/pool-harm.js';
 import type { GatewayMetrics } from './metrics.js';
 import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import type { PodFactsStore } from '../store/pod-facts.js';
-
-/** Contention (percent of the node's CPUs with a runnable task waiting, avg10) at or above this counts the node as over capacity. */
-export const CPU_OVER_CAPACITY_CONTENTION = 10;
 
 /** A gap between two samples longer than this is not counted (an agent away, a gateway restart): nothing is known of it. */
 const MAX_GAP_MS = 30_000;
@@ -24,8 +24,13 @@ export interface CpuHarmMeterOptions {
   policies: PolicySource;
   namespaceLabels: NamespaceLabels;
   metrics: Pick<GatewayMetrics, 'cpuHarm' | 'cpuThrottled'>;
-  /** Whether this replica counts the node: opted in, and it acts for it. */
-  counts: (node: string) => boolean;
+  /** Whether the node is opted in: harm elsewhere is not oversell's to weigh. */
+  optedIn: (node: string) => boolean;
+  /** Whether this replica acts for the node: it counts the metrics. */
+  actsFor: (node: string) => boolean;
+  /** Where CPU over capacity is weighed against the pool's budget; every replica keeps its own. */
+  ledger?: PoolHarmLedger;
+  now?: () => number;
 }
 
 interface Seen {
@@ -58,7 +63,7 @@ export class CpuHarmMeter {
   async observe(record: NodeRecord): Promise<void> {
     const node = record.name;
     const atMs = record.value('timestampMs');
-    const pool = this.#o.counts(node) ? this.#o.policies.select(record.labels)?.policy : undefined;
+    const pool = this.#o.optedIn(node) ? this.#o.policies.select(record.labels)?.policy : undefined;
     const seen = this.#seen.get(node);
     if (!pool) {
       this.#seen.delete(node);
@@ -74,19 +79,23 @@ export class CpuHarmMeter {
     if (gapMs <= MAX_GAP_MS && record.value('pressure.available') === 1) {
       const seconds = gapMs / 1000;
       const contention = record.value('pressure.cpuContention') === 1 ? record.value('pressure.cpuContention.avg10') : record.value('pressure.cpuSome.avg10');
-      this.#o.metrics.cpuHarm(pool.name, {
-        seconds,
-        overCapacitySeconds: contention >= CPU_OVER_CAPACITY_CONTENTION ? seconds : 0,
-        cpuFullSeconds: (clampPercent(record.value('pressure.cpuFull.avg10')) / 100) * seconds,
-        memoryFullSeconds: (clampPercent(record.value('pressure.memoryFull.avg10')) / 100) * seconds,
-      });
+      const overCapacitySeconds = contention >= CPU_OVER_CAPACITY_CONTENTION ? seconds : 0;
+      this.#o.ledger?.recordCpu(pool.name, (this.#o.now ?? Date.now)(), seconds, overCapacitySeconds);
+      if (this.#o.actsFor(node)) {
+        this.#o.metrics.cpuHarm(pool.name, {
+          seconds,
+          overCapacitySeconds,
+          cpuFullSeconds: (clampPercent(record.value('pressure.cpuFull.avg10')) / 100) * seconds,
+          memoryFullSeconds: (clampPercent(record.value('pressure.memoryFull.avg10')) / 100) * seconds,
+        });
+      }
     }
     if (record.podsAtMs <= seen.podsAtMs) return;
     const reportGapMs = record.podsAtMs - seen.podsAtMs;
     seen.podsAtMs = record.podsAtMs;
     const before = seen.throttled;
     seen.throttled = throttledOf(record);
-    if (reportGapMs > MAX_GAP_MS * 4) return;
+    if (reportGapMs > MAX_GAP_MS * 4 || !this.#o.actsFor(node)) return;
     // A pod is throttled at most for the whole gap on each of the node's CPUs: an agent's larger rise is not believed.
     const most = reportGapMs * 1000 * Math.max(1, record.value('capacity.cpuMillicores') / 1000);
     const facts = new Map(this.#o.pods.on(node).map((p) => [p.uid, p]));

@@ -14,7 +14,7 @@ export function withPoolHarm(source: PolicySource, ledger: PoolHarmLedger, now: 
       const entry = source.select(labels);
       if (!entry) return entry;
       const harm = ledger.of(entry.name, now());
-      return harm.memoryOverloads > 0 ? { ...entry, harm } : entry;
+      return harm.memoryOverloads > 0 || harm.cpuOverSeconds > 0 ? { ...entry, harm } : entry;
     },
     retainMs: () => source.retainMs(),
     notReady: () => source.notReady(),

@@ -84,6 +84,16 @@ describe('the policies compared', () => {
     assert.ok(allocate(other, sample({ ...loaded, tMs: 10_000 })).memory > shape.raw.memory, 'no budget, none to spend');
   });
 
+  it('oversell weighs CPU over capacity as the gateway does: past 10x the CPU budget of an hour, CPU at the floor', () => {
+    const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
+    const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));
+    assert.ok(allocate(p, sample(loaded)).cpu > shape.raw.cpu);
+    for (let t = 0; t < 360; t++) p.cpuObserved?.(t * 10_000, 10, t < 36 ? 10 : 0);
+    const spent = allocate(p, sample({ ...loaded, tMs: 3_600_000 }));
+    assert.equal(spent.cpu, shape.raw.cpu, '10 % of the hour over capacity: the floor');
+    assert.ok(spent.memory > shape.raw.memory, 'memory keeps its grant');
+  });
+
   it('oversell: no rise while the node\'s newest pod is within the policy\'s startupGrace, as the webhook decides it', () => {
     const loaded = { cpu: 2000, memory: 4 * GiB, boundCpu: 6000, boundMemory: 10 * GiB };
     const p = oversellAllocator(shapes, policyEntry({ name: 'p', spec: {} }));

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
+import { PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
 import { CpuHarmMeter } from '../../../gateway/metrics/cpu-harm-meter.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { NodeStore } from '../../../gateway/store/node-store.js';
@@ -25,7 +26,8 @@ describe('CpuHarmMeter', () => {
   let pods: PodFactsStore;
   let harm: { pool: string; seconds: number; overCapacitySeconds: number; cpuFullSeconds: number; memoryFullSeconds: number }[];
   let throttled: string[];
-  let counts: boolean;
+  let acts: boolean;
+  let ledger: PoolHarmLedger;
   let clock: number;
   let seq: number;
 
@@ -36,11 +38,12 @@ describe('CpuHarmMeter', () => {
     pods.set(podFacts('web'));
     harm = [];
     throttled = [];
-    counts = true;
+    acts = true;
+    ledger = new PoolHarmLedger();
     clock = Date.now();
     seq = 0;
     const meter = new CpuHarmMeter({
-      store, pods, policies: flagsPolicySource(DEFAULT_POLICY), namespaceLabels: async () => ({}), counts: () => counts,
+      store, pods, policies: flagsPolicySource(DEFAULT_POLICY), namespaceLabels: async () => ({}), optedIn: (n) => n === 'node-a', actsFor: () => acts, ledger, now: () => clock,
       metrics: { cpuHarm: (pool, o) => harm.push({ pool, ...o }), cpuThrottled: (pool, tier, s) => throttled.push(`${pool}/${tier}/${s}`) },
     });
     meter.start();
@@ -94,11 +97,15 @@ describe('CpuHarmMeter', () => {
     assert.deepEqual(throttled, ['flags/unprotected/0.000001']);
   });
 
-  it('a node this replica does not act for is not counted', async () => {
-    counts = false;
+  it('a node this replica does not act for: no metric, but its CPU over capacity is weighed in this replica\'s ledger (every replica decides)', async () => {
+    acts = false;
     await sample(1000, { throttle: { web: 0 } });
-    await sample(1000, { contention: 90, throttle: { web: 500_000 } });
+    await sample(2000, { contention: 90, throttle: { web: 500_000 } });
+    await sample(1000, { contention: 0 });
     assert.deepEqual(harm, []);
     assert.deepEqual(throttled, []);
+    const h = ledger.of('flags', clock);
+    assert.equal(h.cpuObservedSeconds, 3);
+    assert.equal(h.cpuOverSeconds, 2);
   });
 });

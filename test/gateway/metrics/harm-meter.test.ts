@@ -50,12 +50,12 @@ describe('meterHarm', () => {
     pods.set(pod({ uid: 'a' }));
     pods.set(pod({ uid: 'a', oomKills: ['app@1'] })); // a limit killed it
     await settle();
-    assert.deepEqual(ledger.of('flags', 1_000_000), { memoryOverloads: 0, untilMs: 0 });
+    assert.deepEqual(ledger.of('flags', 1_000_000), { memoryOverloads: 0, untilMs: 0, cpuObservedSeconds: 0, cpuOverSeconds: 0 });
     pods.set(pod({ uid: 'a', oomKills: ['app@1', 'app@2'], oomKillsWithoutLimit: ['app@2'] }));
     pods.set(pod({ uid: 'b' }));
     pods.set(pod({ uid: 'b', finished: true, evicted: true }));
     await settle();
-    assert.deepEqual(ledger.of('flags', 1_000_000), { memoryOverloads: 2, untilMs: 1_000_000 + POOL_HARM_WINDOW_MS });
+    assert.deepEqual(ledger.of('flags', 1_000_000), { memoryOverloads: 2, untilMs: 1_000_000 + POOL_HARM_WINDOW_MS, cpuObservedSeconds: 0, cpuOverSeconds: 0 });
     assert.equal(ledger.of('flags', 1_000_000 + POOL_HARM_WINDOW_MS).memoryOverloads, 0, 'an hour later, spent no more');
   });
 

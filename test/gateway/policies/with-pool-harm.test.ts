@@ -27,12 +27,36 @@ describe('withPoolHarm', () => {
 
     ledger.record('flags', 1, now);
     const entry = policies.select({});
-    assert.deepEqual((entry as { harm?: unknown }).harm, { memoryOverloads: 1, untilMs: now + POOL_HARM_WINDOW_MS });
+    assert.deepEqual((entry as { harm?: unknown }).harm, { memoryOverloads: 1, untilMs: now + POOL_HARM_WINDOW_MS, cpuObservedSeconds: 0, cpuOverSeconds: 0 });
     const after = decideForNode({ raw, usage, entry });
     assert.equal(after.memory.granted, raw.memoryBytes);
     assert.match(after.reason, /risk budget is spent/);
 
     now += POOL_HARM_WINDOW_MS;
     assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).memory.granted > raw.memoryBytes, 'an hour on: inflated again');
+  });
+
+  it('CPU over capacity past 10x the budget\'s overShare of the hour stops the pool\'s CPU at the floor, memory untouched; below it, or on too little time observed, nothing', () => {
+    let now = 10_000_000;
+    const ledger = new PoolHarmLedger();
+    const policies = withPoolHarm(flagsPolicySource(DEFAULT_POLICY), ledger, () => now);
+    const before = decideForNode({ raw, usage, entry: policies.select({}) });
+    assert.ok(before.cpu.granted > raw.cpuMillicores);
+    // 1 % of 500 node-seconds: past 10 x 0.1 %, but under the 600 s observed a verdict needs.
+    ledger.recordCpu('flags', now, 500, 5.1);
+    assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).cpu.granted > raw.cpuMillicores, 'too little observed');
+    // 3600 node-seconds with 30 over: 0.83 %, under 10 x 0.1 %.
+    ledger.recordCpu('flags', now, 3100, 24.9);
+    assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).cpu.granted > raw.cpuMillicores, 'under the burn rate');
+    ledger.recordCpu('flags', now, 0.001, 0.001);
+    ledger.recordCpu('flags', now, 400, 20);
+    const spent = decideForNode({ raw, usage, entry: policies.select({}) });
+    assert.equal(spent.cpu.granted, raw.cpuMillicores, 'the floor: raw, more than is bound');
+    assert.equal(spent.memory.granted, before.memory.granted, 'memory is not touched');
+    assert.match(spent.reason, /the pool's CPU risk budget is spent: its nodes had CPU demand over capacity 1\.25% of their time in the last hour, more than 10x its 0\.1%/);
+    const noBudget = withPoolHarm(flagsPolicySource({ ...DEFAULT_POLICY, cpu: { ...DEFAULT_POLICY.cpu, riskBudget: { ...DEFAULT_POLICY.cpu.riskBudget, enabled: false } } }), ledger, () => now);
+    assert.ok(decideForNode({ raw, usage, entry: noBudget.select({}) }).cpu.granted > raw.cpuMillicores, 'no CPU budget, none to spend');
+    now += POOL_HARM_WINDOW_MS + 60_000;
+    assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).cpu.granted > raw.cpuMillicores, 'an hour on: inflated again');
   });
 });
