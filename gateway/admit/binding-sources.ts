@@ -29,9 +29,12 @@ export interface BindingSources {
   log: Logger;
 }
 
-/** The pod's tier facts and requests; throws QuantityError on a quantity the API server would not have stored. */
-export function bindingPod(pod: V1Pod): BindingPod | undefined {
-  const uid = pod.metadata?.uid;
+/**
+ * The pod's tier facts and requests; throws QuantityError on a quantity the API server would not have stored.
+ * A pod being created has no uid yet: with `created`, it is named by namespace and name instead.
+ */
+export function bindingPod(pod: V1Pod, created = false): BindingPod | undefined {
+  const uid = pod.metadata?.uid || (created ? `${pod.metadata?.namespace ?? 'default'}/${pod.metadata?.name ?? pod.metadata?.generateName ?? ''}` : undefined);
   if (!uid) return undefined;
   const r = podRequests(pod);
   return {
@@ -68,6 +71,15 @@ export function bindingDeps(s: BindingSources): BindingReviewDeps {
         return bindingPod(await core.readNamespacedPod({ namespace, name }));
       } catch (err) {
         if (unreadable.take('pod')) s.log.warn({ pod: `${namespace}/${name}`, err: (err as Error).message }, 'cannot read a pod being bound: its binding passes unchecked (the gateway needs get on pods, deploy/base/rbac.yaml)');
+        return undefined;
+      }
+    },
+    podOf(object, namespace) {
+      try {
+        const pod = object as V1Pod;
+        return bindingPod({ ...pod, metadata: { ...pod.metadata, namespace } }, true);
+      } catch {
+        // A quantity the API server will refuse anyway: its own validation says why.
         return undefined;
       }
     },

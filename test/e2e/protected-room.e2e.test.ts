@@ -2,7 +2,8 @@
 // pods to an inflated kwok node, and bindings.oversell.io (deploy/base/webhook.yaml)
 // refuses a protected pod whose requests, with the node's other protected pods',
 // would not fit in raw allocatable. Measured here: how long the refused pod
-// waits and how many binding attempts the scheduler makes meanwhile.
+// waits and how many binding attempts the scheduler makes meanwhile. A protected
+// pod that names its node (spec.nodeName) is refused at its creation instead.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
@@ -12,7 +13,7 @@ import { GI, OPT_IN, POLICY_REF, UNAUTHENTICATED_AGENTS, customObjects, eventual
 const WEBHOOK = 'oversell-protected-room-e2e';
 const POLICY = 'pool-room';
 const NODE = 'e2e-room';
-const PODS = ['room-held', 'room-guaranteed', 'room-burstable', 'room-fits'];
+const PODS = ['room-held', 'room-guaranteed', 'room-burstable', 'room-fits', 'room-direct', 'room-direct-burstable'];
 
 let gateway: GatewayProc;
 let node: FakeNode | undefined;
@@ -80,6 +81,17 @@ describe('protected room on a real control plane', { timeout: 6 * 60_000 }, () =
     await core().createNamespacedPod({ namespace: 'default', body: scheduled('room-fits', '1', '1Gi', true) });
     await eventually('room-fits bound to the node', async () => ((await boundTo('room-fits')) === NODE ? true : undefined));
     assert.equal(await boundTo('room-guaranteed'), undefined, 'still refused: protected requests are now 4 of 4 CPUs');
+
+    // A protected pod that names its node skips the scheduler: its creation is refused instead, and an unprotected one is created.
+    const direct = await core().createNamespacedPod({ namespace: 'default', body: scheduled('room-direct', '1', '1Gi', true, NODE) }).then(
+      () => undefined,
+      (err: { code?: number; body?: unknown }) => err,
+    );
+    assert.equal(direct?.code, 403, 'the API server refuses the creation');
+    assert.match(String(direct?.body), /bindings\.oversell\.io.*no raw room/s);
+    await assert.rejects(core().readNamespacedPod({ namespace: 'default', name: 'room-direct' }), 'not created');
+    await core().createNamespacedPod({ namespace: 'default', body: scheduled('room-direct-burstable', '1', '1Gi', false, NODE) });
+    await core().deleteNamespacedPod({ namespace: 'default', name: 'room-direct-burstable', gracePeriodSeconds: 0 });
 
     // Raw room frees: the refused pod lands on the scheduler's next try.
     await core().deleteNamespacedPod({ namespace: 'default', name: 'room-held', gracePeriodSeconds: 0 });

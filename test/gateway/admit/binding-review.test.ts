@@ -49,6 +49,11 @@ function bench(o: { nodes?: Record<string, BindingNode>; pods?: Record<string, B
       reads.push(`pod ${name}`);
       return o.failPod ? undefined : pods[name];
     },
+    podOf: (object) => {
+      const name = (object as { metadata?: { name?: string } }).metadata?.name ?? '';
+      reads.push(`object ${name}`);
+      return pods[name];
+    },
     tier: async (pod, protect) => tierOf({ ...pod, namespaceLabels: {} }, protect),
     async protectedBound() {
       reads.push('bound');
@@ -122,6 +127,45 @@ describe('reviewBinding', () => {
     (noTarget.request.object as { target?: unknown }).target = { kind: 'Pod', name: 'n1' };
     assert.equal((await reviewBinding(noTarget, deps)).outcome, 'skipped');
     await assert.rejects(reviewBinding({ kind: 'Binding' }, deps), BadReviewError);
+  });
+});
+
+/** A pod CREATE review: the pod as created, with spec.nodeName when `node` is given (no uid yet: mutating admission comes first). */
+function createReview(pod: string, node: string | undefined, annotations: Record<string, string> = {}) {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: `review-create-${pod}`,
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      operation: 'CREATE',
+      name: pod,
+      namespace: 'apps',
+      object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, annotations }, spec: { ...(node && { nodeName: node }), containers: [{ name: 'c', image: 'x' }] } },
+      userInfo: { username: 'alice' },
+      dryRun: false,
+    },
+  };
+}
+
+describe('reviewBinding: a pod created with spec.nodeName (it skips the scheduler)', () => {
+  it('the same check on its creation: a protected pod that needs oversold room is refused, one that fits is allowed, reserving nothing', async () => {
+    const { deps, reads } = bench({ pods: { small: guaranteed('apps/small', 1000, 4 * GiB), big: guaranteed('apps/big', 3000, 4 * GiB) } });
+    const no = await reviewBinding(createReview('big', 'n1'), deps);
+    assert.equal(no.outcome, 'denied');
+    assert.ok(!no.review.response.allowed && no.review.response.status.message.includes('no raw room'));
+    const ok = await reviewBinding(createReview('small', 'n1'), deps);
+    assert.equal(ok.outcome, 'allowed');
+    assert.equal(deps.reservations.size, 0, 'no uid to match its bound self with');
+    assert.deepEqual(reads.filter((r) => r.startsWith('pod ')), [], 'read from the review, not the API server');
+  });
+
+  it('a pod the scheduler will place, a mirror pod of the kubelet, an unprotected pod: passed', async () => {
+    const { deps } = bench({ pods: { big: guaranteed('apps/big', 3000, 4 * GiB), web: burstable('apps/web', 8000, 32 * GiB) } });
+    assert.equal((await reviewBinding(createReview('big', undefined), deps)).outcome, 'skipped');
+    assert.equal((await reviewBinding(createReview('big', 'n1', { 'kubernetes.io/config.mirror': 'abc' }), deps)).outcome, 'skipped');
+    assert.equal((await reviewBinding(createReview('web', 'n1'), deps)).outcome, 'unprotected');
   });
 });
 

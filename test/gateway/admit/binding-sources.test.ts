@@ -71,4 +71,11 @@ describe('bindingDeps', () => {
     });
     assert.deepEqual(p, { uid: 'u', namespace: 'db', requests: { cpuMillicores: 2000, memoryBytes: 2 ** 30 }, qos: 'Guaranteed', exclusiveCpus: 2, priority: 7 });
   });
+
+  it('a pod being created: read from the review\'s object, in the review\'s namespace, named by it (no uid yet); bad quantities are undefined', () => {
+    const object = { metadata: { name: 'db-1' }, spec: { nodeName: 'n1', containers: [{ name: 'c', resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '1', memory: '1Gi' } } }] } };
+    assert.deepEqual(deps.podOf(object, 'apps'), { uid: 'apps/db-1', namespace: 'apps', requests: { cpuMillicores: 1000, memoryBytes: 2 ** 30 }, qos: 'Guaranteed', exclusiveCpus: 1, priority: 0 });
+    assert.equal(bindingPod({ metadata: { name: 'db-1' } }), undefined, 'a pod already created has a uid: without one it is not judged');
+    assert.equal(deps.podOf({ metadata: { name: 'x' }, spec: { containers: [{ name: 'c', resources: { requests: { cpu: 'lots' } } }] } }, 'apps'), undefined);
+  });
 });
