@@ -42,6 +42,7 @@ import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { watchBoundPods } from './ingest/bound-pods-watch.js';
 import { ReliefActor } from './act/relief-actor.js';
+import { watchSamples } from './act/sample-watch.js';
 import { PodFactsStore } from './store/pod-facts.js';
 import { meterHarm } from './metrics/harm-meter.js';
 import { CpuHarmMeter } from './metrics/cpu-harm-meter.js';
@@ -549,9 +550,15 @@ function clusterParts(s: Shared, cluster: NonNullable<GatewayOptions['cluster']>
     meterHarm({ pods: podFacts, nodes, policies, namespaceLabels, metrics, log, ledger: s.poolHarm, now });
     const actsFor = (node: string) => nodes.get(node) !== undefined && (shard ? shard.view.isFirstOwner(node) : lease.isLeader);
     const relief = new ReliefActor({ kubeConfig, store, pods: podFacts, policies, metrics, log, now, namespaceLabels, relieves: actsFor });
-    parts.push({ name: 'relief', start: () => relief.start(), close: () => relief.stop() });
-    const cpuHarm = new CpuHarmMeter({ store, pods: podFacts, policies, namespaceLabels, metrics, optedIn: (node) => nodes.get(node) !== undefined, actsFor, ledger: s.poolHarm, now });
-    parts.push({ name: 'CPU harm meter', start: () => cpuHarm.start(), close: () => cpuHarm.stop() });
+    const cpuHarm = new CpuHarmMeter({ pods: podFacts, namespaceLabels, metrics, actsFor, ledger: s.poolHarm, now });
+    let unwatch = () => {};
+    parts.push({
+      name: 'relief and CPU harm meter',
+      start: () => {
+        unwatch = watchSamples({ store, policies, optedIn: (node) => nodes.get(node) !== undefined, consumers: [relief, cpuHarm] });
+      },
+      close: () => unwatch(),
+    });
   }
   if (cluster.historySnapshotEveryMs) {
     const histories = new HistorySnapshots({

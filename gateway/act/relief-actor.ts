@@ -32,7 +32,7 @@ const REPORT_WAIT_MS = 30_000;
 
 export interface ReliefActorOptions {
   kubeConfig: KubeConfig;
-  store: NodeStore;
+  store: Pick<NodeStore, 'get'>;
   pods: PodFactsStore;
   policies: PolicySource;
   /** Whether this replica acts for the node now (the one that lowers it). */
@@ -68,7 +68,6 @@ export class ReliefActor {
   /** Node -> agent time of the first sample past the line since it was last under it: what relief's latency is measured from. */
   readonly #crossedAt = new Map<string, number>();
   readonly #namespaceLabels: NamespaceLabels;
-  #unlisten: () => void = () => {};
 
   constructor(options: ReliefActorOptions) {
     this.#o = { now: Date.now, ...options };
@@ -78,22 +77,22 @@ export class ReliefActor {
     this.#cluster = new TokenBucket(perMinute / 60, perMinute, this.#o.now);
   }
 
-  start(): void {
-    const updated = (record: NodeRecord) => {
-      if (!this.#o.relieves(record.name)) return;
-      if (!this.#crossed(record, this.#o.policies.select(record.labels)?.policy)) {
-        this.#crossedAt.delete(record.name);
-        return;
-      }
-      if (!this.#crossedAt.has(record.name)) this.#crossedAt.set(record.name, record.value('timestampMs'));
-      void this.relieve(record.name);
-    };
-    this.#o.store.on('updated', updated);
-    this.#unlisten = () => this.#o.store.off('updated', updated);
+  /** A stored sample (act/sample-watch.ts): relief starts when the node is past its policy's line and this replica acts for it. */
+  onSample(record: NodeRecord, policy: Policy | undefined): void {
+    if (!this.#o.relieves(record.name)) return;
+    if (!this.#crossed(record, policy)) {
+      this.#crossedAt.delete(record.name);
+      return;
+    }
+    if (!this.#crossedAt.has(record.name)) this.#crossedAt.set(record.name, record.value('timestampMs'));
+    void this.relieve(record.name);
   }
 
-  stop(): void {
-    this.#unlisten();
+  /** The store forgot the node: so does relief. */
+  forget(node: string): void {
+    this.#crossedAt.delete(node);
+    this.#evictedAt.delete(node);
+    this.#awaitingReport.delete(node);
   }
 
   /** Cheap, on every stored sample of a node this replica acts for: relief on in its policy, and past the policy's line. */

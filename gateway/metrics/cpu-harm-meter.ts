@@ -11,21 +11,17 @@
 import { CPU_OVER_CAPACITY_CONTENTION, type PoolHarmLedger } from '../decide/pool-harm.js';
 import type { GatewayMetrics } from './metrics.js';
 import { podTier, type NamespaceLabels } from '../policies/namespace-labels.js';
-import type { PolicySource } from '../policies/policy-source.js';
-import type { NodeRecord, NodeStore } from '../store/node-store.js';
+import type { Policy } from '../decide/policy.js';
+import type { NodeRecord } from '../store/node-store.js';
 import type { PodFactsStore } from '../store/pod-facts.js';
 
 /** A gap between two samples longer than this is not counted (an agent away, a gateway restart): nothing is known of it. */
 const MAX_GAP_MS = 30_000;
 
 export interface CpuHarmMeterOptions {
-  store: Pick<NodeStore, 'on' | 'off'>;
   pods: Pick<PodFactsStore, 'on'>;
-  policies: PolicySource;
   namespaceLabels: NamespaceLabels;
   metrics: Pick<GatewayMetrics, 'cpuHarm' | 'cpuThrottled'>;
-  /** Whether the node is opted in: harm elsewhere is not oversell's to weigh. */
-  optedIn: (node: string) => boolean;
   /** Whether this replica acts for the node: it counts the metrics. */
   actsFor: (node: string) => boolean;
   /** Where CPU over capacity is weighed against the pool's budget; every replica keeps its own. */
@@ -43,27 +39,30 @@ interface Seen {
 export class CpuHarmMeter {
   readonly #o: CpuHarmMeterOptions;
   readonly #seen = new Map<string, Seen>();
-  #unlisten = () => {};
 
   constructor(o: CpuHarmMeterOptions) {
     this.#o = o;
   }
 
-  start(): void {
-    const updated = (record: NodeRecord) => void this.observe(record);
-    this.#o.store.on('updated', updated);
-    this.#unlisten = () => this.#o.store.off('updated', updated);
+  /** A stored sample (act/sample-watch.ts); `pool` is undefined for a node not opted in: harm there is not oversell's to weigh. */
+  onSample(record: NodeRecord, pool: Policy | undefined): void {
+    void this.observe(record, pool);
   }
 
-  stop(): void {
-    this.#unlisten();
+  /** The store forgot the node: so does the meter. */
+  forget(node: string): void {
+    this.#seen.delete(node);
+  }
+
+  /** Nodes the meter remembers (for tests). */
+  get nodes(): number {
+    return this.#seen.size;
   }
 
   /** One stored sample of a node: the time since the node's previous one counted, and the pods' throttling if a newer pod report came. */
-  async observe(record: NodeRecord): Promise<void> {
+  async observe(record: NodeRecord, pool: Policy | undefined): Promise<void> {
     const node = record.name;
     const atMs = record.value('timestampMs');
-    const pool = this.#o.optedIn(node) ? this.#o.policies.select(record.labels)?.policy : undefined;
     const seen = this.#seen.get(node);
     if (!pool) {
       this.#seen.delete(node);

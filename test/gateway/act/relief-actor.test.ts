@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { ReliefActor, type ReliefResult } from '../../../gateway/act/relief-actor.js';
+import { watchSamples } from '../../../gateway/act/sample-watch.js';
 import { DEFAULT_POLICY, type Policy } from '../../../gateway/decide/policy.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { NodeStore } from '../../../gateway/store/node-store.js';
@@ -229,15 +230,14 @@ describe('ReliefActor', () => {
 
   it('listening to the store: the sample that crosses the line triggers relief', async () => {
     pods.set(pod('batch'));
-    const a = actor();
-    a.start();
+    const unwatch = watchSamples({ store, policies: flagsPolicySource(DEFAULT_POLICY), optedIn: () => true, consumers: [actor()] });
     try {
       report(31.5, { batch: 10 });
       const deadline = Date.now() + 5000;
       while (api.evictions.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       assert.deepEqual(api.evictions, ['apps/batch']);
     } finally {
-      a.stop();
+      unwatch();
     }
   });
 });

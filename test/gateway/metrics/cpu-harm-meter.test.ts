@@ -3,9 +3,10 @@
 // each new pod report, by pool and tier; nothing from a node this replica does
 // not act for, nothing believed past time x CPUs.
 import assert from 'node:assert/strict';
-import { beforeEach, describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
+import { watchSamples } from '../../../gateway/act/sample-watch.js';
 import { CpuHarmMeter } from '../../../gateway/metrics/cpu-harm-meter.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { NodeStore } from '../../../gateway/store/node-store.js';
@@ -30,6 +31,8 @@ describe('CpuHarmMeter', () => {
   let ledger: PoolHarmLedger;
   let clock: number;
   let seq: number;
+  let meter: CpuHarmMeter;
+  let unwatch: () => void;
 
   beforeEach(() => {
     store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
@@ -42,13 +45,14 @@ describe('CpuHarmMeter', () => {
     ledger = new PoolHarmLedger();
     clock = Date.now();
     seq = 0;
-    const meter = new CpuHarmMeter({
-      store, pods, policies: flagsPolicySource(DEFAULT_POLICY), namespaceLabels: async () => ({}), optedIn: (n) => n === 'node-a', actsFor: () => acts, ledger, now: () => clock,
+    meter = new CpuHarmMeter({
+      pods, namespaceLabels: async () => ({}), actsFor: () => acts, ledger, now: () => clock,
       metrics: { cpuHarm: (pool, o) => harm.push({ pool, ...o }), cpuThrottled: (pool, tier, s) => throttled.push(`${pool}/${tier}/${s}`) },
     });
-    meter.start();
+    unwatch = watchSamples({ store, policies: flagsPolicySource(DEFAULT_POLICY), optedIn: (n) => n === 'node-a', consumers: [meter] });
     store.attach('node-a', 'i-1', null, 1);
   });
+  afterEach(() => unwatch());
 
   /** A sample `gapMs` after the previous one, with CPU contention and PSI full, and a pod report when throttle is given (uid -> cumulative µs). */
   async function sample(gapMs: number, o: { contention?: number; cpuFull?: number; memoryFull?: number; throttle?: Record<string, number> } = {}): Promise<void> {
@@ -107,5 +111,19 @@ describe('CpuHarmMeter', () => {
     const h = ledger.of('flags', clock);
     assert.equal(h.cpuObservedSeconds, 3);
     assert.equal(h.cpuOverSeconds, 2);
+  });
+
+  it('a node not opted in is not weighed; a node the store forgets is forgotten by the meter', async () => {
+    store.attach('node-b', 'i-2', null, 2);
+    clock += 1000;
+    storeSample(store, 'node-b', 2, nodeSample(clock, { seq: 1, capacity: { cpuMillicores: 4000, memoryBytes: 16 * GiB } }), clock);
+    clock += 1000;
+    storeSample(store, 'node-b', 2, nodeSample(clock, { seq: 2, capacity: { cpuMillicores: 4000, memoryBytes: 16 * GiB }, pressure: { available: true, cpuSome: psi(0), cpuFull: psi(0), memorySome: psi(0), memoryFull: psi(0), cpuContention: psi(90) } }), clock);
+    assert.deepEqual(harm, [], 'node-b is not opted in');
+    await sample(1000);
+    assert.equal(meter.nodes, 1, 'node-a remembered');
+    store.detach('node-a', 1);
+    store.prune(clock + 600_001);
+    assert.equal(meter.nodes, 0, 'pruned from the store, forgotten by the meter');
   });
 });
