@@ -3,6 +3,7 @@
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeSummaries__Output } from '../proto/gen/oversell/v1/NodeSummaries.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
+import type { RiskBudgetState__Output } from '../proto/gen/oversell/v1/RiskBudgetState.js';
 import { formatDuration } from '../lib/duration.js';
 import { cpuPressureOf } from '../wire/cpu-pressure.js';
 
@@ -191,12 +192,32 @@ export function renderDescribe(n: NodeStatus__Output, style: Style): string {
       add(`  ${name}`, `raw ${fmt(raw)}, floor ${fmt(floor)}, cap ${fmt(cap)} -> granted ${fmt(granted)}${applied !== granted ? `, written ${fmt(applied)} (DryRun)` : ''} [${bound}]`);
     res('CPU', n.rawAllocatable.cpuMillicores, d.floor?.cpuMillicores ?? 0, d.cap?.cpuMillicores ?? 0, d.granted?.cpuMillicores ?? 0, d.allocatable?.cpuMillicores ?? 0, d.cpuBound, cores);
     res('Memory', n.rawAllocatable.memoryBytes, d.floor?.memoryBytes ?? 0, d.cap?.memoryBytes ?? 0, d.granted?.memoryBytes ?? 0, d.allocatable?.memoryBytes ?? 0, d.memoryBound, bytes);
+    if (d.budget) lines.push('', `Risk budget (pool ${n.policy}, last hour):`, ...renderBudget(d.budget, style));
     lines.push('', 'Reason:', `  ${d.reason}`);
   } else {
     lines.push('', 'Allocatable:          not seen yet (no kubelet status write has reached this gateway)');
   }
   return lines.join('\n') + '\n';
 }
+
+/** The closed loop in words: what the pool's nodes took against what its policy allows, and whether its grants stopped. */
+function renderBudget(b: RiskBudgetState__Output, style: Style): string[] {
+  const out: string[] = [];
+  const row = (label: string, value: string) => out.push(`${(`  ${label}:`).padEnd(22)}${value}`);
+  if (b.memoryEnabled) {
+    const hurt = `${b.memoryOverloads} pod(s) hurt for lack of memory`;
+    row('Memory', b.memoryOverloads > 0 ? red(style, `${hurt}: spent until ${new Date(b.memorySpentUntilMs).toISOString()}, grants held at 1x`) : `${hurt}: not spent`);
+  }
+  if (b.cpuEnabled) {
+    const share = b.cpuObservedSeconds > 0 ? b.cpuOverSeconds / b.cpuObservedSeconds : 0;
+    const seen = b.cpuObservedSeconds > 0 ? `${percent(share)} of ${Math.round(b.cpuObservedSeconds)} node-seconds over capacity` : 'no node-time observed yet';
+    const text = `${seen}; spent past ${percent(b.cpuSpentPastShare)}`;
+    row('CPU', b.cpuSpent ? red(style, `${text}: spent, grants held at 1x`) : `${text}: not spent`);
+  }
+  return out;
+}
+
+const percent = (share: number) => `${(share * 100).toFixed(3)} %`;
 
 export function renderPolicies(policies: PolicyInfo__Output[], style: Style): string {
   const rows = [['NAME', 'PRIORITY', 'MODE', 'CPU MAX', 'MEMORY MAX', 'NODES', 'SELECTOR', 'STATUS']];

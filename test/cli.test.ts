@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
 import type { PolicyInfo__Output } from '../proto/gen/oversell/v1/PolicyInfo.js';
+import type { RiskBudgetState__Output } from '../proto/gen/oversell/v1/RiskBudgetState.js';
 import { renderDescribe, renderPolicies, renderTop, rowOfStatus, sortNodes } from '../cli/render.js';
 import { plaintextTokenProblem } from '../cli/connect.js';
 import { startTestGateway, type TestGateway } from './helpers/gateway.js';
@@ -24,7 +25,7 @@ function assertGolden(name: string, actual: string): void {
   assert.equal(actual, readFileSync(file, 'utf8'), `${name} differs from its golden file (UPDATE_GOLDEN=1 to accept)`);
 }
 
-function node(name: string, over: { cpu: number; mem: number; raw: [number, number]; alloc: [number, number]; bound: [string, string]; age: number; psi?: [number, number]; connected?: boolean; policy?: string; dryRun?: boolean }): NodeStatus__Output {
+function node(name: string, over: { cpu: number; mem: number; raw: [number, number]; alloc: [number, number]; bound: [string, string]; age: number; psi?: [number, number]; connected?: boolean; policy?: string; dryRun?: boolean; budget?: RiskBudgetState__Output }): NodeStatus__Output {
   const [cpuBound, memoryBound] = over.bound;
   return {
     name,
@@ -53,6 +54,7 @@ function node(name: string, over: { cpu: number; mem: number; raw: [number, numb
       memoryBound,
       reason: `policy ${over.policy ?? 'default'}; cpu ${over.raw[0]}m->${over.alloc[0]}m (${cpuBound})`,
       dryRun: over.dryRun ?? false,
+      budget: over.budget ?? null,
     },
     labels: { pool: 'batch' },
     policy: over.policy ?? 'default',
@@ -79,6 +81,14 @@ describe('CLI rendering (golden files)', () => {
     assert.doesNotMatch(renderTop(ROWS, { color: false }), /\x1b/);
   });
   it('describe node', () => assertGolden('describe-worker-a.txt', renderDescribe(NODES[1]!, { color: false })));
+  it('describe node whose pool spent its CPU risk budget (and not its memory one)', () => {
+    const budget = { memoryEnabled: true, memoryOverloads: 0, memorySpentUntilMs: 0, cpuEnabled: true, cpuObservedSeconds: 36_000, cpuOverSeconds: 450, cpuSpentPastShare: 0.01, cpuSpent: true };
+    const text = renderDescribe(node('worker-e', { cpu: 7000, mem: 8 * GI, raw: [7910, 30 * GI], alloc: [7910, 37.5 * GI], bound: ['budget', 'cap'], age: 900, budget }), { color: false });
+    assertGolden('describe-worker-e.txt', text);
+    assert.match(text, /CPU: +1\.250 % of 36000 node-seconds over capacity; spent past 1\.000 %: spent, grants held at 1x/);
+    assert.match(text, /Memory: +0 pod\(s\) hurt for lack of memory: not spent/);
+    assert.doesNotMatch(renderDescribe(NODES[1]!, { color: false }), /Risk budget/, 'no budget state, no section');
+  });
   it('describe node in DryRun', () => assertGolden('describe-worker-d.txt', renderDescribe(NODES[3]!, { color: false })));
   it('get policies', () => {
     const policies: PolicyInfo__Output[] = [

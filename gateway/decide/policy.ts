@@ -87,6 +87,35 @@ function cpuBudgetBurnt(harm: DecisionInput['poolHarm'], overShare: number): { s
   return { share: over / observed, budget: overShare };
 }
 
+/** A pool's risk budget against the harm its nodes took in the last hour, as the decision weighs it (for the query API); undefined when the policy has no budget. */
+export function riskBudgetState(policy: Policy | undefined, harm: DecisionInput['poolHarm']): RiskBudgetView | undefined {
+  const memory = policy?.memory?.riskBudget.enabled === true;
+  const cpu = policy?.cpu.riskBudget.enabled === true;
+  if (!policy || (!memory && !cpu)) return undefined;
+  const overloads = harm?.memoryOverloads ?? 0;
+  return {
+    memoryEnabled: memory,
+    memoryOverloads: overloads,
+    memorySpentUntilMs: memory && overloads > 0 ? (harm?.untilMs ?? 0) : 0,
+    cpuEnabled: cpu,
+    cpuObservedSeconds: harm?.cpuObservedSeconds ?? 0,
+    cpuOverSeconds: harm?.cpuOverSeconds ?? 0,
+    cpuSpentPastShare: CPU_BUDGET_BURN * policy.cpu.riskBudget.overShare,
+    cpuSpent: cpu && cpuBudgetBurnt(harm, policy.cpu.riskBudget.overShare) !== undefined,
+  };
+}
+
+export interface RiskBudgetView {
+  memoryEnabled: boolean;
+  memoryOverloads: number;
+  memorySpentUntilMs: number;
+  cpuEnabled: boolean;
+  cpuObservedSeconds: number;
+  cpuOverSeconds: number;
+  cpuSpentPastShare: number;
+  cpuSpent: boolean;
+}
+
 /** raw * ratio, exact to a millionth of the ratio, rounded down to the resource's unit. */
 function scale(raw: bigint, ratio: number, unit: bigint): bigint {
   const v = (raw * BigInt(Math.round(ratio * 1e6))) / 1_000_000n;

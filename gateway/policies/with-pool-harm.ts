@@ -14,7 +14,8 @@ export function withPoolHarm(source: PolicySource, ledger: PoolHarmLedger, now: 
       const entry = source.select(labels);
       if (!entry) return entry;
       const harm = ledger.of(entry.name, now());
-      return harm.memoryOverloads > 0 || harm.cpuOverSeconds > 0 ? { ...entry, harm } : entry;
+      // Attached once anything is known, so the query API can show the budget; a share of none decides nothing.
+      return harm.memoryOverloads > 0 || harm.cpuObservedSeconds > 0 ? { ...entry, harm } : entry;
     },
     retainMs: () => source.retainMs(),
     notReady: () => source.notReady(),

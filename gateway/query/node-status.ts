@@ -1,7 +1,8 @@
 // A store record as the query API shows it, with the decision the next kubelet
 // write would get (same pure policy the webhook uses).
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { decideObserved } from '../decide/node-decision.js';
+import { decideObserved, type PolicyEntryWithHarm } from '../decide/node-decision.js';
+import { riskBudgetState } from '../decide/policy.js';
 import { summarize, windowStart } from '../decide/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
@@ -9,7 +10,7 @@ import type { NodeRequests } from '../store/bound-requests.js';
 
 export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: number, boundRequests?: (node: string) => NodeRequests | undefined): NodeStatus {
   const usage = usageOf(record, nowMs);
-  const entry = policies.select(record.labels);
+  const entry: PolicyEntryWithHarm | undefined = policies.select(record.labels);
   const summary = summarize(record.window, windowStart(record.window, entry?.policy?.windowMs ?? 60_000));
   const status: NodeStatus = {
     name: record.name,
@@ -45,6 +46,8 @@ export function nodeStatus(record: NodeRecord, policies: PolicySource, nowMs: nu
       reason: d.reason,
       dryRun: d.dryRun,
     };
+    const budget = riskBudgetState(entry?.policy, entry?.harm);
+    if (budget) status.decision.budget = budget;
   }
   return status;
 }

@@ -7,6 +7,10 @@ import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
 import { UsageWindow } from '../../../gateway/decide/usage-window.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { withPoolHarm } from '../../../gateway/policies/with-pool-harm.js';
+import { nodeStatus } from '../../../gateway/query/node-status.js';
+import { NodeStore } from '../../../gateway/store/node-store.js';
+import { nodeSample } from '../../helpers/node-reviews.js';
+import { storeSample } from '../../helpers/store-sample.js';
 import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
 
 const GI = 1024 ** 3;
@@ -58,5 +62,28 @@ describe('withPoolHarm', () => {
     assert.ok(decideForNode({ raw, usage, entry: noBudget.select({}) }).cpu.granted > raw.cpuMillicores, 'no CPU budget, none to spend');
     now += POOL_HARM_WINDOW_MS + 60_000;
     assert.ok(decideForNode({ raw, usage, entry: policies.select({}) }).cpu.granted > raw.cpuMillicores, 'an hour on: inflated again');
+  });
+
+  it('the query API shows the pool\'s budget beside the decision (oversell describe): spent or not, and nothing for a policy without one', () => {
+    const now = 10_000_000;
+    const ledger = new PoolHarmLedger();
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: 600_000 });
+    store.attach('node-a', 'i-1', null, 1);
+    storeSample(store, 'node-a', 1, nodeSample(now, { seq: 1 }), now);
+    store.observe('node-a', { raw: { cpuMillicores: 4000n, memoryBytes: 16n * BigInt(GI) }, labels: {}, nodeMaxRatio: {}, lastGrant: undefined }, now);
+    const record = store.get('node-a')!;
+    const policies = withPoolHarm(flagsPolicySource(DEFAULT_POLICY), ledger, () => now);
+    assert.equal(nodeStatus(record, policies, now).decision?.budget?.cpuObservedSeconds, 0, 'nothing observed yet: the budget is shown, unspent');
+    ledger.recordCpu('flags', now, 3000, 3);
+    const calm = nodeStatus(record, policies, now).decision?.budget;
+    assert.deepEqual(calm, { memoryEnabled: true, memoryOverloads: 0, memorySpentUntilMs: 0, cpuEnabled: true, cpuObservedSeconds: 3000, cpuOverSeconds: 3, cpuSpentPastShare: 10 * DEFAULT_POLICY.cpu.riskBudget.overShare, cpuSpent: false });
+    ledger.recordCpu('flags', now, 600, 60);
+    ledger.record('flags', 2, now);
+    const spent = nodeStatus(record, policies, now).decision?.budget;
+    assert.equal(spent?.cpuSpent, true);
+    assert.equal(spent?.memoryOverloads, 2);
+    assert.equal(spent?.memorySpentUntilMs, now + POOL_HARM_WINDOW_MS);
+    const none = { ...DEFAULT_POLICY, cpu: { ...DEFAULT_POLICY.cpu, riskBudget: { ...DEFAULT_POLICY.cpu.riskBudget, enabled: false } }, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
+    assert.equal(nodeStatus(record, withPoolHarm(flagsPolicySource(none), ledger, () => now), now).decision?.budget, undefined);
   });
 });
