@@ -24,7 +24,7 @@ import { bindingWebhookPlugin } from './admit/binding-webhook-plugin.js';
 import { bindingDeps } from './admit/binding-sources.js';
 import { noTemplates, type TemplateSource } from './inject/template-source.js';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { PolicySource } from './policies/policy-source.js';
+import { policyOrNone, type PolicySource } from './policies/policy-source.js';
 import { withPoolHarm } from './policies/with-pool-harm.js';
 import { PoolHarmLedger } from './decide/pool-harm.js';
 import { LeaderLease } from './act/leader-lease.js';
@@ -630,7 +630,13 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'a gateway part did not close cleanly; closing the rest'));
   // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
   const bound = new BoundRequests();
-  const store = new NodeStore({ retainMs: policies.retainMs(), forgetAfterMs: options.forgetAfterMs, boundRequests: (node, nowMs) => bound.of(node, nowMs) });
+  const store = new NodeStore({
+    retainMs: policies.retainMs(),
+    forgetAfterMs: options.forgetAfterMs,
+    boundRequests: (node, nowMs) => bound.of(node, nowMs),
+    // The policy only: the source without the pool-harm ledger's lookup, which learning does not need.
+    startupGraceMs: (labels) => policyOrNone(given.policies, labels)?.startupGraceMs ?? DEFAULT_POLICY.startupGraceMs,
+  });
   policies.onChange(() => store.setRetain(policies.retainMs()));
   const metrics = new GatewayMetrics(store, now);
   if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);

@@ -7,8 +7,8 @@ import { decideForNode } from '../gateway/decide/node-decision.js';
 import { PoolHarmLedger } from '../gateway/decide/pool-harm.js';
 import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
-import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
-import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../gateway/decide/load-history.js';
+import type { WindowPoint } from '../gateway/decide/usage-window.js';
+import { learnSample, newNodeInputs, retainFor } from '../gateway/decide/node-inputs.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { reliefLimits, type ReliefPolicy } from '../gateway/decide/relief.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
@@ -161,11 +161,10 @@ export function policyEntry(input: OversellPolicyInput): PolicyEntry {
  */
 export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEntry): Allocator {
   const policy = entry.policy ?? DEFAULT_POLICY;
-  // As gateway/policies/policy-source.ts keeps it: the longest window or calm period, at most 10 minutes.
-  const retainMs = Math.min(600_000, Math.max(policy.windowMs, policy.calmPeriodMs));
+  // The window and history as the gateway's store learns them (decide/node-inputs.ts), with the pool's policy.
+  const rules = { retainMs: retainFor([policy]), startupGraceMs: policy.startupGraceMs };
   const raws: Allocatable[] = shapes.map((sh) => ({ cpuMillicores: BigInt(sh.raw.cpu), memoryBytes: BigInt(sh.raw.memory) }));
-  const windows = shapes.map(() => new UsageWindow());
-  const histories = shapes.map(() => new LoadHistory(DEFAULT_HISTORY_HALF_LIFE_MS));
+  const inputs = shapes.map(() => newNodeInputs());
   const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
@@ -185,17 +184,15 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
     memoryHarm: (n, tMs) => harm.record(entry.name, n, tMs),
     cpuObserved: (tMs, seconds, over) => harm.recordCpu(entry.name, tMs, seconds, over),
     allocate(node, s, out) {
-      const window = windows[node]!;
-      window.dropThrough(s.tMs - retainMs);
+      const { window } = inputs[node]!;
       point.timestampMs = s.tMs;
       point.cpuMillicores = s.cpu;
       point.memoryBytes = s.memory;
       point.cpuPressure = s.cpuPressure;
       point.memoryPressure = s.memoryPressure;
-      window.add(point);
       const bound = { cpuMillicores: s.boundCpu, memoryBytes: s.boundMemory, newestPodAgeMs: s.newestPodAgeMs };
-      const history = histories[node]!;
-      recordLoad(history, s.tMs, s, { cpu: s.boundCpu, memory: s.boundMemory }, shapes[node]!.raw, s.newestPodAgeMs < policy.startupGraceMs);
+      learnSample(inputs[node]!, point, { requests: { cpu: s.boundCpu, memory: s.boundMemory }, raw: shapes[node]!.raw, newestPodAgeMs: s.newestPodAgeMs }, rules);
+      const history = inputs[node]!.history;
       const spent = harm.of(entry.name, s.tMs);
       const d = decideForNode({
         raw: raws[node]!,

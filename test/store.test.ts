@@ -4,6 +4,8 @@ import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { summarize } from '../gateway/decide/usage-stats.js';
 import { UsageWindow } from '../gateway/decide/usage-window.js';
+import { learnSample, newNodeInputs } from '../gateway/decide/node-inputs.js';
+import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 import { storeSample } from './helpers/store-sample.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
@@ -129,6 +131,31 @@ describe('NodeStore', () => {
     storeSample(store, 'n', 1, sample(4, 450, 450), 4);
     assert.equal(store.usage('n', 4)?.history?.quantile('memory', 0), Math.ceil(0.9 * 128) / 128, 'the API server\'s requests (500), not the agent\'s (800)');
     assert.equal(store.usage('n', 4)?.history?.spanMs(), 2000);
+  });
+
+  it('learns with the node\'s own policy\'s startup grace, not the default\'s; and as decide/node-inputs.ts learns for the simulator', () => {
+    // A pool whose pods take 5 minutes to show their usage: a pod bound 2 minutes ago is still starting there, not elsewhere.
+    const store = new NodeStore({
+      retainMs: 10_000, forgetAfterMs: 60_000,
+      boundRequests: () => ({ cpuMillicores: 500, memoryBytes: 500, newestPodAgeMs: 120_000 }),
+      startupGraceMs: (labels) => (labels.pool === 'slow-start' ? 300_000 : DEFAULT_POLICY.startupGraceMs),
+    });
+    const raw = { cpuMillicores: 1000n, memoryBytes: 1000n };
+    const alone = newNodeInputs();
+    for (const [node, labels] of [['slow', { pool: 'slow-start' }], ['fast', {}]] as const) {
+      store.attach(node, 'i', null, 1);
+      store.observe(node, { raw, labels, nodeMaxRatio: {}, lastGrant: undefined }, 0);
+      for (let seq = 1; seq <= 3; seq++) {
+        storeSample(store, node, 1, { ...s(seq, seq * 1000, 300), memoryWorkingSetBytes: 200 }, seq);
+        if (node === 'fast') {
+          learnSample(alone, { timestampMs: seq * 1000, cpuMillicores: 300, memoryBytes: 200, cpuPressure: 0, memoryPressure: 0 }, { requests: { cpu: 500, memory: 500 }, raw: { cpu: 1000, memory: 1000 }, newestPodAgeMs: 120_000 }, { retainMs: 10_000, startupGraceMs: DEFAULT_POLICY.startupGraceMs });
+        }
+      }
+    }
+    assert.equal(store.usage('slow', 4)?.history?.spanMs() ?? 0, 0, 'a pod inside its policy\'s 5-minute grace: nothing learnt');
+    assert.equal(store.usage('fast', 4)?.history?.spanMs(), 2000, 'past the default 30 s grace: learnt');
+    assert.deepEqual(store.get('fast')?.history?.state(), alone.history?.state(), 'the store learns what the one step learns alone');
+    assert.deepEqual(store.get('fast')?.window.points().map((p) => p.timestampMs), alone.window.points().map((p) => p.timestampMs));
   });
 
   it('keeps as CPU pressure the agent\'s contention line when it sent one, the kernel\'s PSI when it did not', () => {

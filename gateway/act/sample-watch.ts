@@ -5,7 +5,7 @@
 // without sharding every replica receives every sample, so the per-sample
 // work is paid once, not once per consumer.
 import type { Policy } from '../decide/policy.js';
-import type { PolicySource } from '../policies/policy-source.js';
+import { policyOrNone, type PolicySource } from '../policies/policy-source.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 
 export interface SampleConsumer {
@@ -26,7 +26,7 @@ export interface SampleWatchOptions {
 /** Subscribes; returns the unsubscribe. */
 export function watchSamples(o: SampleWatchOptions): () => void {
   const updated = (record: NodeRecord) => {
-    const policy = o.optedIn(record.name) ? o.policies.select(record.labels)?.policy : undefined;
+    const policy = o.optedIn(record.name) ? policyOrNone(o.policies, record.labels) : undefined;
     for (const c of o.consumers) c.onSample(record, policy);
   };
   const removed = (node: string) => {

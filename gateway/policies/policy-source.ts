@@ -6,8 +6,9 @@ import { kubeConfigConnection } from '../../lib/kube-connection.js';
 import { BACKOFF, ListWatch } from '../../lib/list-watch.js';
 import type { Logger } from '../../lib/log.js';
 import { WatchCache } from '../../lib/watch-cache.js';
-import { DEFAULT_POLICY, type Policy } from '../decide/policy.js';
+import type { Policy } from '../decide/policy.js';
 import { byPrecedence, selectPolicy, type PolicyEntry } from '../decide/select-policy.js';
+import { retainFor } from '../decide/node-inputs.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION, toPolicyEntry, type OversellPolicyObject } from './policy-spec.js';
 
 export interface PolicySource {
@@ -24,8 +25,6 @@ export interface PolicySource {
   stop(): Promise<void>;
 }
 
-const retainOf = (entries: readonly PolicyEntry[]) =>
-  Math.max(DEFAULT_POLICY.windowMs, ...entries.map((e) => Math.max(e.policy?.windowMs ?? 0, e.policy?.calmPeriodMs ?? 0)));
 
 /** One policy for every node the webhook is sent (its objectSelector does the opt-in). */
 export function flagsPolicySource(policy: Policy): PolicySource {
@@ -34,7 +33,7 @@ export function flagsPolicySource(policy: Policy): PolicySource {
     kind: 'flags',
     entries: () => [entry],
     select: () => entry,
-    retainMs: () => Math.min(600_000, Math.max(policy.windowMs, policy.calmPeriodMs)),
+    retainMs: () => retainFor([policy]),
     notReady: () => undefined,
     onChange: () => {},
     stop: async () => {},
@@ -76,9 +75,22 @@ export async function crdPolicySource(kubeConfig: KubeConfig, log: Logger): Prom
     kind: 'crd',
     entries: () => entries,
     select: (labels) => selectPolicy(entries, labels),
-    retainMs: () => Math.min(600_000, retainOf(entries)),
+    retainMs: () => retainFor(entries.map((e) => e.policy)),
     notReady: () => (synced ? undefined : 'OversellPolicy watch not synced'),
     onChange: (l) => listeners.push(l),
     stop: async () => watch.stop(),
   };
+}
+
+/**
+ * The policy that selects these labels, for work on the ingest path (learning,
+ * relief, harm): a source that throws there must not cost the sample, so it
+ * counts as no policy. The decision's own readers let the error say why.
+ */
+export function policyOrNone(source: Pick<PolicySource, 'select'>, labels: Record<string, string>): Policy | undefined {
+  try {
+    return source.select(labels)?.policy;
+  } catch {
+    return undefined;
+  }
 }

@@ -10,7 +10,8 @@ import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js'
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
-import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from '../decide/load-history.js';
+import type { LoadHistory } from '../decide/load-history.js';
+import { learnSample, type LearnAgainst } from '../decide/node-inputs.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 
@@ -87,6 +88,8 @@ export interface NodeStoreOptions {
   retainMs: number;
   /** Records with no stream and no sample for this long are forgotten. */
   forgetAfterMs: number;
+  /** The node's policy's startupGraceMs, from its labels (default: the default policy's). */
+  startupGraceMs?: (labels: Record<string, string>) => number;
   /** Requests the API server has bound to a node (the gateway's pod watch), at nowMs; undefined: the agent's report is all there is. */
   boundRequests?: (node: string, nowMs: number) => { cpuMillicores: number; memoryBytes: number; newestPodAgeMs: number } | undefined;
 }
@@ -104,12 +107,10 @@ interface StoreEvents {
  */
 const MAX_OBSERVED_WITHOUT_AGENT = 100_000;
 
-/** A pod bound this recently may not show its usage yet: the history does not learn from its node meanwhile (the default startupGrace). */
-const STARTING_MS = DEFAULT_POLICY.startupGraceMs;
-// Reused on every sample, as POINT is.
-const LEARN_USAGE = { cpu: 0, memory: 0 };
+// Reused on every sample, as POINT is: learnSample keeps none of them.
 const LEARN_REQUESTS = { cpu: 0, memory: 0 };
 const LEARN_RAW = { cpu: 0, memory: 0 };
+const AGAINST: LearnAgainst = { requests: undefined, raw: LEARN_RAW, newestPodAgeMs: undefined };
 
 /** The point being added: the window copies its numbers, so one object serves every sample. */
 const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
@@ -230,56 +231,38 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     return record;
   }
 
-  /** The record's newest sample is new: the rest of the record follows it. */
+  /** The record's newest sample is new: the rest of the record follows it (window and history by decide/node-inputs.ts, with the node's own policy). */
   #stored(record: NodeRecord, nowMs: number): 'stored' {
     record.receivedAtMs = nowMs;
-
-    const window = record.window;
-    const timestampMs = record.value('timestampMs');
-    const newestMs = window.newestMs() ?? timestampMs;
-    // Samples arrive in seq order, so one that lies behind the whole window
-    // means the agent's clock stepped back (an NTP fix, or one bad timestamp
-    // before it): the window restarts on the new timeline instead of keeping
-    // every later sample out until the clock catches up.
-    const cut = timestampMs <= newestMs - this.#options.retainMs ? Infinity : Math.max(newestMs, timestampMs) - this.#options.retainMs;
-    window.dropThrough(cut);
-    if (cut === Infinity || timestampMs > cut) {
-      POINT.timestampMs = timestampMs;
-      POINT.cpuMillicores = record.value('cpuUsageMillicores');
-      POINT.memoryBytes = record.value('memoryWorkingSetBytes');
-      POINT.cpuPressure = cpuPressureFrom(record);
-      POINT.memoryPressure = record.value('pressure.memorySome.avg10');
-      window.add(POINT);
-    }
-    this.#learn(record, timestampMs, nowMs);
+    POINT.timestampMs = record.value('timestampMs');
+    POINT.cpuMillicores = record.value('cpuUsageMillicores');
+    POINT.memoryBytes = record.value('memoryWorkingSetBytes');
+    POINT.cpuPressure = cpuPressureFrom(record);
+    POINT.memoryPressure = record.value('pressure.memorySome.avg10');
+    learnSample(record, POINT, this.#against(record, nowMs), { retainMs: this.#options.retainMs, startupGraceMs: this.#options.startupGraceMs?.(record.labels) ?? DEFAULT_POLICY.startupGraceMs });
     this.emit('updated', record);
     return 'stored';
   }
 
-  /** The sample into the node's load history, against the requests bound at the time (the API server's, else the agent's). */
-  #learn(record: NodeRecord, timestampMs: number, nowMs: number): void {
+  /** What the sample's load factor is measured against: the requests bound at the time (the API server's, else the agent's), and raw. */
+  #against(record: NodeRecord, nowMs: number): LearnAgainst {
     const raw = record.raw;
-    if (!raw) return;
+    AGAINST.requests = undefined;
+    AGAINST.newestPodAgeMs = undefined;
+    if (!raw) return AGAINST;
     const bound = this.#options.boundRequests?.(record.name, nowMs);
-    let cpu: number;
-    let memory: number;
-    let starting = false;
     if (bound) {
-      cpu = bound.cpuMillicores;
-      memory = bound.memoryBytes;
-      starting = bound.newestPodAgeMs < STARTING_MS;
+      LEARN_REQUESTS.cpu = bound.cpuMillicores;
+      LEARN_REQUESTS.memory = bound.memoryBytes;
+      AGAINST.newestPodAgeMs = bound.newestPodAgeMs;
     } else if (record.value('requests.known') === 1) {
-      cpu = record.value('requests.cpuMillicores');
-      memory = record.value('requests.memoryBytes');
-    } else return;
-    record.history ??= new LoadHistory(DEFAULT_HISTORY_HALF_LIFE_MS);
-    LEARN_USAGE.cpu = record.value('cpuUsageMillicores');
-    LEARN_USAGE.memory = record.value('memoryWorkingSetBytes');
-    LEARN_REQUESTS.cpu = cpu;
-    LEARN_REQUESTS.memory = memory;
+      LEARN_REQUESTS.cpu = record.value('requests.cpuMillicores');
+      LEARN_REQUESTS.memory = record.value('requests.memoryBytes');
+    } else return AGAINST;
+    AGAINST.requests = LEARN_REQUESTS;
     LEARN_RAW.cpu = Number(raw.cpuMillicores);
     LEARN_RAW.memory = Number(raw.memoryBytes);
-    recordLoad(record.history, timestampMs, LEARN_USAGE, LEARN_REQUESTS, LEARN_RAW, starting);
+    return AGAINST;
   }
 
   /**
