@@ -4,7 +4,6 @@
 // list at that scale.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import type { NodeStatus__Output } from '../proto/gen/oversell/v1/NodeStatus.js';
@@ -264,68 +263,5 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   };
 }
 
-/** One gateway with --ingest-threads `threads`: samples stored a second and the main thread's loop delay while `agents` stream. */
-export interface ThreadsPoint {
-  threads: number;
-  agents: number;
-  /** Agent messages (one sample each) the store took per second over the window. */
-  storedPerS: number;
-  /** oversell_event_loop_delay_seconds{thread="main"}, read each second: median and worst, ms. */
-  mainDelayP50Ms: number;
-  mainDelayMaxMs: number;
-  /** The same for the most delayed ingest thread. */
-  ingestDelayMaxMs: number;
-  gatewayMillicores: number;
-}
+runIfMain(import.meta.url, run);
 
-const delays = async (metricsPort: number) => {
-  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  const all = [...text.matchAll(/^oversell_event_loop_delay_seconds\{thread="([^"]+)"\} (\S+)$/gm)].map((m) => [m[1]!, Number(m[2]) * 1000] as const);
-  return { main: all.find(([t]) => t === 'main')?.[1] ?? NaN, ingest: Math.max(0, ...all.filter(([t]) => t.startsWith('ingest-')).map(([, ms]) => ms)) };
-};
-
-/**
- * Ingest on `threads` threads (issue 32, item 3). fromSource: the gateway
- * from gateway/main.ts under tsx, for a working tree whose dist/ is not built.
- */
-export async function measureThreads(agents: number, threads: number, windowS: number, options: { fromSource?: boolean } = {}): Promise<ThreadsPoint> {
-  const fromSource = (argv: string[]) => argv.flatMap((a) => (a.endsWith('dist/gateway/main.js') ? ['--import', 'tsx', join(REPO, 'gateway/main.ts')] : [a]));
-  const gw = await startGateway({ args: ['--ingest-threads', String(threads)], echo: process.env.BENCH_ECHO === '1', ...(options.fromSource && { launcher: fromSource }) });
-  const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, agents, 'sim', 'inherit', SIM_NICE);
-  try {
-    await sim.ready;
-    await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
-    const before = await storedTotal(gw.ports.metrics);
-    const w = watchProcess(gw.pid, 1000);
-    const main: number[] = [];
-    let ingestMax = 0;
-    for (let i = 0; i < windowS; i++) {
-      await new Promise((r) => setTimeout(r, 1000));
-      const d = await delays(gw.ports.metrics);
-      main.push(d.main);
-      ingestMax = Math.max(ingestMax, d.ingest);
-    }
-    const usage = w.stop();
-    const storedPerS = (await storedTotal(gw.ports.metrics) - before) / usage.seconds;
-    const sorted = [...main].sort((x, y) => x - y);
-    const point = { threads, agents, storedPerS: Math.round(storedPerS), mainDelayP50Ms: round(percentile(sorted, 50), 1), mainDelayMaxMs: round(sorted[sorted.length - 1] ?? NaN, 1), ingestDelayMaxMs: round(ingestMax, 1), gatewayMillicores: Math.round(usage.millicores) };
-    console.log(`  ${threads} ingest thread(s), ${agents} agents: stored ${point.storedPerS}/s; main loop delay p50 ${point.mainDelayP50Ms} ms, max ${point.mainDelayMaxMs} ms; ingest max ${point.ingestDelayMaxMs} ms; gateway ${point.gatewayMillicores} millicores`);
-    return point;
-  } finally {
-    sim.child.kill('SIGTERM');
-    await gw.stop();
-  }
-}
-
-// `node --import tsx bench/ingest.ts threads [agents] [window s] [repeats]`: 1 against 2 ingest threads, alternating, from source.
-if (process.argv[2] === 'threads' && process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const [agents = 10_000, windowS = 20, repeats = 3] = process.argv.slice(3).map(Number);
-  void (async () => {
-    const points: ThreadsPoint[] = [];
-    for (let r = 0; r < repeats; r++) for (const threads of [1, 2]) points.push(await measureThreads(agents, threads, windowS, { fromSource: true }));
-    console.log(JSON.stringify(points));
-    process.exit(0);
-  })();
-} else {
-  runIfMain(import.meta.url, run);
-}

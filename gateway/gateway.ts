@@ -33,7 +33,7 @@ import { HistorySnapshots } from './act/history-snapshots.js';
 import { GatewayMetrics } from './metrics/metrics.js';
 import { probesPlugin } from './http/probes-plugin.js';
 import { agentStreamService, storeTarget } from './ingest/agent-stream-service.js';
-import { startSupervisedIngest, type IngestThreads } from './ingest/ingest-worker.js';
+import { startSupervisedIngest, type IngestWorker } from './ingest/ingest-worker.js';
 import { AgentSending } from './ingest/agent-sending.js';
 import { LoadShedder } from './ingest/load-shedder.js';
 import { shedLimits } from './ingest/shed.js';
@@ -86,8 +86,6 @@ export interface GatewayOptions {
    * API. Undefined: agents use grpcPort, on the main thread.
    */
   agentPort?: number;
-  /** Threads serving agentPort, all on that one port (default 1). */
-  ingestThreads?: number;
   /** Their nice value (default INGEST_THREAD_NICE; 0: the main thread's). */
   ingestNice?: number;
   metricsPort: number;
@@ -439,12 +437,12 @@ async function probesPart(s: Shared, warmingUp: () => string | undefined) {
   };
 }
 
-/** Agent streams on their own port, decoded by the ingest threads (--agent-port, --ingest-threads). */
+/** Agent streams on their own port, decoded by the ingest thread (--agent-port). */
 function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string | undefined) => void, onLoad: (loopDelayMs: number) => void) {
   const { options } = s;
-  let worker: IngestThreads | undefined;
+  let worker: IngestWorker | undefined;
   return {
-    name: 'ingest threads',
+    name: 'ingest thread',
     get port() {
       return worker?.port;
     },
@@ -453,7 +451,6 @@ function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: string 
     async start() {
       worker = await startSupervisedIngest({
         store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
-        threads: options.ingestThreads ?? 1,
         ...(options.ingestNice !== undefined && { nice: options.ingestNice }),
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },

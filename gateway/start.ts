@@ -111,7 +111,7 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     bindAddress: config.bindAddress,
     webhookPort: config.webhookPort,
     grpcPort: config.grpcPort,
-    ...(config.agentPort !== undefined && { agentPort: config.agentPort, ingestThreads: config.ingestThreads }),
+    ...(config.agentPort !== undefined && { agentPort: config.agentPort }),
     metricsPort: config.metricsPort,
     tls,
     grpcTls: config.grpcTls,

@@ -2,8 +2,17 @@
 // cgroup's path (cgroup v2 memory.max, v1 memory.limit_in_bytes), read through
 // /proc/self/cgroup so it is found in a container (where the path is "/") and
 // in a cgroup made around a process on a host alike. Undefined: no limit.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readIfThere } from './container-cpus.js';
+
+/** A file's text, or undefined when it cannot be read. */
+const readIfThere = (path: string): string | undefined => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
 
 /** v1's "no limit" is the largest page-aligned long; anything above 2^60 bytes is none. */
 const NO_LIMIT = 2 ** 60;

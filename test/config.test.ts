@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { loadAllYaml, type V1DaemonSet, type V1Deployment, type V1EnvVar } from '@kubernetes/client-node';
 import { AgentConfigError, loadAgentConfig } from '../agent/config.js';
-import { ConfigError, defaultIngestThreads, loadConfig } from '../gateway/config/config.js';
+import { ConfigError, loadConfig } from '../gateway/config/config.js';
 import type { GatewayConfig } from '../gateway/config/types.js';
 import { DEFAULT_POLICY } from '../gateway/decide/policy.js';
 
@@ -406,9 +406,10 @@ describe('loadAgentConfig', () => {
   }
 });
 
-describe('--ingest-threads default', () => {
-  it('follows the container\'s CPUs up to 4: a gateway without a CPU limit on a 64-core node must not start 64 heaps', () => {
-    assert.deepEqual([1, 2, 3, 4, 8, 64].map(defaultIngestThreads), [1, 2, 3, 4, 4, 4]);
-    assert.equal(defaultIngestThreads(0), 1);
+describe('--ingest-threads, removed', () => {
+  it('is accepted, so a rollout that still sets it starts, and warns that it does nothing', () => {
+    const config = loadConfig(['--ingest-threads', '4'], {});
+    assert.deepEqual(config.warnings, ['--ingest-threads (OVERSELL_INGEST_THREADS) no longer does anything: one ingest thread serves the agent port; remove it']);
+    assert.deepEqual(loadConfig([], {}).warnings, []);
   });
 });

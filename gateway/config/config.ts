@@ -8,7 +8,6 @@
 import type { OutputConfiguration } from 'commander';
 import { join } from 'node:path';
 import { parseArgs, parsed, type Args, type Env } from '../../lib/cli.js';
-import { availableCpus } from '../../lib/container-cpus.js';
 import { containerMemoryLimit } from '../../lib/container-memory.js';
 import { parseDuration } from '../../lib/duration.js';
 import { parseLabelSelector } from '../../lib/label-selector.js';
@@ -27,17 +26,6 @@ export class ConfigError extends Error {
 }
 
 const str = (v: unknown): string | undefined => (v === undefined ? undefined : String(v));
-
-/**
- * Ingest threads unless --ingest-threads says: each is a V8 heap of its own
- * (26 MiB idle, measured), and a gateway without a CPU limit (deploy/'s) sees
- * every core of its node, so 64 cores would be 1.6 GiB before the first agent,
- * past the 1536 MiB limit.
- */
-export const DEFAULT_MAX_INGEST_THREADS = 4;
-
-/** The ingest threads for a container of `cpus` CPUs when --ingest-threads is unset. */
-export const defaultIngestThreads = (cpus: number): number => Math.max(1, Math.min(cpus, DEFAULT_MAX_INGEST_THREADS));
 
 /**
  * Memory an agent's connection holds in the gateway (its TLS session, HTTP/2
@@ -64,14 +52,6 @@ export function defaultMaxConnections(memoryLimitBytes: number | undefined): num
 function maxConnections(v: unknown): number {
   if (v === undefined) return defaultMaxConnections(containerMemoryLimit());
   return Number(v);
-}
-
-/** --ingest-threads, or defaultIngestThreads() of the container's CPUs when unset. */
-function ingestThreads(v: unknown): number {
-  if (v === undefined) return defaultIngestThreads(availableCpus());
-  const n = Number(v);
-  if (!Number.isInteger(n)) throw new ConfigError(`--ingest-threads must be a whole number of threads (1 or more), got ${JSON.stringify(v)}`);
-  return n;
 }
 
 /** --shutdown-drain: the pod's default grace period (30 s) must leave the 10 s a close may take after it. */
@@ -248,7 +228,6 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     webhookPort: Number(o.webhookPort),
     grpcPort: Number(o.grpcPort),
     ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
-    ingestThreads: ingestThreads(o.ingestThreads),
     metricsPort: Number(o.metricsPort),
     grpcTls: transport.grpcTls,
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),
@@ -276,7 +255,11 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       total: Number(o.grpcStreams),
       stallMs: parsed(o.grpcStreamStall, (s) => parseDuration(s, '--grpc-stream-stall')),
     },
-    warnings: transport.warning ? [transport.warning] : [],
+    warnings: [
+      ...(transport.warning ? [transport.warning] : []),
+      // Removed: one ingest thread serves the agent port (docs/performance-log.md, 2026-12-05). Still accepted, so a rollout that sets it does not stop.
+      ...(o.ingestThreads !== undefined ? ['--ingest-threads (OVERSELL_INGEST_THREADS) no longer does anything: one ingest thread serves the agent port; remove it'] : []),
+    ],
   };
   const proofKeyFile = str(o.proofKeyFile);
 

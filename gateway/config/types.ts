@@ -33,8 +33,6 @@ export interface CommonConfig {
   grpcPort: number;
   /** Agent streams on a port (and thread) of their own; undefined: on grpcPort. */
   agentPort?: number;
-  /** Threads serving agentPort. */
-  ingestThreads: number;
   metricsPort: number;
   grpcTls: boolean;
   webhookClientCaFile?: string;

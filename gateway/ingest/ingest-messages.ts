@@ -13,17 +13,11 @@ import type { StreamLimits, StreamRefusal } from '../tls/stream-guard.js';
 export interface IngestThreadData {
   bindAddress: string;
   port: number;
-  /**
-   * Accept on this listening socket (the main thread's descriptor of the
-   * agent port) through a descriptor of the thread's own, instead of binding
-   * bindAddress and port: how every thread but the first serves the one port.
-   */
-  shareFd?: number;
-  /** This thread's name in logs and metrics (ingest-0, ingest-1, ...). */
+  /** This thread's name in logs and metrics (ingest-0). */
   thread: string;
   /** The thread's own nice value: above the main thread's, so reviews run first when CPU is short. */
   nice: number;
-  /** The thread's stream ids count up from here: no other thread, or earlier run of this one, uses its range. */
+  /** The thread's stream ids count up from here: no earlier run of it, nor the main thread, uses its range. */
   streamIdBase: number;
   logLevel: string;
   /** Serve over TLS with this certificate (updated later with a 'tls' message). */
@@ -61,7 +55,7 @@ export const ROW_SAMPLE = 2;
 export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-stream' | 'unknown-node' | 'rate-limited' | SampleRefused, n: number] | [kind: 'auth', reason: string, n: number] | [kind: 'connection', reason: ConnectionRefusal, n: number] | [kind: 'stream-refused', reason: StreamRefusal, n: number] | [kind: 'stream-ended', service: string, n: number];
 
 export type ToMain =
-  | { type: 'listening'; port: number; fd: number }
+  | { type: 'listening'; port: number }
   | { type: 'failed'; message: string; code: string | undefined }
   /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), checked by the thread; the other ops; and what the thread counted itself: samples refused or dropped there, refused tokens. */
   | { type: 'ops'; rows: Float64Array; ops: IngestOp[]; counts: MetricCount[] }

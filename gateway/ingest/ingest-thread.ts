@@ -15,7 +15,6 @@ import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
-import { duplicateListener } from '../../lib/listener-handle.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
 import { methodPaths, streamGuard } from '../tls/stream-guard.js';
 import { AGENT_SENDING } from '../config/defaults.js';
@@ -217,22 +216,16 @@ port.on('message', (m: ToThread) => {
   }
 });
 
-// The first thread binds the port; the others accept on it through a descriptor of their own.
-(data.shareFd === undefined ? Promise.resolve(undefined) : duplicateListener(data.shareFd))
-  .then((handle) =>
-    listenGrpc(server, {
-      host: data.bindAddress,
-      port: data.port,
-      ...(handle && { handle }),
-      ...(data.tls && { tls: data.tls }),
-      limits: data.limits,
-      onRefused: (reason) => count('connection', reason),
-    }),
-  )
-  .then(
+listenGrpc(server, {
+  host: data.bindAddress,
+  port: data.port,
+  ...(data.tls && { tls: data.tls }),
+  limits: data.limits,
+  onRefused: (reason) => count('connection', reason),
+}).then(
   (l) => {
     listener = l;
-    post({ type: 'listening', port: l.port, fd: l.fd });
+    post({ type: 'listening', port: l.port });
   },
   (err: NodeJS.ErrnoException) => post({ type: 'failed', message: err.message, code: err.code }),
 );

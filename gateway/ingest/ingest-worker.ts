@@ -1,9 +1,8 @@
-// The main thread's side of the ingest threads (ingest-thread.ts): starts
-// them, applies what each thread's streams did to the store in order, answers
-// their hellos with the store's last seq, reviews their agents' tokens, counts
-// their metrics, and starts again a thread that dies.
+// The main thread's side of the ingest thread (ingest-thread.ts): starts it,
+// applies what its streams did to the store in order, answers their hellos
+// with the store's last seq, reviews their agents' tokens, counts their
+// metrics, and starts it again on the same port when it dies.
 import type { Worker } from 'node:worker_threads';
-import { duplicateListener, type ListenerHandle } from '../../lib/listener-handle.js';
 import { moduleWorker } from '../../lib/module-worker.js';
 import type { Logger } from '../../lib/log.js';
 import type { AgentAuthenticator } from '../auth/agent-authenticator.js';
@@ -18,10 +17,10 @@ import { SlicedBatches } from './sliced-batches.js';
 import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type IngestThreadData, type ToMain, type ToThread } from './ingest-messages.js';
 
 /**
- * Ingest threads run at this nice value, the main thread at the process's:
+ * The ingest thread runs at this nice value, the main thread at the process's:
  * under a CPU quota every thread of the gateway competes for the same CPU
  * time, and the agents' TLS and decoding took it from the reviews (no review
- * answered at 10,000 agents in one core). At 10 the kernel weighs an ingest
+ * answered at 10,000 agents in one core). At 10 the kernel weighs the ingest
  * thread about a tenth of the main thread when both are runnable; the ingest
  * falls behind instead, and the load shedder slows the agents.
  */
@@ -34,8 +33,6 @@ export interface IngestWorkerOptions {
   bindAddress: string;
   /** 0 picks a free port. */
   port: number;
-  /** Accept on this listening socket (a descriptor of the main thread's) instead of binding bindAddress and port. */
-  shareFd?: number;
   /** The thread's name in logs and metrics. */
   thread: string;
   /** The thread's nice value (default INGEST_THREAD_NICE; 0: the main thread's). */
@@ -61,8 +58,6 @@ export interface IngestWorkerOptions {
 
 export interface IngestWorker {
   port: number;
-  /** The listening socket's descriptor in the thread: the main thread duplicates it for the others. */
-  fd: number;
   /** The thread itself (diagnostics; tests end it to check what a crash does). */
   thread: Worker;
   /** Agent streams the thread serves now (attached and not yet ended). */
@@ -79,7 +74,6 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const data: IngestThreadData = {
     bindAddress: options.bindAddress,
     port: options.port,
-    ...(options.shareFd !== undefined && { shareFd: options.shareFd }),
     thread,
     nice: options.nice ?? INGEST_THREAD_NICE,
     streamIdBase: options.streamIdBase,
@@ -164,7 +158,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   const failAfterStart = (err: Error) => {
     if (!started || failed) return;
     failed = true;
-    // Its streams are gone with it: the nodes read as disconnected until their agents reconnect (to any thread).
+    // Its streams are gone with it: the nodes read as disconnected until their agents reconnect.
     batches.clear();
     for (const [streamId, name] of nodeOf) store.detach(name, streamId);
     nodeOf.clear();
@@ -174,13 +168,13 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     log.error(
       { thread, err: err.message },
       outOfMemory
-        ? `ingest thread ${thread} ran out of heap (--max-old-space-size): its agents are cut off and reconnect to the agent port (other threads serve it; this one is started again); raise the gateway's --max-old-space-size and memory limit together`
-        : `ingest thread ${thread} stopped: its agents are cut off and reconnect to the agent port (other threads serve it; this one is started again)`,
+        ? `ingest thread ${thread} ran out of heap (--max-old-space-size): its agents are cut off and reconnect once it is started again on the same port; raise the gateway's --max-old-space-size and memory limit together`
+        : `ingest thread ${thread} stopped: its agents are cut off and reconnect once it is started again on the same port`,
     );
     options.onFailed(err);
   };
 
-  const listening = new Promise<{ port: number; fd: number }>((resolve, reject) => {
+  const listening = new Promise<{ port: number }>((resolve, reject) => {
     worker.on('message', (m: ToMain) => {
       switch (m.type) {
         case 'ops':
@@ -236,150 +230,85 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     });
 
   try {
-    const { port, fd } = await listening;
+    const { port } = await listening;
     started = true;
-    return { port, fd, thread: worker, get streams() { return nodeOf.size; }, setTls: (tls) => send({ type: 'tls', ...tls }), setSending: (sending) => send({ type: 'sending', sending }), close };
+    return { port, thread: worker, get streams() { return nodeOf.size; }, setTls: (tls) => send({ type: 'tls', ...tls }), setSending: (sending) => send({ type: 'sending', sending }), close };
   } catch (err) {
     await worker.terminate();
     throw err;
   }
 }
 
-// Stream ids of the threads: the main thread counts its own from 1, each
-// start of an ingest thread gets the next 2^32 above 2^40 (2 million starts fit
-// under 2^53). Disjoint across threads and restarts, so a detach from a thread
-// that is going away can never end another thread's stream for the same node.
+// Stream ids of the ingest thread: the main thread counts its own from 1,
+// each start of the thread gets the next 2^32 above 2^40 (2 million starts fit
+// under 2^53). Disjoint across restarts, so a detach from a thread that is
+// going away can never end its successor's stream for the same node.
 const FIRST_THREAD_STREAM_ID = 2 ** 40;
 const STREAM_IDS_PER_START = 2 ** 32;
 let threadStarts = 0;
 const nextStreamIdBase = () => FIRST_THREAD_STREAM_ID + threadStarts++ * STREAM_IDS_PER_START;
 
-export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFailed' | 'thread' | 'shareFd' | 'streamIdBase' | 'onLoad'> {
-  /** Threads serving the agent port (default 1). */
-  threads?: number;
-  /** What is wrong while no thread serves (for /readyz), undefined once one serves again. */
+export interface SupervisedIngestOptions extends Omit<IngestWorkerOptions, 'onFailed' | 'thread' | 'streamIdBase'> {
+  /** What is wrong while the thread does not serve (for /readyz), undefined once it serves again. */
   onDown(reason: string | undefined): void;
-  /** The most delayed thread's loop delay (ms), at each thread's report: the load shedder reads it. */
-  onLoad?(loopDelayMs: number): void;
   /** First wait before a restart; doubled per failed try up to 30 s. */
   restartDelayMs?: number;
 }
 
-export interface IngestThreads extends IngestWorker {
-  /** Every thread now serving, by index (undefined while one restarts), with the streams it serves: diagnostics, and tests end one to check what a crash does. */
-  readonly threads: ReadonlyArray<{ thread: Worker; streams: number } | undefined>;
-}
-
 /**
- * Ingest threads that all accept on one port, each started again if it dies.
- * The first binds the port; the main thread keeps a descriptor of that socket
- * of its own (lib/listener-handle.ts), from which every other thread, and any
- * restarted one, gets a descriptor of its own. So a dying thread closes only
- * its descriptor: the port stays bound and listening, the other threads keep
- * their agents and accept the new connections, including those of the dead
- * thread's agents reconnecting, and connections that arrive while no thread
- * runs wait in the socket's queue. onDown says why only when no thread serves.
+ * The ingest thread, started again if it dies: on the port it first bound,
+ * so its agents reconnect where they were. While it restarts nothing listens
+ * there and agents back off and retry; onDown says why meanwhile.
  */
-export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestThreads> {
-  const count = Math.max(1, Math.floor(options.threads ?? 1));
+export async function startSupervisedIngest(options: SupervisedIngestOptions): Promise<IngestWorker> {
   const firstDelay = options.restartDelayMs ?? 1000;
   let tls = options.tls;
   // A restarted thread welcomes its agents with what they are told now, not what they were told at start.
   let sending = options.sending;
   let closing = false;
-  const retries = new Set<NodeJS.Timeout>();
-  const slots: Array<IngestWorker | undefined> = [];
-  const delays = new Map<number, number>();
-  let shared: ListenerHandle | undefined;
-  const down = new Set<number>();
-  const report = (why: string) => options.onDown(down.size === count ? `every ingest thread stopped (${why}); restarting` : undefined);
-  // --max-connections holds for the port, all threads together: the kernel
-  // spreads connections only about evenly, and a share per thread refused
-  // agents on the fuller thread while the port was under its cap.
-  const limits = options.limits ?? { maxConnections: GATEWAY_DEFAULTS.connections.grpcMaxConnections, handshakeTimeoutMs: GATEWAY_DEFAULTS.connections.handshakeTimeoutMs };
-  const counts = new Int32Array(new SharedArrayBuffer(4 * count));
-  const start = (i: number, onFailed: (err: Error) => void) =>
-    startIngestWorker({
-      ...options,
-      limits: { ...limits, shared: { counts, slot: i } },
-      ...(shared && { shareFd: shared.fd }),
-      thread: `ingest-${i}`,
-      streamIdBase: nextStreamIdBase(),
-      ...(tls && { tls }),
-      ...(sending && { sending }),
-      onLoad: (ms) => {
-        delays.set(i, ms);
-        options.onLoad?.(Math.max(...delays.values()));
-      },
-      onFailed,
-    });
-  const supervise = (i: number) => (err: Error) => restart(i, err, firstDelay);
-  const restart = (i: number, err: Error, delayMs: number) => {
+  let retry: NodeJS.Timeout | undefined;
+  const start = (port: number, onFailed: (err: Error) => void) =>
+    startIngestWorker({ ...options, port, thread: 'ingest-0', streamIdBase: nextStreamIdBase(), ...(tls && { tls }), ...(sending && { sending }), onFailed });
+  let current: IngestWorker | undefined;
+  const restart = (err: Error, delayMs: number) => {
     if (closing) return;
-    slots[i] = undefined;
-    delays.delete(i);
-    down.add(i);
-    report(err.message);
-    const retry = setTimeout(() => {
-      retries.delete(retry);
-      start(i, supervise(i)).then(
+    current = undefined;
+    options.onDown(`ingest thread stopped (${err.message}); restarting`);
+    retry = setTimeout(() => {
+      retry = undefined;
+      start(first.port, (e) => restart(e, firstDelay)).then(
         (next) => {
           if (closing) return void next.close();
-          slots[i] = next;
-          down.delete(i);
-          options.log.info({ thread: `ingest-${i}`, port: next.port }, 'ingest thread restarted; agents reconnect to it');
-          report('');
+          current = next;
+          options.log.info({ thread: 'ingest-0', port: next.port }, 'ingest thread restarted; agents reconnect to it');
+          options.onDown(undefined);
         },
-        (e: Error) => restart(i, e, Math.min(delayMs * 2, 30_000)),
+        (e: Error) => restart(e, Math.min(delayMs * 2, 30_000)),
       );
     }, delayMs);
-    retries.add(retry);
   };
-  const live = () => slots.filter((w): w is IngestWorker => w !== undefined);
-  const close = async () => {
-    closing = true;
-    for (const retry of retries) clearTimeout(retry);
-    await Promise.all(live().map((w) => w.close()));
-    // Last: the socket stays open while any thread's descriptor does, and this one is the main thread's.
-    shared?.close();
-  };
-
-  const first = await start(0, supervise(0));
-  slots[0] = first;
-  try {
-    shared = await duplicateListener(first.fd);
-    const rest = await Promise.allSettled(Array.from({ length: count - 1 }, (_, k) => start(k + 1, supervise(k + 1))));
-    rest.forEach((r, k) => {
-      if (r.status === 'fulfilled') slots[k + 1] = r.value;
-    });
-    const failed = rest.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
-  } catch (err) {
-    await close();
-    throw err;
-  }
+  const first = await start(options.port, (err) => restart(err, firstDelay));
+  current = first;
   return {
     port: first.port,
     get streams() {
-      return live().reduce((n, w) => n + w.streams, 0);
-    },
-    get fd() {
-      return shared?.fd ?? first.fd;
+      return current?.streams ?? 0;
     },
     get thread() {
-      return live()[0]?.thread ?? first.thread;
-    },
-    get threads() {
-      return Array.from({ length: count }, (_, i) => slots[i] && { thread: slots[i].thread, streams: slots[i].streams });
+      return (current ?? first).thread;
     },
     setTls(next) {
       tls = next;
-      for (const w of live()) w.setTls(next);
+      current?.setTls(next);
     },
     setSending(next) {
       sending = next;
-      for (const w of live()) w.setSending(next);
+      current?.setSending(next);
     },
-    close,
+    async close() {
+      closing = true;
+      clearTimeout(retry);
+      await current?.close();
+    },
   };
 }

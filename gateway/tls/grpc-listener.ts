@@ -8,7 +8,6 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import type { ListenerHandle } from '../../lib/listener-handle.js';
 import type { Tls } from './tls-keeper.js';
 
 export interface ConnectionLimits {
@@ -16,13 +15,6 @@ export interface ConnectionLimits {
   maxConnections: number;
   /** To finish the TLS handshake, and again to send the HTTP/2 preface. */
   handshakeTimeoutMs: number;
-  /**
-   * Threads accepting on one port hold maxConnections together: each counts
-   * its open connections in its slot of `counts` (shared memory), and a
-   * connection is taken while the sum is under the cap. Two threads taking
-   * one at the same instant may pass it by one each.
-   */
-  shared?: { counts: Int32Array; slot: number };
 }
 
 /**
@@ -47,8 +39,6 @@ export interface GrpcListenerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
-  /** Accept on this socket, already listening (its own descriptor: lib/listener-handle.ts), instead of binding host and port. */
-  handle?: ListenerHandle;
   /** Serve TLS with this certificate; without it, plaintext (local mode). */
   tls?: Tls;
   limits: ConnectionLimits;
@@ -57,8 +47,6 @@ export interface GrpcListenerOptions {
 
 export interface GrpcListener {
   port: number;
-  /** The listening socket's descriptor in this thread (another thread duplicates it to accept on the same port). */
-  fd: number;
   /** New handshakes use this certificate; open connections are not dropped. */
   setTls(tls: Tls): void;
   /** Stops accepting and closes what grpc-js's shutdown left open. */
@@ -98,28 +86,8 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
         handshakeTimeout: limits.handshakeTimeoutMs,
       }, awaitPreface)
     : net.createServer(awaitPreface);
-  const { shared } = limits;
-  if (shared) {
-    // This slot's earlier owner, a thread that died, closed nothing it counted.
-    Atomics.store(shared.counts, shared.slot, 0);
-  } else {
-    tcp.maxConnections = limits.maxConnections;
-  }
-  const heldByEveryThread = (counts: Int32Array) => {
-    let sum = 0;
-    for (let i = 0; i < counts.length; i++) sum += Atomics.load(counts, i);
-    return sum;
-  };
+  tcp.maxConnections = limits.maxConnections;
   tcp.on('connection', (raw: net.Socket) => {
-    if (shared) {
-      if (heldByEveryThread(shared.counts) >= limits.maxConnections) {
-        onRefused?.('connection-limit');
-        raw.destroy();
-        return;
-      }
-      Atomics.add(shared.counts, shared.slot, 1);
-      raw.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
-    }
     open.add(raw);
     raw.once('close', () => open.delete(raw));
     // A client that resets mid-handshake is its own problem, not an uncaught error.
@@ -141,8 +109,6 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
       const address = tcp.address() as net.AddressInfo;
       resolve({
         port: address.port,
-        // Internal but stable (cluster and every fd-passing library read it); Node has no public getter for a server's fd.
-        fd: (tcp as unknown as { _handle: { fd: number } })._handle.fd,
         setTls(next) {
           if (tcp instanceof tls.Server) tcp.setSecureContext({ cert: next.cert, key: next.key });
         },
@@ -154,7 +120,6 @@ export function listenGrpc(server: grpc.Server, options: GrpcListenerOptions): P
           }),
       });
     };
-    if (options.handle) tcp.listen(options.handle, listening);
-    else tcp.listen({ host: options.host, port: options.port }, listening);
+    tcp.listen({ host: options.host, port: options.port }, listening);
   });
 }

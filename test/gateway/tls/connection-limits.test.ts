@@ -12,7 +12,6 @@ import { scrapeMetric } from '../../helpers/metrics.js';
 import { waitUntil } from '../../../scripts/harness/wait.js';
 import * as grpc from '@grpc/grpc-js';
 import { oversellV1 } from '../../../proto/load.js';
-import { listenGrpc } from '../../../gateway/tls/grpc-listener.js';
 
 const TIMEOUT_MS = 300;
 /** Closed within the timeout, give or take a busy event loop. */
@@ -187,46 +186,6 @@ describe('the webhook\'s accept queue (--webhook-backlog)', () => {
       assert.equal(later, TRIED, `${later} of ${TRIED} connected once the loop accepted again`);
     } finally {
       child.kill();
-    }
-  });
-});
-
-// Ingest threads accepting on one port hold --max-connections together
-// (gateway/ingest/ingest-worker.ts gives each a slot of one shared count).
-describe('one connection cap shared by the threads of a port', () => {
-  it('a listener takes connections while every thread\'s count together is under the cap, and refuses past it', { timeout: 10_000 }, async () => {
-    const counts = new Int32Array(new SharedArrayBuffer(8));
-    counts[0] = 99; // what a dead thread left in this slot: forgotten when the listener starts
-    counts[1] = 4; // another thread's open connections
-    const server = new grpc.Server();
-    const refusals: string[] = [];
-    const listener = await listenGrpc(server, {
-      host: '127.0.0.1', port: 0,
-      limits: { maxConnections: 6, handshakeTimeoutMs: 10_000, shared: { counts, slot: 0 } },
-      onRefused: (reason) => refusals.push(reason),
-    });
-    const held: ReturnType<typeof silentTcp>[] = [];
-    try {
-      assert.equal(counts[0], 0, 'the slot starts at 0');
-      for (let i = 0; i < 2; i++) held.push(silentTcp(listener.port));
-      await waitUntil('both counted in this slot', async () => (Atomics.load(counts, 0) === 2 ? true : undefined), 3000);
-      const extra = silentTcp(listener.port);
-      const afterMs = await extra.closed;
-      assert.ok(afterMs < 1000, `the connection past 4 + 2 was closed after ${afterMs} ms`);
-      assert.deepEqual(refusals, ['connection-limit']);
-      // The other thread lets one go: this one takes the next.
-      Atomics.sub(counts, 1, 1);
-      const next = silentTcp(listener.port);
-      held.push(next);
-      const outcome = await Promise.race([next.closed.then(() => 'closed'), new Promise((r) => setTimeout(() => r('open'), 500))]);
-      assert.equal(outcome, 'open');
-      assert.equal(Atomics.load(counts, 0), 3);
-      held.pop()!.socket.destroy();
-      await waitUntil('a closed connection leaves the count', async () => (Atomics.load(counts, 0) === 2 ? true : undefined), 3000);
-    } finally {
-      for (const h of held) h.socket.destroy();
-      await listener.close();
-      server.forceShutdown();
     }
   });
 });
