@@ -9,6 +9,7 @@ import { NodeSampler } from './sample/sampler.js';
 import { GatewaySet } from './stream/gateway-set.js';
 import type { GatewayConnection } from './stream/gateway-connection.js';
 import { AgentMetrics } from './metrics.js';
+import { Lifecycle } from '../lib/lifecycle.js';
 import { boundedHostFacts, boundedPods, POD_BOUNDS } from '../wire/agent-bounds.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -46,6 +47,9 @@ export interface RunningAgent {
 
 export function startAgent(options: AgentOptions): RunningAgent {
   const { log } = options;
+  // What stop() closes, registered as each is built, closed last-built first.
+  const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'an agent part did not close cleanly; closing the rest'));
+  life.add({ name: 'pod source', close: () => options.pods.stop() });
   const sampler = new NodeSampler({ procRoot: options.procRoot, cgroupRoot: options.cgroupRoot, kubeletRoot: options.kubeletRootDir }).start();
   const instanceId = randomUUID();
   const layout = sampler.layout;
@@ -58,6 +62,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
     cgroupMode: layout.mode,
     cgroupDriver: layout.driver ?? '',
   };
+  life.add({ name: 'sampler', close: () => sampler.stop() });
   let intervalMs = options.intervalMs;
   // A gateway shedding load may ask for fewer samples (Settings.min_sample_interval_ms): the timer runs at the longer of the two.
   let minIntervalMs = 0;
@@ -92,6 +97,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
       gateways.shardCopies(s.shardCopies);
     },
   }, log);
+  life.add({ name: 'gateway streams', close: () => gateways.stop() });
 
   const metrics = new AgentMetrics(() => gateways);
   const tick = () => {
@@ -143,6 +149,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
   );
   gateways.set(options.gatewayAddresses);
   schedule();
+  life.add({ name: 'sampling timer', close: () => clearInterval(timer) });
 
   return {
     instanceId,
@@ -150,11 +157,6 @@ export function startAgent(options: AgentOptions): RunningAgent {
     metrics,
     sampler,
     tick,
-    stop: async () => {
-      clearInterval(timer);
-      sampler.stop();
-      await gateways.stop();
-      await options.pods.stop();
-    },
+    stop: () => life.close(),
   };
 }

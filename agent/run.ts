@@ -12,6 +12,7 @@ import { filePodSource, noPodSource, watchPodSource, type PodSource } from './re
 import { detectCgroupLayout } from './sample/cgroup-layout.js';
 import { readHostFacts } from './sample/host-facts.js';
 import { AgentConfigError, loadAgentConfig, type AgentConfig } from './config.js';
+import { Lifecycle } from '../lib/lifecycle.js';
 
 let config: AgentConfig;
 try {
@@ -37,6 +38,8 @@ async function podSource(pods: AgentConfig['pods'], kc: KubeAccess | undefined, 
   return watchPodSource(kc, nodeName, log);
 }
 
+// Each part is registered where it is built and closed in reverse (lib/lifecycle.ts): a start that fails half way closes what it built.
+const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'an agent part did not close cleanly; closing the rest'));
 try {
   const layout = detectCgroupLayout(config.cgroupRoot);
   const host = await readHostFacts(layout).catch((err: unknown) => {
@@ -58,21 +61,20 @@ try {
     ...(host && { host }),
     connection: gatewayConnection(config.connection),
   });
-  const watch = gateways.kind === 'discovery' && kc
-    ? await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log)
-    : undefined;
-  let metricsServer: import('node:http').Server | undefined;
+  life.add({ name: 'agent (sampling and streams)', close: () => agent.stop() });
+  if (gateways.kind === 'discovery' && kc) {
+    const watch = await watchGatewayEndpoints(kc, gateways.namespace, gateways.service, (addresses) => agent.gateways.set(addresses), log);
+    life.add({ name: 'gateway discovery', close: () => watch.stop() });
+  }
   if (config.metrics) {
     const bound = await agent.metrics.listen(config.metrics.host, config.metrics.port);
-    metricsServer = bound.server;
+    life.add({ name: 'metrics server', close: () => new Promise<void>((done) => bound.server.close(() => done())) });
     log.info({ metrics: `${bound.host}:${bound.port}` }, 'agent metrics serving');
   }
-  stopOnSignals(async () => {
-    metricsServer?.close();
-    await watch?.stop();
-    await agent.stop();
-  }, log);
+  await life.start();
+  stopOnSignals(() => life.close(), log);
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'agent cannot start');
+  await life.close();
   process.exit(2);
 }
