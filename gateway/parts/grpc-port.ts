@@ -1,0 +1,92 @@
+// The gRPC port as a part of the gateway (lib/lifecycle.ts): agent streams on
+// the main thread, the query API, health and reflection.
+// The gRPC port as a part of the gateway (lib/lifecycle.ts).
+import * as grpc from '@grpc/grpc-js';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { oversellV1, packageDefinition } from '../../proto/load.js';
+import { agentStreamService, storeTarget } from '../ingest/agent-stream-service.js';
+import { nodeUsageDefinition, nodeUsageService } from '../query/node-usage-service.js';
+import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
+import { DEFAULT_STREAM_LIMITS, methodPaths, streamGuard } from '../tls/stream-guard.js';
+import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor } from '../query/query-limits.js';
+import { type Shared, LOCAL_IF_YOUNGER_MS, MAX_RECEIVE_MESSAGE_BYTES, GRPC_SERVICES } from './shared.js';
+
+/** The gRPC port: agent streams on the main thread, the query API, health and reflection. */
+export function grpcPart(s: Shared) {
+  const { options, store, metrics, log, now } = s;
+  const queryLimits = { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits };
+  const lists = new Set(['/oversell.v1.NodeUsage/ListNodes', '/oversell.v1.NodeUsage/ListNodeSummaries']);
+  const server = new grpc.Server({
+    ...GRPC_SERVER_OPTIONS,
+    'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
+    // The stream guard nearest the transport: it sees every write's completion. Then overload: a refused query takes no list slot and no token review.
+    interceptors: [
+      streamGuard({
+        limits: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
+        // Limited and ended by the query API itself (--query-watches-per-caller, --query-watches, --query-watch-stall).
+        selfGuarded: new Set(['/oversell.v1.NodeUsage/WatchNodes']),
+        uncounted: methodPaths(oversellV1().AgentStream.service),
+        onRefused: (reason) => metrics.streamRefused('grpc', reason),
+        onEnded: (service) => metrics.streamEnded('grpc', service),
+      }),
+      overloadInterceptor('/oversell.v1.NodeUsage/', () => s.shedder.refuseQuery()),
+      listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason)),
+    ],
+  });
+  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
+  server.addService(nodeUsageDefinition(), nodeUsageService({
+    local: s.local, policies: options.policies, notReady: s.notReady, now,
+    ...(s.shard && {
+      peers: {
+        nodes: s.shard.peers,
+        localIfYoungerMs: LOCAL_IF_YOUNGER_MS,
+        onFailed: s.shard.onPeersFailed,
+      },
+    }),
+    ...(options.auth?.query && { authorize: options.auth.query, onRefused: (failure: string) => metrics.authRefused('query', failure) }),
+    onWatchEnded: (reason) => metrics.watchEnded(reason),
+    limits: queryLimits,
+    onLimited: (reason) => metrics.queryRefused(reason),
+  }));
+  // grpcurl and load balancers work without our proto files.
+  const health = new HealthImplementation(Object.fromEntries(GRPC_SERVICES.map((service) => [service, 'NOT_SERVING'])));
+  health.addToServer(server);
+  new ReflectionService(packageDefinition()).addToServer(server);
+  let listener: GrpcListener | undefined;
+  // As the health service starts: every service NOT_SERVING.
+  let serving = false;
+  return {
+    name: 'gRPC port',
+    get port() {
+      return listener?.port ?? NaN;
+    },
+    // Set every second, sent to Health/Watch streams only when it changes.
+    setServing: (now: boolean) => {
+      if (now === serving) return;
+      serving = now;
+      for (const service of GRPC_SERVICES) health.setStatus(service, now ? 'SERVING' : 'NOT_SERVING');
+    },
+    setTls: (tls: { cert: string; key: string }) => listener?.setTls(tls),
+    async start() {
+      listener = await listenGrpc(server, {
+        host: options.bindAddress,
+        port: options.grpcPort,
+        ...(options.grpcTls && { tls: options.tls }),
+        limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
+        onRefused: (reason) => metrics.connectionRefused('grpc', reason),
+      });
+    },
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        // Open agent streams would hold tryShutdown forever.
+        setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 2000).unref();
+      });
+      await listener?.close();
+    },
+  };
+}

@@ -1,0 +1,73 @@
+// What the gateway's parts share (built once by buildGateway), and the
+// timings and helpers more than one part uses.
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from '../../lib/log.js';
+import type { GrantProof } from '../decide/grant-proof.js';
+import type { PolicySource } from '../policies/policy-source.js';
+import type { PoolHarmLedger } from '../decide/pool-harm.js';
+import type { GatewayMetrics } from '../metrics/metrics.js';
+import type { AgentSending } from '../ingest/agent-sending.js';
+import type { LoadShedder } from '../ingest/load-shedder.js';
+import type { NodeStore } from '../store/node-store.js';
+import type { BoundRequests } from '../store/bound-requests.js';
+import { DEFAULT_POLICY } from '../decide/policy.js';
+import type { ShardView } from '../shard/shard-view.js';
+import type { ReviewForwarder } from '../shard/review-forwarder.js';
+import type { PeerQueries } from '../shard/peer-queries.js';
+import type { LocalNodes } from '../query/local-nodes.js';
+import type { GatewayOptions } from './gateway-options.js';
+
+/** What the parts share: built once by buildGateway. */
+export interface Shared {
+  options: GatewayOptions;
+  log: Logger;
+  now: () => number;
+  store: NodeStore;
+  metrics: GatewayMetrics;
+  proof: GrantProof;
+  boundRequests: (node: string) => ReturnType<BoundRequests['of']>;
+  /** Harm to each pool's pods for lack of memory, the last hour: the harm meter writes it, the policies' entries carry it. */
+  poolHarm: PoolHarmLedger;
+  connections: NonNullable<GatewayOptions['connections']>;
+  /** Why the gateway is not ready, undefined when it is. */
+  notReady: () => string | undefined;
+  /** Set by RunningGateway.drain(): not ready, and every webhook answer closes its connection. */
+  draining: boolean;
+  /** With a cluster and no webhook client CA, node gauges follow the node objects rather than reviews. */
+  nodeGaugesFromWatch: boolean;
+  /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
+  agentSending: AgentSending;
+  shedder: LoadShedder;
+  /** The nodes this replica holds as the query API shows them (to callers, and when sharded to the other replicas). */
+  local: LocalNodes;
+  /** Sharded: who owns which node, how a review reaches an owner, and how a query reaches the other replicas. */
+  shard?: {
+    view: ShardView;
+    forwarder: ReviewForwarder;
+    peers: PeerQueries;
+    certificate: () => string;
+    /** Replicas that did not answer a query in time: counted, and logged at most once a minute. */
+    onPeersFailed: (failed: string[]) => void;
+  };
+}
+
+/** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s (each owner a share, shard/hedged.ts). */
+export const FORWARD_DEADLINE_MS = 1000;
+/** How long a sharded replica waits for the other replicas to answer a query, all of them together; and for a watch's stream to send something before its SYNCED. */
+export const PEER_QUERY_DEADLINE_MS = 2000;
+/** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
+export const LOCAL_IF_YOUNGER_MS = 10_000;
+
+export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+export const GRPC_SERVICES = ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream'];
+
+export async function listen(app: FastifyInstance, host: string, port: number, backlog?: number): Promise<number> {
+  await app.listen({ host, port, ...(backlog !== undefined && { backlog }) });
+  const address = app.server.address();
+  return typeof address === 'object' && address ? address.port : port;
+}
+
+/** The staleness limit of the policy governing a node with these labels. */
+export function staleAfterMsOf(policies: PolicySource): (labels: Record<string, string>) => number {
+  return (labels) => policies.select(labels)?.policy?.staleAfterMs ?? DEFAULT_POLICY.staleAfterMs;
+}
