@@ -22,6 +22,8 @@ import { NodeStore } from './store/node-store.js';
 import { BoundRequests } from './store/bound-requests.js';
 import { Lifecycle } from '../lib/lifecycle.js';
 import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './config/defaults.js';
+import { DEFAULT_QUERY_LIMITS } from './query/query-limits.js';
+import { DEFAULT_STREAM_LIMITS } from './tls/stream-guard.js';
 import { DEFAULT_POLICY } from './decide/policy.js';
 import { PodDirectory } from './store/pod-directory.js';
 import { ShardView } from './shard/shard-view.js';
@@ -104,6 +106,8 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     boundRequests,
     poolHarm,
     connections: options.connections ?? GATEWAY_DEFAULTS.connections,
+    queryLimits: { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits },
+    streamLimits: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
     notReady: () => (s.draining ? 'shutting down: draining reviews to the other replicas' : started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
     draining: false,
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,

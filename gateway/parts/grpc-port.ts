@@ -1,6 +1,5 @@
 // The gRPC port as a part of the gateway (lib/lifecycle.ts): agent streams on
 // the main thread, the query API, health and reflection.
-// The gRPC port as a part of the gateway (lib/lifecycle.ts).
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
@@ -8,14 +7,14 @@ import { oversellV1, packageDefinition } from '../../proto/load.js';
 import { agentStreamService, storeTarget } from '../ingest/agent-stream-service.js';
 import { nodeUsageDefinition, nodeUsageService } from '../query/node-usage-service.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
-import { DEFAULT_STREAM_LIMITS, methodPaths, streamGuard } from '../tls/stream-guard.js';
-import { DEFAULT_QUERY_LIMITS, listLimitInterceptor, overloadInterceptor } from '../query/query-limits.js';
+import { methodPaths, streamGuard } from '../tls/stream-guard.js';
+import { listLimitInterceptor, overloadInterceptor } from '../query/query-limits.js';
 import { type Shared, LOCAL_IF_YOUNGER_MS, MAX_RECEIVE_MESSAGE_BYTES, GRPC_SERVICES } from './shared.js';
 
 /** The gRPC port: agent streams on the main thread, the query API, health and reflection. */
 export function grpcPart(s: Shared) {
   const { options, store, metrics, log, now } = s;
-  const queryLimits = { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits };
+  const { queryLimits } = s;
   const lists = new Set(['/oversell.v1.NodeUsage/ListNodes', '/oversell.v1.NodeUsage/ListNodeSummaries']);
   const server = new grpc.Server({
     ...GRPC_SERVER_OPTIONS,
@@ -23,7 +22,7 @@ export function grpcPart(s: Shared) {
     // The stream guard nearest the transport: it sees every write's completion. Then overload: a refused query takes no list slot and no token review.
     interceptors: [
       streamGuard({
-        limits: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
+        limits: s.streamLimits,
         // Limited and ended by the query API itself (--query-watches-per-caller, --query-watches, --query-watch-stall).
         selfGuarded: new Set(['/oversell.v1.NodeUsage/WatchNodes']),
         uncounted: methodPaths(oversellV1().AgentStream.service),

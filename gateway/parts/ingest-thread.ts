@@ -1,6 +1,5 @@
 // The agent port's ingest thread as a part of the gateway (lib/lifecycle.ts).
 import { startSupervisedIngest, type IngestWorker } from '../ingest/ingest-worker.js';
-import { DEFAULT_STREAM_LIMITS } from '../tls/stream-guard.js';
 import { type Shared, MAX_RECEIVE_MESSAGE_BYTES } from './shared.js';
 
 /** Agent streams on their own port, decoded by the ingest thread (--agent-port). */
@@ -20,7 +19,7 @@ export function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: 
         ...(options.ingestNice !== undefined && { nice: options.ingestNice }),
         ...(options.grpcTls && { tls: options.tls }),
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
-        streams: { ...DEFAULT_STREAM_LIMITS, ...options.grpcStreams },
+        streams: s.streamLimits,
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
         sending: s.shedder.sending,
         shardCopies: options.shard?.copies ?? 0,

@@ -15,6 +15,8 @@ import type { ShardView } from '../shard/shard-view.js';
 import type { ReviewForwarder } from '../shard/review-forwarder.js';
 import type { PeerQueries } from '../shard/peer-queries.js';
 import type { LocalNodes } from '../query/local-nodes.js';
+import type { QueryLimits } from '../query/query-limits.js';
+import type { StreamLimits } from '../tls/stream-guard.js';
 import type { GatewayOptions } from './gateway-options.js';
 
 /** What the parts share: built once by buildGateway. */
@@ -28,7 +30,10 @@ export interface Shared {
   boundRequests: (node: string) => ReturnType<BoundRequests['of']>;
   /** Harm to each pool's pods for lack of memory, the last hour: the harm meter writes it, the policies' entries carry it. */
   poolHarm: PoolHarmLedger;
+  /** The options' limits with their defaults, resolved once here: no part merges defaults of its own. */
   connections: NonNullable<GatewayOptions['connections']>;
+  queryLimits: QueryLimits;
+  streamLimits: StreamLimits;
   /** Why the gateway is not ready, undefined when it is. */
   notReady: () => string | undefined;
   /** Set by RunningGateway.drain(): not ready, and every webhook answer closes its connection. */

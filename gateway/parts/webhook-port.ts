@@ -9,7 +9,6 @@ import { bindingWebhookPlugin } from '../admit/binding-webhook-plugin.js';
 import { bindingDeps } from '../admit/binding-sources.js';
 import type { TemplateSource } from '../inject/template-source.js';
 import type { NodeObservation } from '../decide/policy.js';
-import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 import type { PodDirectory } from '../store/pod-directory.js';
 import { peerPlugin } from '../shard/peer-plugin.js';
 import { MetricsReader } from '../metrics-api/metrics-reader.js';
@@ -89,7 +88,7 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
     const view = s.shard.view;
     await webhook.register(peerPlugin, {
       local: s.local, certificate: s.shard.certificate,
-      watch: { streams: (node, standingInFor) => (standingInFor ? view.standsIn(node, standingInFor) : view.streams(node)), onMembersChange: (listener) => view.onChange(listener), stallMs: { ...DEFAULT_QUERY_LIMITS, ...options.queryLimits }.watchStallMs },
+      watch: { streams: (node, standingInFor) => (standingInFor ? view.standsIn(node, standingInFor) : view.streams(node)), onMembersChange: (listener) => view.onChange(listener), stallMs: s.queryLimits.watchStallMs },
       ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies) }), now } }),
     });
   }
