@@ -141,9 +141,8 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   try {
     life.add({ name: 'load shedder', start: () => shedder.start(), close: () => shedder.stop() });
     const grpcPort = life.add(grpcPart(s));
-    if (options.metricsApi && !options.cluster) throw new Error('the metrics API needs a cluster: it names pods from the API server and is served through its aggregation layer');
     // Named by the bound pods watch (a cluster part), read by the metrics API and, sharded, by the other replicas through the webhook port.
-    const directory = options.metricsApi ? new PodDirectory() : undefined;
+    const directory = options.cluster?.metricsApi ? new PodDirectory() : undefined;
     const sources = options.cluster && clusterSources(s, options.cluster);
     const webhook = life.add(await webhookPart(s, templates, directory, sources));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
@@ -151,7 +150,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     // Agents dial the agent port when there is one, else the gRPC port: that port names this replica among the members.
     agentPort = () => ingest?.port ?? grpcPort.port;
     if (options.cluster && sources) for (const part of clusterParts(s, options.cluster, sources, bound, directory)) life.add(part);
-    const metricsApi = options.metricsApi && options.cluster && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.metricsApi, directory) : undefined;
+    const metricsApi = options.cluster?.metricsApi && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.cluster.metricsApi, directory) : undefined;
     for (const part of metricsApi?.parts ?? []) life.add(part);
     let healthTimer: NodeJS.Timeout | undefined;
     let prune: NodeJS.Timeout | undefined;

@@ -127,9 +127,8 @@ export async function startFromConfig(config: GatewayConfig, log: Logger): Promi
     agentSending: config.agentSending,
     shedding: config.shedding,
     log,
-    ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...withoutShard(config.cluster) } }),
+    ...(config.mode === 'cluster' && kc && { cluster: { kubeConfig: kc, ...withoutShard(config.cluster), ...(config.metricsApi && { metricsApi: { port: config.metricsApi.port } }) } }),
     ...(config.mode === 'cluster' && config.cluster.shard && { shard: config.cluster.shard }),
-    ...(config.mode === 'cluster' && config.metricsApi && { metricsApi: { port: config.metricsApi.port } }),
   });
   const publishCa = (ca: string | undefined) => {
     if (config.mode !== 'cluster' || !kc || !config.caConfigMap || !ca) return;

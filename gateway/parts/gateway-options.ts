@@ -53,6 +53,12 @@ export interface GatewayOptions {
     watchBoundPods?: boolean;
     /** Keep the nodes' load histories in ConfigMaps of leaseNamespace: the leader writes them this often, every replica reads them at start (0 or unset: neither). */
     historySnapshotEveryMs?: number;
+    /**
+     * metrics.k8s.io/v1beta1 on its own HTTPS port: pods and the front-proxy
+     * CA come from this cluster's API server. review: how access is checked
+     * (default: SubjectAccessReviews to that API server, cached).
+     */
+    metricsApi?: { port: number; review?: AccessReview };
   };
   /** Sidecar injection on pod CREATE (POST /mutate/pods); without it, no templates: pods pass unchanged. */
   sidecars?: {
@@ -93,12 +99,6 @@ export interface GatewayOptions {
    * not trusted and each node's next kubelet write establishes raw again.
    */
   proofKey?: Buffer;
-  /**
-   * metrics.k8s.io/v1beta1 on its own HTTPS port (needs `cluster`: pods and
-   * the front-proxy CA come from its API server). review: how access is
-   * checked (default: SubjectAccessReviews to that API server, cached).
-   */
-  metricsApi?: { port: number; review?: AccessReview };
 }
 
 export interface RunningGateway {

@@ -14,7 +14,7 @@ import { type Shared, staleAfterMsOf } from './shared.js';
  * arrives before the CA is read gets 401, before the bound pods watch has
  * named the pods in `directory` a 503).
  */
-export async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<GatewayOptions['metricsApi']>, directory: PodDirectory) {
+export async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<NonNullable<GatewayOptions['cluster']>['metricsApi']>, directory: PodDirectory) {
   const { store, log, now, options } = s;
   let trust: FrontProxyTrust | undefined;
   const server = await buildMetricsApiServer({
