@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
 import { summarize, windowStart, windowStatistic, type Statistic } from '../gateway/decide/usage-stats.js';
 import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
+import { summarizeWindow } from '../gateway/decide/window-summary.js';
 
 // The obvious implementations, as oracles for the copy-free ones the policy uses.
 function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
@@ -488,7 +489,7 @@ describe('decide: properties over random inputs', () => {
       fc.property(arbInput, fc.integer({ min: 0, max: 500_000 }), fc.integer({ min: 0, max: 2 ** 40 }), (i, dc, dm) => {
         const more: DecisionInput = {
           ...i,
-          usage: { ...i.usage!, window: UsageWindow.of(i.usage!.window.points().map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm }))) },
+          usage: { ...i.usage!, summary: undefined, window: UsageWindow.of(i.usage!.window!.points().map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm }))) },
         };
         const a = decide(i);
         const b = decide(more);
@@ -507,6 +508,20 @@ describe('decide: properties over random inputs', () => {
           assert.equal(d.cpu.granted, d.cpu.floor);
           assert.equal(d.memory.granted, d.memory.floor);
         }
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('decides from a summary of the window (window-summary.ts) exactly as from the window itself: an agent that sends the summary moves its node as its samples would', () => {
+    fc.assert(
+      fc.property(arbInput, (i) => {
+        const u = i.usage!;
+        const fromSummary = decide({ ...i, usage: { ...u, window: undefined, summary: summarizeWindow(u.window!, i.policy, u.capacityMemoryBytes) } });
+        const fromWindow = decide(i);
+        assert.deepEqual(fromSummary.cpu, fromWindow.cpu);
+        assert.deepEqual(fromSummary.memory, fromWindow.memory);
+        assert.equal(fromSummary.reason, fromWindow.reason);
       }),
       { numRuns: 1000 },
     );

@@ -23,7 +23,7 @@ describe('NodeStore', () => {
     assert.equal(r?.window.point(0).timestampMs, 21_000);
     assert.equal(summarize(r?.window ?? new UsageWindow()).cpuP95Millicores, 9000); // 1 of 10 is above the 95th percentile rank
     const u = store.usage('n', 500_030 + 5000);
-    assert.equal(u?.window.length, 10);
+    assert.equal(u?.window?.length, 10);
     assert.equal(u?.ageMs, 5000);
     assert.equal(u?.requests.cpuMillicores, 5);
   });

@@ -112,11 +112,32 @@ export interface NodeObservation {
   lastGrant: PreviousGrant | undefined;
 }
 
-export interface UsageInput {
+/**
+ * A node's usage as the decision reads it: the window of points the gateway
+ * keeps (at least the policy's window and calm period), or its summary under
+ * the policy (window-summary.ts), computed wherever the points are.
+ */
+export type UsageInput = UsageFacts & ({ window: UsageWindow; summary?: undefined } | { summary: WindowSummary; window?: undefined });
+
+/** What a decision reads of a node's recent usage under one policy (window-summary.ts makes it from a window). */
+export interface WindowSummary {
+  /** The newest point's time (agent clock); undefined: no point at all. */
+  newestMs: number | undefined;
+  /** Points within the policy's window (the newest windowMs). */
+  samples: number;
+  /** The policy's CPU statistic over its window; 0 with no point in it. */
+  cpuMillicores: number;
+  /** The policy's memory statistic over its window; 0 with no point in it. */
+  memoryBytes: number;
+  /** A point within the calm period before the newest showed CPU pressure. */
+  cpuPressure: boolean;
+  /** A point within the calm period showed memory pressure (PSI, or a working set near capacity). */
+  memoryPressure: boolean;
+}
+
+export interface UsageFacts {
   /** Gateway now - when the newest sample arrived. */
   ageMs: number;
-  /** At least the policy's window and calm period. */
-  window: UsageWindow;
   capacityMemoryBytes: number;
   requests: { cpuMillicores: number; memoryBytes: number; known: boolean };
   /** The node's load factor over hours (load-history.ts); undefined: none kept, targets only. */

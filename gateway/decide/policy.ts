@@ -47,10 +47,8 @@
 // startupGrace ago: its requests count at once but its usage does not show
 // until it has started, so a rise then would count its requests at the load
 // factor of pods that are running. A fall is never delayed.
-import { UsageWindow } from './usage-window.js';
 import type { LoadHistoryView } from './load-history.js';
-import { windowStart, windowStatistic } from './usage-stats.js';
-import { cpuPressureSince, memoryPressureSince } from './pressure.js';
+import { NO_USAGE, summarizeWindow } from './window-summary.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
@@ -143,16 +141,15 @@ interface ResourceContext {
   requests: number | undefined;
   policy: ResourcePolicy | undefined;
   maxRatio: number;
-  /** The policy's window is the points from index `from` on. */
-  window: UsageWindow;
+  /** The policy's statistic of the resource over its window (window-summary.ts). */
+  usage: number;
   /** The node's load history, when it spans the policy's minimum; otherwise undefined (targets). */
   history: LoadHistoryView | undefined;
   /** Policy.history.learning is Floor. */
   learnAtFloor: boolean;
   /** Learning with the targets: the history so far, which may lower them (never raise them). */
   learningHistory: LoadHistoryView | undefined;
-  from: number;
-  field: 'cpuMillicores' | 'memoryBytes';
+  resource: 'cpu' | 'memory';
   underPressure: boolean;
   stale: boolean;
   noData: boolean;
@@ -246,13 +243,13 @@ function decideResource(c: ResourceContext): ResourceDecision {
     return resourceDecision(c, hot, 'pressure', hot, cap, undefined, undefined);
   }
 
-  const usage = windowStatistic(c.window, c.from, c.field, c.policy.statistic);
+  const usage = c.usage;
   const requests = c.requests ?? 0;
   const budget = c.policy.riskBudget;
   // Until the history is long enough to have seen the node's peak: the target, or with learning Floor nothing above the floor.
   // Without requests a load factor says nothing: the target.
   if (budget.enabled && !c.history && c.learnAtFloor && requests > 0) return resourceDecision(c, floor, 'learning', floor, cap, usage, undefined);
-  const resource = c.field === 'cpuMillicores' ? 'cpu' : 'memory';
+  const resource = c.resource;
   const minLoadFactor = c.policy.minLoadFactor;
   const predictedPeak = (h: LoadHistoryView) => Math.max(h.quantile(resource, budget.overShare), usage / requests, minLoadFactor);
   let loadFactor = budget.enabled && c.history && requests > 0 ? predictedPeak(c.history) : undefined;
@@ -296,21 +293,16 @@ function decideResource(c: ResourceContext): ResourceDecision {
   return resourceDecision(c, granted, which, floor, cap, usage, hRounded, loadFactor);
 }
 
-/** The window of a node with no usage: never added to. */
-const NO_POINTS = new UsageWindow();
-
 export function decide(input: DecisionInput): Decision {
   const { raw, usage, policy } = input;
   const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
   const trusted = input.boundRequests;
   const known = trusted !== undefined || usage?.requests.known === true;
-  const window = usage?.window ?? NO_POINTS;
-  const from = policy ? windowStart(window, policy.windowMs) : window.length;
-  const samples = window.length - from;
-  const calmFrom = (window.newestMs() ?? 0) - (policy?.calmPeriodMs ?? 0);
+  // The gateway's window, summarized here, or a summary made where the points are: the same figures.
+  const summary = usage === undefined ? NO_USAGE : (usage.summary ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes));
+  const samples = summary.samples;
   const mem = policy?.memory;
-  const memoryCapacity = usage?.capacityMemoryBytes ?? 0;
-  const noData = usage === undefined || window.length === 0;
+  const noData = summary.newestMs === undefined;
   const hysteresis = policy?.hysteresis ?? 0;
   const newestPodAgeMs = trusted?.newestPodAgeMs;
   const starting = policy !== undefined && newestPodAgeMs !== undefined && newestPodAgeMs < policy.startupGraceMs;
@@ -347,13 +339,12 @@ export function decide(input: DecisionInput): Decision {
     offRaw,
     policy: policy?.cpu,
     maxRatio: Math.max(1, cpuMax),
-    window,
+    usage: summary.cpuMillicores,
     history,
     learnAtFloor,
     learningHistory,
-    from,
-    field: 'cpuMillicores',
-    underPressure: policy !== undefined && cpuPressureSince(window, calmFrom, policy.cpu),
+    resource: 'cpu',
+    underPressure: summary.cpuPressure,
     previous: input.previous?.cpuMillicores,
     requestsOverCap: false,
     exclusive: exclusiveMillicores(usage?.cpuManager, raw.cpuMillicores),
@@ -375,13 +366,12 @@ export function decide(input: DecisionInput): Decision {
     offRaw: offRaw && cpu.applied === raw.cpuMillicores,
     policy: mem,
     maxRatio: Math.max(1, memMax),
-    window,
+    usage: summary.memoryBytes,
     history,
     learnAtFloor,
     learningHistory,
-    from,
-    field: 'memoryBytes',
-    underPressure: mem !== undefined && memoryPressureSince(window, calmFrom, mem, memoryCapacity),
+    resource: 'memory',
+    underPressure: summary.memoryPressure,
     previous: input.previous?.memoryBytes,
     requestsOverCap: false,
     exclusive: 0n,

@@ -1,0 +1,34 @@
+// What a decision reads of a node's recent usage under one policy: the
+// policy's statistic of each resource over its window, the points in it, and
+// whether there was pressure within its calm period. Everything else in a
+// window is for other readers (relief, the harm meter, the query API).
+//
+// A summary is what a node's usage costs the decision, whoever holds the
+// points: the gateway summarizes the window it keeps, and the same figures are
+// what an agent can send instead of its samples (issue 46).
+import type { UsageWindow } from './usage-window.js';
+import { windowStart, windowStatistic } from './usage-stats.js';
+import { cpuPressureSince, memoryPressureSince } from './pressure.js';
+import type { Policy, WindowSummary } from './decision-types.js';
+
+export type { WindowSummary } from './decision-types.js';
+
+/** The summary of no usage at all. */
+export const NO_USAGE: WindowSummary = Object.freeze({ newestMs: undefined, samples: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false });
+
+/** The window as `policy` reads it; with no policy, only whether there are points (nothing is decided from them). */
+export function summarizeWindow(window: UsageWindow, policy: Policy | undefined, capacityMemoryBytes: number): WindowSummary {
+  const newestMs = window.newestMs();
+  if (newestMs === undefined) return NO_USAGE;
+  if (!policy) return { newestMs, samples: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false };
+  const from = windowStart(window, policy.windowMs);
+  const calmFrom = newestMs - policy.calmPeriodMs;
+  return {
+    newestMs,
+    samples: window.length - from,
+    cpuMillicores: windowStatistic(window, from, 'cpuMillicores', policy.cpu.statistic),
+    memoryBytes: windowStatistic(window, from, 'memoryBytes', policy.memory.statistic),
+    cpuPressure: cpuPressureSince(window, calmFrom, policy.cpu),
+    memoryPressure: memoryPressureSince(window, calmFrom, policy.memory, capacityMemoryBytes),
+  };
+}
