@@ -5,10 +5,12 @@
 // below what is provisioned with a heavy tail across VMs, a daily curve and
 // rare spikes close to the VM's full size.
 //
-//   node --import tsx bench/synthetic-bitbrains.ts DIR [--vms 400] [--days 7] [--seed 1] [--no-spikes] [--alike]
+//   node --import tsx bench/synthetic-bitbrains.ts DIR [--vms 400] [--days 7] [--seed 1] [--spikes 0.02] [--spread 0.9] [--no-spikes] [--alike]
 //
 // --alike gives every VM the same mean CPU share (the spread across VMs is
 // what the node's own history cannot foresee); --no-spikes drops the spikes.
+// --spikes is the share of rows at 70-100 % of the VM's cores; --spread the
+// sigma of the log-normal mean CPU share across VMs (median 10 %).
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,13 +23,15 @@ const { values, positionals } = parseArgs({
     vms: { type: 'string', default: '400' },
     days: { type: 'string', default: '7' },
     seed: { type: 'string', default: '1' },
+    spikes: { type: 'string', default: '0.02' },
+    spread: { type: 'string', default: '0.9' },
     'no-spikes': { type: 'boolean', default: false },
     alike: { type: 'boolean', default: false },
   },
 });
 const dir = positionals[0];
 if (!dir) {
-  console.error('usage: synthetic-bitbrains.ts DIR [--vms N] [--days N] [--seed N] [--no-spikes] [--alike]');
+  console.error('usage: synthetic-bitbrains.ts DIR [--vms N] [--days N] [--seed N] [--spikes SHARE] [--spread SIGMA] [--no-spikes] [--alike]');
   process.exit(2);
 }
 const vms = Number(values.vms);
@@ -35,7 +39,8 @@ const rows = Math.round((Number(values.days) * 86_400) / 300);
 const rng = new Rng(Number(values.seed));
 const MHZ_PER_CORE = 2_600;
 const START_S = 1_376_314_846; // the published fastStorage files start in August 2013
-const SPIKE_SHARE = 0.02;
+const SPIKE_SHARE = Number(values.spikes);
+const SPREAD = Number(values.spread);
 const CORES = [1, 1, 2, 2, 2, 4, 4, 8];
 const GIB_KB = 1024 * 1024;
 
@@ -50,7 +55,7 @@ let memProvisioned = 0;
 for (let vm = 1; vm <= vms; vm += 1) {
   const cores = CORES[Math.floor(rng.next() * CORES.length)]!;
   const memoryKB = Math.round((2 + rng.next() * 30) * GIB_KB);
-  const cpuShare = values.alike ? 0.1 : Math.min(0.9, logNormal(0.1, 0.9));
+  const cpuShare = values.alike ? 0.1 : Math.min(0.9, logNormal(0.1, SPREAD));
   const memShare = Math.min(0.9, logNormal(0.09, 0.5));
   const lines = [BITBRAINS_HEADER];
   for (let r = 0; r < rows; r += 1) {

@@ -13,6 +13,7 @@ import { GrantProof } from './decide/grant-proof.js';
 import { noTemplates } from './inject/template-source.js';
 import { policyOrNone } from './policies/policy-source.js';
 import { withPoolHarm } from './policies/with-pool-harm.js';
+import { PoolLoadKeeper } from './policies/pool-load-keeper.js';
 import { PoolHarmLedger } from './decide/pool-harm.js';
 import { GatewayMetrics } from './metrics/metrics.js';
 import { AgentSending } from './ingest/agent-sending.js';
@@ -53,7 +54,9 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   const now = given.now ?? Date.now;
   // Harm to a pool's pods for lack of memory spends its budget: every reader selects policies with it.
   const poolHarm = new PoolHarmLedger();
-  const options: GatewayOptions = { ...given, policies: withPoolHarm(given.policies, poolHarm, now) };
+  // Each pool's typical predicted peak, from the histories in the store (made below): what the pods a rise lets in count at.
+  const poolLoad = new PoolLoadKeeper({ nodes: () => store.list(), policyOf: (labels) => policyOrNone(given.policies, labels) });
+  const options: GatewayOptions = { ...given, policies: withPoolHarm(given.policies, poolHarm, now, (pool) => poolLoad.of(pool)) };
   const { log, policies } = options;
   const life = new Lifecycle((part, err) => log.warn({ part, err: err.message }, 'a gateway part did not close cleanly; closing the rest'));
   // Stays unsynced (every lookup undefined) until a cluster's pods are listed: then agents' requests are only used clamped to the cap.
@@ -137,6 +140,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   // The gateway owns its sources from here: they stop after everything that reads them.
   const templates = options.sidecars?.source ?? noTemplates();
   life.add({ name: 'policies', close: () => policies.stop() });
+  life.add({ name: "pools' typical peak", start: () => poolLoad.start(), close: () => poolLoad.stop() });
   life.add({ name: 'sidecar templates', close: () => templates.stop() });
   try {
     life.add({ name: 'load shedder', start: () => shedder.start(), close: () => shedder.stop() });

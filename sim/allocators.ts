@@ -9,6 +9,7 @@ import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import type { WindowPoint } from '../gateway/decide/usage-window.js';
 import { learnSample, newNodeInputs, retainFor } from '../gateway/decide/node-inputs.js';
+import { poolLoads, type PoolLoad } from '../gateway/decide/pool-load.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { reliefLimits, type ReliefPolicy } from '../gateway/decide/relief.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
@@ -168,6 +169,8 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
   const previous: (PreviousGrant | undefined)[] = new Array(shapes.length).fill(undefined);
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
+  let poolAt = -1;
+  let poolLoad: PoolLoad | undefined;
   // The simulated cluster is one pool: harm on any node weighs against its budget, as on a pool's nodes.
   const harm = new PoolHarmLedger();
   const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
@@ -194,11 +197,16 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       learnSample(inputs[node]!, point, { requests: { cpu: s.boundCpu, memory: s.boundMemory }, raw: shapes[node]!.raw, newestPodAgeMs: s.newestPodAgeMs }, rules);
       const history = inputs[node]!.history;
       const spent = harm.of(entry.name, s.tMs);
+      // The pool's typical peak from every node's history as it stood at this step's start, as the gateway's keeper computes it.
+      if (poolAt !== s.tMs) {
+        poolAt = s.tMs;
+        poolLoad = poolLoads(inputs.map((i) => ({ policy, history: i.history }))).get(policy.name);
+      }
       const d = decideForNode({
         raw: raws[node]!,
         signed: previous[node],
         usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true }, history },
-        entry: spent.memoryOverloads > 0 || spent.cpuOverSeconds > 0 ? { ...entry, harm: spent } : entry,
+        entry: { ...entry, ...((spent.memoryOverloads > 0 || spent.cpuOverSeconds > 0) && { harm: spent }), poolLoad },
         boundRequests: bound,
       });
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };

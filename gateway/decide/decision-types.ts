@@ -182,6 +182,20 @@ export interface DecisionInput {
   poolHarm?: { memoryOverloads: number; untilMs: number; cpuObservedSeconds?: number; cpuOverSeconds?: number } | undefined;
   /** Values allocatable must not be written at (PreviousGrant.unconfirmed): moved one unit off them, within floor and cap. */
   avoid?: Partial<Allocatable> | undefined;
+  /**
+   * The node's pool's typical predicted peak (pool-load.ts): under a risk
+   * budget the pods a rise lets in count at the larger of it and the node's
+   * own. Undefined: the node's own only.
+   */
+  poolLoad?: PoolLoad | undefined;
+}
+
+/** A pool's typical predicted peak load factor per resource: the median over its nodes with a history as long as the policy asks (pool-load.ts). */
+export interface PoolLoad {
+  cpu: number;
+  memory: number;
+  /** Nodes it is the median of. */
+  nodes: number;
 }
 
 /**
@@ -225,6 +239,8 @@ export interface ResourceDecision {
   headroom: bigint | undefined;
   /** Under a risk budget: the load factor the node's peak was predicted at; undefined under the target. */
   loadFactor: number | undefined;
+  /** Under the budget, what the pods a rise lets in were counted at: the pool's typical peak, when above loadFactor; else undefined. */
+  newLoadFactor?: number | undefined;
   /** The value allocatable was moved one unit off (DecisionInput.avoid); undefined when it was not. */
   avoided: bigint | undefined;
   /** CPU held exclusively under the static CPU manager, in the resource's unit, kept out of the ratio (0 or absent: none; memory never has any). */

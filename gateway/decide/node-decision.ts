@@ -22,8 +22,8 @@ export interface NodeDecisionInput {
   boundRequests?: DecisionInput['boundRequests'];
 }
 
-/** A pool's entry with the harm its nodes took, when the gateway weighs it (pool-harm.ts via policies/with-pool-harm.ts). */
-export type PolicyEntryWithHarm = PolicyEntry & { harm?: DecisionInput['poolHarm'] };
+/** A pool's entry with the harm its nodes took and their typical predicted peak, when the gateway knows them (pool-harm.ts, pool-load.ts; policies/with-pool-harm.ts). */
+export type PolicyEntryWithHarm = PolicyEntry & { harm?: DecisionInput['poolHarm']; poolLoad?: DecisionInput['poolLoad'] };
 
 export function decideForNode(input: NodeDecisionInput): Decision {
   const { raw, signed, usage, boundRequests } = input;
@@ -39,6 +39,7 @@ export function decideForNode(input: NodeDecisionInput): Decision {
     boundRequests,
     avoid: signed?.unconfirmed,
     poolHarm: entry?.harm,
+    poolLoad: entry?.poolLoad,
   });
   if (entry?.error && decision.cpu.decidedBy !== 'no-data') {
     return { ...decision, reason: `OversellPolicy ${entry.name} is invalid (${entry.error}); ${decision.reason}` };

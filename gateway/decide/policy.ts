@@ -16,13 +16,15 @@
 // for only overShare of its time, the window's U / R, and minLoadFactor, and
 // m = the budget's margin:
 //
-//     headroom = R + (A*(1 - m) - L*(R - S) - S) / L
+//     headroom = R + (A*(1 - m) - L*(R - S) - S) / max(L, P)
 //
 // where S is the part of R not yet running (bound, not admitted: no usage to
-// see), counted at its requests. With S = 0 it is A*(1 - m) / L: filling the
-// node with pods that use their requests as its pods did at the predicted
-// peak brings usage to A*(1 - m). A pod running but not yet showing its usage
-// is covered by the startupGrace hold below.
+// see), counted at its requests, and P is the pool's typical predicted peak
+// (pool-load.ts): the pods a rise lets in come from the pool, not from this
+// node. With S = 0 and P <= L it is A*(1 - m) / L: filling the node with pods
+// that use their requests as its pods did at the predicted peak brings usage
+// to A*(1 - m). A pod running but not yet showing its usage is covered by the
+// startupGrace hold below.
 // The grant is bounded by construction:
 //
 //     granted = max(floor, min(cap, headroom)),  cap = (A - E) * maxRatio + E,
@@ -125,8 +127,8 @@ function scale(raw: bigint, ratio: number, unit: bigint): bigint {
  * margin, the pods already running at the load factor and those not yet
  * running (`starting`, their usage unseen) at their requests.
  */
-export function budgetHeadroom(raw: number, requests: number, starting: number, loadFactor: number, margin: number): number {
-  return requests + (raw * (1 - margin) - loadFactor * (requests - starting) - starting) / loadFactor;
+export function budgetHeadroom(raw: number, requests: number, starting: number, loadFactor: number, margin: number, newLoadFactor = loadFactor): number {
+  return requests + (raw * (1 - margin) - loadFactor * (requests - starting) - starting) / Math.max(loadFactor, newLoadFactor);
 }
 
 /** Headroom in the resource's unit; negative when the node is already past target. */
@@ -176,6 +178,8 @@ interface ResourceContext {
   requestsOverCap: boolean;
   /** Held exclusively (static CPU manager), within [0, raw]: kept out of the ratio. */
   exclusive: bigint;
+  /** The pool's typical predicted peak (DecisionInput.poolLoad): what the pods a rise lets in count at, when above the node's own. */
+  poolLoadFactor: number | undefined;
 }
 
 function mustAvoid(c: ResourceContext, v: bigint): boolean {
@@ -185,7 +189,7 @@ function mustAvoid(c: ResourceContext, v: bigint): boolean {
 // No object spread: `{ ...a, x }` leaves V8 with a slow-mode object that every
 // later field access pays for. Every ResourceDecision is built by this one
 // literal, so they all share one shape.
-function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined, loadFactor?: number): ResourceDecision {
+function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: DecidedBy, floor: bigint, cap: bigint, usage: number | undefined, headroom: bigint | undefined, loadFactor?: number, newLoadFactor?: number): ResourceDecision {
   let applied = c.dryRun ? floor : granted;
   let avoided: bigint | undefined;
   // One unit off a value the kubelet may hold as raw without saying so, or off raw: down while that keeps the floor, else up within the cap.
@@ -206,7 +210,7 @@ function resourceDecision(c: ResourceContext, granted: bigint, decidedBy: Decide
       if (!c.dryRun) granted = moved;
     }
   }
-  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, loadFactor, avoided, exclusive: c.exclusive };
+  return { raw: c.raw, granted, applied, decidedBy, floor, cap, requestsOverCap: c.requestsOverCap, usage, headroom, loadFactor, newLoadFactor, avoided, exclusive: c.exclusive };
 }
 
 /** A request figure as a bigint in its unit: NaN and negatives count as nothing, infinity as past any cap. */
@@ -255,7 +259,9 @@ function decideResource(c: ResourceContext): ResourceDecision {
   let loadFactor = budget.enabled && c.history && requests > 0 ? predictedPeak(c.history) : undefined;
   // Pods bound but not yet admitted (not running: no usage to see) count at their requests.
   const starting = c.requestsTrusted && c.admitted !== undefined ? Math.max(0, Math.min(requests, requests - c.admitted)) : 0;
-  let h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), requests, starting, loadFactor, budget.margin) : headroom(Number(c.raw), requests, usage, c.policy);
+  // The pods a rise lets in come from the pool: at its typical peak when that is above this node's.
+  const newLoadFactor = loadFactor !== undefined && c.poolLoadFactor !== undefined && c.poolLoadFactor > loadFactor ? c.poolLoadFactor : undefined;
+  let h = loadFactor !== undefined ? budgetHeadroom(Number(c.raw), requests, starting, loadFactor, budget.margin, newLoadFactor) : headroom(Number(c.raw), requests, usage, c.policy);
   // Learning: the targets see only the window; the history so far has seen more (a burst an hour ago), so the budget on it may lower them.
   // It never raises them: a short history has not seen the daily peak.
   if (loadFactor === undefined && budget.enabled && c.learningHistory && requests > 0 && c.learningHistory.spanMs() > 0) {
@@ -290,7 +296,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
       which = 'starting';
     }
   }
-  return resourceDecision(c, granted, which, floor, cap, usage, hRounded, loadFactor);
+  return resourceDecision(c, granted, which, floor, cap, usage, hRounded, loadFactor, newLoadFactor);
 }
 
 export function decide(input: DecisionInput): Decision {
@@ -348,6 +354,7 @@ export function decide(input: DecisionInput): Decision {
     previous: input.previous?.cpuMillicores,
     requestsOverCap: false,
     exclusive: exclusiveMillicores(usage?.cpuManager, raw.cpuMillicores),
+    poolLoadFactor: input.poolLoad?.cpu,
   });
   const memory = decideResource({
     stale,
@@ -375,6 +382,7 @@ export function decide(input: DecisionInput): Decision {
     previous: input.previous?.memoryBytes,
     requestsOverCap: false,
     exclusive: 0n,
+    poolLoadFactor: input.poolLoad?.memory,
   });
   // What the reason reads from the input, copied now: the caller's objects may change later.
   const facts: ExplainFacts = {

@@ -85,7 +85,8 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
     const over = b.overShare > 0 ? `exceeded ${pct(b.overShare)} of the time` : 'largest';
     const minSpanMs = input.policy?.history.minSpanMs ?? 0;
     const learning = (input.historySpanMs ?? 0) < minSpanMs ? `; learning: below the targets, which decide until the history spans ${hours(minSpanMs)}` : '';
-    return `${head} (${bound}; headroom ${fmt(d.headroom)}: predicted peak at ${d.loadFactor.toFixed(3)} of requests ${req} (history ${hours(input.historySpanMs)}, ${over}; ${p.statistic} usage now ${fmt(d.usage)}), margin ${pct(b.margin)}${learning})`;
+    const pool = d.newLoadFactor !== undefined ? `; pods it lets in at the pool's typical peak ${d.newLoadFactor.toFixed(3)}` : '';
+    return `${head} (${bound}; headroom ${fmt(d.headroom)}: predicted peak at ${d.loadFactor.toFixed(3)} of requests ${req} (history ${hours(input.historySpanMs)}, ${over}; ${p.statistic} usage now ${fmt(d.usage)})${pool}, margin ${pct(b.margin)}${learning})`;
   }
   const why = !p.riskBudget.enabled || !input.policy ? '' : !r.known ? '; the risk budget needs requests'
     : `; the risk budget once the load history spans ${hours(input.policy.history.minSpanMs)} (${hours(input.historySpanMs)} so far; until then it may only lower them)`;

@@ -176,4 +176,28 @@ describe('the risk budget', () => {
     assert.equal(spec({ memory: { riskBudget: { overShare: 0.001, margin: 0.05 } } }).error, undefined);
     assert.equal(spec({ cpu: { riskBudget: { enabled: false } } }).policy?.cpu.riskBudget.enabled, false);
   });
+
+  it("counts the pods a rise lets in at the pool's typical peak when it is above the node's own, and never grants more for it", () => {
+    const lCpu = Math.ceil(0.6 * 128) / 128;
+    const alone = decide(input(usage(history(25, 0.6, 0.7))));
+    // Requests 20 cores at 0.6, raw 16 cores, CPU margin 0: room for (16000 - 0.6 x 20000) / 0.8 more at the pool's 0.8.
+    const d = decide(input(usage(history(25, 0.6, 0.7)), DEFAULT_POLICY, { poolLoad: { cpu: 0.8, memory: 0.5, nodes: 7 } }));
+    assert.equal(d.cpu.decidedBy, 'budget');
+    assert.equal(d.cpu.loadFactor, lCpu);
+    assert.equal(d.cpu.newLoadFactor, 0.8);
+    assert.equal(d.cpu.granted, BigInt(Math.floor(20_000 + (16_000 - lCpu * 20_000) / 0.8)));
+    assert.ok(d.cpu.granted < alone.cpu.granted);
+    assert.match(d.reason, /cpu 16000m->\d+m \(risk budget; headroom \d+m: predicted peak at 0\.602 of requests 20000m \([^)]*\); pods it lets in at the pool's typical peak 0\.800, margin 0%\)/);
+    // Memory: the pool's 0.5 is below the node's 0.7; nothing changes.
+    assert.equal(d.memory.newLoadFactor, undefined);
+    assert.equal(d.memory.granted, alone.memory.granted);
+    for (const cpu of [0, 0.3, lCpu, 0.61, 1, 2.5, Infinity, Number.NaN]) {
+      const g = decide(input(usage(history(25, 0.6, 0.7)), DEFAULT_POLICY, { poolLoad: { cpu, memory: cpu, nodes: 3 } }));
+      assert.ok(g.cpu.granted <= alone.cpu.granted && g.memory.granted <= alone.memory.granted, `pool load ${cpu} raised a grant`);
+      assert.ok(g.cpu.granted >= g.cpu.floor, `pool load ${cpu} went below the floor`);
+    }
+    // While learning (the targets decide), the pool's peak plays no part.
+    const learning = decide(input(usage(history(5, 0.6, 0.55)), DEFAULT_POLICY, { poolLoad: { cpu: 0.9, memory: 0.9, nodes: 3 } }));
+    assert.equal(learning.cpu.granted, decide(input(usage(history(5, 0.6, 0.55)))).cpu.granted);
+  });
 });

@@ -12,6 +12,8 @@ import { NodeStore } from '../../../gateway/store/node-store.js';
 import { nodeSample } from '../../helpers/node-reviews.js';
 import { storeSample } from '../../helpers/store-sample.js';
 import { POOL_HARM_WINDOW_MS, PoolHarmLedger } from '../../../gateway/decide/pool-harm.js';
+import { LoadHistory } from '../../../gateway/decide/load-history.js';
+import type { PoolLoad } from '../../../gateway/decide/pool-load.js';
 
 const GI = 1024 ** 3;
 const raw = { cpuMillicores: 4000n, memoryBytes: 16n * BigInt(GI) };
@@ -85,5 +87,27 @@ describe('withPoolHarm', () => {
     assert.equal(spent?.memorySpentUntilMs, now + POOL_HARM_WINDOW_MS);
     const none = { ...DEFAULT_POLICY, cpu: { ...DEFAULT_POLICY.cpu, riskBudget: { ...DEFAULT_POLICY.cpu.riskBudget, enabled: false } }, memory: { ...DEFAULT_POLICY.memory, riskBudget: { ...DEFAULT_POLICY.memory.riskBudget, enabled: false } } };
     assert.equal(nodeStatus(record, withPoolHarm(flagsPolicySource(none), ledger, () => now), now).decision?.budget, undefined);
+  });
+
+  it("the entry carries the pool's typical peak when the keeper knows it, and the node's decision counts the pods a rise lets in at it", () => {
+    const now = 10_000_000;
+    const ledger = new PoolHarmLedger();
+    let load: PoolLoad | undefined;
+    const policies = withPoolHarm(flagsPolicySource(DEFAULT_POLICY), ledger, () => now, () => load);
+    assert.equal((policies.select({}) as { poolLoad?: unknown }).poolLoad, undefined);
+    load = { cpu: 0.9, memory: 0.9, nodes: 4 };
+    const entry = policies.select({});
+    assert.deepEqual((entry as { poolLoad?: unknown }).poolLoad, load);
+    assert.equal((entry as { harm?: unknown }).harm, undefined, 'no harm attached with none known');
+    // A node whose day-long history is quiet (0.2 of requests): the pool's 0.9 sizes the pods it lets in.
+    const history = new LoadHistory(24 * 3_600_000);
+    for (let i = 0; i <= 25 * 360; i++) history.record(i * 10_000, 0.2, 0.2);
+    const quiet = { ...usage, history };
+    const alone = decideForNode({ raw, usage: quiet, entry: flagsPolicySource(DEFAULT_POLICY).select({}) });
+    const pooled = decideForNode({ raw, usage: quiet, entry });
+    assert.equal(alone.cpu.decidedBy, 'cap');
+    assert.equal(pooled.cpu.decidedBy, 'budget');
+    assert.equal(pooled.cpu.newLoadFactor, 0.9);
+    assert.ok(pooled.cpu.granted < alone.cpu.granted);
   });
 });
