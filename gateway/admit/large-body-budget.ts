@@ -63,7 +63,10 @@ export function limitLargeBodies(app: FastifyInstance, budget: LargeBodyBudget, 
   app.addHook('onRequest', async (request, reply) => {
     if (request.method !== 'POST') return;
     const declared = Number(request.headers['content-length']);
-    const bytes = Number.isFinite(declared) ? declared : app.initialConfig.bodyLimit ?? Number.POSITIVE_INFINITY;
+    const limit = app.initialConfig.bodyLimit ?? Number.POSITIVE_INFINITY;
+    // Past the body limit it is refused with 413 unread: the same answer whatever the budget, and nothing to charge for.
+    if (declared > limit) return;
+    const bytes = Number.isFinite(declared) ? declared : limit;
     if (budget.admit(request.ip, bytes)) return;
     onRefused();
     return reply

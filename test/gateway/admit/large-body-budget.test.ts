@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { LARGE_BODY_BYTES, LargeBodyBudget } from '../../../gateway/admit/large-body-budget.js';
+import Fastify from 'fastify';
+import { LARGE_BODY_BYTES, LargeBodyBudget, limitLargeBodies } from '../../../gateway/admit/large-body-budget.js';
 import { postHttps, startTestGateway } from '../../helpers/gateway.js';
 import { getNode, queryClient } from '../../helpers/grpc.js';
 
@@ -47,6 +48,20 @@ describe('LargeBodyBudget', () => {
     clock += 1000;
     assert.equal(Array.from({ length: 5 }, () => budget.admit('10.0.0.2', 1.5 * MiB)).filter(Boolean).length, 3, '4 MiB a second after that (on the 1 MiB left of the burst)');
     assert.equal(budget.admit('10.0.0.4', 17 * MiB), false, 'a body over the burst is never admitted');
+  });
+
+  it('answers a body declared past the body limit with 413 however spent its caller\'s budget is, and charges nothing for it', async () => {
+    const app = Fastify({ bodyLimit: MiB });
+    const budget = new LargeBodyBudget();
+    let refused = 0;
+    limitLargeBodies(app, budget, () => (refused += 1));
+    app.post('/', async () => ({ ok: true }));
+    cleanups.push(() => app.close());
+    // The caller's burst spent.
+    while (budget.admit('127.0.0.1', 1.5 * MiB));
+    const res = await app.inject({ method: 'POST', url: '/', remoteAddress: '127.0.0.1', headers: { 'content-type': 'application/json' }, payload: `"${'x'.repeat(2 * MiB)}"` });
+    assert.equal(res.statusCode, 413);
+    assert.equal(refused, 0);
   });
 
   it('forgets the oldest caller past its bound', () => {
