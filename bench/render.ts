@@ -14,7 +14,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['cluster', 'replicas', 'replicas-sharded', 'webhook', 'ingest', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
+export const ALL = ['cluster', 'replicas', 'replicas-sharded', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 

@@ -22,7 +22,7 @@ import { ensureLoadgen } from './loadgen.js';
  * last: it brings the control plane up with the real node, which the two
  * before it bring up without (and take down again).
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'scaling', 'metrics-api', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'replicas-sharded', 'agent-real-node'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'replicas-sharded', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && (!only || process.env.BENCH_PUBLISH === '1');
@@ -40,7 +40,7 @@ if (wanted.some((name) => name !== 'scaling' && name !== 'metrics-api') && !exis
 // failed build is reported by the benchmark that needs the tool.
 const builds = [
   ...(wanted.includes('ingest') ? [ensureGhz] : []),
-  ...(wanted.some((name) => name === 'webhook' || name === 'cluster' || name === 'replicas' || name === 'replicas-sharded') ? [ensureLoadgen] : []),
+  ...(wanted.some((name) => name === 'webhook' || name === 'message-cost' || name === 'cluster' || name === 'replicas' || name === 'replicas-sharded') ? [ensureLoadgen] : []),
   ...(wanted.includes('webhook') ? [ensureOha] : []),
 ];
 let building = true;

@@ -1,0 +1,110 @@
+// What a replica pays for its agents, split into what each message costs and
+// what each sample in it costs: the figure that says how far sending fewer,
+// richer messages (a summary instead of samples, issue 46) can take the cost
+// per 1,000 agents. One gateway per setting, 1,000 loadgen agents on their own
+// TLS connections to the agent port, the gateway's process CPU over a window:
+//
+//   A  a sample a second, 5 a message (a steady agent today)
+//   B  a sample a second, 10 a message     B - C: 900 samples/s at one message rate
+//   C  a sample every 10 s, 1 a message    A - B: 100 messages/s at one sample rate
+//
+// Each setting runs ROUNDS times, in turn, so drift on the shared machine falls
+// on all of them alike.
+import { cpuSeconds } from './proc-stats.js';
+import { log, startGateway } from './processes.js';
+import { ensureLoadgen, PROTO, startLoadgen, waitForLine } from './loadgen.js';
+import { mean, round, runIfMain, type BenchResult } from './result.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+interface Setting {
+  name: 'A' | 'B' | 'C';
+  intervalS: number;
+  batch: number;
+}
+const SETTINGS: Setting[] = [
+  { name: 'A', intervalS: 1, batch: 5 },
+  { name: 'B', intervalS: 1, batch: 10 },
+  { name: 'C', intervalS: 10, batch: 1 },
+];
+const AGENTS = 1000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The gateway's millicores with AGENTS agents of one setting, over windowS after warmS. */
+async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
+  const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on'] });
+  try {
+    const idleFrom = cpuSeconds(gw.pid);
+    await sleep(5000);
+    const idleMillicores = ((cpuSeconds(gw.pid) - idleFrom) / 5) * 1000;
+    const run = startLoadgen(loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--proto', PROTO, '--tokens', tokens, '--ca', join(gw.tlsDir, 'ca.crt'),
+      '--interval', `${s.intervalS}s`, '--batch', String(s.batch)], { echo: process.env.BENCH_ECHO === '1' });
+    try {
+      await waitForLine(run, /^connected-in-ms \d+/, 120_000, `${AGENTS} agents (${s.name})`);
+      // Agents start their batches together: a whole batch period lets their phases spread before the window.
+      await sleep(warmS * 1000 + s.intervalS * s.batch * 1000);
+      const from = cpuSeconds(gw.pid);
+      await sleep(windowS * 1000);
+      return { millicores: ((cpuSeconds(gw.pid) - from) / windowS) * 1000, idleMillicores };
+    } finally {
+      run.child.kill('SIGTERM');
+      await run.result.catch(() => undefined);
+    }
+  } finally {
+    await gw.stop();
+  }
+}
+
+export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
+  const rounds = o.quick ? 1 : 3;
+  const warmS = o.quick ? 3 : 10;
+  const windowS = o.quick ? 10 : 30;
+  const loadgen = await ensureLoadgen();
+  const work = mkdtempSync(join(tmpdir(), 'oversell-message-cost-'));
+  // One line per agent, no token: a gateway without a cluster asks none.
+  const tokens = join(work, 'agents');
+  writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
+  const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [] };
+  const idle: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    for (const s of SETTINGS) {
+      const m = await measure(loadgen, tokens, s, warmS, windowS);
+      runs[s.name].push(m.millicores - m.idleMillicores);
+      idle.push(m.idleMillicores);
+      log(`message-cost round ${r + 1}/${rounds}: ${s.name} (a sample per ${s.intervalS} s, ${s.batch} a message) ${round(m.millicores)} millicores, ${round(m.idleMillicores)} idle`);
+    }
+  }
+  rmSync(work, { recursive: true, force: true });
+  const [a, b, c] = [mean(runs.A), mean(runs.B), mean(runs.C)];
+  const perThousand = (x: number) => round((x * 1000) / AGENTS, 1);
+  // Per second with AGENTS agents: A 200 messages and 1000 samples, B 100 and 1000, C 100 and 100.
+  const usPerMessage = ((a - b) / 100) * 1000;
+  const usPerSample = ((b - c) / 900) * 1000;
+  return {
+    name: 'message-cost',
+    summary: `per 1,000 agents: ${perThousand(a)} millicores at 5 samples a message every 5 s, ${perThousand(b)} at 10 every 10 s, ${perThousand(c)} at 1 every 10 s; about ${round(usPerMessage)} µs a message and ${round(usPerSample)} µs a sample`,
+    figures: {
+      agents: AGENTS,
+      rounds,
+      window_s: windowS,
+      a_millicores_per_1000: perThousand(a),
+      b_millicores_per_1000: perThousand(b),
+      c_millicores_per_1000: perThousand(c),
+      a_runs: runs.A.map((x) => round(x)).join(' '),
+      b_runs: runs.B.map((x) => round(x)).join(' '),
+      c_runs: runs.C.map((x) => round(x)).join(' '),
+      idle_millicores: round(mean(idle)),
+      us_per_message: round(usPerMessage),
+      us_per_sample: round(usPerSample),
+    },
+    targets: [{ name: 'a replica\'s cost per 1,000 agents <= 15 millicores, one message every 10 s (setting C: what a summary every 10 s costs at least)', measured: `${perThousand(c)} millicores`, met: perThousand(c) <= 15 }],
+    notes: [
+      `one gateway per setting (dist/, TLS on the agent port, decoded by its ingest thread), ${AGENTS} bench/loadgen agents each on its own TLS connection, no token (a gateway without a cluster asks none); each setting ${rounds} times in turn; its CPU (every thread) over ${windowS} s after ${warmS} s and one batch period, less its idle CPU before the agents`,
+      'A: a sample a second sent 5 a message (a steady agent under the default --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate',
+    ],
+  };
+}
+
+runIfMain(import.meta.url, run);
