@@ -68,15 +68,18 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
   const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [] };
   const idle: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    for (const s of SETTINGS) {
-      const m = await measure(loadgen, tokens, s, warmS, windowS);
-      runs[s.name].push(m.millicores - m.idleMillicores);
-      idle.push(m.idleMillicores);
-      log(`message-cost round ${r + 1}/${rounds}: ${s.name} (a sample per ${s.intervalS} s, ${s.batch} a message) ${round(m.millicores)} millicores, ${round(m.idleMillicores)} idle`);
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const s of SETTINGS) {
+        const m = await measure(loadgen, tokens, s, warmS, windowS);
+        runs[s.name].push(m.millicores - m.idleMillicores);
+        idle.push(m.idleMillicores);
+        log(`message-cost round ${r + 1}/${rounds}: ${s.name} (a sample per ${s.intervalS} s, ${s.batch} a message) ${round(m.millicores)} millicores, ${round(m.idleMillicores)} idle`);
+      }
     }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
   }
-  rmSync(work, { recursive: true, force: true });
   const [a, b, c] = [mean(runs.A), mean(runs.B), mean(runs.C)];
   const perThousand = (x: number) => round((x * 1000) / AGENTS, 1);
   // Per second with AGENTS agents: A 200 messages and 1000 samples, B 100 and 1000, C 100 and 100.

@@ -3,13 +3,13 @@
 // window, previous grant and bound requests the webhook would pass), not a
 // copy of it; Katalyst's realtime formula is the same headroom() the decision
 // uses, without its window statistic, floor, cap, hysteresis or pressure.
-import { decideForNode } from '../gateway/decide/node-decision.js';
+import { decideForNode, type PolicyEntryWithHarm } from '../gateway/decide/node-decision.js';
 import { PoolHarmLedger } from '../gateway/decide/pool-harm.js';
 import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
 import type { WindowPoint } from '../gateway/decide/usage-window.js';
 import { learnSample, newNodeInputs, retainFor } from '../gateway/decide/node-inputs.js';
-import { poolLoads, type PoolLoad } from '../gateway/decide/pool-load.js';
+import { poolLoads } from '../gateway/decide/pool-load.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';
 import { reliefLimits, type ReliefPolicy } from '../gateway/decide/relief.js';
 import { ScenarioError, type OversellPolicyInput, type Quantities, type Scenario } from './scenario.js';
@@ -170,7 +170,8 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
   const point: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
   const changes = new Map<string, number>();
   let poolAt = -1;
-  let poolLoad: PoolLoad | undefined;
+  /** The pool's entry with its typical peak of this step: made once a step, not once a node. */
+  let stepEntry: PolicyEntryWithHarm = entry;
   // The simulated cluster is one pool: harm on any node weighs against its budget, as on a pool's nodes.
   const harm = new PoolHarmLedger();
   const count = (resource: 'cpu' | 'memory', before: bigint, after: bigint, bound: string) => {
@@ -197,16 +198,17 @@ export function oversellAllocator(shapes: readonly NodeShape[], entry: PolicyEnt
       learnSample(inputs[node]!, point, { requests: { cpu: s.boundCpu, memory: s.boundMemory }, raw: shapes[node]!.raw, newestPodAgeMs: s.newestPodAgeMs }, rules);
       const history = inputs[node]!.history;
       const spent = harm.of(entry.name, s.tMs);
-      // The pool's typical peak from every node's history as it stood at this step's start, as the gateway's keeper computes it.
+      // The pool's typical peak once a step, from every node's history as the step's first decision finds it, as the gateway's keeper computes it every 10 s.
       if (poolAt !== s.tMs) {
         poolAt = s.tMs;
-        poolLoad = poolLoads(inputs.map((i) => ({ policy, history: i.history }))).get(policy.name);
+        const poolLoad = poolLoads(inputs.map((i) => ({ policy, history: i.history }))).get(policy.name);
+        stepEntry = poolLoad ? { ...entry, poolLoad } : entry;
       }
       const d = decideForNode({
         raw: raws[node]!,
         signed: previous[node],
         usage: { ageMs: 0, window, capacityMemoryBytes: shapes[node]!.capacity.memory, requests: { ...bound, known: true }, history },
-        entry: { ...entry, ...((spent.memoryOverloads > 0 || spent.cpuOverSeconds > 0) && { harm: spent }), poolLoad },
+        entry: spent.memoryOverloads > 0 || spent.cpuOverSeconds > 0 ? { ...stepEntry, harm: spent } : stepEntry,
         boundRequests: bound,
       });
       const granted = { cpuMillicores: d.cpu.applied, memoryBytes: d.memory.applied };
