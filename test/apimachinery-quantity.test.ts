@@ -121,8 +121,14 @@ describe('quantities, by Kubernetes\' own parser', () => {
         if (a.milliFitsInt64 && r.milli >= 0n) assert.equal(r.milli.toString(), a.milliValue, `${text} (from ${a.in}): Go's MilliValue()`);
         if (a.unitFitsInt64 && r.unit >= 0n) assert.equal(r.unit.toString(), a.value, `${text} (from ${a.in}): Go's Value()`);
       }
+      // Go's canonical form is not always a fixed point: a binary quantity off a 1024 multiple prints as a plain
+      // integer, which reads back as decimal ("314558264970531.25Ki" -> "322107663329824000" -> "322107663329824k").
+      // Only then may it change again, and only to the same value.
       const c = canonicalAnswers.get(a.canonical!);
-      if (c) assert.equal(c.canonical, a.canonical, `the API server's canonical ${a.canonical} of ${a.in} is not canonical to it`);
+      if (c && c.canonical !== a.canonical) {
+        assert.match(a.in, /[KMGTPE]i$/, `the API server's canonical ${a.canonical} of ${a.in} is rewritten again as ${c.canonical}`);
+        assert.equal(c.milli, a.milli, `the API server's canonical ${a.canonical} of ${a.in} is another value`);
+      }
       if (a.unitFitsInt64) compared += 1;
       if (read.milli > 0n) positive += 1;
     });
@@ -130,8 +136,9 @@ describe('quantities, by Kubernetes\' own parser', () => {
   });
 
   it('the checker sees what the API server changes or refuses, so the checks above can fail', () => {
-    const [rewritten, beyondMilli, beyondUnit, capped, refused, trimmed] = apimachineryQuantities(['1024Ki', '9223372036854775808m', '9223372036854775808', '8Ei', '1Gb', ' 1']);
+    const [rewritten, beyondMilli, beyondUnit, capped, refused, trimmed, offBinary, offBinaryCanonical] = apimachineryQuantities(['1024Ki', '9223372036854775808m', '9223372036854775808', '8Ei', '1Gb', ' 1', '314558264970531.25Ki', '322107663329824000']);
     assert.equal(rewritten!.canonical, '1Mi');
+    assert.deepEqual([offBinary!.canonical, offBinaryCanonical!.canonical], ['322107663329824000', '322107663329824k'], 'a canonical form can be rewritten again');
     assert.deepEqual([beyondMilli!.milliFitsInt64, beyondMilli!.unitFitsInt64], [false, true]);
     assert.deepEqual([beyondUnit!.unitFitsInt64, beyondUnit!.value], [false, '-9223372036854775808'], 'Value() overflows without a word');
     assert.deepEqual([capped!.canonical, capped!.unit], ['9223372036854775807', '9223372036854775807'], 'binary quantities are capped at int64');
