@@ -7,7 +7,7 @@ import { decideForNode, type PolicyEntryWithHarm } from '../gateway/decide/node-
 import { PoolHarmLedger } from '../gateway/decide/pool-harm.js';
 import { DEFAULT_POLICY, headroom, type Allocatable, type PreviousGrant } from '../gateway/decide/policy.js';
 import type { PolicyEntry } from '../gateway/decide/select-policy.js';
-import type { WindowPoint } from '../gateway/decide/usage-window.js';
+import type { WindowPoint } from '../lib/usage/usage-window.js';
 import { learnSample, newNodeInputs, retainFor } from '../gateway/decide/node-inputs.js';
 import { poolLoads } from '../gateway/decide/pool-load.js';
 import { toPolicyEntry } from '../gateway/policies/policy-spec.js';

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { formatBytes, formatMilli, parseBytes, parseMilli, QuantityError } from '../lib/quantity.js';
 import { decide, DEFAULT_POLICY } from '../gateway/decide/policy.js';
-import { UsageWindow } from '../gateway/decide/usage-window.js';
+import { UsageWindow } from '../lib/usage/usage-window.js';
 import { apimachineryQuantities } from './helpers/apimachinery-quantity.js';
 
 const MAX = 2n ** 63n - 1n;

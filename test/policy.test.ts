@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type UsageInput } from '../gateway/decide/policy.js';
-import { summarize, windowStart, windowStatistic, type Statistic } from '../gateway/decide/usage-stats.js';
-import { UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
-import { summarizeWindow } from '../gateway/decide/window-summary.js';
+import { summarize, windowStart, windowStatistic, type Statistic } from '../lib/usage/usage-stats.js';
+import { UsageWindow, type WindowPoint } from '../lib/usage/usage-window.js';
+import { summarizeWindow } from '../lib/usage/window-summary.js';
 
 // The obvious implementations, as oracles for the copy-free ones the policy uses.
 function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {

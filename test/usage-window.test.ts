@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { COLUMN, UsageWindow, type WindowPoint } from '../gateway/decide/usage-window.js';
+import { COLUMN, UsageWindow, type WindowPoint } from '../lib/usage/usage-window.js';
 
 const pt = (timestampMs: number, cpuMillicores = timestampMs / 10): WindowPoint => ({
   timestampMs, cpuMillicores, memoryBytes: timestampMs * 2, cpuPressure: timestampMs % 7, memoryPressure: timestampMs % 3,

@@ -1,11 +1,14 @@
 // The decision's inputs and outputs: what policy.ts decides from and returns,
 // and what its readers (webhook, status writer, query API, simulator) hold.
-import type { UsageWindow } from './usage-window.js';
-import type { Statistic } from './usage-stats.js';
+import type { UsageWindow } from '../../lib/usage/usage-window.js';
+import type { Statistic } from '../../lib/usage/usage-stats.js';
+import type { WindowSummary } from '../../lib/usage/summary-plan.js';
 import type { LoadHistoryView } from './load-history.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
 import type { CpuManagerPolicy, ProtectPolicy } from './tiers.js';
+
+export type { WindowSummary } from '../../lib/usage/summary-plan.js';
 
 export const MAX_INT64 = 2n ** 63n - 1n;
 
@@ -119,21 +122,6 @@ export interface NodeObservation {
  */
 export type UsageInput = UsageFacts & ({ window: UsageWindow; summary?: undefined } | { summary: WindowSummary; window?: undefined });
 
-/** What a decision reads of a node's recent usage under one policy (window-summary.ts makes it from a window). */
-export interface WindowSummary {
-  /** The newest point's time (agent clock); undefined: no point at all. */
-  newestMs: number | undefined;
-  /** Points within the policy's window (the newest windowMs). */
-  samples: number;
-  /** The policy's CPU statistic over its window; 0 with no point in it. */
-  cpuMillicores: number;
-  /** The policy's memory statistic over its window; 0 with no point in it. */
-  memoryBytes: number;
-  /** A point within the calm period before the newest showed CPU pressure. */
-  cpuPressure: boolean;
-  /** A point within the calm period showed memory pressure (PSI, or a working set near capacity). */
-  memoryPressure: boolean;
-}
 
 export interface UsageFacts {
   /** Gateway now - when the newest sample arrived. */

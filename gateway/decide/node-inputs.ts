@@ -4,7 +4,7 @@
 // so the two cannot learn by different rules.
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from './load-history.js';
 import { DEFAULT_POLICY, type Policy } from './policy.js';
-import { UsageWindow, type WindowPoint } from './usage-window.js';
+import { UsageWindow, type WindowPoint } from '../../lib/usage/usage-window.js';
 
 /** Windows are never kept longer than this, whatever a policy asks (memory: a point a second per node). */
 export const MAX_RETAIN_MS = 600_000;

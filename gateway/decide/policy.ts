@@ -50,7 +50,7 @@
 // until it has started, so a rise then would count its requests at the load
 // factor of pods that are running. A fall is never delayed.
 import type { LoadHistoryView } from './load-history.js';
-import { NO_USAGE, summarizeWindow } from './window-summary.js';
+import { NO_USAGE, summarizeWindow } from '../../lib/usage/window-summary.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
@@ -59,7 +59,7 @@ import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type De
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
-export { pressureNow } from './pressure.js';
+export { pressureNow } from '../../lib/usage/pressure.js';
 
 export const DEFAULT_POLICY: Policy = {
   name: 'flags',

@@ -4,7 +4,7 @@
 // (gateway/shard/peer-plugin.ts).
 import { parseLabelSelector, type LabelSelector } from '../../lib/label-selector.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
-import { COLUMN } from '../decide/usage-window.js';
+import { COLUMN } from '../../lib/usage/usage-window.js';
 import type { DirectoryPod, PodDirectory } from '../store/pod-directory.js';
 import {
   fieldsMatch, labelsMatch, nodeMetrics, parseFieldSelector, podMetrics, podsStamp,

@@ -8,7 +8,7 @@ import { DEFAULT_POLICY, type Policy, type ResourcePolicy, type RiskBudget } fro
 import { DEFAULT_PROTECT, type ProtectPolicy } from '../decide/tiers.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
-import { STATISTICS, type Statistic } from '../decide/usage-stats.js';
+import { STATISTICS, type Statistic } from '../../lib/usage/usage-stats.js';
 import { kubeletSettableKeys, NODE_RESTRICTION_PREFIX } from './kubelet-labels.js';
 
 /** A selector on labels a node's own kubelet may set lets a node choose its policy: said in the policy's status. */

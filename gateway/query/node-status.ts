@@ -3,7 +3,7 @@
 import type { NodeStatus } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import { decideObserved, type PolicyEntryWithHarm } from '../decide/node-decision.js';
 import { riskBudgetState } from '../decide/policy.js';
-import { summarize, windowStart } from '../decide/usage-stats.js';
+import { summarize, windowStart } from '../../lib/usage/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';

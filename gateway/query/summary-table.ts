@@ -10,7 +10,7 @@ import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 import { decideObserved } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
-import { windowStart } from '../decide/usage-stats.js';
+import { windowStart } from '../../lib/usage/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import { usageOf, type NodeRecord, type NodeStore } from '../store/node-store.js';
 import type { NodeRequests } from '../store/bound-requests.js';

@@ -9,7 +9,7 @@ import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js';
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
-import { UsageWindow, type WindowPoint } from '../decide/usage-window.js';
+import { UsageWindow, type WindowPoint } from '../../lib/usage/usage-window.js';
 import type { LoadHistory } from '../decide/load-history.js';
 import { learnSample, type LearnAgainst } from '../decide/node-inputs.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decideForNode } from '../../gateway/decide/node-decision.js';
-import { UsageWindow } from '../../gateway/decide/usage-window.js';
+import { UsageWindow } from '../../lib/usage/usage-window.js';
 import {
   katalystAllocator, noneAllocator, oversellAllocator, policyEntry, seaiiiAllocator, staticAllocator, type NodeSample, type NodeShape,
 } from '../../sim/allocators.js';

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, DEFAULT_POLICY, exclusiveMillicores, type CpuManagerInput, type DecisionInput, type UsageInput } from '../../../gateway/decide/policy.js';
 import { decideForNode } from '../../../gateway/decide/node-decision.js';
-import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
 import { NodeStore, usageOf } from '../../../gateway/store/node-store.js';
 import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
 import { storeSample } from '../../helpers/store-sample.js';

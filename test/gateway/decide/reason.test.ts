@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, DEFAULT_POLICY, type UsageInput } from '../../../gateway/decide/policy.js';
-import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
 
 const GI = 1024 ** 3;
 const raw = { cpuMillicores: 7910n, memoryBytes: 16n * BigInt(GI) };

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoadHistory } from '../../../gateway/decide/load-history.js';
 import { decide, DEFAULT_POLICY, type DecisionInput, type Policy, type UsageInput } from '../../../gateway/decide/policy.js';
-import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
 import { toPolicyEntry } from '../../../gateway/policies/policy-spec.js';
 
 const GI = 1024 ** 3;

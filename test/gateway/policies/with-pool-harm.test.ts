@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decideForNode } from '../../../gateway/decide/node-decision.js';
 import { DEFAULT_POLICY } from '../../../gateway/decide/policy.js';
-import { UsageWindow } from '../../../gateway/decide/usage-window.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
 import { withPoolHarm } from '../../../gateway/policies/with-pool-harm.js';
 import { nodeStatus } from '../../../gateway/query/node-status.js';

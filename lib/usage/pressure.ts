@@ -2,20 +2,20 @@
 // a working set near capacity. The decision falls to the floor while there was
 // pressure within the calm period; the status writer checks the newest point.
 import { COLUMN, type UsageWindow } from './usage-window.js';
-import type { Policy, ResourcePolicy } from './decision-types.js';
+import type { SummaryPlan } from './summary-plan.js';
 
-/** The window's point i shows CPU pressure under this policy. */
-function cpuPressureAt(window: UsageWindow, i: number, p: ResourcePolicy): boolean {
+/** The window's point i shows CPU pressure under this plan. */
+function cpuPressureAt(window: UsageWindow, i: number, p: SummaryPlan['cpu']): boolean {
   return window.get(i, COLUMN.cpuPressure) >= p.pressureThreshold;
 }
 
 /** The window's point i shows memory pressure: PSI, or a working set near capacity. */
-function memoryPressureAt(window: UsageWindow, i: number, p: Policy['memory'], capacity: number): boolean {
+function memoryPressureAt(window: UsageWindow, i: number, p: SummaryPlan['memory'], capacity: number): boolean {
   return window.get(i, COLUMN.memoryPressure) >= p.pressureThreshold || (capacity > 0 && window.get(i, COLUMN.memoryBytes) >= p.workingSetThreshold * capacity);
 }
 
 /** The newest point of the window shows pressure of either kind: the one check the status writer makes on every sample. */
-export function pressureNow(window: UsageWindow, policy: Policy, capacityMemoryBytes: number): boolean {
+export function pressureNow(window: UsageWindow, policy: SummaryPlan, capacityMemoryBytes: number): boolean {
   const last = window.length - 1;
   return last >= 0 && (cpuPressureAt(window, last, policy.cpu) || memoryPressureAt(window, last, policy.memory, capacityMemoryBytes));
 }
@@ -26,10 +26,10 @@ function pressureSince(window: UsageWindow, sinceMs: number, at: (i: number) => 
   return false;
 }
 
-export function cpuPressureSince(window: UsageWindow, sinceMs: number, p: ResourcePolicy): boolean {
+export function cpuPressureSince(window: UsageWindow, sinceMs: number, p: SummaryPlan['cpu']): boolean {
   return pressureSince(window, sinceMs, (i) => cpuPressureAt(window, i, p));
 }
 
-export function memoryPressureSince(window: UsageWindow, sinceMs: number, p: Policy['memory'], capacity: number): boolean {
+export function memoryPressureSince(window: UsageWindow, sinceMs: number, p: SummaryPlan['memory'], capacity: number): boolean {
   return pressureSince(window, sinceMs, (i) => memoryPressureAt(window, i, p, capacity));
 }

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, DEFAULT_POLICY, type Policy } from '../../../gateway/decide/policy.js';
-import { UsageWindow } from '../../../gateway/decide/usage-window.js';
-import { NO_USAGE, summarizeWindow, type WindowSummary } from '../../../gateway/decide/window-summary.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
+import { NO_USAGE, summarizeWindow, type WindowSummary } from '../../../lib/usage/window-summary.js';
 
 const GI = 1024 ** 3;
 // 120 points a second apart: CPU 1000..120000 millicores, memory 1..120 GiB.

@@ -9,15 +9,15 @@
 import type { UsageWindow } from './usage-window.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
-import type { Policy, WindowSummary } from './decision-types.js';
+import type { SummaryPlan, WindowSummary } from './summary-plan.js';
 
-export type { WindowSummary } from './decision-types.js';
+export type { SummaryPlan, WindowSummary } from './summary-plan.js';
 
 /** The summary of no usage at all. */
 export const NO_USAGE: WindowSummary = Object.freeze({ newestMs: undefined, samples: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false });
 
 /** The window as `policy` reads it; with no policy, only whether there are points (nothing is decided from them). */
-export function summarizeWindow(window: UsageWindow, policy: Policy | undefined, capacityMemoryBytes: number): WindowSummary {
+export function summarizeWindow(window: UsageWindow, policy: SummaryPlan | undefined, capacityMemoryBytes: number): WindowSummary {
   const newestMs = window.newestMs();
   if (newestMs === undefined) return NO_USAGE;
   if (!policy) return { newestMs, samples: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false };

@@ -1,0 +1,35 @@
+// What a window is summarized by (a plan: the part of a policy that reads
+// usage points) and what it is summarized to. The gateway holds policies; an
+// agent is told the plans and summarizes its own window by them, so a
+// decision reads the same figures wherever the points are.
+import type { Statistic } from './usage-stats.js';
+
+export interface SummaryPlan {
+  /** The newest windowMs of points are summarized. */
+  windowMs: number;
+  /** Pressure counts while within this long before the newest point. */
+  calmPeriodMs: number;
+  cpu: { statistic: Statistic; pressureThreshold: number };
+  memory: {
+    statistic: Statistic;
+    pressureThreshold: number;
+    /** Working set / capacity at or above which memory is under pressure. */
+    workingSetThreshold: number;
+  };
+}
+
+/** What a decision reads of a node's recent usage under one plan (window-summary.ts makes it from a window). */
+export interface WindowSummary {
+  /** The newest point's time (agent clock); undefined: no point at all. */
+  newestMs: number | undefined;
+  /** Points within the plan's window (the newest windowMs). */
+  samples: number;
+  /** The plan's CPU statistic over its window; 0 with no point in it. */
+  cpuMillicores: number;
+  /** The plan's memory statistic over its window; 0 with no point in it. */
+  memoryBytes: number;
+  /** A point within the calm period before the newest showed CPU pressure. */
+  cpuPressure: boolean;
+  /** A point within the calm period showed memory pressure (PSI, or a working set near capacity). */
+  memoryPressure: boolean;
+}
