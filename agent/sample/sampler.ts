@@ -97,6 +97,7 @@ export class NodeSampler {
       capacity: { cpuMillicores: cpu.cpus * 1000, memoryBytes: memory.totalBytes },
       pressure: this.#readPressure(nowMs),
       podsIncluded: withPods,
+      summaries: [],
       pods: withPods ? this.#readPods(nowMs) : [],
       cpuManager: this.#readCpuManager(cpu.cpus),
     };

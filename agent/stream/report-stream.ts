@@ -14,6 +14,7 @@ import type { Logger } from '../../lib/log.js';
 import { Backoff } from '../../lib/backoff.js';
 import type { GatewayConnection } from './gateway-connection.js';
 import { cpuPressureOf } from '../../wire/cpu-pressure.js';
+import { keptPlans, type KeptPlan, UsageSummarizer } from './usage-summarizer.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
@@ -48,6 +49,10 @@ export class ReportStream {
   /** The highest seq written on the current call, and the sample it carried. */
   #sentSeq = 0;
   #lastSent: Sample__Output | undefined;
+  /** The node's own window, kept always: what a gateway asking for summaries reads. */
+  readonly #window = new UsageSummarizer();
+  /** The plans the current gateway asked summaries for (its Settings); undefined: it takes samples. */
+  #summarizing: Summarizing | undefined;
   reconnects = 0;
   ackedSeq = 0;
   /** Messages written (samples or batches), for the agent's metrics. */
@@ -81,6 +86,8 @@ export class ReportStream {
   }
 
   push(sample: Sample__Output): void {
+    this.#window.add(sample);
+    if (this.#summarizing) return this.#pushSummarized(sample);
     this.#buffer.push(sample);
     if (this.#buffer.length > this.#options.bufferSize) this.#buffer.shift();
     if (!this.#live) return;
@@ -90,6 +97,20 @@ export class ReportStream {
     if (!sending || sendsAtOnce(sample, this.#lastSent) || (oldest !== undefined && sample.timestampMs - oldest.timestampMs >= sending.sendEveryMs) || this.#buffer.length - first >= sending.maxBatchSamples) {
       this.#flush();
     }
+  }
+
+  /**
+   * With summaries, only the newest sample goes, carrying the window: the
+   * samples before it are in the summary, so none waits to be replayed. It
+   * goes every summaryEveryMs and at once on what a batch would send at once.
+   */
+  #pushSummarized(sample: Sample__Output): void {
+    const s = this.#summarizing!;
+    this.#buffer.length = 0;
+    this.#buffer.push(sample);
+    if (!this.#live) return;
+    const last = this.#lastSent;
+    if (!last || sendsAtOnce(sample, last) || sample.timestampMs - last.timestampMs >= s.everyMs) this.#flush();
   }
 
   /** Index of the first buffered sample not yet written on the current call: they are the buffer's tail (seq ascending). */
@@ -103,6 +124,17 @@ export class ReportStream {
   #flush(): void {
     const call = this.#call;
     if (!call) return;
+    const summarizing = this.#summarizing;
+    if (summarizing) {
+      const newest = this.#buffer[this.#buffer.length - 1];
+      if (!newest || newest.seq <= this.#sentSeq) return;
+      call.write({ sample: { ...newest, summaries: this.#window.summaries(summarizing.plans, newest.capacity?.memoryBytes ?? 0) } });
+      this.messagesSent += 1;
+      this.#sentSeq = newest.seq;
+      this.#lastSent = newest;
+      this.#buffer.length = 0;
+      return;
+    }
     const unsent = this.#buffer.slice(this.#firstUnsent());
     const size = this.#sending?.maxBatchSamples ?? 1;
     for (let i = 0; i < unsent.length; i += size) {
@@ -160,10 +192,14 @@ export class ReportStream {
       this.#live = true;
       this.#backoff.reset();
       this.#sending = sendingOf(msg.welcome.settings);
+      this.#summarizing = summarizingOf(msg.welcome.settings);
       this.#sentSeq = lastSeq;
       this.#lastSent = undefined;
       this.#options.log.info(
-        { gateway: this.#options.gatewayAddress, gatewayLastSeq: lastSeq, replaying: this.#buffer.length, batches: this.#sending?.maxBatchSamples ?? 0, sendEveryMs: this.#sending?.sendEveryMs ?? 0 },
+        {
+          gateway: this.#options.gatewayAddress, gatewayLastSeq: lastSeq, replaying: this.#summarizing ? 0 : this.#buffer.length,
+          batches: this.#sending?.maxBatchSamples ?? 0, sendEveryMs: this.#sending?.sendEveryMs ?? 0, summaryPlans: this.#summarizing?.plans.length ?? 0,
+        },
         'connected to gateway',
       );
       this.#flush();
@@ -172,6 +208,8 @@ export class ReportStream {
       this.#dropUpTo(msg.ack.lastSeq);
     } else if (msg.settings) {
       if (msg.settings.maxBatchSamples > 0) this.#sending = sendingOf(msg.settings);
+      // Every Settings of a gateway that asks for summaries names its plans: none named, samples again.
+      this.#summarizing = summarizingOf(msg.settings);
       this.#options.onSettings?.(msg.settings);
     }
   }
@@ -207,6 +245,18 @@ export class ReportStream {
 interface Sending {
   maxBatchSamples: number;
   sendEveryMs: number;
+}
+
+interface Summarizing {
+  plans: KeptPlan[];
+  everyMs: number;
+}
+
+/** The plans a gateway's settings ask summaries for; undefined when it names none this agent can keep (an older gateway names none). */
+function summarizingOf(settings: Settings__Output | null | undefined): Summarizing | undefined {
+  const plans = keptPlans(settings?.summaryPlans ?? []);
+  if (plans.length === 0) return undefined;
+  return { plans, everyMs: Math.max(1000, settings!.summaryEveryMs || 10_000) };
 }
 
 /** What a gateway's settings say about batches; undefined from a gateway that takes none (an older one says nothing). */

@@ -4,10 +4,9 @@
 // so the two cannot learn by different rules.
 import { DEFAULT_HISTORY_HALF_LIFE_MS, LoadHistory, recordLoad } from './load-history.js';
 import { DEFAULT_POLICY, type Policy } from './policy.js';
-import { UsageWindow, type WindowPoint } from '../../lib/usage/usage-window.js';
+import { MAX_RETAIN_MS, UsageWindow, type WindowPoint } from '../../lib/usage/usage-window.js';
 
-/** Windows are never kept longer than this, whatever a policy asks (memory: a point a second per node). */
-export const MAX_RETAIN_MS = 600_000;
+export { MAX_RETAIN_MS } from '../../lib/usage/usage-window.js';
 
 /** How long a node's window is kept: the longest window or calm period of the policies (at least the default window), at most MAX_RETAIN_MS. */
 export function retainFor(policies: readonly (Policy | undefined)[]): number {
@@ -37,20 +36,10 @@ export interface LearnRules {
 
 export const newNodeInputs = (): NodeInputs => ({ window: new UsageWindow(), history: undefined });
 
-/**
- * One sample into the node's window and history. The window keeps
- * `retainMs` on the agent's timeline; a sample behind the whole window means
- * the agent's clock stepped back (an NTP fix, or one bad timestamp before it),
- * and the window restarts on the new timeline instead of keeping every later
- * sample out until the clock catches up.
- */
+/** One sample into the node's window (`retainMs` on the agent's timeline, UsageWindow.keep) and history. */
 export function learnSample(inputs: NodeInputs, point: WindowPoint, against: LearnAgainst, rules: LearnRules): void {
-  const window = inputs.window;
+  inputs.window.keep(point, rules.retainMs);
   const t = point.timestampMs;
-  const newestMs = window.newestMs() ?? t;
-  const cut = t <= newestMs - rules.retainMs ? Infinity : Math.max(newestMs, t) - rules.retainMs;
-  window.dropThrough(cut);
-  if (cut === Infinity || t > cut) window.add(point);
 
   const { requests, raw } = against;
   if (!requests || !raw) return;

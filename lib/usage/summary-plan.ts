@@ -33,3 +33,21 @@ export interface WindowSummary {
   /** A point within the calm period showed memory pressure (PSI, or a working set near capacity). */
   memoryPressure: boolean;
 }
+
+const ids = new WeakMap<SummaryPlan, number>();
+
+/**
+ * A plan's name on the wire: FNV-1a of its fields, never 0. Every replica and
+ * every agent computes the same id for the same plan, so a summary made for
+ * one replica's plan is read by another's.
+ */
+export function planId(plan: SummaryPlan): number {
+  const known = ids.get(plan);
+  if (known !== undefined) return known;
+  const text = [plan.windowMs, plan.calmPeriodMs, plan.cpu.statistic, plan.cpu.pressureThreshold, plan.memory.statistic, plan.memory.pressureThreshold, plan.memory.workingSetThreshold].join('|');
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  const id = h === 0 ? 1 : h;
+  ids.set(plan, id);
+  return id;
+}

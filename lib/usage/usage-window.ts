@@ -12,6 +12,9 @@ export interface WindowPoint {
   memoryPressure: number;
 }
 
+/** Windows are never kept longer than this, whatever a policy asks (memory: a point a second per node). */
+export const MAX_RETAIN_MS = 600_000;
+
 /** Where each number of a point sits, for get(). */
 export const COLUMN = { timestampMs: 0, cpuMillicores: 1, memoryBytes: 2, cpuPressure: 3, memoryPressure: 4 } as const;
 export type Column = (typeof COLUMN)[keyof typeof COLUMN];
@@ -80,6 +83,21 @@ export class UsageWindow {
     data[offset + COLUMN.cpuPressure] = p.cpuPressure;
     data[offset + COLUMN.memoryPressure] = p.memoryPressure;
     this.#length += 1;
+  }
+
+  /**
+   * Adds a point and keeps `retainMs` before the newest, on the timeline of
+   * the points: a point behind the whole window means the clock that stamped
+   * them stepped back (an NTP fix, or one bad timestamp before it), and the
+   * window restarts on the new timeline instead of keeping every later point
+   * out until the clock catches up.
+   */
+  keep(p: WindowPoint, retainMs: number): void {
+    const t = p.timestampMs;
+    const newestMs = this.newestMs() ?? t;
+    const cut = t <= newestMs - retainMs ? Infinity : Math.max(newestMs, t) - retainMs;
+    this.dropThrough(cut);
+    if (cut === Infinity || t > cut) this.add(p);
   }
 
   /** Drops every point at or before cutMs. */

@@ -1,0 +1,43 @@
+// Summary plans and summaries as the contract carries them (Settings.summary_plans,
+// Sample.summaries), to and from lib/usage's types. Reading from the wire
+// refuses what no plan or window can be: the agent gets plans from a gateway,
+// the gateway gets summaries from agents, and neither trusts the other's bytes.
+import type { SummaryPlan as WirePlan } from '../proto/gen/oversell/v1/SummaryPlan.js';
+import type { SummaryPlan__Output } from '../proto/gen/oversell/v1/SummaryPlan.js';
+import type { UsageSummary } from '../proto/gen/oversell/v1/UsageSummary.js';
+import { planId, type SummaryPlan, type WindowSummary } from '../lib/usage/summary-plan.js';
+import { STATISTICS, type Statistic } from '../lib/usage/usage-stats.js';
+
+/** At most this many plans in one Settings, and summaries in one sample: more distinct windows than any gateway's policies have. */
+export const MAX_SUMMARY_PLANS = 16;
+/** No plan's window is longer than a day: an agent keeps the points of its longest plan. */
+export const MAX_PLAN_WINDOW_MS = 86_400_000;
+
+export function planToWire(plan: SummaryPlan): WirePlan {
+  return {
+    id: planId(plan), windowMs: plan.windowMs, calmPeriodMs: plan.calmPeriodMs,
+    cpuStatistic: plan.cpu.statistic, memoryStatistic: plan.memory.statistic,
+    cpuPressureThreshold: plan.cpu.pressureThreshold, memoryPressureThreshold: plan.memory.pressureThreshold,
+    memoryWorkingSetThreshold: plan.memory.workingSetThreshold,
+  };
+}
+
+const isStatistic = (s: string): s is Statistic => (STATISTICS as readonly string[]).includes(s);
+const fraction = (x: number) => Number.isFinite(x) && x >= 0 && x <= 100;
+
+/** The plan a gateway sent, or undefined for one no agent should keep a window for (an id that is not its fields' is refused too). */
+export function planFromWire(p: SummaryPlan__Output): { id: number; plan: SummaryPlan } | undefined {
+  if (!isStatistic(p.cpuStatistic) || !isStatistic(p.memoryStatistic)) return undefined;
+  if (!(p.windowMs > 0 && p.windowMs <= MAX_PLAN_WINDOW_MS && p.calmPeriodMs <= MAX_PLAN_WINDOW_MS)) return undefined;
+  if (!fraction(p.cpuPressureThreshold) || !fraction(p.memoryPressureThreshold) || !fraction(p.memoryWorkingSetThreshold)) return undefined;
+  const plan: SummaryPlan = {
+    windowMs: p.windowMs, calmPeriodMs: p.calmPeriodMs,
+    cpu: { statistic: p.cpuStatistic, pressureThreshold: p.cpuPressureThreshold },
+    memory: { statistic: p.memoryStatistic, pressureThreshold: p.memoryPressureThreshold, workingSetThreshold: p.memoryWorkingSetThreshold },
+  };
+  return planId(plan) === p.id ? { id: p.id, plan } : undefined;
+}
+
+export function summaryToWire(id: number, s: WindowSummary): UsageSummary {
+  return { planId: id, samples: s.samples, cpuMillicores: Math.round(s.cpuMillicores), memoryBytes: Math.round(s.memoryBytes), cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure };
+}
