@@ -16,7 +16,8 @@ import { withPoolHarm } from './policies/with-pool-harm.js';
 import { PoolLoadKeeper } from './policies/pool-load-keeper.js';
 import { PoolHarmLedger } from './decide/pool-harm.js';
 import { GatewayMetrics } from './metrics/metrics.js';
-import { AgentSending } from './ingest/agent-sending.js';
+import { AgentSending, type Sending } from './ingest/agent-sending.js';
+import { summaryPlansOf } from './policies/summary-plans.js';
 import { LoadShedder } from './ingest/load-shedder.js';
 import { shedLimits } from './ingest/shed.js';
 import { NodeStore } from './store/node-store.js';
@@ -69,6 +70,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     startupGraceMs: (labels) => policyOrNone(given.policies, labels)?.startupGraceMs ?? DEFAULT_POLICY.startupGraceMs,
   });
   policies.onChange(() => store.setRetain(policies.retainMs()));
+  policies.onChange(() => announce(shedder.sending));
   const metrics = new GatewayMetrics(store, now);
   if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
   metrics.countPoolHarm(poolHarm);
@@ -80,7 +82,14 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   let ingestThreadDown: string | undefined;
   let warmUntil = Infinity;
   const baseSending = options.agentSending ?? AGENT_SENDING;
-  const agentSending = new AgentSending(baseSending);
+  // With summaries, every Settings names the policies' plans: the shedder's changes and the policies' alike.
+  const plans = () => (options.agentSending?.summaries ? { summaryPlans: summaryPlansOf(policies.entries()) } : {});
+  const agentSending = new AgentSending({ ...baseSending, ...plans() });
+  const announce = (sending: Sending) => {
+    const told = { ...sending, ...plans() };
+    agentSending.set(told);
+    ingest?.setSending(told);
+  };
   const shedding = { ...SHEDDING, ...options.shedding };
   let ingestDelayMs: number | undefined;
   let ingest: ReturnType<typeof ingestThreadPart> | undefined;
@@ -92,10 +101,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
       ...(shedding.calmForMs !== undefined && { calmForMs: shedding.calmForMs }),
     },
     base: baseSending,
-    announce: (sending) => {
-      agentSending.set(sending);
-      ingest?.setSending(sending);
-    },
+    announce,
     ingestDelayMs: () => ingestDelayMs,
     metrics,
     log,

@@ -517,7 +517,7 @@ describe('decide: properties over random inputs', () => {
     fc.assert(
       fc.property(arbInput, (i) => {
         const u = i.usage!;
-        const fromSummary = decide({ ...i, usage: { ...u, window: undefined, summary: summarizeWindow(u.window!, i.policy, u.capacityMemoryBytes) } });
+        const fromSummary = decide({ ...i, usage: { ...u, window: undefined, agentSummaries: undefined, summary: summarizeWindow(u.window!, i.policy, u.capacityMemoryBytes) } });
         const fromWindow = decide(i);
         assert.deepEqual(fromSummary.cpu, fromWindow.cpu);
         assert.deepEqual(fromSummary.memory, fromWindow.memory);

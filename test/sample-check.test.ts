@@ -10,6 +10,7 @@ import type { AgentMessage } from '../proto/gen/oversell/v1/AgentMessage.js';
 import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMessage.js';
 import type { ContainerUsage__Output } from '../proto/gen/oversell/v1/ContainerUsage.js';
 import type { Sample__Output } from '../proto/gen/oversell/v1/Sample.js';
+import type { UsageSummary__Output } from '../proto/gen/oversell/v1/UsageSummary.js';
 import { checkHello, checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
 import { boundedHostFacts, boundedPods, HELLO_BOUNDS } from '../wire/agent-bounds.js';
 import type { Hello__Output } from '../proto/gen/oversell/v1/Hello.js';
@@ -18,6 +19,8 @@ import { eventually } from './helpers/grpc.js';
 
 const GI = 1024 ** 3;
 const NOW = 1_750_000_000_000;
+const summary = (over: Partial<UsageSummary__Output> = {}): UsageSummary__Output => ({ planId: 7, samples: 300, cpuMillicores: 1000, memoryBytes: GI, cpuPressure: false, memoryPressure: false, ...over });
+
 function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
     seq: 1, timestampMs: NOW - 1000, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 3 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
@@ -47,6 +50,7 @@ describe('sample check (pure)', () => {
     ['PSI at 100', { pressure: psi(100, 100) }],
     ['idle with no capacity and no requests', { cpuUsageMillicores: 0, memoryWorkingSetBytes: 0, capacity: null, requests: null }],
     ['capacity at the ceiling', { capacity: { cpuMillicores: maxCapacityMillicores, memoryBytes: maxCapacityBytes } }],
+    [`${SAMPLE_BOUNDS.maxSummaries} summaries at the node's bounds`, { summaries: Array.from({ length: SAMPLE_BOUNDS.maxSummaries }, (_, i) => summary({ planId: i + 1, cpuMillicores: 6000, memoryBytes: 1.1 * 8 * GI, samples: SAMPLE_BOUNDS.maxSummarySamples })) }],
     [`a timestamp ${maxFutureMs} ms ahead of the gateway`, { timestampMs: NOW + maxFutureMs }],
     ['an old timestamp (a replay after a long disconnect)', { timestampMs: NOW - 86_400_000 }],
     ['pods within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI), pod(0, 0), pod(6000, 1.1 * 8 * GI)] }],
@@ -114,6 +118,15 @@ describe('sample check (pure)', () => {
     ['cpu-manager-implausible', 'exclusive CPUs under policy none', { cpuManager: { staticPolicy: false, exclusiveCpus: 1 } }],
     ['cpu-manager-implausible', 'a fraction of an exclusive CPU', { cpuManager: { staticPolicy: true, exclusiveCpus: 1.5 } }],
     ['cpu-manager-implausible', 'exclusive CPUs with no CPU capacity', { cpuUsageMillicores: 0, capacity: { cpuMillicores: 0, memoryBytes: 8 * GI }, requests: null, cpuManager: { staticPolicy: true, exclusiveCpus: 1 } }],
+    // Issue 46: a summary stands for a window of samples, bounded as each of them is.
+    ['summary-implausible', `${SAMPLE_BOUNDS.maxSummaries + 1} summaries`, { summaries: Array.from({ length: SAMPLE_BOUNDS.maxSummaries + 1 }, (_, i) => summary({ planId: i + 1 })) }],
+    ['summary-implausible', 'a summary of plan 0', { summaries: [summary({ planId: 0 })] }],
+    ['summary-implausible', 'a summary of no samples', { summaries: [summary({ samples: 0 })] }],
+    ['summary-implausible', 'a summary of more samples than a window holds', { summaries: [summary({ samples: SAMPLE_BOUNDS.maxSummarySamples + 1 })] }],
+    ['summary-implausible', 'a summary\'s CPU past the node\'s bound', { summaries: [summary({ cpuMillicores: 6001 })] }],
+    ['summary-implausible', 'a summary\'s memory past the node\'s bound', { summaries: [summary({ memoryBytes: Math.ceil(1.1 * 8 * GI) + 1 })] }],
+    ['summary-implausible', 'a negative summary', { summaries: [summary({ cpuMillicores: -1 })] }],
+    ['summary-implausible', 'a NaN summary', { summaries: [summary({ memoryBytes: NaN })] }],
     ['not-finite', 'NaN exclusive CPUs', { cpuManager: { staticPolicy: true, exclusiveCpus: NaN } }],
     ['negative', 'negative exclusive CPUs', { cpuManager: { staticPolicy: true, exclusiveCpus: -1 } }],
   ];
@@ -132,7 +145,7 @@ describe('sample check (pure)', () => {
     const rows = new Float64Array(3 + layout.width);
     for (const over of [...bad.map(([, , o]) => o), ...good.map(([, o]) => o)]) {
       const s = sample(over);
-      if (s.pods.length > 0) continue; // pods cross as objects
+      if (s.pods.length > 0 || s.summaries.length > 0) continue; // pods and summaries cross as objects
       rows.fill(7);
       layout.write(s, rows, 3);
       assert.equal(checkSampleRow(rows, 3, NOW), checkSample(s, NOW), JSON.stringify(over));

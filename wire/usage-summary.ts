@@ -2,10 +2,9 @@
 // Sample.summaries), to and from lib/usage's types. Reading from the wire
 // refuses what no plan or window can be: the agent gets plans from a gateway,
 // the gateway gets summaries from agents, and neither trusts the other's bytes.
-import type { SummaryPlan as WirePlan } from '../proto/gen/oversell/v1/SummaryPlan.js';
 import type { SummaryPlan__Output } from '../proto/gen/oversell/v1/SummaryPlan.js';
-import type { UsageSummary } from '../proto/gen/oversell/v1/UsageSummary.js';
-import { planId, type SummaryPlan, type WindowSummary } from '../lib/usage/summary-plan.js';
+import type { UsageSummary__Output } from '../proto/gen/oversell/v1/UsageSummary.js';
+import { planId, type AgentSummary, type SummaryPlan, type WindowSummary } from '../lib/usage/summary-plan.js';
 import { STATISTICS, type Statistic } from '../lib/usage/usage-stats.js';
 
 /** At most this many plans in one Settings, and summaries in one sample: more distinct windows than any gateway's policies have. */
@@ -13,7 +12,7 @@ export const MAX_SUMMARY_PLANS = 16;
 /** No plan's window is longer than a day: an agent keeps the points of its longest plan. */
 export const MAX_PLAN_WINDOW_MS = 86_400_000;
 
-export function planToWire(plan: SummaryPlan): WirePlan {
+export function planToWire(plan: SummaryPlan): SummaryPlan__Output {
   return {
     id: planId(plan), windowMs: plan.windowMs, calmPeriodMs: plan.calmPeriodMs,
     cpuStatistic: plan.cpu.statistic, memoryStatistic: plan.memory.statistic,
@@ -38,6 +37,15 @@ export function planFromWire(p: SummaryPlan__Output): { id: number; plan: Summar
   return planId(plan) === p.id ? { id: p.id, plan } : undefined;
 }
 
-export function summaryToWire(id: number, s: WindowSummary): UsageSummary {
+export function summaryToWire(id: number, s: WindowSummary): UsageSummary__Output {
   return { planId: id, samples: s.samples, cpuMillicores: Math.round(s.cpuMillicores), memoryBytes: Math.round(s.memoryBytes), cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure };
+}
+
+
+/** A checked sample's summaries (gateway/store/sample-check.ts) as the store keeps them: each ends at the sample's own time. */
+export function summariesFromWire(summaries: readonly UsageSummary__Output[], timestampMs: number): AgentSummary[] {
+  return summaries.map((s) => ({
+    planId: s.planId,
+    summary: { newestMs: timestampMs, samples: s.samples, cpuMillicores: s.cpuMillicores, memoryBytes: s.memoryBytes, cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure },
+  }));
 }

@@ -87,7 +87,10 @@ export class ReportStream {
 
   push(sample: Sample__Output): void {
     this.#window.add(sample);
-    if (this.#summarizing) return this.#pushSummarized(sample);
+    if (this.#summarizing) {
+      this.#pushSummarized(sample);
+      return;
+    }
     this.#buffer.push(sample);
     if (this.#buffer.length > this.#options.bufferSize) this.#buffer.shift();
     if (!this.#live) return;
@@ -256,7 +259,7 @@ interface Summarizing {
 function summarizingOf(settings: Settings__Output | null | undefined): Summarizing | undefined {
   const plans = keptPlans(settings?.summaryPlans ?? []);
   if (plans.length === 0) return undefined;
-  return { plans, everyMs: Math.max(1000, settings!.summaryEveryMs || 10_000) };
+  return { plans, everyMs: Math.max(1000, settings!.sendEveryMs || 10_000) };
 }
 
 /** What a gateway's settings say about batches; undefined from a gateway that takes none (an older one says nothing). */

@@ -6,7 +6,7 @@
 // asking gets a full window at once.
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { SummaryPlan__Output } from '../../proto/gen/oversell/v1/SummaryPlan.js';
-import type { UsageSummary } from '../../proto/gen/oversell/v1/UsageSummary.js';
+import type { UsageSummary__Output as UsageSummary } from '../../proto/gen/oversell/v1/UsageSummary.js';
 import { MAX_RETAIN_MS, UsageWindow } from '../../lib/usage/usage-window.js';
 import { summarizeWindow, type SummaryPlan } from '../../lib/usage/window-summary.js';
 import { cpuPressureOf } from '../../wire/cpu-pressure.js';

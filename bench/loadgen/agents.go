@@ -103,12 +103,13 @@ func runAgents(args []string) {
 	interval := fs.Duration("interval", time.Second, "sample interval of each agent")
 	dialConcurrency := fs.Int("dial-concurrency", 64, "first connections (TCP+TLS+hello) in flight at once")
 	batch := fs.Int("batch", 1, "samples per message: above 1, each agent sends its last N samples as one SampleBatch every N intervals, as a steady agent does under the gateway's send_every_ms (--interval 1s --batch 5: one message per 5 s); 0: as the gateway says in its welcome and later Settings (the load shedder's interval), as the agent does")
+	summaries := fs.Int("summaries", 0, "window summaries each sample carries (Sample.summaries), as an agent sends them to a gateway with --agent-summaries on")
 	fs.Parse(args)
 
 	if *interval <= 0 || *dialConcurrency < 1 || *batch < 0 {
 		fatalf("agents: --interval and --dial-concurrency must be positive, --batch 0 or more")
 	}
-	msgs, err := newAgentMessages(mustContract(*protoPath))
+	msgs, err := newAgentMessages(mustContract(*protoPath), *summaries)
 	if err != nil {
 		fatalf("agents: %v", err)
 	}

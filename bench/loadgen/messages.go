@@ -29,7 +29,7 @@ type agentMessages struct {
 	constantWire []byte
 }
 
-func newAgentMessages(c *contract) (*agentMessages, error) {
+func newAgentMessages(c *contract, summaries int) (*agentMessages, error) {
 	m := &agentMessages{}
 	var err error
 	for _, step := range []func() error{
@@ -64,6 +64,25 @@ func newAgentMessages(c *contract) (*agentMessages, error) {
 				"requests": fields{"cpu_millicores": 6000, "memory_bytes": 20 * gib, "pod_count": 30, "known": true},
 			})
 			return
+		},
+		// Summaries of a steady 5-minute window: the same in every sample (what they cost the gateway is the question, not their figures).
+		func() error {
+			if summaries == 0 {
+				return nil
+			}
+			fd, e := field(m.sample, "summaries")
+			if e != nil {
+				return e
+			}
+			list := m.constant.Mutable(fd).List()
+			for i := 0; i < summaries; i++ {
+				el := list.NewElement()
+				if e := fill(el.Message(), fields{"plan_id": i + 1, "samples": 300, "cpu_millicores": 1000, "memory_bytes": 4 * gib}); e != nil {
+					return e
+				}
+				list.Append(el)
+			}
+			return nil
 		},
 		// The varying fields too, once, so their kinds are checked at start.
 		func() error {

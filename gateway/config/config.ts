@@ -242,6 +242,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     agentSending: {
       maxBatchSamples: Number(o.agentBatchSamples),
       sendEveryMs: parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every')),
+      summaries: onOff(o.agentSummaries, '--agent-summaries', false),
     },
     shedding: sheddingFlags(o, policies, args),
     queryLimits: {

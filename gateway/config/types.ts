@@ -41,7 +41,7 @@ export interface CommonConfig {
   /** Per listener: connections at once, and how long one may stay silent. */
   connections: { grpcMaxConnections: number; webhookMaxConnections: number; webhookBacklog: number; handshakeTimeoutMs: number };
   /** How agents send: batches of at most maxBatchSamples (0: none), a sample waiting at most sendEveryMs. */
-  agentSending: { maxBatchSamples: number; sendEveryMs: number };
+  agentSending: { maxBatchSamples: number; sendEveryMs: number; summaries: boolean };
   /** Load shedding: over loopDelayMs a thread is overloaded (0: never); agents are slowed to at most maxSendEveryMs. */
   shedding: { loopDelayMs: number; maxSendEveryMs: number; maxSampleEveryMs: number };
   /** What query callers may hold on a replica. */

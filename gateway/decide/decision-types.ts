@@ -2,7 +2,7 @@
 // and what its readers (webhook, status writer, query API, simulator) hold.
 import type { UsageWindow } from '../../lib/usage/usage-window.js';
 import type { Statistic } from '../../lib/usage/usage-stats.js';
-import type { WindowSummary } from '../../lib/usage/summary-plan.js';
+import type { AgentSummary, WindowSummary } from '../../lib/usage/summary-plan.js';
 import type { LoadHistoryView } from './load-history.js';
 
 /** The largest value a Kubernetes quantity holds in its unit: no grant goes past it. */
@@ -120,7 +120,19 @@ export interface NodeObservation {
  * keeps (at least the policy's window and calm period), or its summary under
  * the policy (window-summary.ts), computed wherever the points are.
  */
-export type UsageInput = UsageFacts & ({ window: UsageWindow; summary?: undefined } | { summary: WindowSummary; window?: undefined });
+export type UsageInput = UsageFacts & (
+  | {
+    window: UsageWindow;
+    summary?: undefined;
+    /**
+     * The newest sample's summaries from its agent (Sample.summaries): the one
+     * made by the policy's plan and ending at the window's newest point is read
+     * instead of the window, which then holds only the samples sent.
+     */
+    agentSummaries?: readonly AgentSummary[];
+  }
+  | { summary: WindowSummary; window?: undefined; agentSummaries?: undefined }
+);
 
 
 export interface UsageFacts {

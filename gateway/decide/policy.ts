@@ -51,11 +51,13 @@
 // factor of pods that are running. A fall is never delayed.
 import type { LoadHistoryView } from './load-history.js';
 import { NO_USAGE, summarizeWindow } from '../../lib/usage/window-summary.js';
+import { summaryFor } from '../../lib/usage/summary-plan.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
 import { DEFAULT_RELIEF } from './relief.js';
-import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
+import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy, type UsageInput } from './decision-types.js';
+import type { UsageWindow } from '../../lib/usage/usage-window.js';
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
@@ -304,8 +306,8 @@ export function decide(input: DecisionInput): Decision {
   const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
   const trusted = input.boundRequests;
   const known = trusted !== undefined || usage?.requests.known === true;
-  // The gateway's window, summarized here, or a summary made where the points are: the same figures.
-  const summary = usage === undefined ? NO_USAGE : (usage.summary ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes));
+  // A summary made where the points are, or the gateway's window summarized here: the same figures from the same points.
+  const summary = usage === undefined ? NO_USAGE : (usage.summary ?? agentSummaryOf(usage, policy) ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes));
   const samples = summary.samples;
   const mem = policy?.memory;
   const noData = summary.newestMs === undefined;
@@ -402,4 +404,9 @@ export function decide(input: DecisionInput): Decision {
     cpuBudgetSpent,
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
+}
+
+/** The agent's summary of its window under the policy's plan, when it ends at the newest sample the gateway holds. */
+function agentSummaryOf(usage: UsageInput & { window: UsageWindow }, policy: Policy | undefined) {
+  return policy && usage.agentSummaries ? summaryFor(usage.agentSummaries, policy, usage.window.newestMs()) : undefined;
 }

@@ -31,6 +31,7 @@ import { MAX_BATCH_SAMPLES } from './shed.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
+import { summariesFromWire } from '../../wire/usage-summary.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -61,7 +62,7 @@ export interface IngestTarget {
 export function storeTarget(store: NodeStore): IngestTarget {
   return {
     attach: async (name, instanceId, host, streamId) => store.attach(name, instanceId, host, streamId),
-    ingest: (name, streamId, rows, at, nowMs, pods) => store.ingest(name, streamId, rows, at, nowMs, pods),
+    ingest: (name, streamId, rows, at, nowMs, pods, summaries) => store.ingest(name, streamId, rows, at, nowMs, pods, summaries),
     consume: (name, streamId, seq) => store.consume(name, streamId, seq),
     detach: (name, streamId) => store.detach(name, streamId),
   };
@@ -156,6 +157,9 @@ export function readGate(stream: Readable): { open(): void; close(): void } {
   };
 }
 
+/** A stream of summarized samples is acknowledged at least this often (the agent's silence timeout is 30 s). */
+const SUMMARY_ACK_EVERY_MS = 10_000;
+
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
   const logRefusal = refusalLog(log);
@@ -178,6 +182,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       const peer = call.getPeer();
       let node: string | undefined;
       let sinceAck = 0;
+      let lastAckAtMs = -Infinity;
       let ended = false;
       const bucket = new TokenBucket(rate, burst, now);
       let principal: AgentPrincipal | undefined;
@@ -275,7 +280,10 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           node = nodeName;
           const { agentVersion } = msg.hello;
-          const settingsOf = (s: Sending) => ({ sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0, shardCopies });
+          const settingsOf = (s: Sending) => ({
+            sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0, shardCopies,
+            summaryPlans: [...(s.summaryPlans ?? [])],
+          });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
             call.write({ welcome: { lastSeq, settings: settingsOf(sending.current) } });
@@ -310,8 +318,11 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             if (result !== undefined) lastTaken = sample.seq;
           }
           // A batch is acknowledged as a whole: its samples were sent together and are dropped together.
-          if (lastTaken > 0 && (sinceAck >= ackEvery || samples.length > 1)) {
+          // A summarized sample comes every send_every_ms: acknowledged often enough that the agent never takes the stream for silent.
+          const summarized = msg.sample !== null && msg.sample !== undefined && msg.sample.summaries.length > 0 && receivedAtMs - lastAckAtMs >= SUMMARY_ACK_EVERY_MS;
+          if (lastTaken > 0 && (sinceAck >= ackEvery || samples.length > 1 || summarized)) {
             sinceAck = 0;
+            lastAckAtMs = receivedAtMs;
             call.write({ ack: { lastSeq: lastTaken } });
           }
         }
@@ -328,7 +339,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           const consumed = store.consume(node, streamId, sample.seq);
           result = consumed === 'consumed' ? `refused-${refused}` : consumed;
         } else {
-          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined);
+          const summaries = sample.summaries.length > 0 ? summariesFromWire(sample.summaries, sample.timestampMs) : undefined;
+          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined, summaries);
         }
         metrics.sampleReceived(result);
         // A refused sample is acknowledged like a stored one: the agent drops

@@ -2,6 +2,8 @@
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
 // (wire/sample-row.ts) behind its stream id and arrival time, or, when it
 // carries pods, its row and the pods structured-cloned.
+import type { Sending } from './agent-sending.js';
+import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
@@ -30,7 +32,7 @@ export interface IngestThreadData {
   /** Streams of the other services (health) per connection and per thread, and how long any stream may go unread. */
   streams: StreamLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
-  sending?: { maxBatchSamples: number; sendEveryMs: number };
+  sending?: Sending;
   shardCopies: number;
 }
 
@@ -41,8 +43,8 @@ export interface IngestThreadData {
  */
 export type IngestOp =
   | { op: 'attach'; after: number; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
-  /** A sample with pods: its row, and the pods a row cannot hold. */
-  | { op: 'sample'; after: number; name: string; streamId: number; row: Float64Array; pods: PodUsage__Output[]; receivedAtMs: number }
+  /** A sample with pods or summaries: its row, and the lists a row cannot hold. */
+  | { op: 'sample'; after: number; name: string; streamId: number; row: Float64Array; pods: PodUsage__Output[]; summaries?: readonly AgentSummary[]; receivedAtMs: number }
   | { op: 'detach'; after: number; name: string; streamId: number }
   /** A sample the thread refused (sample-check.ts): the store takes its seq as received. */
   | { op: 'consume'; after: number; name: string; streamId: number; seq: number };
@@ -76,5 +78,5 @@ export type ToThread =
   | { type: 'authenticated'; id: number; failure: AuthFailure; message: string }
   | { type: 'tls'; cert: string; key: string }
   /** What agents are told now (load shedding): every welcomed stream gets it as Settings. */
-  | { type: 'sending'; sending: { maxBatchSamples: number; sendEveryMs: number } }
+  | { type: 'sending'; sending: Sending }
   | { type: 'close' };

@@ -103,14 +103,14 @@ const store: IngestTarget = {
     });
   },
   // The service checked the sample (sample-check.ts) on its row: here it is copied into the batch, or crosses with its pods.
-  ingest(name, streamId, sampleRows, sampleAt, receivedAtMs, pods) {
+  ingest(name, streamId, sampleRows, sampleAt, receivedAtMs, pods, summaries) {
     const last = lastSeq.get(streamId);
     if (last === undefined) return 'not-current-stream';
     const seq = sampleRows[sampleAt + SEQ]!;
     if (seq <= last) return 'duplicate';
     lastSeq.set(streamId, seq);
-    if (pods) {
-      ops.push({ op: 'sample', after: rowsUsed, name, streamId, row: sampleRows.slice(sampleAt, sampleAt + width), pods, receivedAtMs });
+    if (pods || summaries) {
+      ops.push({ op: 'sample', after: rowsUsed, name, streamId, row: sampleRows.slice(sampleAt, sampleAt + width), pods: pods ?? [], ...(summaries && { summaries }), receivedAtMs });
       flush.soon();
     } else {
       const at = rowsUsed * stride;

@@ -2,6 +2,7 @@
 // applies what its streams did to the store in order, answers their hellos
 // with the store's last seq, reviews their agents' tokens, counts their
 // metrics, and starts it again on the same port when it dies.
+import type { Sending } from './agent-sending.js';
 import type { Worker } from 'node:worker_threads';
 import { moduleWorker } from '../../lib/module-worker.js';
 import type { Logger } from '../../lib/log.js';
@@ -47,7 +48,7 @@ export interface IngestWorkerOptions {
   /** Streams of the other services (health) per connection and per thread, and how long any stream may go unread (default DEFAULT_STREAM_LIMITS). */
   streams?: StreamLimits;
   /** What the agents are told about batches (default AGENT_SENDING). */
-  sending?: { maxBatchSamples: number; sendEveryMs: number };
+  sending?: Sending;
   /** Settings.shard_copies its agents are told (default 0: every replica). */
   shardCopies?: number;
   /** The thread's own loop delay (ms), every second. */
@@ -64,7 +65,7 @@ export interface IngestWorker {
   readonly streams: number;
   setTls(tls: { cert: string; key: string }): void;
   /** What agents are told now: every welcomed stream of the thread gets it. */
-  setSending(sending: { maxBatchSamples: number; sendEveryMs: number }): void;
+  setSending(sending: Sending): void;
   close(): Promise<void>;
 }
 
@@ -100,7 +101,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   // Samples were checked on the thread (sample-check.ts), which counted and logged those it refused.
   const applyOne = (op: IngestOp) => {
     if (op.op === 'sample') {
-      counted(store.ingest(op.name, op.streamId, op.row, 0, op.receivedAtMs, op.pods), op.streamId);
+      counted(store.ingest(op.name, op.streamId, op.row, 0, op.receivedAtMs, op.pods, op.summaries), op.streamId);
     } else if (op.op === 'consume') {
       if (store.consume(op.name, op.streamId, op.seq) === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {

@@ -138,7 +138,7 @@ export const MAX_BATCH_SAMPLES = 256;
  * does not fill (and go) before its time; base.maxBatchSamples 0 (no batches)
  * stays 0: such agents send every sample at once and cannot be slowed.
  */
-export function sendingAt(sendEveryMs: number, base: { maxBatchSamples: number; sendEveryMs: number }, minSampleIntervalMs = 0): Sending {
+export function sendingAt(sendEveryMs: number, base: Sending, minSampleIntervalMs = 0): Sending {
   if (base.maxBatchSamples === 0 || sendEveryMs <= base.sendEveryMs) return { maxBatchSamples: base.maxBatchSamples, sendEveryMs, minSampleIntervalMs };
   const scaled = Math.ceil((base.maxBatchSamples * sendEveryMs) / Math.max(base.sendEveryMs, MIN_SLOWED_MS));
   return { maxBatchSamples: Math.min(MAX_BATCH_SAMPLES, Math.max(base.maxBatchSamples, scaled)), sendEveryMs, minSampleIntervalMs };

@@ -83,7 +83,7 @@ export interface GatewayOptions {
    */
   shard?: { copies: number; service?: { namespace: string; name: string } };
   /** What agents are told about batches (default AGENT_SENDING). */
-  agentSending?: { maxBatchSamples: number; sendEveryMs: number };
+  agentSending?: { maxBatchSamples: number; sendEveryMs: number; summaries?: boolean };
   /**
    * Load shedding (default SHEDDING): over loopDelayMs of event-loop delay a
    * thread is overloaded (0: never shed); agents are then told to send less

@@ -1,4 +1,5 @@
 // The agent port's ingest thread as a part of the gateway (lib/lifecycle.ts).
+import type { Sending } from '../ingest/agent-sending.js';
 import { startSupervisedIngest, type IngestWorker } from '../ingest/ingest-worker.js';
 import { type Shared, MAX_RECEIVE_MESSAGE_BYTES } from './shared.js';
 
@@ -12,7 +13,7 @@ export function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: 
       return worker?.port;
     },
     setTls: (tls: { cert: string; key: string }) => worker?.setTls(tls),
-    setSending: (sending: { maxBatchSamples: number; sendEveryMs: number }) => worker?.setSending(sending),
+    setSending: (sending: Sending) => worker?.setSending(sending),
     async start() {
       worker = await startSupervisedIngest({
         store: s.store, metrics: s.metrics, log: s.log, bindAddress: options.bindAddress, port: agentPort, maxReceiveMessageBytes: MAX_RECEIVE_MESSAGE_BYTES,
@@ -21,7 +22,7 @@ export function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: 
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         streams: s.streamLimits,
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
-        sending: s.shedder.sending,
+        sending: s.agentSending.current,
         shardCopies: options.shard?.copies ?? 0,
         onDown,
         onLoad,

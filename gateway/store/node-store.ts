@@ -10,6 +10,7 @@ import { sampleAt, sampleRow, type SampleField } from '../../wire/sample-row.js'
 import type { StoredNodeObservation } from '../decide/node-decision.js';
 import type { Allocatable, NodeObservation, PreviousGrant, UsageInput } from '../decide/policy.js';
 import { UsageWindow, type WindowPoint } from '../../lib/usage/usage-window.js';
+import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 import type { LoadHistory } from '../decide/load-history.js';
 import { learnSample, type LearnAgainst } from '../decide/node-inputs.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
@@ -33,6 +34,8 @@ export class NodeRecord {
   receivedAtMs = 0;
   /** On the agent's timeline; as long as the longest policy window or calm period. */
   readonly window = new UsageWindow();
+  /** The newest sample's window summaries from its agent (--agent-summaries); none from an agent that sends every sample. */
+  summaries: readonly AgentSummary[] = NO_SUMMARIES;
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
   /** Agent clock of the sample that carried `pods` (0: none yet); the metrics API's timestamp. */
@@ -113,6 +116,7 @@ const LEARN_RAW = { cpu: 0, memory: 0 };
 const AGAINST: LearnAgainst = { requests: undefined, raw: LEARN_RAW, newestPodAgeMs: undefined };
 
 /** The point being added: the window copies its numbers, so one object serves every sample. */
+const NO_SUMMARIES: readonly AgentSummary[] = Object.freeze([]);
 const POINT: WindowPoint = { timestampMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: 0, memoryPressure: 0 };
 
 export class NodeStore extends EventEmitter<StoreEvents> {
@@ -192,12 +196,14 @@ export class NodeStore extends EventEmitter<StoreEvents> {
    * Stores a checked sample (gateway/store/sample-check.ts), handed over as
    * its row of numbers at rows[at .. at + width) (wire/sample-row.ts), which
    * is copied into the record's row: whatever decoded it lets go of it. pods:
-   * the pod list it carried, when it carried one (a row holds no lists).
+   * the pod list it carried, when it carried one (a row holds no lists);
+   * summaries: its agent's window summaries, checked too.
    */
-  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodUsage__Output[]): IngestResult {
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodUsage__Output[], summaries?: readonly AgentSummary[]): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
     record.setLatestRow(rows, at);
+    record.summaries = summaries ?? NO_SUMMARIES;
     if (record.value('podsIncluded') === 1) {
       record.pods = pods ?? (record.pods.length > 0 ? [] : record.pods);
       // The agent's rates run from its previous pod report to this one (agent/sample/sampler.ts).
@@ -369,6 +375,7 @@ export function usageOf(record: NodeRecord, nowMs: number): UsageInput | undefin
   return {
     ageMs: Math.max(0, nowMs - record.receivedAtMs),
     window: record.window,
+    ...(record.summaries.length > 0 && { agentSummaries: record.summaries }),
     capacityMemoryBytes: record.value('capacity.memoryBytes'),
     requests: {
       cpuMillicores: record.value('requests.cpuMillicores'),

@@ -38,13 +38,15 @@ import type { Hello__Output } from '../../proto/gen/oversell/v1/Hello.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { HELLO_BOUNDS, POD_BOUNDS } from '../../wire/agent-bounds.js';
 import { sampleRow } from '../../wire/sample-row.js';
+import { MAX_SUMMARY_PLANS } from '../../wire/usage-summary.js';
+import { MAX_RETAIN_MS } from '../../lib/usage/usage-window.js';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 
 export type SampleRefusal =
   | 'not-finite' | 'negative' | 'timestamp-implausible' | 'capacity-implausible' | 'no-capacity'
   | 'usage-over-capacity' | 'requests-over-capacity' | 'pressure-out-of-range' | 'pod-usage-invalid' | 'too-many-pods'
-  | 'cpu-manager-implausible';
+  | 'cpu-manager-implausible' | 'summary-implausible';
 
 /** What became of a refused sample: its seq was taken (the agent must not send it again), nothing else was stored. */
 export type SampleRefused = `refused-${SampleRefusal}`;
@@ -57,6 +59,9 @@ export const SAMPLE_BOUNDS = {
   memoryUsageOverCapacity: 1.1,
   requestsOverCapacity: 128,
   maxPressure: 100,
+  maxSummaries: MAX_SUMMARY_PLANS,
+  /** Points in one summarized window: 10 a second over the longest window kept (MAX_RETAIN_MS); agents sample once a second. */
+  maxSummarySamples: (MAX_RETAIN_MS / 1000) * 10 + 1,
   ...POD_BOUNDS,
 } as const;
 
@@ -188,14 +193,32 @@ export function checkHello(hello: Hello__Output): string | undefined {
 let scratch: Float64Array | undefined;
 
 /**
+ * Why a sample's summaries (Sample.summaries) must not be stored, or
+ * undefined: more than there are plans, a plan id of 0, or figures no window
+ * of this node can have (its usage bounds, against the sample's capacity).
+ */
+export function checkSummaries(sample: Sample__Output): SampleRefusal | undefined {
+  const summaries = sample.summaries;
+  if (summaries.length > SAMPLE_BOUNDS.maxSummaries) return 'summary-implausible';
+  const capCpu = sample.capacity?.cpuMillicores ?? 0;
+  const capMemory = sample.capacity?.memoryBytes ?? 0;
+  for (const s of summaries) {
+    if (!(s.planId > 0) || !Number.isInteger(s.samples) || !(s.samples >= 1 && s.samples <= SAMPLE_BOUNDS.maxSummarySamples)) return 'summary-implausible';
+    if (!(s.cpuMillicores >= 0 && s.cpuMillicores <= SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu)) return 'summary-implausible';
+    if (!(s.memoryBytes >= 0 && s.memoryBytes <= SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory)) return 'summary-implausible';
+  }
+  return undefined;
+}
+
+/**
  * Writes a decoded sample into row[at .. at + width) (one reused row by
  * default), the form the store takes it in, and checks it there
  * (checkSampleRow(), then checkPods()).
  */
 export function checkSample(sample: Sample__Output, nowMs: number, row: Float64Array = (scratch ??= new Float64Array(sampleRow().width)), at = 0): SampleRefusal | undefined {
   // A row holds no repeated field: the pods are checked on the object.
-  sampleRow().write(sample.pods.length > 0 ? { ...sample, pods: [] } : sample, row, at);
-  return checkSampleRow(row, at, nowMs) ?? (sample.pods.length > 0 ? checkPods(sample) : undefined);
+  sampleRow().write(sample.pods.length > 0 || sample.summaries.length > 0 ? { ...sample, pods: [], summaries: [] } : sample, row, at);
+  return checkSampleRow(row, at, nowMs) ?? (sample.pods.length > 0 ? checkPods(sample) : undefined) ?? (sample.summaries.length > 0 ? checkSummaries(sample) : undefined);
 }
 
 export function isRefused(result: string): result is SampleRefused {

@@ -34,6 +34,20 @@ export interface WindowSummary {
   memoryPressure: boolean;
 }
 
+/** A window summarized where its points are (an agent), under the plan with this id. */
+export interface AgentSummary {
+  planId: number;
+  summary: WindowSummary;
+}
+
+/** The summary among `summaries` made by `plan` and ending at newestMs (the newest point the reader holds), if any. */
+export function summaryFor(summaries: readonly AgentSummary[], plan: SummaryPlan, newestMs: number | undefined): WindowSummary | undefined {
+  if (summaries.length === 0 || newestMs === undefined) return undefined;
+  const id = planId(plan);
+  for (const s of summaries) if (s.planId === id && s.summary.newestMs === newestMs) return s.summary;
+  return undefined;
+}
+
 const ids = new WeakMap<SummaryPlan, number>();
 
 /**

@@ -1,0 +1,18 @@
+// The plans agents summarize their windows by (--agent-summaries): one per
+// distinct way the valid policies read a window, named by id, so a policy
+// change reaches every agent as one Settings and each node's decision finds
+// its policy's summary among those its agent sent.
+import type { SummaryPlan__Output as SummaryPlan } from '../../proto/gen/oversell/v1/SummaryPlan.js';
+import type { PolicyEntry } from '../decide/select-policy.js';
+import { MAX_SUMMARY_PLANS, planToWire } from '../../wire/usage-summary.js';
+
+/** The distinct plans of the valid policies, by id; past MAX_SUMMARY_PLANS the rest decide from the gateway's own window. */
+export function summaryPlansOf(entries: readonly PolicyEntry[]): SummaryPlan[] {
+  const byId = new Map<number, SummaryPlan>();
+  for (const e of entries) {
+    if (!e.policy) continue;
+    const plan = planToWire(e.policy);
+    byId.set(plan.id, plan);
+  }
+  return [...byId.values()].sort((a, b) => a.id - b.id).slice(0, MAX_SUMMARY_PLANS);
+}

@@ -1,0 +1,138 @@
+// Summaries (issue 46, item 1): a gateway with --agent-summaries names its
+// policies' plans; the agent keeps its own window and sends one sample with
+// the window summarized by each plan, and the decision reads every sample the
+// agent took while the gateway received a few. Real gRPC, on both agent ports.
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { ReportStream } from '../../../agent/stream/report-stream.js';
+import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
+import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
+import { createLogger } from '../../../lib/log.js';
+import { eventually } from '../../helpers/grpc.js';
+import { AGENT_STREAM_MODES, listPolicySource, startTestGateway } from '../../helpers/gateway.js';
+import { decide, DEFAULT_POLICY, type Policy } from '../../../gateway/decide/policy.js';
+import { UsageWindow } from '../../../lib/usage/usage-window.js';
+import { summarizeWindow } from '../../../lib/usage/window-summary.js';
+import { planId } from '../../../lib/usage/summary-plan.js';
+
+const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
+const T0 = Date.now() - 20_000;
+const GI = 1024 ** 3;
+const CAPACITY = { cpuMillicores: 4000, memoryBytes: 16 * GI };
+
+function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output {
+  return {
+    seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
+    capacity: CAPACITY,
+    pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
+    requests: { cpuMillicores: 2000, memoryBytes: 8 * GI, podCount: 4, known: true }, podsIncluded: false, pods: [], summaries: [],
+    ...over,
+  };
+}
+
+/** Usage that creeps within what waits for the next send (under 100 millicores from the last sent): only a summary sees its peak. */
+const creeping = (seq: number) => sample(seq, { cpuUsageMillicores: 1000 + ((seq * 37) % 90) });
+
+const hello = (node: string) => ({ nodeName: node, instanceId: `i-${node}`, agentVersion: 'test', host: null });
+const POOL = { matchLabels: { pool: 'a' } };
+const RAW = { cpuMillicores: 4000n, memoryBytes: 16n * BigInt(GI) };
+const cleanups: (() => unknown)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+const windowOf = (samples: Sample__Output[]) =>
+  UsageWindow.of(samples.map((s) => ({ timestampMs: s.timestampMs, cpuMillicores: s.cpuUsageMillicores, memoryBytes: s.memoryWorkingSetBytes, cpuPressure: 0, memoryPressure: 0 })));
+
+for (const { mode, options, port } of AGENT_STREAM_MODES) {
+  describe(`summaries (${mode})`, () => {
+    it('one sample goes per send_every_ms, and the decision reads the window of every sample the agent took', async () => {
+      const gw = await startTestGateway({ ...options, agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+      cleanups.push(() => gw.close());
+      const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port(gw)}`, hello: hello('sum-a'), log });
+      cleanups.push(() => rs.stop());
+      rs.start();
+      await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+      const taken = Array.from({ length: 61 }, (_, i) => creeping(i + 1));
+      for (const s of taken) rs.push(s);
+      // The first at once, then one every 3 s of samples (31, 61): three messages for 61 samples.
+      assert.equal(rs.messagesSent, 3);
+      const record = await eventually(async () => {
+        const r = gw.store.get('sum-a');
+        return r?.lastSeq === 61 ? r : undefined;
+      }, 5000, 'sample 61 stored');
+      assert.equal(record.window.length, 3, 'the gateway keeps the samples sent, not the ones between');
+      assert.equal(record.summaries.length, 1, 'one plan: the default policy\'s');
+      assert.equal(record.summaries[0]!.planId, planId(DEFAULT_POLICY));
+
+      const everySample = summarizeWindow(windowOf(taken), DEFAULT_POLICY, CAPACITY.memoryBytes);
+      const sentOnly = summarizeWindow(record.window, DEFAULT_POLICY, CAPACITY.memoryBytes);
+      assert.notEqual(everySample.cpuMillicores, sentOnly.cpuMillicores, 'the workload is one whose peak falls between sends');
+      const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) });
+      assert.equal(d.cpu.usage, everySample.cpuMillicores, 'the decision reads the agent\'s window');
+      assert.deepEqual(record.summaries[0]!.summary, { ...everySample, newestMs: taken.at(-1)!.timestampMs });
+      // A summarized stream is acknowledged by time (at least every 10 s), not every fifth sample: the first at once.
+      await eventually(async () => rs.ackedSeq >= 1 || undefined, 3000, 'acknowledged');
+
+      rs.push(creeping(62));
+      rs.push(sample(63, { cpuUsageMillicores: 3000 }));
+      assert.equal(rs.messagesSent, 4, 'a rise goes at once, carrying the samples before it in its summary');
+      await eventually(async () => gw.store.get('sum-a')?.lastSeq === 63 || undefined, 3000, 'the rise stored');
+      assert.equal(decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) }).cpu.usage, summarizeWindow(windowOf([...taken, creeping(62), sample(63, { cpuUsageMillicores: 3000 })]), DEFAULT_POLICY, CAPACITY.memoryBytes).cpuMillicores);
+    });
+  });
+}
+
+describe('summaries and policies', () => {
+  it('every valid policy\'s plan is named, a policy change reaches welcomed agents, and a node decides by its own policy\'s summary', async () => {
+    const wide: Policy = { ...DEFAULT_POLICY, name: 'wide', cpu: { ...DEFAULT_POLICY.cpu, statistic: 'max' } };
+    const source = listPolicySource([{ name: 'default', priority: 0, selector: POOL, policy: DEFAULT_POLICY }]);
+    const gw = await startTestGateway({ policies: source, agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('sum-b'), log });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    rs.push(creeping(1));
+    await eventually(async () => gw.store.get('sum-b')?.summaries.length === 1 || undefined, 3000, 'one plan');
+    source.set([
+      { name: 'default', priority: 0, selector: POOL, policy: DEFAULT_POLICY },
+      { name: 'wide', priority: 1, selector: POOL, policy: wide },
+      { name: 'broken', priority: 2, selector: POOL, policy: undefined, error: 'invalid' },
+    ]);
+    const taken = Array.from({ length: 40 }, (_, i) => creeping(i + 2));
+    await eventually(async () => {
+      for (const s of taken.splice(0, 1)) rs.push(s);
+      return gw.store.get('sum-b')?.summaries.length === 2 || undefined;
+    }, 3000, 'two plans after the change');
+    const ids = gw.store.get('sum-b')!.summaries.map((s) => s.planId).sort();
+    assert.deepEqual(ids, [planId(DEFAULT_POLICY), planId(wide)].sort());
+  });
+});
+
+describe('summaries in a rollout', () => {
+  it('an old agent and a gateway with summaries: its samples are stored as before and decided from the gateway\'s window', async () => {
+    const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const V1 = contractBeforeBatches();
+    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, { welcome?: unknown }> })(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure());
+    cleanups.push(() => client.close());
+    const call = client.Report();
+    cleanups.push(() => call.cancel());
+    let welcomed = false;
+    call.on('data', (m) => {
+      if (m.welcome) welcomed = true;
+    });
+    call.on('error', () => undefined);
+    call.write({ hello: hello('old-agent-sum') });
+    await eventually(async () => welcomed || undefined, 5000, 'welcome');
+    const taken = Array.from({ length: 5 }, (_, i) => creeping(i + 1));
+    for (const s of taken) call.write({ sample: s });
+    const record = await eventually(async () => (gw.store.get('old-agent-sum')?.lastSeq === 5 ? gw.store.get('old-agent-sum') : undefined), 5000, 'five samples');
+    assert.equal(record.window.length, 5);
+    assert.equal(record.summaries.length, 0);
+    const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('old-agent-sum', Date.now()) });
+    assert.equal(d.cpu.usage, summarizeWindow(windowOf(taken), DEFAULT_POLICY, CAPACITY.memoryBytes).cpuMillicores);
+  });
+});
