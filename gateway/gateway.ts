@@ -70,7 +70,6 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     startupGraceMs: (labels) => policyOrNone(given.policies, labels)?.startupGraceMs ?? DEFAULT_POLICY.startupGraceMs,
   });
   policies.onChange(() => store.setRetain(policies.retainMs()));
-  policies.onChange(() => announce(shedder.sending));
   const metrics = new GatewayMetrics(store, now);
   if (options.auth?.reviews) metrics.countTokenReviews(options.auth.reviews);
   metrics.countPoolHarm(poolHarm);
@@ -108,6 +107,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     ...(shedding.periodMs !== undefined && { periodMs: shedding.periodMs }),
     now,
   });
+  policies.onChange(() => announce(shedder.sending));
   const boundRequests = (node: string) => bound.of(node, now());
   const s: Shared = {
     options, log, now, store, metrics,

@@ -11,6 +11,14 @@ import { STATISTICS, type Statistic } from '../lib/usage/usage-stats.js';
 export const MAX_SUMMARY_PLANS = 16;
 /** No plan's window is longer than a day: an agent keeps the points of its longest plan. */
 export const MAX_PLAN_WINDOW_MS = 86_400_000;
+/**
+ * A gateway acknowledges a stream of summarized samples once this long has
+ * passed since its last ack (a summary needs no replay; the ack only says the
+ * gateway is there), and the agent waits this long plus two send intervals
+ * before it takes the gateway for silent. An ack costs the gateway about what
+ * a message does (docs/performance-log.md, 2026-12-06).
+ */
+export const SUMMARY_ACK_EVERY_MS = 30_000;
 
 export function planToWire(plan: SummaryPlan): SummaryPlan__Output {
   return {

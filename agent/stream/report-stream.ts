@@ -2,7 +2,9 @@
 // gateway restarts. Every sample carries a sequence number scoped to this
 // process (instance id); unacknowledged samples are kept in a bounded buffer and
 // replayed after a reconnect from the gateway's last stored seq, so the gateway
-// neither misses the gap nor counts a sample twice.
+// neither misses the gap nor counts a sample twice. To a gateway that asks for
+// summaries (Settings.summary_plans) only the newest sample goes, carrying the
+// agent's own window summarized: nothing waits to be replayed.
 import * as grpc from '@grpc/grpc-js';
 import type { AgentStreamClient } from '../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage__Output } from '../../proto/gen/oversell/v1/GatewayMessage.js';
@@ -15,6 +17,7 @@ import { Backoff } from '../../lib/backoff.js';
 import type { GatewayConnection } from './gateway-connection.js';
 import { cpuPressureOf } from '../../wire/cpu-pressure.js';
 import { keptPlans, type KeptPlan, UsageSummarizer } from './usage-summarizer.js';
+import { SUMMARY_ACK_EVERY_MS } from '../../wire/usage-summary.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
@@ -237,10 +240,13 @@ export class ReportStream {
   }
 
   #armSilenceTimer(call: Call): void {
+    // A gateway acknowledges summarized samples by time (SUMMARY_ACK_EVERY_MS after its last ack, with the next sample): wait for that.
+    const s = this.#summarizing;
+    const silenceMs = s ? Math.max(this.#options.silenceTimeoutMs, SUMMARY_ACK_EVERY_MS + 2 * s.everyMs) : this.#options.silenceTimeoutMs;
     clearTimeout(this.#silenceTimer);
     this.#silenceTimer = setTimeout(
-      () => this.#onBroken(call, `no message from the gateway for ${this.#options.silenceTimeoutMs} ms`),
-      this.#options.silenceTimeoutMs,
+      () => this.#onBroken(call, `no message from the gateway for ${silenceMs} ms`),
+      silenceMs,
     );
   }
 }

@@ -71,6 +71,12 @@ type agent struct {
 	// counts them (this agent's goroutine only).
 	every atomic.Int64
 	dues  int64
+	// index: this agent's place in the run; short: how many samples its
+	// first batch of a stream lacks (index mod the batch), so batches leave
+	// spread over the batch period as independent agents' do, not all in the
+	// same second because the agents connected together (which hid a
+	// per-message cost: docs/performance-log.md, 2026-12-06).
+	index, short int
 }
 
 type agentsRun struct {
@@ -140,7 +146,7 @@ func runAgents(args []string) {
 		if err != nil {
 			fatalf("agents: --address %s: %v", target.address, err)
 		}
-		r.agents = append(r.agents, &agent{node: t[0], token: t[1], conn: conn, due: make(chan struct{}, 1)})
+		r.agents = append(r.agents, &agent{node: t[0], token: t[1], conn: conn, due: make(chan struct{}, 1), index: len(r.agents)})
 	}
 
 	// Agents run until the process exits: a signal only ends the run, so the

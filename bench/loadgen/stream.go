@@ -114,6 +114,7 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 	} else {
 		a.batch.Store(int64(r.batch))
 	}
+	a.short = a.index % int(max(1, a.batch.Load()))
 	select {
 	case <-a.due: // a hand-off left from before the last stream failed
 	default:
@@ -174,9 +175,10 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 			// said one a message: they were taken under batches.
 			if size := int(a.batch.Load()); size > 1 || len(a.pending) > 0 {
 				a.pending = append(a.pending, r.msgs.sampleBytes(a.seq, t0.UnixMilli()))
-				if len(a.pending) < size {
+				if len(a.pending) < size-a.short {
 					continue
 				}
+				a.short = 0
 				frame = r.msgs.batchFrame(a.pending)
 			} else {
 				frame = r.msgs.sampleFrame(a.seq, t0.UnixMilli())

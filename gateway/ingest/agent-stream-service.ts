@@ -31,7 +31,7 @@ import { MAX_BATCH_SAMPLES } from './shed.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
-import { summariesFromWire } from '../../wire/usage-summary.js';
+import { SUMMARY_ACK_EVERY_MS, summariesFromWire } from '../../wire/usage-summary.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -157,8 +157,6 @@ export function readGate(stream: Readable): { open(): void; close(): void } {
   };
 }
 
-/** A stream of summarized samples is acknowledged at least this often (the agent's silence timeout is 30 s). */
-const SUMMARY_ACK_EVERY_MS = 10_000;
 
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;

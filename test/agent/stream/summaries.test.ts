@@ -72,8 +72,9 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) {
       const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) });
       assert.equal(d.cpu.usage, everySample.cpuMillicores, 'the decision reads the agent\'s window');
       assert.deepEqual(record.summaries[0]!.summary, { ...everySample, newestMs: taken.at(-1)!.timestampMs });
-      // A summarized stream is acknowledged by time (at least every 10 s), not every fifth sample: the first at once.
+      // A summarized stream is acknowledged by time (30 s since the last ack), not every fifth sample: the first at once.
       await eventually(async () => rs.ackedSeq >= 1 || undefined, 3000, 'acknowledged');
+      assert.equal(rs.ackedSeq, 1, 'the next two, within 30 s of that ack, are not: an ack costs the gateway what a message does');
 
       rs.push(creeping(62));
       rs.push(sample(63, { cpuUsageMillicores: 3000 }));
