@@ -109,6 +109,20 @@ describe('summaries and policies', () => {
     }, 3000, 'two plans after the change');
     const ids = gw.store.get('sum-b')!.summaries.map((s) => s.planId).sort();
     assert.deepEqual(ids, [planId(DEFAULT_POLICY), planId(wide)].sort());
+
+    // No valid policy left: no plan to summarize by, and the agent sends every sample again, in batches.
+    source.set([{ name: 'broken', priority: 2, selector: POOL, policy: undefined, error: 'invalid' }]);
+    let next = 100;
+    await eventually(async () => {
+      rs.push(creeping(next++));
+      return gw.store.get('sum-b')!.summaries.length === 0 || undefined;
+    }, 5000, 'samples without summaries');
+    const before = gw.store.get('sum-b')!.window.length;
+    const stored = gw.store.get('sum-b')!.lastSeq;
+    // Ten more fill the next batch, whatever waited before them.
+    for (let i = 0; i < 10; i++) rs.push(creeping(next++));
+    await eventually(async () => gw.store.get('sum-b')!.lastSeq >= stored + 10 || undefined, 5000, 'a batch stored');
+    assert.equal(gw.store.get('sum-b')!.window.length - before, gw.store.get('sum-b')!.lastSeq - stored, 'every sample sent is in the gateway\'s window, not one in ten');
   });
 });
 
