@@ -317,7 +317,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           // A batch is acknowledged as a whole: its samples were sent together and are dropped together.
           // A summarized sample comes every send_every_ms: acknowledged often enough that the agent never takes the stream for silent.
-          const summarized = msg.sample !== null && msg.sample !== undefined && msg.sample.summaries.length > 0 && receivedAtMs - lastAckAtMs >= SUMMARY_ACK_EVERY_MS;
+          const summarized = (msg.sample?.summaries.length ?? 0) > 0 && receivedAtMs - lastAckAtMs >= SUMMARY_ACK_EVERY_MS;
           if (lastTaken > 0 && (sinceAck >= ackEvery || samples.length > 1 || summarized)) {
             sinceAck = 0;
             lastAckAtMs = receivedAtMs;
