@@ -83,7 +83,6 @@ export function startAgent(options: AgentOptions): RunningAgent {
     ...(options.connection && { connection: options.connection }),
     silenceTimeoutMs: Math.max(30_000, intervalMs * 10),
     onSettings: (s) => {
-      if (s.podReportEvery > 0) podReports.every = Math.max(1, s.podReportEvery);
       const before = effectiveIntervalMs();
       if (s.sampleIntervalMs > 0 && s.sampleIntervalMs !== intervalMs) {
         log.info({ from: intervalMs, to: s.sampleIntervalMs }, 'gateway changed the sampling interval');
@@ -93,6 +92,9 @@ export function startAgent(options: AgentOptions): RunningAgent {
         log.info({ minIntervalMs: s.minSampleIntervalMs, intervalMs }, s.minSampleIntervalMs > 0 ? 'gateway is shedding load: sampling less often until it says otherwise' : 'gateway no longer sheds samples: sampling at the agent\'s own interval');
         minIntervalMs = s.minSampleIntervalMs;
       }
+      // A pod report goes at once: with summaries, one no more often than the agent sends, or the reports alone would set its pace.
+      const everyOwn = s.podReportEvery > 0 ? s.podReportEvery : options.podReportEvery;
+      podReports.every = Math.max(1, everyOwn, s.summaryPlans.length > 0 ? Math.ceil(s.sendEveryMs / effectiveIntervalMs()) : 1);
       if (effectiveIntervalMs() !== before) schedule();
       gateways.shardCopies(s.shardCopies);
     },

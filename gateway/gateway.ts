@@ -36,7 +36,7 @@ import { LocalNodes } from './query/local-nodes.js';
 import { OncePer } from '../lib/once-per.js';
 import { selfMatcher } from './shard/shard-members.js';
 import type { BuiltGateway, GatewayOptions, RunningGateway } from './parts/gateway-options.js';
-import { type Shared, PEER_QUERY_DEADLINE_MS } from './parts/shared.js';
+import { type Shared, metricsCpuPlanOf, PEER_QUERY_DEADLINE_MS } from './parts/shared.js';
 import { grpcPart } from './parts/grpc-port.js';
 import { webhookPart } from './parts/webhook-port.js';
 import { probesPart } from './parts/probes-port.js';
@@ -82,7 +82,8 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   let warmUntil = Infinity;
   const baseSending = options.agentSending ?? AGENT_SENDING;
   // With summaries, every Settings names the policies' plans: the shedder's changes and the policies' alike.
-  const plans = () => (options.agentSending?.summaries ? { summaryPlans: summaryPlansOf(policies.entries()) } : {});
+  const metricsCpuPlan = metricsCpuPlanOf(options);
+  const plans = () => (options.agentSending?.summaries ? { summaryPlans: summaryPlansOf(policies.entries(), metricsCpuPlan ? [metricsCpuPlan] : []) } : {});
   const agentSending = new AgentSending({ ...baseSending, ...plans() });
   const announce = (sending: Sending) => {
     const told = { ...sending, ...plans() };

@@ -169,8 +169,28 @@ const ACCEPTED: Accepted[] = [
   },
   {
     name: 'load shedding where --stale-after leaves no room: agents are never slowed',
+    argv: ['--stale-after', '6s', '--agent-summaries', 'off'],
+    expect: { agentSending: { sendEveryMs: 5000, summaries: false }, shedding: { loopDelayMs: 50, maxSendEveryMs: 5000 } },
+  },
+  {
+    name: 'summaries by default, every 20 s: one lost message of margin under the default --stale-after (40 s)',
+    argv: [],
+    expect: { agentSending: { maxBatchSamples: 10, sendEveryMs: 20_000, summaries: true }, shedding: { maxSendEveryMs: 20_000 } },
+  },
+  {
+    name: 'summaries under a short --stale-after: sent every half of it',
     argv: ['--stale-after', '6s'],
-    expect: { shedding: { loopDelayMs: 50, maxSendEveryMs: 5000 } },
+    expect: { agentSending: { sendEveryMs: 3000, summaries: true }, shedding: { maxSendEveryMs: 3000 } },
+  },
+  {
+    name: 'batches: every 5 s unless told',
+    argv: ['--agent-summaries', 'off'],
+    expect: { agentSending: { sendEveryMs: 5000, summaries: false }, shedding: { maxSendEveryMs: 20_000 } },
+  },
+  {
+    name: '--agent-send-every as given, with summaries',
+    argv: ['--agent-send-every', '10s'],
+    expect: { agentSending: { sendEveryMs: 10_000, summaries: true } },
   },
   {
     name: 'load shedding flags, and off',
@@ -218,10 +238,10 @@ const REFUSED: Refused[] = [
   { name: '--sidecar-templates-file with --sidecars none', argv: ['--sidecars', 'none', '--sidecar-templates-file', 't.yaml'], error: /^--sidecar-templates-file is ignored with --sidecars none: templates come from nowhere/ },
   { name: '--sidecar-templates-file with --sidecars configmap', argv: ['--sidecars', 'configmap', '--sidecar-templates-file', 't.yaml'], env: POD, error: /^--sidecar-templates-file is ignored with --sidecars configmap: templates come from ConfigMaps; pass --sidecars file, or drop it/ },
   { name: '--sidecar-namespace with --sidecars none', argv: ['--sidecars', 'none', '--sidecar-namespace', 'n'], env: POD, error: /^--sidecar-namespace is ignored with --sidecars none/ },
-  { name: '--shed-max-send-every without batches', argv: ['--agent-batch-samples', '0', '--shed-max-send-every', '10s'], error: /^--shed-max-send-every is ignored with --agent-batch-samples 0: agents send every sample at once and cannot be slowed/ },
+  { name: '--shed-max-send-every without batches', argv: ['--agent-summaries', 'off', '--agent-batch-samples', '0', '--shed-max-send-every', '10s'], error: /^--shed-max-send-every is ignored with --agent-batch-samples 0: agents send every sample at once and cannot be slowed/ },
   // Combinations that cannot work.
   { name: '--shed-max-send-every at or past --stale-after', argv: ['--shed-max-send-every', '40s'], error: /^--shed-max-send-every 40s is not under --stale-after 40s: a steady node's data would go stale while agents are slowed/ },
-  { name: '--shed-max-send-every under --agent-send-every', argv: ['--shed-max-send-every', '2s'], error: /^--shed-max-send-every 2s is below --agent-send-every 5s: shedding only makes agents send less often/ },
+  { name: '--shed-max-send-every under --agent-send-every', argv: ['--shed-max-send-every', '2s'], error: /^--shed-max-send-every 2s is below --agent-send-every 20s: shedding only makes agents send less often/ },
   { name: 'crd policies without a cluster', argv: ['--policies', 'crd'], error: /^--policies crd needs a cluster: run in a pod or pass --kubeconfig \(or --policies flags\)$/ },
   { name: 'kubernetes auth without a cluster', argv: ['--auth', 'kubernetes'], error: /^--auth kubernetes needs a cluster/ },
   { name: 'a TLS Secret without a cluster', argv: ['--tls-secret', 'a/b'], error: /^--tls-secret needs a cluster/ },
@@ -236,6 +256,8 @@ const REFUSED: Refused[] = [
   { name: 'a memory budget that may be exceeded with too little margin, as the CRD refuses it', argv: ['--budget-memory-over-share', '0.005', '--budget-memory-margin', '0.01'], error: /needs a margin of at least 0.05/ },
   { name: 'a drain the pod\'s grace period cannot hold', argv: ['--shutdown-drain', '21s'], env: POD, error: /^--shutdown-drain 21s: the kubelet kills the pod 30 s after SIGTERM by default, and closing may take 10 s after the drain; use 20s or less$/ },
   { name: 'a bad opt-in selector, whatever the mode', argv: ['--opt-in-selector', 'a in b'], env: POD, error: /^"a in b": cannot parse "a in b"; use forms like/ },
+  { name: 'summaries sent no more often than --stale-after', argv: ['--agent-send-every', '40s'], error: /^--agent-send-every 40s is not under --stale-after 40s: with summaries/ },
+  { name: '--agent-summaries neither on nor off', argv: ['--agent-summaries', 'yes'], error: /^--agent-summaries must be on or off, got "yes"/ },
   { name: '--grpc-tls neither on nor off', argv: ['--grpc-tls', 'yes'], error: /^--grpc-tls must be on or off, got "yes"/ },
   { name: 'a Secret that is not namespace/name', argv: ['--tls-secret', 'just-a-name'], env: POD, error: /^--tls-secret must be namespace\/name, got "just-a-name"/ },
 ];

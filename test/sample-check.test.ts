@@ -19,7 +19,7 @@ import { eventually } from './helpers/grpc.js';
 
 const GI = 1024 ** 3;
 const NOW = 1_750_000_000_000;
-const summary = (over: Partial<UsageSummary__Output> = {}): UsageSummary__Output => ({ planId: 7, samples: 300, cpuMillicores: 1000, memoryBytes: GI, cpuPressure: false, memoryPressure: false, ...over });
+const summary = (over: Partial<UsageSummary__Output> = {}): UsageSummary__Output => ({ planId: 7, samples: 300, spanMs: 300_000, cpuMillicores: 1000, memoryBytes: GI, cpuPressure: false, memoryPressure: false, ...over });
 
 function sample(over: Partial<Sample__Output> = {}): Sample__Output {
   return {
@@ -125,6 +125,7 @@ describe('sample check (pure)', () => {
     ['summary-implausible', 'a summary of more samples than a window holds', { summaries: [summary({ samples: SAMPLE_BOUNDS.maxSummarySamples + 1 })] }],
     ['summary-implausible', 'a summary\'s CPU past the node\'s bound', { summaries: [summary({ cpuMillicores: 6001 })] }],
     ['summary-implausible', 'a summary\'s memory past the node\'s bound', { summaries: [summary({ memoryBytes: Math.ceil(1.1 * 8 * GI) + 1 })] }],
+    ['summary-implausible', 'a summary\'s rates covering more than two of the longest windows', { summaries: [summary({ spanMs: SAMPLE_BOUNDS.maxSummarySpanMs + 1 })] }],
     ['summary-implausible', 'a negative summary', { summaries: [summary({ cpuMillicores: -1 })] }],
     ['summary-implausible', 'a NaN summary', { summaries: [summary({ memoryBytes: NaN })] }],
     ['not-finite', 'NaN exclusive CPUs', { cpuManager: { staticPolicy: true, exclusiveCpus: NaN } }],

@@ -46,7 +46,7 @@ export function planFromWire(p: SummaryPlan__Output): { id: number; plan: Summar
 }
 
 export function summaryToWire(id: number, s: WindowSummary): UsageSummary__Output {
-  return { planId: id, samples: s.samples, cpuMillicores: Math.round(s.cpuMillicores), memoryBytes: Math.round(s.memoryBytes), cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure };
+  return { planId: id, samples: s.samples, spanMs: Math.round(s.spanMs), cpuMillicores: Math.round(s.cpuMillicores), memoryBytes: Math.round(s.memoryBytes), cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure };
 }
 
 
@@ -54,6 +54,6 @@ export function summaryToWire(id: number, s: WindowSummary): UsageSummary__Outpu
 export function summariesFromWire(summaries: readonly UsageSummary__Output[], timestampMs: number): AgentSummary[] {
   return summaries.map((s) => ({
     planId: s.planId,
-    summary: { newestMs: timestampMs, samples: s.samples, cpuMillicores: s.cpuMillicores, memoryBytes: s.memoryBytes, cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure },
+    summary: { newestMs: timestampMs, samples: s.samples, spanMs: s.spanMs, cpuMillicores: s.cpuMillicores, memoryBytes: s.memoryBytes, cpuPressure: s.cpuPressure, memoryPressure: s.memoryPressure },
   }));
 }

@@ -109,13 +109,15 @@ func runAgents(args []string) {
 	interval := fs.Duration("interval", time.Second, "sample interval of each agent")
 	dialConcurrency := fs.Int("dial-concurrency", 64, "first connections (TCP+TLS+hello) in flight at once")
 	batch := fs.Int("batch", 1, "samples per message: above 1, each agent sends its last N samples as one SampleBatch every N intervals, as a steady agent does under the gateway's send_every_ms (--interval 1s --batch 5: one message per 5 s); 0: as the gateway says in its welcome and later Settings (the load shedder's interval), as the agent does")
-	summaries := fs.Int("summaries", 0, "window summaries each sample carries (Sample.summaries), as an agent sends them to a gateway with --agent-summaries on")
+	summaries := fs.Int("summaries", 0, "window summaries each sample carries (Sample.summaries), as an agent sends them to a gateway with --agent-summaries on; with --batch 0 and a gateway naming plans, one sample is sent every send_every_ms")
+	pods := fs.Int("pods", 0, "pods in each pod report (Sample.pods, 2 containers each), as a real agent reports its node's pods")
+	podEvery := fs.Int("pod-report-every", 10, "with --pods: every Nth sample carries the pod report (the agent's --pod-report-every; with summaries it reports once per message: 1)")
 	fs.Parse(args)
 
-	if *interval <= 0 || *dialConcurrency < 1 || *batch < 0 {
-		fatalf("agents: --interval and --dial-concurrency must be positive, --batch 0 or more")
+	if *interval <= 0 || *dialConcurrency < 1 || *batch < 0 || *pods < 0 || *podEvery < 1 {
+		fatalf("agents: --interval, --dial-concurrency and --pod-report-every must be positive, --batch and --pods 0 or more")
 	}
-	msgs, err := newAgentMessages(mustContract(*protoPath), *summaries)
+	msgs, err := newAgentMessages(mustContract(*protoPath), *summaries, *pods, *podEvery)
 	if err != nil {
 		fatalf("agents: %v", err)
 	}
@@ -198,11 +200,20 @@ func runAgents(args []string) {
 // sample is send_every_ms old (so one more sample than fits the interval),
 // at most max_batch_samples; a max_batch_samples of 0 or 1 (a gateway before
 // batches) means one sample a message. A later Settings without batches
-// keeps the current value, as the agent does.
-func (r *agentsRun) followGateway(a *agent, sendEveryMs, maxBatch, minSampleMs uint64, welcome bool) {
+// keeps the current value, as the agent does. A gateway naming summary
+// plans takes one sample every send_every_ms (the agent keeps the rest in its
+// own window): one due sample in send_every_ms / --interval is sent, alone.
+func (r *agentsRun) followGateway(a *agent, s sendingSettings, welcome bool) {
 	iv := uint64(r.interval.Milliseconds())
-	every := max(1, (minSampleMs+iv-1)/iv)
+	every := max(1, (s.minSampleMs+iv-1)/iv)
+	if s.plans > 0 {
+		every = max(every, s.sendEveryMs/iv)
+		a.batch.Store(1)
+		a.every.Store(int64(every))
+		return
+	}
 	a.every.Store(int64(every))
+	sendEveryMs, maxBatch := s.sendEveryMs, s.maxBatch
 	if maxBatch <= 1 {
 		if welcome {
 			a.batch.Store(1)

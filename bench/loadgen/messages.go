@@ -22,15 +22,24 @@ type agentMessages struct {
 	// What the gateway says about sending: GatewayMessage.settings,
 	// Welcome.settings, Settings.send_every_ms and max_batch_samples.
 	fSettings, fWelcomeSettings, fSendEvery, fMaxBatch, fMinSample protoreflect.FieldDescriptor
+	// fPlans: Settings.summary_plans (a gateway with --agent-summaries on names them).
+	fPlans protoreflect.FieldDescriptor
 	fSeq, fTimestamp, fCPU                                         protoreflect.FieldDescriptor
 	// constant holds the fields every sample shares; constantWire is its
 	// encoding, to which each sample appends its own seq, time and CPU.
 	constant     *dynamicpb.Message
 	constantWire []byte
+	// withPods: constant and a pod report of the given pods (pods_included,
+	// each pod with a sandbox and an app container); podWire its encoding.
+	// Sample seq carries it when podEvery > 0 and seq % podEvery == 1 (or
+	// every sample at podEvery 1), as the agent's --pod-report-every does.
+	withPods *dynamicpb.Message
+	podWire  []byte
+	podEvery uint64
 }
 
-func newAgentMessages(c *contract, summaries int) (*agentMessages, error) {
-	m := &agentMessages{}
+func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessages, error) {
+	m := &agentMessages{podEvery: uint64(podEvery)}
 	var err error
 	for _, step := range []func() error{
 		func() (e error) { m.agentMessage, e = c.message("AgentMessage"); return },
@@ -47,6 +56,7 @@ func newAgentMessages(c *contract, summaries int) (*agentMessages, error) {
 		func() (e error) { m.fSendEvery, e = field(m.fSettings.Message(), "send_every_ms"); return },
 		func() (e error) { m.fMaxBatch, e = field(m.fSettings.Message(), "max_batch_samples"); return },
 		func() (e error) { m.fMinSample, e = field(m.fSettings.Message(), "min_sample_interval_ms"); return },
+		func() (e error) { m.fPlans, e = field(m.fSettings.Message(), "summary_plans"); return },
 		func() (e error) { m.fSeq, e = field(m.sample, "seq"); return },
 		func() (e error) { m.fTimestamp, e = field(m.sample, "timestamp_ms"); return },
 		func() (e error) { m.fCPU, e = field(m.sample, "cpu_usage_millicores"); return },
@@ -84,6 +94,51 @@ func newAgentMessages(c *contract, summaries int) (*agentMessages, error) {
 			}
 			return nil
 		},
+		// A pod report of a node's pods: what a real agent adds to every
+		// --pod-report-every-th sample (30 pods, 2 containers each, ~5 KB).
+		func() error {
+			if pods == 0 || podEvery == 0 {
+				return nil
+			}
+			m.withPods = m.constant.New().Interface().(*dynamicpb.Message)
+			m.constant.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+				m.withPods.Set(fd, v)
+				return true
+			})
+			fIncluded, e := field(m.sample, "pods_included")
+			if e != nil {
+				return e
+			}
+			fPods, e := field(m.sample, "pods")
+			if e != nil {
+				return e
+			}
+			m.withPods.Set(fIncluded, protoreflect.ValueOfBool(true))
+			list := m.withPods.Mutable(fPods).List()
+			for i := 0; i < pods; i++ {
+				el := list.NewElement()
+				if e := fill(el.Message(), fields{
+					"uid": fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "qos_class": "burstable",
+					"cpu_usage_millicores": 100 + i, "memory_working_set_bytes": 128 << 20, "cpu_throttled_micros": 0,
+				}); e != nil {
+					return e
+				}
+				fContainers, e := field(el.Message().Descriptor(), "containers")
+				if e != nil {
+					return e
+				}
+				containers := el.Message().Mutable(fContainers).List()
+				for j, cpu := range []int{1, 99 + i} {
+					c := containers.NewElement()
+					if e := fill(c.Message(), fields{"container_id": fmt.Sprintf("%062x%02x", i, j), "cpu_usage_millicores": cpu, "memory_working_set_bytes": 64 << 20}); e != nil {
+						return e
+					}
+					containers.Append(c)
+				}
+				list.Append(el)
+			}
+			return nil
+		},
 		// The varying fields too, once, so their kinds are checked at start.
 		func() error {
 			_, e := newMessage(m.sample, fields{"seq": 1, "timestamp_ms": 1, "cpu_usage_millicores": 1})
@@ -109,7 +164,11 @@ func (m *agentMessages) hello(node string) (*dynamicpb.Message, error) {
 // sampleFrame is checked against at start.
 func (m *agentMessages) sampleMessage(seq uint64, nowMs int64) *dynamicpb.Message {
 	s := dynamicpb.NewMessage(m.sample)
-	m.constant.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	constant := m.constant
+	if m.hasPods(seq) {
+		constant = m.withPods
+	}
+	constant.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		s.Set(fd, v)
 		return true
 	})
@@ -123,6 +182,11 @@ func (m *agentMessages) sampleMessage(seq uint64, nowMs int64) *dynamicpb.Messag
 
 func cpuFor(seq uint64) int64 { return int64(500 + (seq%7)*100) }
 
+// hasPods: whether sample seq carries the pod report.
+func (m *agentMessages) hasPods(seq uint64) bool {
+	return m.withPods != nil && (m.podEvery == 1 || seq%m.podEvery == 1)
+}
+
 // sampleFrame encodes AgentMessage{sample} without reflection: the constant
 // fields' bytes, then seq, timestamp and CPU as varints under the field
 // numbers the contract gives them (proto fields may come in any order).
@@ -135,8 +199,12 @@ func (m *agentMessages) sampleFrame(seq uint64, nowMs int64) wireFrame {
 
 // sampleBytes is one Sample's encoding, as sampleFrame and batchFrame carry it.
 func (m *agentMessages) sampleBytes(seq uint64, nowMs int64) []byte {
-	inner := make([]byte, 0, len(m.constantWire)+40)
-	inner = append(inner, m.constantWire...)
+	constant := m.constantWire
+	if m.hasPods(seq) {
+		constant = m.podWire
+	}
+	inner := make([]byte, 0, len(constant)+40)
+	inner = append(inner, constant...)
 	inner = protowire.AppendTag(inner, m.fSeq.Number(), protowire.VarintType)
 	inner = protowire.AppendVarint(inner, seq)
 	inner = protowire.AppendTag(inner, m.fTimestamp.Number(), protowire.VarintType)
@@ -173,6 +241,17 @@ func (m *agentMessages) checkFrame() error {
 	if m.constantWire, err = proto.Marshal(m.constant); err != nil {
 		return err
 	}
+	if m.withPods != nil {
+		if m.podWire, err = proto.Marshal(m.withPods); err != nil {
+			return err
+		}
+		// A sample with the pod report decodes to the message built by field name too.
+		want := m.sampleMessage(1, 1_790_000_000_000)
+		got := dynamicpb.NewMessage(m.agentMessage)
+		if err := proto.Unmarshal(m.sampleFrame(1, 1_790_000_000_000), got); err != nil || !proto.Equal(want, got) {
+			return fmt.Errorf("a sample with pods encodes %v, the contract's message is %v (%v)", got, want, err)
+		}
+	}
 	want := m.sampleMessage(12345, 1_790_000_000_000)
 	got := dynamicpb.NewMessage(m.agentMessage)
 	if err := proto.Unmarshal(m.sampleFrame(12345, 1_790_000_000_000), got); err != nil {
@@ -203,16 +282,22 @@ func (m *agentMessages) isWelcome(gm *dynamicpb.Message) bool { return gm.Has(m.
 // sending reads what a GatewayMessage says about batches, from its welcome's
 // settings or a Settings message (the load shedder's change); ok is false
 // when it says nothing. A max_batch_samples of 0 or 1 means no batches;
-// minSampleMs above 0: the load shedder's least sampling interval.
-func (m *agentMessages) sending(gm *dynamicpb.Message) (sendEveryMs, maxBatch, minSampleMs uint64, ok bool) {
-	var s protoreflect.Message
+// minSampleMs above 0: the load shedder's least sampling interval; plans
+// above 0: the gateway takes summaries (one sample every sendEveryMs).
+func (m *agentMessages) sending(gm *dynamicpb.Message) (s sendingSettings, ok bool) {
+	var st protoreflect.Message
 	switch {
 	case gm.Has(m.fSettings):
-		s = gm.Get(m.fSettings).Message()
+		st = gm.Get(m.fSettings).Message()
 	case gm.Has(m.fWelcome) && gm.Get(m.fWelcome).Message().Has(m.fWelcomeSettings):
-		s = gm.Get(m.fWelcome).Message().Get(m.fWelcomeSettings).Message()
+		st = gm.Get(m.fWelcome).Message().Get(m.fWelcomeSettings).Message()
 	default:
-		return 0, 0, 0, false
+		return sendingSettings{}, false
 	}
-	return s.Get(m.fSendEvery).Uint(), s.Get(m.fMaxBatch).Uint(), s.Get(m.fMinSample).Uint(), true
+	return sendingSettings{sendEveryMs: st.Get(m.fSendEvery).Uint(), maxBatch: st.Get(m.fMaxBatch).Uint(), minSampleMs: st.Get(m.fMinSample).Uint(), plans: st.Get(m.fPlans).List().Len()}, true
+}
+
+type sendingSettings struct {
+	sendEveryMs, maxBatch, minSampleMs uint64
+	plans                              int
 }

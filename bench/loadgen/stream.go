@@ -109,12 +109,14 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 	a.seq = max(a.seq, r.msgs.lastSeq(in))
 	follow := r.batch == 0
 	if follow {
-		sendEvery, maxBatch, minSample, _ := r.msgs.sending(in)
-		r.followGateway(a, sendEvery, maxBatch, minSample, true)
+		s, _ := r.msgs.sending(in)
+		r.followGateway(a, s, true)
 	} else {
 		a.batch.Store(int64(r.batch))
 	}
 	a.short = a.index % int(max(1, a.batch.Load()))
+	// One sample in every sent (summaries, shedding): agents' phases spread over the period, as a batch's are.
+	a.dues = int64(a.index) % max(1, a.every.Load())
 	select {
 	case <-a.due: // a hand-off left from before the last stream failed
 	default:
@@ -150,9 +152,9 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 				return
 			}
 			if follow {
-				if sendEvery, maxBatch, minSample, ok := r.msgs.sending(gm); ok {
+				if s, ok := r.msgs.sending(gm); ok {
 					r.settingsReceived.Add(1)
-					r.followGateway(a, sendEvery, maxBatch, minSample, false)
+					r.followGateway(a, s, false)
 				}
 			}
 		}

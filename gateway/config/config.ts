@@ -17,7 +17,7 @@ import { chooseTransport } from './local-mode.js';
 import { defineGatewayFlags } from './flags.js';
 import { ignoredFlags } from './ignored-flags.js';
 import type { AuthConfig, CommonConfig, GatewayConfig, KubeSource, PoliciesConfig, SidecarsConfig, TlsConfig } from './types.js';
-import { GATEWAY_DEFAULTS } from './defaults.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS, SUMMARY_SEND_EVERY_MS } from './defaults.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -123,16 +123,30 @@ function flagsPolicy(o: Record<string, unknown>): Policy {
   };
 }
 
-function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, args: Args): CommonConfig['shedding'] {
+/** A steady node's newest data is up to one send interval old: with flags' policy, a default leaves half of --stale-after as margin. */
+const flagsStaleAfterMs = (policies: PoliciesConfig) => (policies.source === 'flags' ? policies.policy.staleAfterMs : undefined);
+
+function agentSendingFlags(o: Record<string, unknown>, policies: PoliciesConfig): CommonConfig['agentSending'] {
+  const summaries = onOff(o.agentSummaries, '--agent-summaries', true);
+  const staleAfterMs = flagsStaleAfterMs(policies);
+  const sendEveryMs = o.agentSendEvery !== undefined
+    ? parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every'))
+    : summaries ? Math.min(SUMMARY_SEND_EVERY_MS, staleAfterMs === undefined ? Infinity : staleAfterMs / 2) : AGENT_SENDING.sendEveryMs;
+  if (summaries && staleAfterMs !== undefined && sendEveryMs >= staleAfterMs) {
+    throw new ConfigError(`--agent-send-every ${sendEveryMs / 1000}s is not under --stale-after ${staleAfterMs / 1000}s: with summaries a steady node's agent sends only that often, and its allocatable would fall back to raw between messages; lower it (half of --stale-after leaves room for one lost message)`);
+  }
+  return { maxBatchSamples: Number(o.agentBatchSamples), sendEveryMs, summaries };
+}
+
+function sheddingFlags(o: Record<string, unknown>, policies: PoliciesConfig, args: Args, sendEveryMs: number): CommonConfig['shedding'] {
   const loopDelayMs = parsed(o.shedLoopDelay, (s) => parseDuration(s, '--shed-loop-delay'));
   let maxSendEveryMs = parsed(o.shedMaxSendEvery, (s) => parseDuration(s, '--shed-max-send-every'));
-  const sendEveryMs = parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every'));
   const maxSampleEveryMs = parsed(o.shedMaxSampleEvery, (s) => parseDuration(s, '--shed-max-sample-every'));
   if (maxSampleEveryMs !== 0 && maxSampleEveryMs < 2000) {
     throw new ConfigError(`--shed-max-sample-every ${maxSampleEveryMs}ms: shedding samples starts at every other sample (2s); use 2s or more, or 0 to never shed samples`);
   }
   // A steady node's newest data is up to one interval old: past staleAfter, shedding would turn its oversell off.
-  const staleAfterMs = policies.source === 'flags' ? policies.policy.staleAfterMs : undefined;
+  const staleAfterMs = flagsStaleAfterMs(policies);
   if (!args.given('shedMaxSendEvery')) {
     // The default leaves half of a short --stale-after as margin, and never asks agents to send more often.
     if (staleAfterMs !== undefined) maxSendEveryMs = Math.min(maxSendEveryMs, staleAfterMs / 2);
@@ -222,6 +236,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
   if (transport.auth === 'kubernetes' && !kube) {
     throw new ConfigError('--auth kubernetes needs a cluster: run in a pod or pass --kubeconfig (or --auth none for local mode)');
   }
+  const agentSending = agentSendingFlags(o, policies);
   const common: CommonConfig = {
     logLevel: String(o.logLevel),
     bindAddress: transport.bindAddress,
@@ -239,12 +254,8 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
       webhookBacklog: Number(o.webhookBacklog),
       handshakeTimeoutMs: parsed(o.handshakeTimeout, (s) => parseDuration(s, '--handshake-timeout')),
     },
-    agentSending: {
-      maxBatchSamples: Number(o.agentBatchSamples),
-      sendEveryMs: parsed(o.agentSendEvery, (s) => parseDuration(s, '--agent-send-every')),
-      summaries: onOff(o.agentSummaries, '--agent-summaries', false),
-    },
-    shedding: sheddingFlags(o, policies, args),
+    agentSending,
+    shedding: sheddingFlags(o, policies, args, agentSending.sendEveryMs),
     queryLimits: {
       watchesPerCaller: Number(o.queryWatchesPerCaller),
       watches: Number(o.queryWatches),

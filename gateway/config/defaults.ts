@@ -28,6 +28,13 @@ export const GATEWAY_DEFAULTS = {
 export const AGENT_SENDING = { maxBatchSamples: 10, sendEveryMs: 5000 };
 
 /**
+ * With summaries (--agent-summaries, on by default) agents send every 20 s: a
+ * message is most of what an agent costs the gateway, and 20 s leaves one
+ * lost message of margin under the default staleAfter (40 s).
+ */
+export const SUMMARY_SEND_EVERY_MS = 20_000;
+
+/**
  * Load shedding: a thread whose event loop runs 50 ms late (99th percentile
  * over a second; a review waits that long) is overloaded, agents are then told
  * to send at most every 20 s: half the default staleAfter (40 s), so a steady

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { durationFlag, flag, numberFlag, program } from '../../lib/cli.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { MAX_RATIO } from '../policies/policy-spec.js';
-import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING } from './defaults.js';
+import { AGENT_SENDING, GATEWAY_DEFAULTS, SHEDDING, SUMMARY_SEND_EVERY_MS } from './defaults.js';
 import { DEFAULT_QUERY_LIMITS } from '../query/query-limits.js';
 import { DEFAULT_STREAM_LIMITS } from '../tls/stream-guard.js';
 
@@ -75,8 +75,8 @@ export const defineGatewayFlags = (cmd?: Command): Command => program('oversell-
   .addOption(numberFlag('--shard-copies <n>', 'shard the agents: each streams to this many owners of its node among the replicas --shard-service lists (rendezvous hashing), and a review for a node another replica owns is forwarded to it (0: every agent streams to every replica; docs/architecture.md, Scale)', 'OVERSELL_SHARD_COPIES', '0', 0))
   .addOption(flag('--shard-service <namespace/name>', 'with --shard-copies: the Service the agents discover the replicas through (default: <lease namespace>/oversell-gateway-agents)', 'OVERSELL_SHARD_SERVICE'))
   .addOption(numberFlag('--agent-batch-samples <n>', 'agents send their 1 s samples in batches of at most this many, told in the welcome (0: one message per sample, as gateways before batches)', 'OVERSELL_AGENT_BATCH_SAMPLES', String(AGENT_SENDING.maxBatchSamples)))
-  .addOption(flag('--agent-summaries <on|off>', 'agents keep their own usage window and send one sample every --agent-send-every with it summarized by each policy\'s plan (and at once on a change), instead of every sample; agents older than summaries send samples', 'OVERSELL_AGENT_SUMMARIES', 'off'))
-  .addOption(durationFlag('--agent-send-every <duration>', 'with batches: the longest a sample waits before its agent sends it; a change of usage, pressure or requests is sent at once', 'OVERSELL_AGENT_SEND_EVERY', `${AGENT_SENDING.sendEveryMs / 1000}s`))
+  .addOption(flag('--agent-summaries <on|off>', 'agents keep their own usage window and send one sample every --agent-send-every with it summarized by each policy\'s plan (and at once on a change), instead of every sample; agents older than summaries send samples', 'OVERSELL_AGENT_SUMMARIES', 'on'))
+  .addOption(flag('--agent-send-every <duration>', `how often an agent sends when nothing changed: with summaries, one summarized sample (default ${SUMMARY_SEND_EVERY_MS / 1000}s, at most half of --stale-after); with batches, the longest a sample waits (default ${AGENT_SENDING.sendEveryMs / 1000}s); a change of usage, pressure or requests is sent at once`, 'OVERSELL_AGENT_SEND_EVERY'))
   .addOption(durationFlag('--shed-loop-delay <duration>', 'a thread whose event loop runs later than this (99th percentile over a second) is overloaded: agents are told to send less often (doubling, up to --shed-max-send-every) and, on the main thread, queries are refused with RESOURCE_EXHAUSTED; reviews are never refused (0: never shed)', 'OVERSELL_SHED_LOOP_DELAY', `${SHEDDING.loopDelayMs}ms`))
   .addOption(durationFlag('--shed-max-send-every <duration>', 'the longest send interval agents are told while the gateway is overloaded; keep it under every policy\'s staleAfter, or steady nodes go stale', 'OVERSELL_SHED_MAX_SEND_EVERY', `${SHEDDING.maxSendEveryMs / 1000}s`))
   .addOption(durationFlag('--shed-max-sample-every <duration>', 'once agents send as seldom as --shed-max-send-every allows and a thread is still overloaded, they are told to sample less often too (every 2s, doubling up to this; back to their own interval once calm): the gateway sheds samples, never reviews (0: never)', 'OVERSELL_SHED_MAX_SAMPLE_EVERY', `${SHEDDING.maxSampleEveryMs / 1000}s`))

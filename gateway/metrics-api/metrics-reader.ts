@@ -5,6 +5,7 @@
 import { parseLabelSelector, type LabelSelector } from '../../lib/label-selector.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { COLUMN } from '../../lib/usage/usage-window.js';
+import { summaryFor, type SummaryPlan } from '../../lib/usage/summary-plan.js';
 import type { DirectoryPod, PodDirectory } from '../store/pod-directory.js';
 import {
   fieldsMatch, labelsMatch, nodeMetrics, parseFieldSelector, podMetrics, podsStamp,
@@ -14,15 +15,22 @@ import {
 /** When a node has a single sample, what its CPU rate covers: the agent's 1 s sampling interval. */
 const SAMPLE_INTERVAL_MS = 1000;
 
-export function nodeReading(r: NodeRecord, nowMs: number): NodeReading {
+/**
+ * A node's figures: with its agent's summary by `cpuPlan` (the mean over the
+ * send interval, metrics-plan.ts), that mean and the time it covers; else
+ * the newest sample's 1 s rate, over the time since the sample before it.
+ */
+export function nodeReading(r: NodeRecord, nowMs: number, cpuPlan?: SummaryPlan): NodeReading {
   const w = r.window;
   const n = w.length;
+  const mean = cpuPlan && summaryFor(r.summaries, cpuPlan, w.newestMs());
   return {
     name: r.name,
     labels: r.labels,
     timestampMs: r.value('timestampMs'),
-    windowMs: n >= 2 ? w.get(n - 1, COLUMN.timestampMs) - w.get(n - 2, COLUMN.timestampMs) : SAMPLE_INTERVAL_MS,
-    cpuMillicores: r.value('cpuUsageMillicores'),
+    ...(mean && mean.spanMs > 0
+      ? { windowMs: mean.spanMs, cpuMillicores: mean.cpuMillicores }
+      : { windowMs: n >= 2 ? w.get(n - 1, COLUMN.timestampMs) - w.get(n - 2, COLUMN.timestampMs) : SAMPLE_INTERVAL_MS, cpuMillicores: r.value('cpuUsageMillicores') }),
     // The kubelet's figure where the agent sends it (cgroup v1: the root memory cgroup's), so kubectl top agrees with the kubelet.
     memoryWorkingSetBytes: r.value('rootCgroupMemoryWorkingSetBytes') || r.value('memoryWorkingSetBytes'),
     ageMs: Math.max(0, nowMs - r.receivedAtMs),
@@ -59,6 +67,8 @@ export interface MetricsReaderOptions {
   directory: PodDirectory;
   /** The staleness limit of the policy governing a node with these labels. */
   staleAfterMs: (labels: Record<string, string>) => number;
+  /** The plan agents summarize node CPU by for this API (metrics-plan.ts); none: the newest sample's rate. */
+  cpuPlan?: SummaryPlan;
 }
 
 export class MetricsReader {
@@ -79,7 +89,7 @@ export class MetricsReader {
     const items: NodeMetrics[] = [];
     for (const r of this.o.store.list()) {
       if (!r.hasSample || !fieldsMatch(fields, r.name, '') || !labelsMatch(labels, r.labels)) continue;
-      const m = nodeMetrics(nodeReading(r, nowMs), this.o.staleAfterMs(r.labels), nowMs);
+      const m = nodeMetrics(nodeReading(r, nowMs, this.o.cpuPlan), this.o.staleAfterMs(r.labels), nowMs);
       if (m) items.push(m);
     }
     return items.sort((x, y) => (x.metadata.name < y.metadata.name ? -1 : x.metadata.name > y.metadata.name ? 1 : 0));
@@ -128,7 +138,7 @@ export class MetricsReader {
 
   getNode(name: string, nowMs: number): NodeMetrics | undefined {
     const r = this.o.store.get(name);
-    return r?.hasSample ? nodeMetrics(nodeReading(r, nowMs), this.o.staleAfterMs(r.labels), nowMs) : undefined;
+    return r?.hasSample ? nodeMetrics(nodeReading(r, nowMs, this.o.cpuPlan), this.o.staleAfterMs(r.labels), nowMs) : undefined;
   }
 
   getPod(namespace: string, name: string, nowMs: number): PodMetrics | undefined {

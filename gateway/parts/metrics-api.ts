@@ -7,7 +7,7 @@ import { cachedAccessReview, kubernetesAccessReview } from '../metrics-api/acces
 import { buildMetricsApiServer } from '../metrics-api/metrics-api-server.js';
 import type { MetricsQuery } from '../metrics-api/metrics-reader.js';
 import type { GatewayOptions } from './gateway-options.js';
-import { type Shared, staleAfterMsOf } from './shared.js';
+import { type Shared, metricsCpuPlanOf, staleAfterMsOf } from './shared.js';
 
 /**
  * metrics.k8s.io: the front-proxy CA watched, then the port (a caller that
@@ -17,6 +17,7 @@ import { type Shared, staleAfterMsOf } from './shared.js';
 export async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonNullable<NonNullable<GatewayOptions['cluster']>['metricsApi']>, directory: PodDirectory) {
   const { store, log, now, options } = s;
   let trust: FrontProxyTrust | undefined;
+  const cpuPlan = metricsCpuPlanOf(options);
   const server = await buildMetricsApiServer({
     bindAddress: options.bindAddress,
     port: o.port,
@@ -26,6 +27,7 @@ export async function metricsApiParts(s: Shared, kubeConfig: KubeConfig, o: NonN
       store,
       directory,
       staleAfterMs: staleAfterMsOf(options.policies),
+      ...(cpuPlan && { cpuPlan }),
       trust: () => trust?.current(),
       review: o.review ?? cachedAccessReview(kubernetesAccessReview(kubeConfig)),
       notReady: () => trust?.problem() ?? (directory.synced ? undefined : 'pods not listed yet'),

@@ -11,6 +11,9 @@ import type { LoadShedder } from '../ingest/load-shedder.js';
 import type { NodeStore } from '../store/node-store.js';
 import type { BoundRequests } from '../store/bound-requests.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
+import { AGENT_SENDING } from '../config/defaults.js';
+import { metricsPlan } from '../metrics-api/metrics-plan.js';
+import type { SummaryPlan } from '../../lib/usage/summary-plan.js';
 import type { ShardView } from '../shard/shard-view.js';
 import type { ReviewForwarder } from '../shard/review-forwarder.js';
 import type { PeerQueries } from '../shard/peer-queries.js';
@@ -75,4 +78,10 @@ export async function listen(app: FastifyInstance, host: string, port: number, b
 /** The staleness limit of the policy governing a node with these labels. */
 export function staleAfterMsOf(policies: PolicySource): (labels: Record<string, string>) => number {
   return (labels) => policies.select(labels)?.policy?.staleAfterMs ?? DEFAULT_POLICY.staleAfterMs;
+}
+
+/** The plan agents summarize node CPU by for the metrics API: only with summaries and the metrics API both on. */
+export function metricsCpuPlanOf(options: GatewayOptions): SummaryPlan | undefined {
+  const sending = options.agentSending;
+  return sending?.summaries && options.cluster?.metricsApi ? metricsPlan(sending.sendEveryMs ?? AGENT_SENDING.sendEveryMs) : undefined;
 }

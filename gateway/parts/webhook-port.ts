@@ -12,7 +12,7 @@ import type { NodeObservation } from '../decide/policy.js';
 import type { PodDirectory } from '../store/pod-directory.js';
 import { peerPlugin } from '../shard/peer-plugin.js';
 import { MetricsReader } from '../metrics-api/metrics-reader.js';
-import { type Shared, FORWARD_DEADLINE_MS, LOCAL_IF_YOUNGER_MS, listen, staleAfterMsOf } from './shared.js';
+import { type Shared, FORWARD_DEADLINE_MS, LOCAL_IF_YOUNGER_MS, listen, metricsCpuPlanOf, staleAfterMsOf } from './shared.js';
 import type { ClusterSources } from './cluster.js';
 
 /** The webhook's HTTPS port: node status reviews and sidecar injection. */
@@ -86,10 +86,11 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
   countTemplates();
   if (s.shard) {
     const view = s.shard.view;
+    const cpuPlan = metricsCpuPlanOf(options);
     await webhook.register(peerPlugin, {
       local: s.local, certificate: s.shard.certificate,
       watch: { streams: (node, standingInFor) => (standingInFor ? view.standsIn(node, standingInFor) : view.streams(node)), onMembersChange: (listener) => view.onChange(listener), stallMs: s.queryLimits.watchStallMs },
-      ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies) }), now } }),
+      ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies), ...(cpuPlan && { cpuPlan }) }), now } }),
     });
   }
   await webhook.register(podWebhookPlugin, {

@@ -4,15 +4,22 @@
 // its policy's summary among those its agent sent.
 import type { SummaryPlan__Output as SummaryPlan } from '../../proto/gen/oversell/v1/SummaryPlan.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
+import type { SummaryPlan as Plan } from '../../lib/usage/summary-plan.js';
 import { MAX_SUMMARY_PLANS, planToWire } from '../../wire/usage-summary.js';
 
-/** The distinct plans of the valid policies, by id; past MAX_SUMMARY_PLANS the rest decide from the gateway's own window. */
-export function summaryPlansOf(entries: readonly PolicyEntry[]): SummaryPlan[] {
+/**
+ * The distinct plans of the valid policies, by id, after `first` (plans other
+ * readers need, always kept); past MAX_SUMMARY_PLANS the rest decide from the
+ * gateway's own window.
+ */
+export function summaryPlansOf(entries: readonly PolicyEntry[], first: readonly Plan[] = []): SummaryPlan[] {
   const byId = new Map<number, SummaryPlan>();
   for (const e of entries) {
     if (!e.policy) continue;
     const plan = planToWire(e.policy);
     byId.set(plan.id, plan);
   }
-  return [...byId.values()].sort((a, b) => a.id - b.id).slice(0, MAX_SUMMARY_PLANS);
+  const kept = first.map(planToWire);
+  const ids = new Set(kept.map((p) => p.id));
+  return [...kept, ...[...byId.values()].filter((p) => !ids.has(p.id)).sort((a, b) => a.id - b.id)].slice(0, MAX_SUMMARY_PLANS);
 }

@@ -62,6 +62,8 @@ export const SAMPLE_BOUNDS = {
   maxSummaries: MAX_SUMMARY_PLANS,
   /** Points in one summarized window: 10 a second over the longest window kept (MAX_RETAIN_MS); agents sample once a second. */
   maxSummarySamples: (MAX_RETAIN_MS / 1000) * 10 + 1,
+  /** What a summarized window's rates cover: its longest window and one point before it, at the longest sampling interval shedding asks (far less). */
+  maxSummarySpanMs: 2 * MAX_RETAIN_MS,
   ...POD_BOUNDS,
 } as const;
 
@@ -204,6 +206,7 @@ export function checkSummaries(sample: Sample__Output): SampleRefusal | undefine
   const capMemory = sample.capacity?.memoryBytes ?? 0;
   for (const s of summaries) {
     if (!(s.planId > 0) || !Number.isInteger(s.samples) || !(s.samples >= 1 && s.samples <= SAMPLE_BOUNDS.maxSummarySamples)) return 'summary-implausible';
+    if (!(s.spanMs >= 0 && s.spanMs <= SAMPLE_BOUNDS.maxSummarySpanMs)) return 'summary-implausible';
     if (!(s.cpuMillicores >= 0 && s.cpuMillicores <= SAMPLE_BOUNDS.cpuUsageOverCapacity * capCpu)) return 'summary-implausible';
     if (!(s.memoryBytes >= 0 && s.memoryBytes <= SAMPLE_BOUNDS.memoryUsageOverCapacity * capMemory)) return 'summary-implausible';
   }

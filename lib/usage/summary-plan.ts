@@ -24,6 +24,8 @@ export interface WindowSummary {
   newestMs: number | undefined;
   /** Points within the plan's window (the newest windowMs). */
   samples: number;
+  /** The time the points' CPU rates cover: from the point before the oldest in the window to the newest (0: unknown). */
+  spanMs: number;
   /** The plan's CPU statistic over its window; 0 with no point in it. */
   cpuMillicores: number;
   /** The plan's memory statistic over its window; 0 with no point in it. */

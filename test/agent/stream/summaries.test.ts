@@ -15,6 +15,10 @@ import { decide, DEFAULT_POLICY, type Policy } from '../../../gateway/decide/pol
 import { UsageWindow } from '../../../lib/usage/usage-window.js';
 import { summarizeWindow } from '../../../lib/usage/window-summary.js';
 import { planId } from '../../../lib/usage/summary-plan.js';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startAgent } from '../../../agent/agent.js';
+import { noPodSource } from '../../../agent/requests/pod-source.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const T0 = Date.now() - 20_000;
@@ -149,5 +153,30 @@ describe('summaries in a rollout', () => {
     assert.equal(record.summaries.length, 0);
     const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('old-agent-sum', Date.now()) });
     assert.equal(d.cpu.usage, summarizeWindow(windowOf(taken), DEFAULT_POLICY, CAPACITY.memoryBytes).cpuMillicores);
+  });
+});
+
+describe('a real agent to a gateway with summaries', () => {
+  it('sends a pod report no more often than it sends: the reports, which go at once, do not set its pace', async () => {
+    const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 1000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const fixtures = fileURLToPath(new URL('../../fixtures', import.meta.url));
+    const address = `127.0.0.1:${gw.ports.grpc}`;
+    // A pod report every 2nd sample, a sample every 100 ms: alone, a message every 200 ms.
+    const agent = startAgent({
+      nodeName: 'sum-pods', gatewayAddresses: [address], procRoot: join(fixtures, 'proc', 'vm-2cpu'), cgroupRoot: join(fixtures, 'cgroup', 'v2-systemd'),
+      intervalMs: 100, podReportEvery: 2, pods: noPodSource(), log,
+    });
+    cleanups.push(() => agent.stop());
+    await eventually(async () => agent.gateways.live || undefined, 5000, 'welcomed');
+    const stream = agent.gateways.stream(address)!;
+    const from = stream.messagesSent;
+    await new Promise((r) => setTimeout(r, 3000));
+    const sent = stream.messagesSent - from;
+    // One a second (send_every_ms), and a pod report with each: 3 in 3 s (15 at a report every 2nd sample).
+    assert.ok(sent >= 2 && sent <= 5, `${sent} messages in 3 s`);
+    const record = gw.store.get('sum-pods');
+    assert.ok(record && record.podsAtMs > 0, 'pod reports still reach the gateway');
+    assert.ok(Date.now() - record.podsReceivedAtMs <= 2500, `the newest pod report is ${Date.now() - record.podsReceivedAtMs} ms old`);
   });
 });

@@ -15,6 +15,8 @@ import { PodDirectory } from '../../../gateway/store/pod-directory.js';
 import { watchBoundPods } from '../../../gateway/ingest/bound-pods-watch.js';
 import { buildMetricsApiServer, type MetricsApiServer } from '../../../gateway/metrics-api/metrics-api-server.js';
 import { nodeReading } from '../../../gateway/metrics-api/metrics-reader.js';
+import { metricsPlan } from '../../../gateway/metrics-api/metrics-plan.js';
+import { planId } from '../../../lib/usage/summary-plan.js';
 import type { Attributes, Decision } from '../../../gateway/metrics-api/access-review.js';
 import type { Watching } from '../../../lib/list-watch.js';
 import { FakeKubeApi, type FakeObject } from '../../helpers/fake-kube-api.js';
@@ -424,5 +426,26 @@ describe('metrics API over HTTPS', () => {
       api.put(CONFIGMAPS, authConfigMap(proxyCa, ['front-proxy-client']));
       await eventually(() => trust.current(), 5000, 'the config back');
     }
+  });
+});
+
+describe('a node\'s figures from its agent\'s summaries (--agent-summaries)', () => {
+  it('the mean CPU over the send interval and the time it covers; the newest sample\'s 1 s rate without it', () => {
+    const store = new NodeStore({ retainMs: 60_000, forgetAfterMs: GATEWAY_DEFAULTS.forgetAfterMs });
+    store.attach('sum-node', 'i1', null, 1);
+    const plan = metricsPlan(20_000);
+    const mean = { planId: planId(plan), samples: 20, spanMs: 20_000, cpuMillicores: 1234, memoryBytes: 0, cpuPressure: false, memoryPressure: false };
+    storeSample(store, 'sum-node', 1, nodeSample(NOW - 21_000, { cpuUsageMillicores: 900, seq: 1 }), NOW - 21_000);
+    storeSample(store, 'sum-node', 1, nodeSample(NOW - 1000, { cpuUsageMillicores: 1750, seq: 2, summaries: [mean] }), NOW - 1000);
+    const r = store.get('sum-node')!;
+    const read = nodeReading(r, NOW, plan);
+    assert.deepEqual([read.cpuMillicores, read.windowMs, read.timestampMs], [1234, 20_000, NOW - 1000]);
+    // The API without the plan: the newest 1 s rate, over the time since the sample before (20 s apart here).
+    assert.deepEqual([nodeReading(r, NOW).cpuMillicores, nodeReading(r, NOW).windowMs], [1750, 20_000]);
+    // Another plan's summary is not the metrics API's.
+    assert.equal(nodeReading(r, NOW, metricsPlan(10_000)).cpuMillicores, 1750);
+    // A newer sample without summaries (an agent rolled back): its own figure, not the older mean.
+    storeSample(store, 'sum-node', 1, nodeSample(NOW - 500, { cpuUsageMillicores: 1600, seq: 3 }), NOW - 500);
+    assert.deepEqual([nodeReading(r, NOW, plan).cpuMillicores, nodeReading(r, NOW, plan).windowMs], [1600, 500]);
   });
 });

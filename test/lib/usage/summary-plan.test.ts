@@ -5,7 +5,7 @@ import { planId, summaryFor, type AgentSummary, type SummaryPlan } from '../../.
 import { planFromWire, planToWire, summariesFromWire, summaryToWire } from '../../../wire/usage-summary.js';
 
 const plan: SummaryPlan = { windowMs: 300_000, calmPeriodMs: 120_000, cpu: { statistic: 'p95', pressureThreshold: 10 }, memory: { statistic: 'max', pressureThreshold: 10, workingSetThreshold: 0.95 } };
-const figures = { samples: 300, cpuMillicores: 1200, memoryBytes: 2 ** 32, cpuPressure: false, memoryPressure: true };
+const figures = { samples: 300, spanMs: 300_000, cpuMillicores: 1200, memoryBytes: 2 ** 32, cpuPressure: false, memoryPressure: true };
 
 describe('summary plans', () => {
   it('a plan\'s id is its fields\': the same for equal plans built apart, another for any field changed', () => {

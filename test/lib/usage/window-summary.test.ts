@@ -22,6 +22,16 @@ describe('summarizeWindow: the window as one policy reads it', () => {
     assert.equal(avg.cpuMillicores, 115_500, 'the mean of 111..120 thousand');
   });
 
+  it('says what its CPU rates cover: from the point before its oldest, else the points\' mean spacing', () => {
+    assert.equal(summarizeWindow(UsageWindow.of(points), policy({ windowMs: 10_000 }), GI).spanMs, 10_000, 'points 111..120 s, rates from 110 s');
+    // Samples 2 s apart (a gateway shedding samples): 10 points in 20 s.
+    const sparse = points.filter((p) => p.timestampMs % 2000 === 0);
+    assert.equal(summarizeWindow(UsageWindow.of(sparse), policy({ windowMs: 20_000 }), GI).spanMs, 20_000);
+    // The whole window from its first point: 2 s apart from 2 s to 120 s, 60 points over 118 s.
+    assert.equal(summarizeWindow(UsageWindow.of(sparse), policy({ windowMs: 600_000 }), GI).spanMs, 120_000);
+    assert.equal(summarizeWindow(UsageWindow.of(points.slice(0, 1)), policy(), GI).spanMs, 0, 'one point: unknown');
+  });
+
   it('sees pressure within the calm period before the newest point, and none before it', () => {
     const hotAt = (t: number, field: 'cpuPressure' | 'memoryPressure') => UsageWindow.of(points.map((p) => (p.timestampMs === t ? { ...p, [field]: 95 } : p)));
     const p = policy({ calmPeriodMs: 30_000 });
@@ -37,13 +47,13 @@ describe('summarizeWindow: the window as one policy reads it', () => {
   it('of no points is no usage; with no policy, only that there are points', () => {
     assert.equal(summarizeWindow(new UsageWindow(), DEFAULT_POLICY, GI), NO_USAGE);
     const none = summarizeWindow(UsageWindow.of(points), undefined, GI);
-    assert.deepEqual(none, { newestMs: 120_000, samples: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false });
+    assert.deepEqual(none, { newestMs: 120_000, samples: 0, spanMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false });
   });
 
   it('is all a decision needs of usage: a summary with no window decides', () => {
     const usage = { ageMs: 0, capacityMemoryBytes: 64 * GI, requests: { cpuMillicores: 16_000, memoryBytes: 32 * GI, known: true } };
     const raw = { cpuMillicores: 16_000n, memoryBytes: 64n * BigInt(GI) };
-    const quiet: WindowSummary = { newestMs: 60_000, samples: 60, cpuMillicores: 6000, memoryBytes: 8 * GI, cpuPressure: false, memoryPressure: false };
+    const quiet: WindowSummary = { newestMs: 60_000, samples: 60, spanMs: 60_000, cpuMillicores: 6000, memoryBytes: 8 * GI, cpuPressure: false, memoryPressure: false };
     const calm = decide({ raw, usage: { ...usage, summary: quiet }, policy: DEFAULT_POLICY });
     assert.equal(calm.cpu.decidedBy, 'headroom');
     assert.equal(calm.cpu.usage, 6000);
