@@ -17,8 +17,14 @@ import { isObject } from '../../lib/json.js';
 export interface ShardRouting {
   view: ShardView;
   forwarder: ReviewForwarder;
-  /** A replica decides itself when its own data on the node is younger than this; otherwise it asks the node's other owners first. */
+  /**
+   * A replica decides itself while its node's agent streams to it (its data
+   * is then as fresh as the agent sends: up to --agent-send-every, 20 s with
+   * summaries), or when its own data is younger than this; otherwise it asks
+   * the node's other owners first.
+   */
   localIfYoungerMs: number;
+  streaming: (node: string) => boolean;
   /** For the owners to answer, all tries together: inside the API server's 2 s, leaving time to decide here. */
   deadlineMs: number;
 }
@@ -55,7 +61,7 @@ function forwardTargets(body: unknown, shard: ShardRouting, deps: NodeReviewDeps
   const object = isObject(request) ? request.object : undefined;
   const metadata = isObject(object) ? object.metadata : undefined;
   const node = isObject(metadata) && typeof metadata.name === 'string' ? metadata.name : undefined;
-  if (!node) return undefined;
+  if (!node || shard.streaming(node)) return undefined;
   const age = deps.usage(node)?.ageMs;
   if (age !== undefined && age < shard.localIfYoungerMs) return undefined;
   const owners = shard.view.forwardTo(node);

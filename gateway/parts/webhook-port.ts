@@ -74,7 +74,7 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
     ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
     // Without the API server's client certificate any caller may post reviews: with a cluster, node gauges follow what it stored.
     perNodeMetrics: !s.nodeGaugesFromWatch,
-    ...(s.shard && { shard: { ...s.shard, localIfYoungerMs: LOCAL_IF_YOUNGER_MS, deadlineMs: FORWARD_DEADLINE_MS } }),
+    ...(s.shard && { shard: { ...s.shard, localIfYoungerMs: LOCAL_IF_YOUNGER_MS, streaming: (node: string) => store.get(node)?.streamId !== undefined, deadlineMs: FORWARD_DEADLINE_MS } }),
     metrics,
     log,
   });

@@ -187,7 +187,8 @@ export function nodeUsageService(options: NodeUsageServiceOptions): NodeUsageHan
       const record = store.get(name);
       // Sharded, a replica may hold the node's raw allocatable and labels (the node watch) but no usage: that is on the owners.
       const here = record && (!peers || holdsUsage(record)) ? status(record) : undefined;
-      if (!peers || (here && Number(here.ageMs) < peers.localIfYoungerMs)) {
+      // Its agent streaming here, a replica's data is as fresh as any owner's (up to one send interval old).
+      if (!peers || (here && (record!.streamId !== undefined || Number(here.ageMs) < peers.localIfYoungerMs))) {
         if (here) return callback(null, here);
         return callback({ code: grpc.status.NOT_FOUND, details: `no agent has reported for node ${JSON.stringify(name)}` });
       }

@@ -402,3 +402,39 @@ describe('three sharded replicas', () => {
     }
   });
 });
+
+describe('an owner whose agent streams to it', () => {
+  it('decides a review and answers GetNode itself, though its data is older than 10 s (an agent summarizing sends every 20 s): no hop to the other owner', async () => {
+    // Two replicas, each owning every node; one's clock runs 15 s ahead, so the data it holds is 15 s old to it.
+    let skewMs = 0;
+    const ahead = await startTestGateway({ shard: { copies: 2 }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey, now: () => Date.now() + skewMs });
+    const other = await startTestGateway({ shard: { copies: 2 }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey });
+    const key = (gw: TestGateway) => `127.0.0.1:${gw.ports.grpc}`;
+    const members = [ahead, other].map((gw) => ({ key: key(gw), webhook: `127.0.0.1:${gw.ports.webhook}` }));
+    for (const gw of [ahead, other]) gw.shard!.set(members);
+    const agent = GatewaySet.withOptions({
+      hello: { nodeName: FIXTURE_NODE, instanceId: 'i-skew', agentVersion: 'test', host: null },
+      log, backoffInitialMs: 100, backoffMaxMs: 500,
+      connection: { credentials: grpc.credentials.createInsecure(), channelOptions: { 'grpc.use_local_subchannel_pool': 1 } },
+    }, log);
+    const client = queryClient(ahead.ports.grpc);
+    try {
+      agent.set([key(ahead), key(other)]);
+      await eventually(() => ([ahead, other].every((gw) => agent.stream(key(gw))?.live) ? true : undefined), 10_000, 'streams to both owners live');
+      agent.push(nodeSample(Date.now()));
+      await eventually(() => ([ahead, other].every((gw) => (gw.store.get(FIXTURE_NODE)?.lastSeq ?? 0) > 0) ? true : undefined), 10_000, 'both hold the node');
+      skewMs = 15_000;
+      const res = await postHttps(ahead, '/mutate/nodes', JSON.stringify(kubeletReview()));
+      assert.equal(res.status, 200);
+      const exposition = await ahead.metrics.exposition();
+      assert.doesNotMatch(exposition, /oversell_webhook_request_duration_seconds_count\{outcome="forwarded"\}/, 'decided where the agent streams, not forwarded');
+      const node = await getNode(client, FIXTURE_NODE);
+      assert.ok(Number(node.ageMs) >= 15_000, `its own view, 15 s old to it: ${node.ageMs} ms`);
+    } finally {
+      client.close();
+      await agent.stop();
+      await ahead.close();
+      await other.close();
+    }
+  });
+});
