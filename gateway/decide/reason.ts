@@ -94,11 +94,11 @@ function explainResource(name: 'cpu' | 'memory', d: ResourceDecision, input: Exp
 }
 
 /**
- * Data older than this is named in the reason: a node sends a batch at
- * least every 5 s when the gateway is calm (AGENT_SENDING), so older data
- * means slowed agents (load shedding), a late batch or a lost agent.
+ * Data older than this is named in the reason: a steady node's agent sends at
+ * least every 20 s by default (summaries; batches every 5 s), so older data
+ * means slowed agents (load shedding), a late message or a lost agent.
  */
-export const AGE_SHOWN_MS = 5_000;
+export const AGE_SHOWN_MS = 25_000;
 
 const pct = (share: number) => `${Number((share * 100).toPrecision(3))}%`;
 const hours = (ms: number | undefined) => `${Number(((ms ?? 0) / 3_600_000).toFixed(1))}h`;

@@ -20,7 +20,10 @@ describe('the data\'s age in the reason', () => {
   const rows: Array<{ ageMs: number; says: RegExp | undefined; inflated: boolean }> = [
     { ageMs: 1000, says: undefined, inflated: true },
     { ageMs: 5000, says: undefined, inflated: true },
-    { ageMs: 12_000, says: /; usage 12s old; /, inflated: true },
+    // A steady agent sends every 20 s (summaries): data that old is as fresh as it comes.
+    { ageMs: 20_000, says: undefined, inflated: true },
+    { ageMs: 25_000, says: undefined, inflated: true },
+    { ageMs: 26_000, says: /; usage 26s old; /, inflated: true },
     { ageMs: 39_600, says: /; usage 40s old; /, inflated: true },
     { ageMs: 41_000, says: /; usage data is 41s old \(staleAfter 40s\): no inflation; /, inflated: false },
   ];
