@@ -281,7 +281,14 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
         const logs = await kubectl('logs', '-n', NS, 'deploy/oversell-gateway', '--tail=40').catch((e: Error) => e.message);
         assert.fail(`dropped ${after} ms after the agent's sample past the threshold; the gateway's decision then: ${crossed?.decision}; the node's writes:\n${record.summary()}\nthe gateway's log:\n${logs}`);
       }
-      assert.equal(heartbeatOf(drop.node), heartbeatOf(previous), 'the drop was the gateway\'s write, not a kubelet heartbeat');
+      // The gateway writes the drop itself unless the kubelet happens to write inside those same 2 s (a
+      // heartbeat, or the status change the load pod's start causes): the webhook then lowers that write
+      // with the same decision, and there was nothing left for the gateway to write. A kubelet write that
+      // came first must still carry the lowered grant, decided by the webhook.
+      if (heartbeatOf(drop.node) !== heartbeatOf(previous)) {
+        console.log(`# the kubelet wrote ${after} ms after the sample past the threshold, before the gateway: the webhook lowered that write`);
+        assert.equal(drop.node.metadata?.annotations?.[ANNOTATION.grantedMemory], drop.node.status?.allocatable?.memory, 'the kubelet\'s write carries the webhook\'s lowered grant');
+      }
       assert.ok(memoryOf(drop.node) >= bound, 'not below what is bound');
     } finally {
       polling = false;
