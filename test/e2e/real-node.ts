@@ -121,6 +121,11 @@ export async function recordNode(name: string): Promise<NodeRecord> {
 /** Stops and starts the real node's kubelet (its containers keep running, as on a kubelet upgrade). */
 export async function restartKubelet(): Promise<void> {
   await clusterAsync('stop-component', 'kubelet');
+  // Heartbeats have a second's resolution, and a restarted kubelet writes its status
+  // within a second of starting: had the stopped one written in that same second, the
+  // write would be identical, a no-op the API server drops (no watch event), and the
+  // next would come 5 min later. A second stopped makes the first write a new one.
+  await new Promise((r) => setTimeout(r, 1100));
   await clusterAsync('start-component', 'kubelet');
 }
 
@@ -167,12 +172,22 @@ export function getNodeStatus(conn: Connection, name: string): Promise<NodeStatu
   return new Promise((resolve, reject) => conn.client.GetNode({ name }, conn.metadata(), (err, res) => (err ? reject(err) : res ? resolve(res) : reject(new Error('empty answer')))));
 }
 
-/** Waits for `count` kubelet status writes after `from` in the record; returns them. */
-export async function kubeletWritesAfter(record: NodeRecord, from: number, count: number, timeoutMs: number): Promise<NodeWrite[]> {
+/**
+ * Waits for `count` kubelet status writes after `from` in the record; returns them.
+ * A timeout says whether the API server stores a heartbeat the record missed (a
+ * watch that ended) and what the kubelet logged meanwhile (pass `logFrom`, a
+ * kubeletLogSize() taken before the restart).
+ */
+export async function kubeletWritesAfter(record: NodeRecord, from: number, count: number, timeoutMs: number, logFrom?: number): Promise<NodeWrite[]> {
   return eventually(`${count} kubelet status write(s)`, () => {
     const w = record.kubeletWrites().filter((x) => x.at > from);
     return w.length >= count ? w : undefined;
-  }, timeoutMs, 100);
+  }, timeoutMs, 100).catch(async (err: Error) => {
+    const last = record.writes.at(-1);
+    const stored = await core().readNode({ name: last?.node.metadata?.name ?? '' }).then((n) => heartbeatOf(n), (e: Error) => `unread: ${e.message}`);
+    const log = logFrom === undefined ? '' : kubeletLogSince(logFrom).split('\n').filter((l) => /^[EW]\d{4}|error|fail/i.test(l)).slice(-25).join('\n');
+    throw new Error(`${err.message}; the API server stores heartbeat ${stored} (the record's last: ${last ? heartbeatOf(last.node) : 'none'}); the node's writes:\n${record.summary()}${logFrom === undefined ? '' : `\nthe kubelet's warnings and errors since:\n${log}`}`);
+  });
 }
 
 /**
