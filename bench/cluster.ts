@@ -101,6 +101,8 @@ interface Pass {
  * against one ingest path in every mode.
  */
 const AGENT_THREAD = process.env.OVERSELL_BENCH_CLUSTER_AGENT_THREAD !== '0';
+/** Pods in each agent's report (OVERSELL_BENCH_CLUSTER_PODS): 30, a busy node's; 0 to weigh what the reports cost. */
+const PODS_PER_NODE = Number(process.env.OVERSELL_BENCH_CLUSTER_PODS ?? 30);
 
 /** The kubelets' status writes under oversell, as capacity.ts plans with them. */
 const reviewRateFor = (nodes: number) => nodes * REVIEWS_PER_NODE_PER_S;
@@ -142,7 +144,7 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
     log(`${setup.agents} agents connecting, each on its own TLS connection, each token reviewed by the API server`);
     const connectStart = group.usage();
     // --batch 0: each agent sends as the gateway says (its welcome's batches, the load shedder's Settings), as the agent does.
-    agentRun = startLoadgen<AgentsResult>(setup.loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', setup.tokens, '--batch', '0', '--summaries', '1', '--pods', '30', '--pod-report-every', '1', ...tls], { launcher: setup.pin });
+    agentRun = startLoadgen<AgentsResult>(setup.loadgen, 'agents', ['--address', `127.0.0.1:${gw.ports.agent}`, '--tokens', setup.tokens, '--batch', '0', '--summaries', '1', '--pods', String(PODS_PER_NODE), '--pod-report-every', '1', ...tls], { launcher: setup.pin });
     const connected = await Promise.race([waitForLine(agentRun, /^connected-in-ms \d+/, 15 * 60_000, `${setup.agents} agents`), plateau(agentRun, setup.agents), died]);
     if (!connected.startsWith('connected-in-ms')) {
       clearInterval(hwm);
@@ -363,7 +365,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const full = agents >= 10_000;
     const fitsCore = (p?: Pass) => !!p && !p.died && p.throttledPct! < 1 && p.reviews!.ok > 0 && total(p.reviews!.errors) === 0;
     let smaller: Pass | undefined;
-    if (full && !fitsCore(fitting)) {
+    if (full && !fitsCore(fitting) && process.env.OVERSELL_BENCH_CLUSTER_SMALLER !== '0') {
       // The first agents' tokens: their nodes are the first SMALLER_AGENTS names, which reviews and queries pick from.
       const tokens = join(work, `tokens-${SMALLER_AGENTS}`);
       writeFileSync(tokens, `${readFileSync(setup.tokens, 'utf8').split('\n').slice(0, SMALLER_AGENTS).join('\n')}\n`, { mode: 0o600 });
@@ -419,7 +421,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       notes: [
         `gateway as deployed: node ${GATEWAY_NODE_ARGS.join(' ')}, --grpc-tls on, --auth kubernetes, ${AGENT_THREAD ? 'agents on --agent-port (the ingest thread)' : 'agents on the gRPC port, decoded on the main thread (no --agent-port; OVERSELL_BENCH_CLUSTER_AGENT_THREAD=0)'}, --watch-bound-pods on (the ${agents} agent pods), --policies flags; in a cgroup made by the benchmark (${shipped.describe}): ${CPU_CORES} core of CFS quota (deploy/base ships a 100m request and no CPU limit: the quota is the target's core) and deploy/base's memory limit${passes.length > 1 ? `; the gateway did not survive it, so a second gateway ran the same load under ${ROOMY_MEMORY_MIB} MiB to measure what it needs` : ''}`,
         `control plane: scripts/cluster/cluster.sh (etcd, kube-apiserver, kube-scheduler, kwok) on the same machine; kube-controller-manager stopped for the run, so no controller acts on ${agents} Nodes no kubelet heartbeats for`,
-        `agents: bench/loadgen agents (Go), each on its own gRPC client connection (TCP + TLS 1.3, the gateway's self-managed CA), authorization: Bearer <token>: a TokenRequest bound to its own agent pod (audience oversell-gateway, ${agents} pods bound to ${agents} Nodes); agent i samples at i/N of each second and sends as the gateway says (--batch 0): to a gateway with its defaults (summaries), one sample with a window summary and a pod report of 30 pods every send_every_ms (20 s); to one with batches, a SampleBatch when its oldest sample is send_every_ms old, at most max_batch_samples; from the welcome and then every Settings the load shedder sends, as the agent's ReportStream does (a steady node's samples; the agent's at-once sending of a rise is not simulated). Connected-in: from the first dial until every agent was welcomed, through the gateway's TokenReview budget (--token-reviews-per-second, default 100); refused attempts are retried after 1-2 s, as the agent does`,
+        `agents: bench/loadgen agents (Go), each on its own gRPC client connection (TCP + TLS 1.3, the gateway's self-managed CA), authorization: Bearer <token>: a TokenRequest bound to its own agent pod (audience oversell-gateway, ${agents} pods bound to ${agents} Nodes); agent i samples at i/N of each second and sends as the gateway says (--batch 0): to a gateway with its defaults (summaries), one sample with a window summary and a pod report of ${PODS_PER_NODE} pods every send_every_ms (20 s); to one with batches, a SampleBatch when its oldest sample is send_every_ms old, at most max_batch_samples; from the welcome and then every Settings the load shedder sends, as the agent's ReportStream does (a steady node's samples; the agent's at-once sending of a rise is not simulated). Connected-in: from the first dial until every agent was welcomed, through the gateway's TokenReview budget (--token-reviews-per-second, default 100); refused attempts are retried after 1-2 s, as the agent does`,
         `reviews: bench/loadgen reviews, open-loop at ${setup.reviewRate}/s, each request measured from when it was due (no coordinated omission), 36 KB kubelet-shaped AdmissionReviews (bench/webhook.ts) naming node ${PREFIX}-i in a permutation over all ${agents} with a fresh request uid; an answer counts as ok when 200, its uid matches and allowed is true; timeout ${WEBHOOK_TIMEOUT_S} s, the shipped webhook's timeoutSeconds, after which the API server gives up and the write passes unchanged`,
         `queries: bench/loadgen query, GetNode on random nodes at ${QUERY_RATE}/s over one TLS connection with a viewer's token (ClusterRole oversell-viewer from deploy/base/rbac.yaml, checked by SubjectAccessReview); lag = the node's received_at - its latest sample's timestamp, from the same answers`,
         `load generators pinned to CPU ${pin.at(-1) ?? '(one CPU only)'} with taskset; the gateway's threads may run on any CPU within its quota. All on one ${cpus().length}-CPU machine, so the generators, the API server and etcd share it with the gateway`,

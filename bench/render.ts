@@ -69,7 +69,11 @@ export function renderBenchmarks(repo = REPO): string {
   // The machine of the newest result: after a full run, the machine of that run.
   const newest = saved.filter((r) => r !== undefined).sort((a, b) => b.date.localeCompare(a.date))[0];
   const m = newest?.machine;
-  const machineLine = m ? `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n` : 'No benchmark has been run yet.\n';
+  const cpus = new Set(saved.filter((r) => r !== undefined).map((r) => `${r.machine.cores} × ${r.machine.cpu}`));
+  // A section published alone may come from another machine than the rest: each section names its own then.
+  const machineLine = !m ? 'No benchmark has been run yet.\n'
+    : cpus.size > 1 ? `Machines of these runs: ${[...cpus].join('; ')} (each section names its own; the newest: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}).\n`
+    : `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n`;
   const of = (name: (typeof ALL)[number]) => saved[ALL.indexOf(name)];
   return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'), of('replicas'), of('replicas-sharded'))].join('\n') + '\n';
 }
