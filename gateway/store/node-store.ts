@@ -15,6 +15,7 @@ import type { LoadHistory } from '../decide/load-history.js';
 import { learnSample, type LearnAgainst } from '../decide/node-inputs.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
+import { keepPodReport } from './pod-report.js';
 
 export class NodeRecord {
   readonly name: string;
@@ -205,7 +206,7 @@ export class NodeStore extends EventEmitter<StoreEvents> {
     record.setLatestRow(rows, at);
     record.summaries = summaries ?? NO_SUMMARIES;
     if (record.value('podsIncluded') === 1) {
-      record.pods = pods ?? (record.pods.length > 0 ? [] : record.pods);
+      record.pods = pods ? keepPodReport(record.pods, pods) : record.pods.length > 0 ? [] : record.pods;
       // The agent's rates run from its previous pod report to this one (agent/sample/sampler.ts).
       const at = record.value('timestampMs');
       record.podsWindowMs = record.podsAtMs > 0 && at > record.podsAtMs ? at - record.podsAtMs : 0;
