@@ -67,9 +67,9 @@ export function renderBenchmarks(repo = REPO): string {
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Saved) : undefined;
   });
   // The machine of the newest result: after a full run, the machine of that run.
-  const newest = saved.filter((r) => r !== undefined).sort((a, b) => b.date.localeCompare(a.date))[0];
-  const m = newest?.machine;
-  const cpus = new Set(saved.filter((r) => r !== undefined).map((r) => `${r.machine.cores} × ${r.machine.cpu}`));
+  const present = saved.filter((r) => r !== undefined);
+  const m = [...present].sort((a, b) => b.date.localeCompare(a.date))[0]?.machine;
+  const cpus = new Set(present.map((r) => `${r.machine.cores} × ${r.machine.cpu}`));
   // A section published alone may come from another machine than the rest: each section names its own then.
   const machineLine = !m ? 'No benchmark has been run yet.\n'
     : cpus.size > 1 ? `Machines of these runs: ${[...cpus].join('; ')} (each section names its own; the newest: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}).\n`

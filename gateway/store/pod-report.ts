@@ -29,7 +29,7 @@ function samePods(kept: PodUsage__Output[], next: PodUsage__Output[]): boolean {
  * in place is never seen half-done.
  */
 export function keepPodReport(kept: PodUsage__Output[], next: PodUsage__Output[]): PodUsage__Output[] {
-  if (kept.length === 0 || !samePods(kept, next)) return next;
+  if (!samePods(kept, next)) return next;
   for (let i = 0; i < kept.length; i++) {
     const k = kept[i]!;
     const n = next[i]!;

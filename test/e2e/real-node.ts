@@ -91,6 +91,8 @@ export function changedStatus(before: V1Node, after: V1Node): string[] {
 }
 
 export interface NodeRecord {
+  /** The node recorded. */
+  name: string;
   writes: NodeWrite[];
   /** The writes that changed the Ready heartbeat: the kubelet's. */
   kubeletWrites(): NodeWrite[];
@@ -111,6 +113,7 @@ export async function recordNode(name: string): Promise<NodeRecord> {
     () => {},
   );
   return {
+    name,
     writes,
     kubeletWrites: () => writes.filter((w, i) => i > 0 && heartbeatOf(w.node) !== heartbeatOf(writes[i - 1]!.node)),
     summary: () => writes.map((w, i) => `${new Date(w.at).toISOString()} heartbeat ${heartbeatOf(w.node)} cpu ${w.node.status?.allocatable?.cpu} memory ${w.node.status?.allocatable?.memory}${i > 0 ? ` changed [${changedStatus(writes[i - 1]!.node, w.node).join(', ')}]` : ''}`).join('\n'),
@@ -184,7 +187,7 @@ export async function kubeletWritesAfter(record: NodeRecord, from: number, count
     return w.length >= count ? w : undefined;
   }, timeoutMs, 100).catch(async (err: Error) => {
     const last = record.writes.at(-1);
-    const stored = await core().readNode({ name: last?.node.metadata?.name ?? '' }).then((n) => heartbeatOf(n), (e: Error) => `unread: ${e.message}`);
+    const stored = await core().readNode({ name: record.name }).then((n) => heartbeatOf(n), (e: Error) => `unread: ${e.message}`);
     const log = logFrom === undefined ? '' : kubeletLogSince(logFrom).split('\n').filter((l) => /^[EW]\d{4}|error|fail/i.test(l)).slice(-25).join('\n');
     throw new Error(`${err.message}; the API server stores heartbeat ${stored} (the record's last: ${last ? heartbeatOf(last.node) : 'none'}); the node's writes:\n${record.summary()}${logFrom === undefined ? '' : `\nthe kubelet's warnings and errors since:\n${log}`}`);
   });
@@ -206,7 +209,7 @@ export async function assertRawAfterUninstall(record: NodeRecord, since: number,
   await new Promise((r) => setTimeout(r, 1000)); // the API server's view of webhook configurations follows within a second
   const restartedAt = Date.now();
   await restartKubelet();
-  const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000).catch(fail);
+  const [next] = await kubeletWritesAfter(record, restartedAt, 1, 60_000);
   assert.equal(next!.node.status?.allocatable?.memory, rawMemoryText, 'the kubelet\'s write after the uninstall is raw');
 }
 
