@@ -6,7 +6,7 @@ import { durationFlag, flag, numberFlag, program } from '../lib/cli.js';
 
 export const defineAgentFlags = (cmd?: Command): Command => program('oversell-agent', 'Streams this node\'s real CPU, memory and pressure to the oversell gateway.', cmd)
   .addOption(flag('--node-name <name>', 'node this agent reports for (downward API spec.nodeName)', 'NODE_NAME', hostname()))
-  .addOption(flag('--gateway <host:port,...>', 'gateway gRPC address(es); the agent streams to each', 'OVERSELL_GATEWAY', '127.0.0.1:50051'))
+  .addOption(flag('--gateway <host:port,...>', 'the gateway\'s agent port address(es) (its --agent-port); the agent streams to each', 'OVERSELL_GATEWAY', '127.0.0.1:50052'))
   .addOption(flag('--gateway-discovery <namespace/service>', 'stream to every ready endpoint of this Service (its EndpointSlices); overrides --gateway', 'OVERSELL_GATEWAY_DISCOVERY'))
   .addOption(flag('--proc-root <dir>', 'procfs of the host (e.g. /host/proc in a pod)', 'OVERSELL_PROC_ROOT', '/proc'))
   .addOption(flag('--cgroup-root <dir>', 'cgroup mount of the host', 'OVERSELL_CGROUP_ROOT', '/sys/fs/cgroup'))

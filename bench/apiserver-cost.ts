@@ -337,7 +337,7 @@ export async function apiserverCost(o: { quick?: boolean } = {}): Promise<BenchR
     gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/, 60_000);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
-    agent = run('agent-apiserver-cost', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.grpc}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
+    agent = run('agent-apiserver-cost', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.agent}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
     await agent.waitFor(/connected to gateway/, 60_000);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     // A dry-run write as the kubelet shows when the webhook inflates (after the policy's startup grace and a full window).

@@ -95,12 +95,6 @@ interface Pass {
   describe: string;
 }
 
-/**
- * OVERSELL_BENCH_CLUSTER_AGENT_THREAD=0: agents on the gRPC port, decoded on the
- * main thread beside the webhook (no --agent-port): to weigh the ingest thread
- * against one ingest path in every mode.
- */
-const AGENT_THREAD = process.env.OVERSELL_BENCH_CLUSTER_AGENT_THREAD !== '0';
 /** Pods in each agent's report (OVERSELL_BENCH_CLUSTER_PODS): 30, a busy node's; 0 to weigh what the reports cost. */
 const PODS_PER_NODE = Number(process.env.OVERSELL_BENCH_CLUSTER_PODS ?? 30);
 
@@ -121,7 +115,6 @@ async function pass(setup: Setup, memoryBytes: number): Promise<Pass> {
   let profiled: { fromUs: number; toUs: number; reviews: number } | undefined;
   try {
     gateway = await startGateway({
-      agentThread: AGENT_THREAD,
       // OVERSELL_BENCH_GATEWAY_NODE_FLAGS: Node flags to try beside the deployed ones (space-separated).
       nodeArgs: [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(process.env.OVERSELL_BENCH_GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])],
       launcher: (argv) => inCgroup(group, argv),
@@ -419,7 +412,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
           ]
         : [{ name: '(quick run: 10,000-node targets not measured)', measured: `${agents} agents`, met: true }],
       notes: [
-        `gateway as deployed: node ${GATEWAY_NODE_ARGS.join(' ')}, --grpc-tls on, --auth kubernetes, ${AGENT_THREAD ? 'agents on --agent-port (the ingest thread)' : 'agents on the gRPC port, decoded on the main thread (no --agent-port; OVERSELL_BENCH_CLUSTER_AGENT_THREAD=0)'}, --watch-bound-pods on (the ${agents} agent pods), --policies flags; in a cgroup made by the benchmark (${shipped.describe}): ${CPU_CORES} core of CFS quota (deploy/base ships a 100m request and no CPU limit: the quota is the target's core) and deploy/base's memory limit${passes.length > 1 ? `; the gateway did not survive it, so a second gateway ran the same load under ${ROOMY_MEMORY_MIB} MiB to measure what it needs` : ''}`,
+        `gateway as deployed: node ${GATEWAY_NODE_ARGS.join(' ')}, --grpc-tls on, --auth kubernetes, agents on --agent-port (the ingest thread), --watch-bound-pods on (the ${agents} agent pods), --policies flags; in a cgroup made by the benchmark (${shipped.describe}): ${CPU_CORES} core of CFS quota (deploy/base ships a 100m request and no CPU limit: the quota is the target's core) and deploy/base's memory limit${passes.length > 1 ? `; the gateway did not survive it, so a second gateway ran the same load under ${ROOMY_MEMORY_MIB} MiB to measure what it needs` : ''}`,
         `control plane: scripts/cluster/cluster.sh (etcd, kube-apiserver, kube-scheduler, kwok) on the same machine; kube-controller-manager stopped for the run, so no controller acts on ${agents} Nodes no kubelet heartbeats for`,
         `agents: bench/loadgen agents (Go), each on its own gRPC client connection (TCP + TLS 1.3, the gateway's self-managed CA), authorization: Bearer <token>: a TokenRequest bound to its own agent pod (audience oversell-gateway, ${agents} pods bound to ${agents} Nodes); agent i samples at i/N of each second and sends as the gateway says (--batch 0): to a gateway with its defaults (summaries), one sample with a window summary and a pod report of ${PODS_PER_NODE} pods every send_every_ms (20 s); to one with batches, a SampleBatch when its oldest sample is send_every_ms old, at most max_batch_samples; from the welcome and then every Settings the load shedder sends, as the agent's ReportStream does (a steady node's samples; the agent's at-once sending of a rise is not simulated). Connected-in: from the first dial until every agent was welcomed, through the gateway's TokenReview budget (--token-reviews-per-second, default 100); refused attempts are retried after 1-2 s, as the agent does`,
         `reviews: bench/loadgen reviews, open-loop at ${setup.reviewRate}/s, each request measured from when it was due (no coordinated omission), 36 KB kubelet-shaped AdmissionReviews (bench/webhook.ts) naming node ${PREFIX}-i in a permutation over all ${agents} with a fresh request uid; an answer counts as ok when 200, its uid matches and allowed is true; timeout ${WEBHOOK_TIMEOUT_S} s, the shipped webhook's timeoutSeconds, after which the API server gives up and the write passes unchanged`,

@@ -32,12 +32,8 @@ function queryTimings(address: string, nodes: number): Promise<QueryTimings> {
   });
 }
 
-export type IngestMode = 'thread' | 'main';
-
 export interface ScalePoint {
   agents: number;
-  /** thread: agents on --agent-port, decoded by the ingest thread; main: on the gRPC port, on the main thread. */
-  mode: IngestMode;
   /** Samples the store took per second per agent over the window (1.0: the simulator kept its rate). */
   storedPerAgentPerS: number;
   gatewayMillicores: number;
@@ -111,13 +107,13 @@ async function floorTimings(ghz: string, status: NodeStatus__Output): Promise<{ 
 const WARMUP_S = 10;
 const FULL_WINDOWS_WARMUP_S = 70;
 
-export async function measure(agents: number, windowS: number, mode: IngestMode, options: { ghz: string; paused?: boolean; warmupS?: number }): Promise<ScalePoint> {
+export async function measure(agents: number, windowS: number, options: { ghz: string; paused?: boolean; warmupS?: number }): Promise<ScalePoint> {
   const warmupS = options.warmupS ?? WARMUP_S;
   // As deployed (the Node flags of deploy/base/gateway.yaml's command): the old generation is capped, so RSS is what it would be in the pod.
   // Shedding off: this measures what the query path answers at the load, where a
   // shedding gateway refuses queries whenever the shared host delays its main
   // thread; the cluster benchmark measures the deployed gateway, shedding included.
-  const gw = await startGateway({ agentThread: mode === 'thread', args: ['--shed-loop-delay', '0'] });
+  const gw = await startGateway({ args: ['--shed-loop-delay', '0'] });
   const sim = startSimAgents(`127.0.0.1:${gw.ports.agent}`, agents, 'sim', 'inherit', SIM_NICE);
   try {
     await sim.ready;
@@ -125,7 +121,7 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
     const seeded = Date.now();
     await reviewEveryNode(gw, Array.from({ length: agents }, (_, i) => `sim-${i}`));
     console.log(`  one nodes/status review per node through the webhook: ${agents} in ${((Date.now() - seeded) / 1000).toFixed(1)} s`);
-    console.log(`  ingest (${mode === 'thread' ? 'ingest thread, --agent-port' : 'main thread'}): ${agents} agents connected; warming up ${warmupS} s, then measuring ${windowS} s`);
+    console.log(`  ingest: ${agents} agents connected; warming up ${warmupS} s, then measuring ${windowS} s`);
     await new Promise((r) => setTimeout(r, warmupS * 1000));
     const c = client(gw.ports.grpc);
     const sim0 = await get(c, 'sim-0');
@@ -180,7 +176,6 @@ export async function measure(agents: number, windowS: number, mode: IngestMode,
     }
     const point: ScalePoint = {
       agents,
-      mode,
       storedPerAgentPerS: round(storedPerAgentPerS, 3),
       gatewayMillicores: Math.round(usage.millicores),
       gatewayRssMiB: Math.round(usage.rssMaxMiB),
@@ -207,14 +202,12 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const ghz = await ensureGhz();
   const points: ScalePoint[] = [];
   const last = scales[scales.length - 1];
-  for (const n of scales) points.push(await measure(n, options.quick ? 10 : 20, 'thread', { ghz, paused: n === last, ...(n === last && !options.quick && { warmupS: FULL_WINDOWS_WARMUP_S }) }));
+  for (const n of scales) points.push(await measure(n, options.quick ? 10 : 20, { ghz, paused: n === last, ...(n === last && !options.quick && { warmupS: FULL_WINDOWS_WARMUP_S }) }));
   const top = points[points.length - 1]!;
-  // The same top scale with agents on the main thread's gRPC port (no --agent-port), for comparison.
-  const main = await measure(top.agents, options.quick ? 10 : 20, 'main', { ghz });
   return {
     name: 'ingest',
-    summary: `${top.agents} agents at 1 Hz (ingest thread): gateway ${top.gatewayMillicores} millicores, ${top.gatewayRssMiB} MiB; GetNode p99 ${top.getP99Ms} ms (ghz; ${top.cliGetP99Ms} ms from the CLI's client; ${top.pausedGetP99Ms} ms with the simulator paused; reference, a bare grpc-js server with the same answer: ${top.floorGetP99Ms} ms, and at ${PACED_RPS}/s ${top.floorPacedGetP99Ms} ms against the idle gateway's ${top.pausedPacedGetP99Ms} ms), ListNodeSummaries p99 ${top.listP99Ms} ms (full ListNodes ${top.fullListP99Ms} ms); main thread only: GetNode p99 ${main.getP99Ms} ms, ListNodeSummaries p99 ${main.listP99Ms} ms`,
-    figures: Object.fromEntries([...points, main].map((p) => [p.mode === 'main' ? `main_thread_agents_${p.agents}` : `agents_${p.agents}`, p] as const).flatMap(([k, p]) => [
+    summary: `${top.agents} agents at 1 Hz (ingest thread): gateway ${top.gatewayMillicores} millicores, ${top.gatewayRssMiB} MiB; GetNode p99 ${top.getP99Ms} ms (ghz; ${top.cliGetP99Ms} ms from the CLI's client; ${top.pausedGetP99Ms} ms with the simulator paused; reference, a bare grpc-js server with the same answer: ${top.floorGetP99Ms} ms, and at ${PACED_RPS}/s ${top.floorPacedGetP99Ms} ms against the idle gateway's ${top.pausedPacedGetP99Ms} ms), ListNodeSummaries p99 ${top.listP99Ms} ms (full ListNodes ${top.fullListP99Ms} ms)`,
+    figures: Object.fromEntries(points.map((p) => [`agents_${p.agents}`, p] as const).flatMap(([k, p]) => [
       [`${k}_stored_per_agent_per_s`, p.storedPerAgentPerS],
       [`${k}_gateway_millicores`, p.gatewayMillicores],
       [`${k}_gateway_rss_mib`, p.gatewayRssMiB],
@@ -256,9 +249,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       `gateway started as deployed: node ${GATEWAY_NODE_ARGS.join(' ')} (the command of deploy/base/gateway.yaml), but with --shed-loop-delay 0 (no load shedding): the query figures are what the query path answers at this load; with shedding on, a main thread delayed past 50 ms (on this shared host, by the other processes too) refuses queries with RESOURCE_EXHAUSTED (a run with it on failed with 1,081 of 6,000 GetNode calls refused at 1,000 agents); the cluster benchmark measures the gateway with its shedding`,
       'every simulated node gets its raw allocatable from one 36 KB nodes/status review through the webhook before the warm-up, so every node has a decision: ListNodes computes each with its reason, ListNodeSummaries reads those the gateway made as samples arrived (gateway/query/summary-table.ts)',
       'lag = gateway receive time - sample timestamp (same machine clock), on 100 random nodes a second',
-      `warm-up before the measured window: ${WARMUP_S} s, and ${FULL_WINDOWS_WARMUP_S} s at the top scale with agents on the ingest thread, so every node's 60 s usage window is full when memory is measured (main_thread_* keeps ${WARMUP_S} s: it is there for CPU and latency, and the bench must finish in 15 minutes)`,
+      `warm-up before the measured window: ${WARMUP_S} s, and ${FULL_WINDOWS_WARMUP_S} s at the top scale, so every node's 60 s usage window is full when memory is measured`,
       'simulator, gateway and query client share the same 2 cores; the simulator runs at nice 19: it stands for 10,000 agents on other machines, and at equal priority its ~0.5 core of loopback TCP sends (the kernel work of one small write per sample; a Go simulator measured the same) took turns from the gateway that a gateway on its own node would not lose. The stored rate per agent shows it still sent at full rate',
-      `figures and targets are for the gateway as recommended for large clusters: agents on --agent-port, decoded by the ingest thread (gateway/ingest/ingest-thread.ts); main_thread_* is the same ${top.agents} agents on the gRPC port (no --agent-port), every sample decoded on the main thread beside the webhook and query API`,
+      'agents on --agent-port, decoded by the ingest thread (gateway/ingest/ingest-thread.ts), the one path agents take',
     ],
   };
 }

@@ -9,10 +9,9 @@
 //   C  a sample every 10 s, 1 a message    A - B: 100 messages/s at one sample rate
 //   S  a sample every 20 s with its window summary (the default, --agent-summaries on):
 //      what a summarizing agent costs (it sends one sample every 20 s and a rise at once)
-//   M  as S, the agents' streams on the main thread (no ingest thread): item 3's one path
 //
 // Every agent reports its node's 30 pods as a real agent does: A, B and C one
-// report per 10 s (every 10th sample; C's every sample), S and M one with each
+// report per 10 s (every 10th sample; C's every sample), S one with each
 // message (the agent sends its report with a sample it sends anyway).
 //
 // Each setting runs ROUNDS times, in turn, so drift on the shared machine falls
@@ -27,21 +26,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 interface Setting {
-  name: 'A' | 'B' | 'C' | 'S' | 'M';
+  name: 'A' | 'B' | 'C' | 'S';
   intervalS: number;
   batch: number;
   summaries?: number;
   /** Every Nth sample carries the pod report of PODS pods. */
   podEvery: number;
-  /** Streams on the main thread's gRPC port instead of the ingest thread's. */
-  mainThread?: boolean;
 }
 const SETTINGS: Setting[] = [
   { name: 'A', intervalS: 1, batch: 5, podEvery: 10 },
   { name: 'B', intervalS: 1, batch: 10, podEvery: 10 },
   { name: 'C', intervalS: 10, batch: 1, podEvery: 1 },
   { name: 'S', intervalS: SUMMARY_SEND_EVERY_MS / 1000, batch: 1, summaries: 1, podEvery: 1 },
-  { name: 'M', intervalS: SUMMARY_SEND_EVERY_MS / 1000, batch: 1, summaries: 1, podEvery: 1, mainThread: true },
 ];
 const AGENTS = 1000;
 /** Pods a node runs (the loadgen's requests say 30). */
@@ -51,7 +47,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The gateway's millicores with AGENTS agents of one setting, over windowS after warmS. */
 async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
-  const gw = await startGateway({ echo: false, ...(s.mainThread && { agentThread: false }), args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`] : ['--agent-summaries', 'off'])] });
+  const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`] : ['--agent-summaries', 'off'])] });
   try {
     const idleFrom = cpuSeconds(gw.pid);
     await sleep(5000);
@@ -83,7 +79,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   // One line per agent, no token: a gateway without a cluster asks none.
   const tokens = join(work, 'agents');
   writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
-  const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [], S: [], M: [] };
+  const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [], S: [] };
   const idle: number[] = [];
   try {
     for (let r = 0; r < rounds; r++) {
@@ -97,14 +93,14 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  const [a, b, c, sum, main] = [mean(runs.A), mean(runs.B), mean(runs.C), mean(runs.S), mean(runs.M)];
+  const [a, b, c, sum] = [mean(runs.A), mean(runs.B), mean(runs.C), mean(runs.S)];
   const perThousand = (x: number) => round((x * 1000) / AGENTS, 1);
   // Per second with AGENTS agents: A 200 messages and 1000 samples, B 100 and 1000, C 100 and 100.
   const usPerMessage = ((a - b) / 100) * 1000;
   const usPerSample = ((b - c) / 900) * 1000;
   return {
     name: 'message-cost',
-    summary: `per 1,000 agents: ${perThousand(a)} millicores at 5 samples a message every 5 s, ${perThousand(b)} at 10 every 10 s, ${perThousand(c)} at 1 every 10 s, ${perThousand(sum)} at 1 with its window summary every ${SUMMARY_SEND_EVERY_MS / 1000} s, the default (${perThousand(main)} with the streams on the main thread); a pod report of ${PODS} pods every 10 s (every message with summaries); about ${round(usPerMessage)} µs a message and ${round(usPerSample)} µs a sample`,
+    summary: `per 1,000 agents: ${perThousand(a)} millicores at 5 samples a message every 5 s, ${perThousand(b)} at 10 every 10 s, ${perThousand(c)} at 1 every 10 s, ${perThousand(sum)} at 1 with its window summary every ${SUMMARY_SEND_EVERY_MS / 1000} s, the default; a pod report of ${PODS} pods every 10 s (every message with summaries); about ${round(usPerMessage)} µs a message and ${round(usPerSample)} µs a sample`,
     figures: {
       agents: AGENTS,
       rounds,
@@ -113,12 +109,10 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
       b_millicores_per_1000: perThousand(b),
       c_millicores_per_1000: perThousand(c),
       s_millicores_per_1000: perThousand(sum),
-      m_millicores_per_1000: perThousand(main),
       a_runs: runs.A.map((x) => round(x)).join(' '),
       b_runs: runs.B.map((x) => round(x)).join(' '),
       c_runs: runs.C.map((x) => round(x)).join(' '),
       s_runs: runs.S.map((x) => round(x)).join(' '),
-      m_runs: runs.M.map((x) => round(x)).join(' '),
       idle_millicores: round(mean(idle)),
       us_per_message: round(usPerMessage),
       us_per_sample: round(usPerSample),
@@ -126,7 +120,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
     targets: [{ name: `a replica's cost per 1,000 agents <= 15 millicores, agents at the default (setting S: a summary every ${SUMMARY_SEND_EVERY_MS / 1000} s)`, measured: `${perThousand(sum)} millicores`, met: perThousand(sum) <= 15 }],
     notes: [
       `one gateway per setting (dist/, TLS on the agent port, decoded by its ingest thread), ${AGENTS} bench/loadgen agents each on its own TLS connection, no token (a gateway without a cluster asks none); each setting ${rounds} times in turn; its CPU (every thread) over ${windowS} s after ${warmS} s and one batch period, less its idle CPU before the agents`,
-      `A: a sample a second sent 5 a message (a steady agent with batches, --agent-summaries off, --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message; S: one sample every ${SUMMARY_SEND_EVERY_MS / 1000} s with one window summary, to a gateway with its defaults (--agent-summaries on, acknowledged once 30 s have passed since the last ack); every agent reports ${PODS} pods (2 containers each) as a real one does: A, B and C every 10 s (every 10th sample, C every sample), S and M with each message; M: as S with the streams on the main thread's gRPC port (no ingest thread, no hand-over between threads). Batches leave spread over their period (agent i's first batch is i mod the batch short), as independent agents' do. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate (both with 100 pod reports/s)`,
+      `A: a sample a second sent 5 a message (a steady agent with batches, --agent-summaries off, --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message; S: one sample every ${SUMMARY_SEND_EVERY_MS / 1000} s with one window summary, to a gateway with its defaults (--agent-summaries on, acknowledged once 30 s have passed since the last ack); every agent reports ${PODS} pods (2 containers each) as a real one does: A, B and C every 10 s (every 10th sample, C every sample), S with each message. Batches leave spread over their period (agent i's first batch is i mod the batch short), as independent agents' do. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate (both with 100 pod reports/s)`,
     ],
   };
 }

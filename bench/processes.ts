@@ -26,7 +26,7 @@ export function startChild(name: string, file: string, args: string[], options: 
 }
 
 export interface GatewayProcess extends Child {
-  /** agent: where agents stream: the ingest thread's --agent-port, or the gRPC port with { agentThread: false }. */
+  /** agent: where agents stream (the ingest thread's --agent-port); grpc: the query API. */
   ports: { webhook: number; grpc: number; metrics: number; agent: number };
   tlsDir: string;
 }
@@ -65,15 +65,13 @@ export const GATEWAY_NODE_ARGS = deployedNodeFlags('gateway');
  * the ingest thread), flags policy, self-managed TLS in a temp dir; resolves
  * when /readyz is 200. `echo` prints its log lines (warn and up) as they come.
  */
-export async function startGateway(options: { args?: string[]; nodeArgs?: string[]; agentThread?: boolean; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number; host?: string; tlsDir?: string } = {}): Promise<GatewayProcess> {
+export async function startGateway(options: { args?: string[]; nodeArgs?: string[]; echo?: boolean; launcher?: (argv: string[]) => string[]; readyWithinMs?: number; host?: string; tlsDir?: string } = {}): Promise<GatewayProcess> {
   const host = options.host ?? '127.0.0.1';
-  const grpc = await freePort();
-  const ports = { webhook: await freePort(), grpc, metrics: await freePort(), agent: options.agentThread === false ? grpc : await freePort() };
+  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort(), agent: await freePort() };
   // Replicas given one tlsDir share its certificate and grant-signing key, as replicas in a cluster share their Secrets.
   const tlsDir = options.tlsDir ?? mkdtempSync(join(tmpdir(), 'oversell-bench-tls-'));
   const [file, ...args] = (options.launcher ?? ((argv) => argv))([process.execPath, ...GATEWAY_NODE_ARGS, ...(options.nodeArgs ?? []), join(REPO, 'dist/gateway/main.js'), '--bind-address', host,
-    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
-    ...(ports.agent !== grpc ? ['--agent-port', String(ports.agent)] : []),
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--agent-port', String(ports.agent), '--metrics-port', String(ports.metrics),
     // No drain on stop (a gateway here is stopped by the benchmark, not rolled by a Deployment); bench/replicas.ts asks for one.
     '--tls-dir', tlsDir, '--tls-hosts', `localhost,${host}`, '--policies', 'flags', '--log-level', 'warn', '--shutdown-drain', '0s', ...(options.args ?? [])]);
   const child = startChild('gateway', file!, args, { echo: options.echo ?? true });

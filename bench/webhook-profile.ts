@@ -54,7 +54,6 @@ async function load(url: string, pid: number, lines: string[]) {
 
 const gwLines: string[] = [];
 const gw = await startGateway({
-  agentThread: false,
   echo: false,
   launcher: ([node, ...rest]) => {
     const script = rest.findIndex((a) => a.endsWith('dist/gateway/main.js'));
@@ -64,7 +63,7 @@ const gw = await startGateway({
   },
 });
 gw.proc.stdout?.on('data', (d: Buffer) => gwLines.push(...d.toString().split('\n')));
-const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, '1', 'bench'], { stdio: ['ignore', 'ignore', 'inherit'] });
+const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.agent}`, '1', 'bench'], { stdio: ['ignore', 'ignore', 'inherit'] });
 const results: Record<string, Awaited<ReturnType<typeof load>>> = {};
 try {
   await new Promise((r) => setTimeout(r, 2500));

@@ -126,7 +126,6 @@ export function comparisonFigures(c: Comparison, prefix = 'vs_bare_'): Record<st
 export function startBenchGateway(): Promise<GatewayProcess> {
   const fromSource = process.env.OVERSELL_BENCH_GATEWAY_SOURCE === '1';
   return startGateway({
-    agentThread: false,
     ...(fromSource && {
       launcher: (argv: string[]) => argv.flatMap((a) => (a.endsWith('dist/gateway/main.js') ? ['--import', 'tsx', join(REPO, 'gateway/main.ts')] : [a])),
     }),
@@ -138,7 +137,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const ohaBin = await ensureOha();
   const gw = await startBenchGateway();
   // One agent streaming, so reviews are decided from usage as in the webhook benchmark.
-  const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, '1', 'bench'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.agent}`, '1', 'bench'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-vs-bare-'));
   const bodyFile = join(dir, 'review.json');
   writeFileSync(bodyFile, reviewBody());

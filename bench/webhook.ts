@@ -63,7 +63,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   const ohaBin = await ensureOha();
   const loadgenBin = await ensureLoadgen();
   const gw = await startBenchGateway();
-  const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.grpc}`, '1', 'bench'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const sim = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench/sim-agents.ts'), `127.0.0.1:${gw.ports.agent}`, '1', 'bench'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const dir = mkdtempSync(join(tmpdir(), 'oversell-bench-webhook-'));
   const bodyFile = join(dir, 'review.json');
   writeFileSync(bodyFile, reviewBody());

@@ -4,7 +4,7 @@
 // registering its own start and close (lib/lifecycle.ts); start() listens and
 // watches in the order built, close() undoes it in reverse.
 //
-//   ingest (gRPC AgentStream) -> store -> decide -> admit (HTTPS webhook)
+//   ingest (gRPC AgentStream, its own thread) -> store -> decide -> admit (HTTPS webhook)
 //                                      \-> query (gRPC NodeUsage)
 //   inject (sidecar templates) -> admit (HTTPS webhook, pod CREATE)
 import { randomBytes } from 'node:crypto';
@@ -16,7 +16,7 @@ import { withPoolHarm } from './policies/with-pool-harm.js';
 import { PoolLoadKeeper } from './policies/pool-load-keeper.js';
 import { PoolHarmLedger } from './decide/pool-harm.js';
 import { GatewayMetrics } from './metrics/metrics.js';
-import { AgentSending, type Sending } from './ingest/agent-sending.js';
+import type { Sending } from './ingest/agent-sending.js';
 import { summaryPlansOf } from './policies/summary-plans.js';
 import { LoadShedder } from './ingest/load-shedder.js';
 import { shedLimits } from './ingest/shed.js';
@@ -84,10 +84,9 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   // With summaries, every Settings names the policies' plans: the shedder's changes and the policies' alike.
   const metricsCpuPlan = metricsCpuPlanOf(options);
   const plans = () => (options.agentSending?.summaries ? { summaryPlans: summaryPlansOf(policies.entries(), metricsCpuPlan ? [metricsCpuPlan] : []) } : {});
-  const agentSending = new AgentSending({ ...baseSending, ...plans() });
+  let told: Sending = { ...baseSending, ...plans() };
   const announce = (sending: Sending) => {
-    const told = { ...sending, ...plans() };
-    agentSending.set(told);
+    told = { ...sending, ...plans() };
     ingest?.setSending(told);
   };
   const shedding = { ...SHEDDING, ...options.shedding };
@@ -121,15 +120,14 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     notReady: () => (s.draining ? 'shutting down: draining reviews to the other replicas' : started ? ingestThreadDown ?? policies.notReady() : 'listeners starting'),
     draining: false,
     nodeGaugesFromWatch: options.cluster !== undefined && !options.webhookClientCa,
-    agentSending,
+    agentSending: () => told,
     shedder,
     local: new LocalNodes(store, policies, now, boundRequests),
   };
   let serving = options.tls;
-  let agentPort: () => number | undefined = () => undefined;
   if (options.shard) {
     if (options.webhookClientCa) throw new Error('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to its node\'s owner has no API server client certificate to present');
-    const view = new ShardView(options.shard.copies, selfMatcher(() => agentPort()));
+    const view = new ShardView(options.shard.copies, selfMatcher(() => ingest?.port));
     const client = new PeerClient(() => serving);
     const identity = options.cluster?.identity ?? 'gateway';
     const unanswered = new OncePer(60_000);
@@ -157,9 +155,9 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
     const sources = options.cluster && clusterSources(s, options.cluster);
     const webhook = life.add(await webhookPart(s, templates, directory, sources));
     const probes = life.add(await probesPart(s, () => (now() < warmUntil ? `warming up: collecting agent data for ${Math.ceil((warmUntil - now()) / 1000)}s more` : undefined)));
-    ingest = options.agentPort === undefined ? undefined : life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
-    // Agents dial the agent port when there is one, else the gRPC port: that port names this replica among the members.
-    agentPort = () => ingest?.port ?? grpcPort.port;
+    // Agents dial the agent port: it names this replica among the members.
+    const agents = life.add(ingestThreadPart(s, options.agentPort, (reason) => (ingestThreadDown = reason), (ms) => (ingestDelayMs = ms)));
+    ingest = agents;
     if (options.cluster && sources) for (const part of clusterParts(s, options.cluster, sources, bound, directory)) life.add(part);
     const metricsApi = options.cluster?.metricsApi && directory ? await metricsApiParts(s, options.cluster.kubeConfig, options.cluster.metricsApi, directory) : undefined;
     for (const part of metricsApi?.parts ?? []) life.add(part);
@@ -190,7 +188,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
       if (!s.notReady()) grpcPort.setServing(true);
       const ports = {
         grpc: grpcPort.port, webhook: webhook.port, metrics: probes.port,
-        ...(ingest?.port !== undefined && { agent: ingest.port }),
+        agent: agents.port ?? NaN,
         ...(metricsApi && { metricsApi: metricsApi.server.port }),
       };
       log.info({ ...ports, bindAddress: options.bindAddress }, 'gateway serving');
@@ -200,7 +198,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
         metricsApi?.server.setTls(tls);
         if (options.grpcTls) {
           grpcPort.setTls(tls);
-          ingest?.setTls(tls);
+          agents.setTls(tls);
         }
       };
       const drain = () => {

@@ -17,7 +17,7 @@ import { waitUntil } from './harness/wait.js';
 import { connect } from 'node:net';
 
 const env = (k: string, d: string) => process.env[k] ?? d;
-const ports = { webhook: env('OVERSELL_WEBHOOK_PORT', '8443'), grpc: env('OVERSELL_GRPC_PORT', '50051'), metrics: env('OVERSELL_METRICS_PORT', '9090') };
+const ports = { webhook: env('OVERSELL_WEBHOOK_PORT', '8443'), grpc: env('OVERSELL_GRPC_PORT', '50051'), agent: env('OVERSELL_AGENT_PORT', '50052'), metrics: env('OVERSELL_METRICS_PORT', '9090') };
 const everyMs = Number(env('OVERSELL_REPORT_EVERY_MS', '5000'));
 const tlsDir = env('OVERSELL_TLS_DIR', '.oversell/tls');
 const podsFile = env('OVERSELL_PODS_FILE', fileURLToPath(new URL('../../examples/local-pods.yaml', import.meta.url)));
@@ -58,20 +58,20 @@ process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
 
 const logLevel = env('OVERSELL_LOG_LEVEL', 'warn');
-run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', logLevel]);
+run('gateway', ['--bind-address', '127.0.0.1', '--webhook-port', ports.webhook, '--grpc-port', ports.grpc, '--agent-port', ports.agent, '--metrics-port', ports.metrics, '--tls-dir', tlsDir, '--policies', 'flags', '--log-level', logLevel]);
 // The agent starts once the gateway takes connections, so its first words are not "gateway stream lost".
 const accepting = () => new Promise<true | undefined>((resolve) => {
-  const socket = connect(Number(ports.grpc), '127.0.0.1', () => { socket.destroy(); resolve(true); });
+  const socket = connect(Number(ports.agent), '127.0.0.1', () => { socket.destroy(); resolve(true); });
   socket.on('error', () => resolve(undefined));
 });
-await waitUntil(`the gateway to listen on 127.0.0.1:${ports.grpc}`, accepting, 30_000, 100).catch(() => {
+await waitUntil(`the gateway to listen on 127.0.0.1:${ports.agent}`, accepting, 30_000, 100).catch(() => {
   // Its own log says why; the agent retries with backoff anyway.
 });
-run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.grpc}`, '--pods-file', podsFile, '--metrics-address', `127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}`, '--log-level', logLevel]);
+run('agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${ports.agent}`, '--pods-file', podsFile, '--metrics-address', `127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}`, '--log-level', logLevel]);
 
 console.log(`oversell local pipeline for node "${nodeName}"
   webhook   https://127.0.0.1:${ports.webhook}/mutate/nodes   (CA: ${tlsDir}/ca.crt)
-  gRPC      127.0.0.1:${ports.grpc}   (oversell.v1.AgentStream, oversell.v1.NodeUsage)
+  gRPC      127.0.0.1:${ports.grpc}   (oversell.v1.NodeUsage)   agents 127.0.0.1:${ports.agent} (oversell.v1.AgentStream)
   metrics   http://127.0.0.1:${ports.metrics}/metrics   probes /healthz /readyz   (agent: http://127.0.0.1:${env('OVERSELL_AGENT_METRICS_PORT', '9091')}/metrics)
   pods      ${podsFile} (requests of pods "bound" here)
   kubelet   capacity cpu ${capacity.cpu} memory ${capacity.memory}; raw allocatable cpu ${raw.cpu} memory ${raw.memory}

@@ -24,7 +24,7 @@ import type { GatewayMessage__Output } from '../proto/gen/oversell/v1/GatewayMes
 import type { NodeUsageClient } from '../proto/gen/oversell/v1/NodeUsage.js';
 import { oversellV1 } from '../proto/load.js';
 import { createLogger } from '../lib/log.js';
-import { AGENT_STREAM_MODES, postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { postHttps, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
 import { scrapeMetric } from './helpers/metrics.js';
 import { waitUntil } from '../scripts/harness/wait.js';
@@ -258,9 +258,9 @@ describe('query authorizer (pure): SubjectAccessReviews asked', () => {
   });
 });
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`authenticated gateway over gRPC/TLS (agent streams on the ${mode})`, () => {
+describe('authenticated gateway over gRPC/TLS', () => {
   const work = mkdtempSync(join(tmpdir(), 'oversell-auth-'));
-  const agentAddress = () => `127.0.0.1:${port(gw)}`;
+  const agentAddress = () => `127.0.0.1:${gw.ports.agent}`;
   const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
   // The API server's answers: token -> identity; who may do what.
   const tokens = new Map<string, Identity>();
@@ -305,7 +305,6 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`authenticate
   before(async () => {
     const reviewer: TokenReviewer = { review: async (token) => tokens.get(token) ?? deny('unauthenticated', 'token not accepted') };
     gw = await startTestGateway({
-      ...options,
       grpcTls: true,
       auth: {
         agents: agentAuthenticator(reviewer, [SA], async (pod) => (pod.name === 'agent-on-b' ? 'node-b' : deny('unauthenticated'))),

@@ -33,7 +33,7 @@ const ACCEPTED: Accepted[] = [
   {
     name: 'local mode: no kubeconfig, not in a pod',
     expect: {
-      mode: 'local', bindAddress: '127.0.0.1', webhookPort: 8443, grpcPort: 50051, metricsPort: 9090, agentPort: undefined, grpcTls: false,
+      mode: 'local', bindAddress: '127.0.0.1', webhookPort: 8443, grpcPort: 50051, metricsPort: 9090, agentPort: 50052, grpcTls: false,
       policies: { source: 'flags', policy: DEFAULT_POLICY },
       tls: { source: 'self-managed', dir: '.oversell/tls' },
       proofKey: { source: 'file', file: '.oversell/tls/proof.key' },
@@ -383,12 +383,12 @@ describe('loadAgentConfig', () => {
   const loadAgent = (argv: string[], env: Record<string, string> = {}) => loadAgentConfig(argv, env, silent);
 
   it('local: the loopback gateway, bound pods unknown, metrics on every interface', () => {
-    like(loadAgent([]), { kube: undefined, gateways: { kind: 'addresses', addresses: ['127.0.0.1:50051'] }, pods: { source: 'none' }, metrics: { host: '', port: 9091 }, connection: {}, intervalMs: 1000, podReportEvery: 10 });
+    like(loadAgent([]), { kube: undefined, gateways: { kind: 'addresses', addresses: ['127.0.0.1:50052'] }, pods: { source: 'none' }, metrics: { host: '', port: 9091 }, connection: {}, intervalMs: 1000, podReportEvery: 10 });
   });
 
   it('the DaemonSet of deploy/base: discovery (its --gateway is set too and not refused), the pod watch, TLS and a token', () => {
     const env: Record<string, string> = { ...POD, NODE_NAME: 'node-1', ...agentEnv() };
-    assert.equal(env.OVERSELL_GATEWAY, 'oversell-gateway.oversell.svc:50051', 'the manifest sets --gateway next to discovery');
+    assert.equal(env.OVERSELL_GATEWAY, 'oversell-gateway-agents.oversell.svc:50052', 'the manifest sets --gateway next to discovery, on the agent port');
     like(loadAgent([], env), {
       nodeName: 'node-1', kube: { kind: 'in-cluster' }, procRoot: '/host/proc', cgroupRoot: '/host/sys/fs/cgroup',
       gateways: { kind: 'discovery', namespace: 'oversell', service: 'oversell-gateway-agents' }, pods: { source: 'watch' },

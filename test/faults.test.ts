@@ -45,7 +45,7 @@ describe('faults', () => {
       for (const m of (await getHttp(gw.ports.metrics, '/metrics')).body.matchAll(/^oversell_samples_received_total\{result="([^"]+)"\} (\d+)$/gm)) counts.set(m[1]!, Number(m[2]));
       return counts;
     };
-    const s = stream(gw.ports.grpc);
+    const s = stream(gw.ports.agent);
     try {
       const started = Date.now();
       s.call.write({ hello: { nodeName: 'flooder', instanceId: 'f1' } });
@@ -74,7 +74,7 @@ describe('faults', () => {
   for (const skewMin of [-10, 10]) {
     it(`an agent whose clock is ${skewMin} minutes off: age is measured on the gateway's clock, data counts as fresh`, async () => {
       const name = `skewed${skewMin < 0 ? 'behind' : 'ahead'}`;
-      const s = stream(gw.ports.grpc);
+      const s = stream(gw.ports.agent);
       s.call.write({ hello: { nodeName: name, instanceId: 'k1' } });
       await eventually(() => s.messages[0]?.welcome, 3000, 'welcome');
       for (let i = 1; i <= 3; i++) s.call.write(sample(i, Date.now() + skewMin * 60_000 + i * 1000));

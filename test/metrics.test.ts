@@ -24,7 +24,7 @@ describe('metrics scrapes', () => {
     const gw = await startTestGateway();
     cpSync(join(fixtures, 'proc', 'vm-2cpu'), join(work, 'proc'), { recursive: true });
     const agent = startAgent({
-      nodeName: 'ip-10-0-17-42.eu-west-1.compute.internal', gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`],
+      nodeName: 'ip-10-0-17-42.eu-west-1.compute.internal', gatewayAddresses: [`127.0.0.1:${gw.ports.agent}`],
       procRoot: join(work, 'proc'), cgroupRoot: join(fixtures, 'cgroup', 'v2-systemd'), intervalMs: 50, podReportEvery: 5, pods: noPodSource(), log,
     });
     const served = await agent.metrics.listen('127.0.0.1', 0);

@@ -16,7 +16,7 @@ import { addressesOf } from '../lib/endpoint-addresses.js';
 import { createLogger } from '../lib/log.js';
 import { collectWatch, eventually, getNode, listNodes, queryClient } from './helpers/grpc.js';
 import { copyFixtureHost } from './helpers/fake-host.js';
-import { AGENT_STREAM_MODES, getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
+import { getHttp, postHttps, startTestGateway } from './helpers/gateway.js';
 import { startSupervisedIngest } from '../gateway/ingest/ingest-worker.js';
 import { NodeStore } from '../gateway/store/node-store.js';
 import { GatewayMetrics } from '../gateway/metrics/metrics.js';
@@ -63,12 +63,12 @@ const sample = (seq: number) => ({
 });
 
 describe('agent -> gRPC -> gateway -> query API', () => {
-  // Through the ingest thread, samples without pods cross to the store as rows of numbers and those with pods as objects.
-  for (const { mode, options, port } of AGENT_STREAM_MODES) it(`a sample read by the agent is visible through GetNode, ListNodes and WatchNodes (${mode})`, async () => {
-    const gw = await startTestGateway(options);
+  // Through the ingest thread, samples without pods cross to the store as rows of numbers and those with pods as ops whose figures are numbers too.
+  it('a sample read by the agent is visible through GetNode, ListNodes and WatchNodes', async () => {
+    const gw = await startTestGateway();
     const query = queryClient(gw.ports.grpc);
     const watch = collectWatch(query);
-    const agent = fixtureAgent('node-a', port(gw), { podReportEvery: 2 });
+    const agent = fixtureAgent('node-a', gw.ports.agent, { podReportEvery: 2 });
     try {
       const n = await eventually(async () => {
         const s = await getNode(query, 'node-a');
@@ -117,15 +117,15 @@ describe('agent -> gRPC -> gateway -> query API', () => {
 
   it('the agent reconnects after the gateway restarts and the new gateway gets fresh data', async () => {
     let gw = await startTestGateway();
-    const port = gw.ports.grpc;
-    const agent = fixtureAgent('node-r', port, { backoffInitialMs: 50, backoffMaxMs: 300 });
+    const { grpc: grpcPort, agent: agentPort } = gw.ports;
+    const agent = fixtureAgent('node-r', agentPort, { backoffInitialMs: 50, backoffMaxMs: 300 });
     try {
       await eventually(() => (agent.gateways.live ? true : undefined), 5000, 'first connection');
       await gw.close();
       await eventually(() => (!agent.gateways.live ? true : undefined), 5000, 'the agent to notice');
       await new Promise((r) => setTimeout(r, 300)); // samples pile up while the gateway is away
-      gw = await startTestGateway({ grpcPort: port });
-      const query = queryClient(port);
+      gw = await startTestGateway({ grpcPort, agentPort });
+      const query = queryClient(grpcPort);
       const n = await eventually(async () => {
         const s = await getNode(query, 'node-r');
         return (s.window?.samples ?? 0) >= 3 ? s : undefined;
@@ -149,7 +149,7 @@ describe('the whole chain', () => {
   it('usage read by the agent turns into an inflated allocatable in a real AdmissionReview answer', async () => {
     const gw = await startTestGateway();
     const agentNode = 'ip-10-0-17-42.eu-west-1.compute.internal';
-    const agent = fixtureAgent(agentNode, gw.ports.grpc);
+    const agent = fixtureAgent(agentNode, gw.ports.agent);
     try {
       const review = readFileSync(new URL('./fixtures/admission/node-status-update.json', import.meta.url), 'utf8');
       const patch = await eventually(async () => {
@@ -182,11 +182,11 @@ describe('the whole chain', () => {
   });
 });
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream protocol (${mode})`, () => {
+describe('AgentStream protocol', () => {
   it('resumes without double counting: Welcome carries the last stored seq, replays are dropped', async () => {
-    const gw = await startTestGateway(options);
+    const gw = await startTestGateway();
     try {
-      const a = rawStream(port(gw));
+      const a = rawStream(gw.ports.agent);
       a.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
       for (let s = 1; s <= 5; s++) a.call.write(sample(s));
       await eventually(() => (gw.store.get('node-p')?.lastSeq === 5 ? true : undefined), 3000, 'five samples');
@@ -194,7 +194,7 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream 
       assert.equal(a.messages.find((m) => m.ack)?.ack?.lastSeq, 5, 'ack after 5 samples');
       a.close();
 
-      const b = rawStream(port(gw));
+      const b = rawStream(gw.ports.agent);
       b.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-1' } });
       await eventually(() => b.messages[0], 3000, 'welcome');
       assert.equal(b.messages[0]?.welcome?.lastSeq, 5);
@@ -205,7 +205,7 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream 
       assert.match(metrics, /oversell_samples_received_total\{result="duplicate"\} 3/);
 
       // A restarted agent (new instance) starts from seq 1 and is accepted.
-      const c = rawStream(port(gw));
+      const c = rawStream(gw.ports.agent);
       c.call.write({ hello: { nodeName: 'node-p', instanceId: 'inst-2' } });
       await eventually(() => c.messages[0], 3000, 'welcome');
       assert.equal(c.messages[0]?.welcome?.lastSeq, 0);
@@ -230,15 +230,15 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream 
   ];
   for (const [what, messages, code, details] of refusals) {
     it(`refuses ${what} with ${grpc.status[code]}, and keeps serving others`, async () => {
-      const gw = await startTestGateway(options);
+      const gw = await startTestGateway();
       try {
-        const bad = rawStream(port(gw));
+        const bad = rawStream(gw.ports.agent);
         for (const m of messages) bad.call.write(m);
         const err = await eventually(() => bad.error(), 3000, 'the refusal');
         assert.equal(err.code, code);
         assert.match(err.details, details);
         bad.close();
-        const good = rawStream(port(gw));
+        const good = rawStream(gw.ports.agent);
         good.call.write({ hello: { nodeName: 'node-ok', instanceId: 'i' } });
         await eventually(() => good.messages[0]?.welcome, 3000, 'a welcome for a good stream');
         good.close();
@@ -252,10 +252,10 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`AgentStream 
 
 describe('ingest thread', () => {
   it('an agent on the agent port is stored, queried and connected on the main thread; the thread stops with the gateway', async () => {
-    const gw = await startTestGateway({ agentPort: 0 });
+    const gw = await startTestGateway();
     let agent: RunningAgent | undefined;
     try {
-      assert.ok(gw.ports.agent && gw.ports.agent !== gw.ports.grpc, `agent port ${gw.ports.agent} beside grpc ${gw.ports.grpc}`);
+      assert.ok(gw.ports.agent > 0 && gw.ports.agent !== gw.ports.grpc, `agent port ${gw.ports.agent} beside grpc ${gw.ports.grpc}`);
       agent = fixtureAgent('node-thread', gw.ports.agent);
       const q = queryClient(gw.ports.grpc);
       const status = await eventually(async () => {
@@ -281,7 +281,7 @@ describe('ingest thread', () => {
       await gw.close();
     }
     // Closed means closed: nothing listens on the agent port any more.
-    const probe = rawStream(gw.ports.agent ?? 0);
+    const probe = rawStream(gw.ports.agent);
     probe.call.write({ hello: { nodeName: 'late', instanceId: 'i' } });
     const err = await eventually(() => probe.error(), 5000, 'a refused connection');
     assert.equal(err.code, grpc.status.UNAVAILABLE);
@@ -349,9 +349,9 @@ describe('ingest thread', () => {
   });
 
   it('an agent port in use fails the start with a message that names the flag', async () => {
-    const first = await startTestGateway({ agentPort: 0 });
+    const first = await startTestGateway();
     try {
-      await assert.rejects(startTestGateway({ agentPort: first.ports.agent ?? 0 }), /already in use.*--agent-port/);
+      await assert.rejects(startTestGateway({ agentPort: first.ports.agent }), /already in use.*--agent-port/);
     } finally {
       await first.close();
     }
@@ -375,7 +375,7 @@ describe('high availability: every sample to every gateway replica', () => {
   it('two replicas both hold current data; losing one loses nothing', async () => {
     const a = await startTestGateway();
     const b = await startTestGateway();
-    const agent = fixtureAgent('node-ha', a.ports.grpc, { gatewayAddresses: [`127.0.0.1:${a.ports.grpc}`, `127.0.0.1:${b.ports.grpc}`] });
+    const agent = fixtureAgent('node-ha', a.ports.agent, { gatewayAddresses: [`127.0.0.1:${a.ports.agent}`, `127.0.0.1:${b.ports.agent}`] });
     try {
       for (const gw of [a, b]) {
         await eventually(async () => ((await getNode(queryClient(gw.ports.grpc), 'node-ha')).window?.samples ?? 0) >= 3 || undefined, 5000, 'data at each replica');
@@ -387,10 +387,10 @@ describe('high availability: every sample to every gateway replica', () => {
       const after = await getNode(queryClient(b.ports.grpc), 'node-ha');
       assert.ok((after.latest?.seq ?? 0) > before, 'samples keep arriving at the surviving replica');
       assert.ok(after.ageMs < 1000);
-      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${a.ports.grpc}`, `127.0.0.1:${b.ports.grpc}`].sort());
+      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${a.ports.agent}`, `127.0.0.1:${b.ports.agent}`].sort());
       // Discovery says A is gone: its stream is closed, B's stays.
-      agent.gateways.set([`127.0.0.1:${b.ports.grpc}`]);
-      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${b.ports.grpc}`]);
+      agent.gateways.set([`127.0.0.1:${b.ports.agent}`]);
+      assert.deepEqual(agent.gateways.addresses, [`127.0.0.1:${b.ports.agent}`]);
       assert.equal(agent.gateways.live, true);
     } finally {
       await agent.stop();

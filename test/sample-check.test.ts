@@ -14,7 +14,7 @@ import type { UsageSummary__Output } from '../proto/gen/oversell/v1/UsageSummary
 import { checkHello, checkSample, checkSampleRow, SAMPLE_BOUNDS, type SampleRefusal } from '../gateway/store/sample-check.js';
 import { boundedHostFacts, boundedPods, HELLO_BOUNDS } from '../wire/agent-bounds.js';
 import type { Hello__Output } from '../proto/gen/oversell/v1/Hello.js';
-import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { getHttp, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { eventually } from './helpers/grpc.js';
 
 const GI = 1024 ** 3;
@@ -242,10 +242,10 @@ const live = (seq: number, over: Partial<Sample__Output> = {}): AgentMessage => 
 const metricsBody = async (gw: TestGateway) => (await getHttp(gw.ports.metrics, '/metrics')).body;
 const counted = (body: string, result: string) => Number(new RegExp(`oversell_samples_received_total\\{result="${result}"\\} (\\d+)`).exec(body)?.[1] ?? 0);
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check over real gRPC (${mode})`, () => {
+describe('sample check over real gRPC', () => {
   it('bad samples between good ones are refused and counted by reason; the good ones are stored and the stream stays up', async () => {
-    const gw = await startTestGateway(options);
-    const a = agent(port(gw));
+    const gw = await startTestGateway();
+    const a = agent(gw.ports.agent);
     try {
       a.write({ hello: { nodeName: 'node-s', instanceId: 'i' } });
       a.write(live(1));
@@ -278,9 +278,9 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
   });
 
   it('one node\'s agent cannot bloat the store: a sample of 20,000 pods is refused and counted, a hello with a 1 MiB OS name ends its stream; nothing of either is stored', async () => {
-    const gw = await startTestGateway(options);
-    const a = agent(port(gw));
-    const b = agent(port(gw));
+    const gw = await startTestGateway();
+    const a = agent(gw.ports.agent);
+    const b = agent(gw.ports.agent);
     try {
       a.write({ hello: { nodeName: 'node-p', instanceId: 'i' } });
       a.write(live(1, { podsIncluded: true, pods: pods(20_000) }));
@@ -304,8 +304,8 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
   });
 
   it('a pod report\'s containers are stored with their pod, on either thread; a pod with a forged container is refused whole', async () => {
-    const gw = await startTestGateway(options);
-    const a = agent(port(gw));
+    const gw = await startTestGateway();
+    const a = agent(gw.ports.agent);
     try {
       a.write({ hello: { nodeName: 'node-c', instanceId: 'i' } });
       const containers = [container(120, 64 * 1024 ** 2, CID(0xabc)), container(0, 512 * 1024, CID(0xdef))];
@@ -325,8 +325,8 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
   });
 
   it('refused samples are acknowledged and not asked for again: an agent whose every sample fails is not left to replay them', async () => {
-    const gw = await startTestGateway(options);
-    const first = agent(port(gw));
+    const gw = await startTestGateway();
+    const first = agent(gw.ports.agent);
     let second: ReturnType<typeof agent> | undefined;
     try {
       first.write({ hello: { nodeName: 'node-r', instanceId: 'i' } });
@@ -341,7 +341,7 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`sample check
       first.close();
       await eventually(() => (gw.store.get('node-r')?.streamId === undefined ? true : undefined), 5000, 'the first stream detached');
       // The agent reconnects (same process): welcomed past the refused samples, it replays none of them.
-      second = agent(port(gw));
+      second = agent(gw.ports.agent);
       second.write({ hello: { nodeName: 'node-r', instanceId: 'i' } });
       const welcome = await eventually(() => second!.said.find((m) => m.welcome)?.welcome ?? undefined, 5000, 'welcome');
       assert.equal(Number(welcome.lastSeq), 5);

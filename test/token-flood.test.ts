@@ -159,7 +159,7 @@ describe('a flood of bogus agent tokens', () => {
       ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 1000, limiter, precheck: { audience: AUD, acceptOpaque: false, maxBytes: 4096 },
     });
     gw = await startTestGateway({
-      agentPort: 0, grpcTls: true,
+      grpcTls: true,
       auth: { agents: agentAuthenticator(reviewer, [SA], async () => { throw new AuthError('permission-denied', 'no pod lookup in this test'); }), reviews: limiter },
     });
     writeFileSync(join(work, 'ca.crt'), gw.ca);

@@ -242,7 +242,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
     bindAddress: transport.bindAddress,
     webhookPort: Number(o.webhookPort),
     grpcPort: Number(o.grpcPort),
-    ...(o.agentPort !== undefined && { agentPort: Number(o.agentPort) }),
+    agentPort: Number(o.agentPort),
     metricsPort: Number(o.metricsPort),
     grpcTls: transport.grpcTls,
     ...(o.webhookClientCaFile ? { webhookClientCaFile: String(o.webhookClientCaFile) } : {}),

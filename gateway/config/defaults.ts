@@ -3,6 +3,8 @@ export const GATEWAY_DEFAULTS = {
   bindAddress: '0.0.0.0',
   webhookPort: 8443,
   grpcPort: 50051,
+  /** Agent streams, on a thread of their own. */
+  agentPort: 50052,
   metricsPort: 9090,
   /** metrics.k8s.io (--metrics-api on): metrics-server's own secure port in its manifests. */
   metricsApiPort: 4443,

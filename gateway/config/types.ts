@@ -31,8 +31,8 @@ export interface CommonConfig {
   bindAddress: string;
   webhookPort: number;
   grpcPort: number;
-  /** Agent streams on a port (and thread) of their own; undefined: on grpcPort. */
-  agentPort?: number;
+  /** Agent streams, on a port and thread of their own. */
+  agentPort: number;
   metricsPort: number;
   grpcTls: boolean;
   webhookClientCaFile?: string;

@@ -32,7 +32,6 @@ import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authentic
 import { authStatus } from '../auth/grpc-status.js';
 import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
 import { SUMMARY_ACK_EVERY_MS, summariesFromWire } from '../../wire/usage-summary.js';
-import { podFigures } from '../../wire/pod-figures.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 
@@ -40,17 +39,14 @@ import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * Where a stream's hello and samples go: the NodeStore itself
- * (storeTarget()), or (on the ingest thread) a link that forwards them to the
- * store on the main thread in batches.
+ * Where a stream's hello and samples go: a link on the ingest thread that
+ * forwards them to the store on the main thread in batches (ingest-thread.ts).
  */
 export interface IngestTarget {
   /**
-   * Resolves to the last seq stored for this agent instance. A promise on
-   * both targets: the thread's answer comes from the main thread, and a hello
-   * is once per stream, not on the per-sample path, so the store's one
-   * microtask costs nothing. superseded: called if the store later refuses
-   * this stream's samples because a newer stream reports for the node (a
+   * Resolves to the last seq stored for this agent instance: the store on
+   * the main thread answers. superseded: called if the store later refuses
+   * this stream's samples because a newer stream reports for the node (the
    * link learns it late).
    */
   attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): Promise<number>;
@@ -59,16 +55,6 @@ export interface IngestTarget {
   /** Takes a refused sample's seq as received (NodeStore.consume). */
   consume: NodeStore['consume'];
   detach: NodeStore['detach'];
-}
-
-/** The store as a stream's target, on the thread it lives on. */
-export function storeTarget(store: NodeStore): IngestTarget {
-  return {
-    attach: async (name, instanceId, host, streamId) => store.attach(name, instanceId, host, streamId),
-    ingest: (name, streamId, rows, at, nowMs, pods, summaries) => store.ingest(name, streamId, rows, at, nowMs, pods && podFigures(pods), summaries),
-    consume: (name, streamId, seq) => store.consume(name, streamId, seq),
-    detach: (name, streamId) => store.detach(name, streamId),
-  };
 }
 
 export interface AgentStreamServiceOptions {
@@ -86,8 +72,8 @@ export interface AgentStreamServiceOptions {
   /** Without it every stream may report for any node (local mode; docs/security.md). */
   authenticate?: AgentAuthenticator;
   now?: () => number;
-  /** Stream ids unique among every service writing to one store. */
-  nextStreamId?: () => number;
+  /** Stream ids unique among every run of the thread writing to one store (ingest-worker.ts). */
+  nextStreamId: () => number;
   /**
    * What the welcome announces: batches of at most maxBatchSamples, each
    * sample waiting at most sendEveryMs (rises are sent at once).
@@ -129,8 +115,6 @@ export function isValidNodeName(name: string): boolean {
   return name.length > 0 && name.length <= 253 && NODE_NAME.test(name);
 }
 
-let lastStreamId = 0;
-const nextLocalStreamId = () => ++lastStreamId;
 
 /**
  * Holds back a stream's reads while closed: grpc-js takes the next message
@@ -164,7 +148,7 @@ export function readGate(stream: Readable): { open(): void; close(): void } {
 export function agentStreamService(options: AgentStreamServiceOptions): AgentStreamHandlers {
   const { store, metrics, log } = options;
   const logRefusal = refusalLog(log);
-  const nextStreamId = options.nextStreamId ?? nextLocalStreamId;
+  const { nextStreamId } = options;
   const ackEvery = options.ackEvery ?? 5;
   const now = options.now ?? Date.now;
   const rate = options.maxSamplesPerSecond ?? 10;

@@ -242,9 +242,8 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
   }
 }
 
-// Stream ids of the ingest thread: the main thread counts its own from 1,
-// each start of the thread gets the next 2^32 above 2^40 (2 million starts fit
-// under 2^53). Disjoint across restarts, so a detach from a thread that is
+// Stream ids of the ingest thread: each start of the thread gets the next
+// 2^32 above 2^40 (2 million starts fit under 2^53). Disjoint across restarts, so a detach from a thread that is
 // going away can never end its successor's stream for the same node.
 const FIRST_THREAD_STREAM_ID = 2 ** 40;
 const STREAM_IDS_PER_START = 2 ** 32;

@@ -20,11 +20,10 @@ export interface GatewayOptions {
   webhookPort: number;
   grpcPort: number;
   /**
-   * Also serve agent streams on this port from a worker thread (0 picks a
-   * free port); the main thread then keeps only the store, webhook and query
-   * API. Undefined: agents use grpcPort, on the main thread.
+   * Agent streams, served from a thread of their own (0 picks a free port):
+   * the main thread keeps the store, webhook and query API.
    */
-  agentPort?: number;
+  agentPort: number;
   /** Their nice value (default INGEST_THREAD_NICE; 0: the main thread's). */
   ingestNice?: number;
   metricsPort: number;
@@ -106,7 +105,7 @@ export interface RunningGateway {
   setTls(tls: { cert: string; key: string }): void;
   store: NodeStore;
   metrics: GatewayMetrics;
-  ports: { webhook: number; grpc: number; metrics: number; agent?: number; metricsApi?: number };
+  ports: { webhook: number; grpc: number; metrics: number; agent: number; metricsApi?: number };
   /**
    * The first step of a graceful stop: /readyz and gRPC health say not
    * serving, and every webhook answer from now on closes its connection, so

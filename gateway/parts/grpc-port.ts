@@ -1,19 +1,19 @@
-// The gRPC port as a part of the gateway (lib/lifecycle.ts): agent streams on
-// the main thread, the query API, health and reflection.
+// The gRPC port as a part of the gateway (lib/lifecycle.ts): the query API,
+// health and reflection. Agent streams have their own port and thread
+// (ingest-thread.ts).
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
-import { oversellV1, packageDefinition } from '../../proto/load.js';
-import { agentStreamService, storeTarget } from '../ingest/agent-stream-service.js';
+import { packageDefinition } from '../../proto/load.js';
 import { nodeUsageDefinition, nodeUsageService } from '../query/node-usage-service.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
-import { methodPaths, streamGuard } from '../tls/stream-guard.js';
+import { streamGuard } from '../tls/stream-guard.js';
 import { listLimitInterceptor, overloadInterceptor } from '../query/query-limits.js';
 import { type Shared, LOCAL_IF_YOUNGER_MS, MAX_RECEIVE_MESSAGE_BYTES, GRPC_SERVICES } from './shared.js';
 
-/** The gRPC port: agent streams on the main thread, the query API, health and reflection. */
+/** The gRPC port: the query API, health and reflection. */
 export function grpcPart(s: Shared) {
-  const { options, store, metrics, log, now } = s;
+  const { options, metrics, now } = s;
   const { queryLimits } = s;
   const lists = new Set(['/oversell.v1.NodeUsage/ListNodes', '/oversell.v1.NodeUsage/ListNodeSummaries']);
   const server = new grpc.Server({
@@ -25,7 +25,6 @@ export function grpcPart(s: Shared) {
         limits: s.streamLimits,
         // Limited and ended by the query API itself (--query-watches-per-caller, --query-watches, --query-watch-stall).
         selfGuarded: new Set(['/oversell.v1.NodeUsage/WatchNodes']),
-        uncounted: methodPaths(oversellV1().AgentStream.service),
         onRefused: (reason) => metrics.streamRefused('grpc', reason),
         onEnded: (service) => metrics.streamEnded('grpc', service),
       }),
@@ -33,7 +32,6 @@ export function grpcPart(s: Shared) {
       listLimitInterceptor(lists, queryLimits.listsInFlight, (reason) => metrics.queryRefused(reason)),
     ],
   });
-  server.addService(oversellV1().AgentStream.service, agentStreamService({ store: storeTarget(store), metrics, log, now, sending: s.agentSending, shardCopies: options.shard?.copies ?? 0, ...(options.auth?.agents && { authenticate: options.auth.agents }) }));
   server.addService(nodeUsageDefinition(), nodeUsageService({
     local: s.local, policies: options.policies, notReady: s.notReady, now,
     ...(s.shard && {

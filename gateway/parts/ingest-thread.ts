@@ -22,7 +22,7 @@ export function ingestThreadPart(s: Shared, agentPort: number, onDown: (reason: 
         limits: { maxConnections: s.connections.grpcMaxConnections, handshakeTimeoutMs: s.connections.handshakeTimeoutMs },
         streams: s.streamLimits,
         ...(options.auth?.agents && { authenticate: options.auth.agents }),
-        sending: s.agentSending.current,
+        sending: s.agentSending(),
         shardCopies: options.shard?.copies ?? 0,
         onDown,
         onLoad,

@@ -6,7 +6,7 @@ import type { GrantProof } from '../decide/grant-proof.js';
 import type { PolicySource } from '../policies/policy-source.js';
 import type { PoolHarmLedger } from '../decide/pool-harm.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
-import type { AgentSending } from '../ingest/agent-sending.js';
+import type { Sending } from '../ingest/agent-sending.js';
 import type { LoadShedder } from '../ingest/load-shedder.js';
 import type { NodeStore } from '../store/node-store.js';
 import type { BoundRequests } from '../store/bound-requests.js';
@@ -43,8 +43,8 @@ export interface Shared {
   draining: boolean;
   /** With a cluster and no webhook client CA, node gauges follow the node objects rather than reviews. */
   nodeGaugesFromWatch: boolean;
-  /** What the main thread's agent streams are told; the ingest thread keeps its own copy. */
-  agentSending: AgentSending;
+  /** What agents are told now (the ingest thread starts with it, then hears each change). */
+  agentSending: () => Sending;
   shedder: LoadShedder;
   /** The nodes this replica holds as the query API shows them (to callers, and when sharded to the other replicas). */
   local: LocalNodes;
@@ -67,7 +67,7 @@ export const PEER_QUERY_DEADLINE_MS = 2000;
 export const LOCAL_IF_YOUNGER_MS = 10_000;
 
 export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
-export const GRPC_SERVICES = ['', 'oversell.v1.NodeUsage', 'oversell.v1.AgentStream'];
+export const GRPC_SERVICES = ['', 'oversell.v1.NodeUsage'];
 
 export async function listen(app: FastifyInstance, host: string, port: number, backlog?: number): Promise<number> {
   await app.listen({ host, port, ...(backlog !== undefined && { backlog }) });

@@ -17,12 +17,12 @@ const bin = (name: string) => fileURLToPath(new URL(`../../dist/${name}/main.js`
 const work = mkdtempSync(join(tmpdir(), 'oversell-bin-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-interface ServingPorts { metrics: number; webhook: number; grpc: number; agent?: number }
+interface ServingPorts { metrics: number; webhook: number; grpc: number; agent: number }
 
 /** The gateway binary on 127.0.0.1 from environment variables, the kernel picking every port; resolves once its "gateway serving" line names them. */
 async function gatewayBin(tlsDir: string, args: string[] = [], env: Record<string, string> = {}) {
   const child = spawn(process.execPath, [bin('gateway'), ...args], {
-    env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir, ...env },
+    env: { ...process.env, OVERSELL_BIND_ADDRESS: '127.0.0.1', OVERSELL_WEBHOOK_PORT: '0', OVERSELL_GRPC_PORT: '0', OVERSELL_AGENT_PORT: '0', OVERSELL_METRICS_PORT: '0', OVERSELL_TLS_DIR: tlsDir, ...env },
   });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
@@ -72,12 +72,12 @@ describe('binaries', () => {
     }
   });
 
-  it('the gateway starts from environment variables alone, writes its CA, serves (agents on the ingest thread too), and stops on SIGTERM', async () => {
+  it('the gateway starts from environment variables alone, writes its CA, serves (agents on the ingest thread), and stops on SIGTERM', async () => {
     const tlsDir = join(work, 'tls');
-    const { child, ports, exited, output } = await gatewayBin(tlsDir, [], { OVERSELL_AGENT_PORT: '0' });
+    const { child, ports, exited, output } = await gatewayBin(tlsDir);
     const ready = await fetch(`http://127.0.0.1:${ports.metrics}/readyz`);
     assert.equal(ready.status, 200);
-    assert.ok(ports.agent && ports.agent !== ports.grpc, `an agent port of its own: ${JSON.stringify(ports)}`);
+    assert.ok(ports.agent > 0 && ports.agent !== ports.grpc, `an agent port of its own: ${JSON.stringify(ports)}`);
     const ca = new X509Certificate(readFileSync(join(tlsDir, 'ca.crt')));
     const leaf = new X509Certificate(readFileSync(join(tlsDir, 'tls.crt')));
     assert.ok(leaf.verify(ca.publicKey), 'serving certificate is signed by the CA');
@@ -136,7 +136,7 @@ describe('binaries', () => {
   it('the agent reports this machine\'s host facts, read by systeminformation in a child process, and stops on SIGTERM', async () => {
     const gw = await startTestGateway();
     const node = 'bin-host-facts';
-    const child = spawn(process.execPath, [bin('agent'), '--node-name', node, '--gateway', `127.0.0.1:${gw.ports.grpc}`,
+    const child = spawn(process.execPath, [bin('agent'), '--node-name', node, '--gateway', `127.0.0.1:${gw.ports.agent}`,
       '--cgroup-root', join(fixtures, 'cgroup', 'v2-systemd'), '--metrics-address', '', '--log-level', 'warn']);
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c));

@@ -240,7 +240,7 @@ describe('static CPU manager on the real kubelet node', { timeout: 15 * 60_000 }
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     // The agent as a host process, as root: it reads the host's /proc and cgroups and the kubelet's checkpoint.
     agent = run('agent-cpu-static', 'agent', [
-      '--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.grpc}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG,
+      '--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.agent}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG,
       '--kubelet-root-dir', kubeletRoot,
     ]);
     await agent.waitFor(/connected to gateway/);

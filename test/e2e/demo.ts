@@ -127,7 +127,7 @@ async function startRealNode(n: V1Node): Promise<void> {
   const name = n.metadata!.name!;
   await patchNodeMetadata(name, { labels: OPT_IN });
   realAgent = run('agent-real-node', 'agent', [
-    '--node-name', name, '--gateway', `127.0.0.1:${gateway!.ports.grpc}`, '--kubeconfig', ADMIN_KUBECONFIG,
+    '--node-name', name, '--gateway', `127.0.0.1:${gateway!.ports.agent}`, '--kubeconfig', ADMIN_KUBECONFIG,
     '--proc-root', '/proc', '--cgroup-root', '/sys/fs/cgroup', '--metrics-address', '127.0.0.1:0', '--interval', '1s',
   ]);
   await realAgent.waitFor(/connected to gateway/);

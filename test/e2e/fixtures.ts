@@ -15,7 +15,7 @@ export const OPT_IN = { 'oversell.io/enabled': 'true' };
 const work = mkdtempSync(join(tmpdir(), 'oversell-e2e-'));
 
 export interface GatewayProc extends Proc {
-  ports: { webhook: number; grpc: number; metrics: number };
+  ports: { webhook: number; grpc: number; agent: number; metrics: number };
   ca: string;
 }
 
@@ -31,12 +31,13 @@ export const UNAUTHENTICATED_AGENTS = ['--auth', 'none', '--grpc-tls', 'off'];
  * say both, and the gateway refuses the policy flags.
  */
 export async function startGatewayProcess(ports?: GatewayProc['ports'], tlsDir = join(work, 'tls'), policyArgs: string[] = ['--policies', 'flags']): Promise<GatewayProc> {
-  const p = ports ?? { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const p = ports ?? { webhook: await freePort(), grpc: await freePort(), agent: await freePort(), metrics: await freePort() };
   const crd = policyArgs[policyArgs.indexOf('--policies') + 1] === 'crd';
   const proc = run(`gateway-${p.grpc}`, 'gateway', [
     '--bind-address', '127.0.0.1',
     '--webhook-port', String(p.webhook),
     '--grpc-port', String(p.grpc),
+    '--agent-port', String(p.agent),
     '--metrics-port', String(p.metrics),
     '--tls-dir', tlsDir,
     ...(crd ? [] : ['--stale-after', '6s', '--window', '10s']),
@@ -160,7 +161,7 @@ export async function fakeNode(
     async startAgent(gateway, extraArgs = [], waitFor = /connected to gateway/) {
       node.agent = run(`agent-${name}`, 'agent', [
         '--node-name', name,
-        '--gateway', `127.0.0.1:${gateway.ports.grpc}`,
+        '--gateway', `127.0.0.1:${gateway.ports.agent}`,
         '--proc-root', host.procRoot,
         '--cgroup-root', host.cgroupRoot,
         '--metrics-address', '127.0.0.1:0',

@@ -22,7 +22,7 @@ const WEBHOOK = 'oversell-install-e2e';
 const SERVICE = 'oversell-gateway-agents';
 
 interface Replica extends Proc {
-  ports: { webhook: number; grpc: number; metrics: number };
+  ports: { webhook: number; grpc: number; agent: number; metrics: number };
 }
 
 async function replica(name: string): Promise<Replica> {
@@ -30,10 +30,10 @@ async function replica(name: string): Promise<Replica> {
 }
 
 async function replicaFor(name: string, webhookConfiguration: string): Promise<Replica> {
-  const ports = { webhook: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const ports = { webhook: await freePort(), grpc: await freePort(), agent: await freePort(), metrics: await freePort() };
   const proc = run(`install-${name}`, 'gateway', [
     '--bind-address', '127.0.0.1',
-    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--metrics-port', String(ports.metrics),
+    '--webhook-port', String(ports.webhook), '--grpc-port', String(ports.grpc), '--agent-port', String(ports.agent), '--metrics-port', String(ports.metrics),
     '--kubeconfig', ADMIN_KUBECONFIG, '--policies', 'flags', '--lease-namespace', NS, '--identity', name,
     '--tls-secret', `${NS}/${SECRET}`, '--webhook-configuration', webhookConfiguration,
     ...UNAUTHENTICATED_AGENTS,
@@ -123,7 +123,7 @@ describe('install: certificates without manual steps, and two replicas', { timeo
     node = await fakeNode('e2e-install-ha', { labels: OPT_IN, usage: { cpuMillicores: 200, memoryWorkingSetBytes: 1 * GI } });
     for (let i = 0; i < 3; i++) await core().createNamespacedPod({ namespace: 'default', body: pod(`install-ha-${i}`, '1', '1Gi', { nodeName: node.name }) });
     agent = run('agent-e2e-install-ha', 'agent', [
-      '--node-name', node.name, '--gateway', `127.0.0.1:${a.ports.grpc},127.0.0.1:${b.ports.grpc}`, '--kubeconfig', ADMIN_KUBECONFIG,
+      '--node-name', node.name, '--gateway', `127.0.0.1:${a.ports.agent},127.0.0.1:${b.ports.agent}`, '--kubeconfig', ADMIN_KUBECONFIG,
       '--proc-root', node.host.procRoot, '--cgroup-root', node.host.cgroupRoot, '--metrics-address', '127.0.0.1:0', '--interval', '500ms',
     ]);
     // The pods were bound just now: rises wait out the startup grace first, then the next heartbeat.

@@ -124,7 +124,7 @@ describe('relief on the real node', { timeout: 20 * 60_000 }, () => {
     gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', NS, ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
-    agent = run('agent-relief-real-node', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.grpc}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
+    agent = run('agent-relief-real-node', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.agent}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
     await agent.waitFor(/connected to gateway/);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     const guaranteed = { cpu: '50m', memory: '128Mi' };

@@ -170,7 +170,7 @@ describe('oversell simulate against the real node', { timeout: 15 * 60_000 }, ()
     await gateway.waitFor(/leading/);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
     // The agent as a host process reads what its DaemonSet pod would: the host's /proc and cgroups.
-    agent = run('agent-sim-real-node', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.grpc}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
+    agent = run('agent-sim-real-node', 'agent', ['--node-name', nodeName, '--gateway', `127.0.0.1:${gateway.ports.agent}`, '--metrics-address', '127.0.0.1:0', '--kubeconfig', ADMIN_KUBECONFIG]);
     await agent.waitFor(/connected to gateway/);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     client = queryClient(gateway.ports.grpc);

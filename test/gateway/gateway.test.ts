@@ -89,7 +89,7 @@ describe('gateway HTTPS listener', () => {
     const built = await buildGateway(options());
     const gw = await built.start();
     try {
-      assert.ok(gw.ports.webhook > 0 && gw.ports.grpc > 0 && gw.ports.metrics > 0 && (gw.ports.agent ?? 0) > 0);
+      assert.ok(gw.ports.webhook > 0 && gw.ports.grpc > 0 && gw.ports.metrics > 0 && gw.ports.agent > 0);
       assert.equal((await postHttps({ ...gw, ca: cert.ca }, '/mutate/nodes', NODE_FIXTURE)).status, 200);
       assert.deepEqual(stopped, []);
     } finally {

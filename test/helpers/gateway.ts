@@ -16,12 +16,6 @@ export interface TestGateway extends RunningGateway {
   ca: string;
 }
 
-/** Where agent streams are served: on the main thread, or by the ingest thread on its own port. */
-export const AGENT_STREAM_MODES = [
-  { mode: 'main thread', options: {}, port: (gw: Pick<RunningGateway, 'ports'>) => gw.ports.grpc },
-  { mode: 'ingest thread', options: { agentPort: 0 }, port: (gw: Pick<RunningGateway, 'ports'>) => gw.ports.agent ?? NaN },
-] as const;
-
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
 
 export async function startTestGateway(
@@ -30,7 +24,7 @@ export async function startTestGateway(
     policies?: PolicySource;
     now?: () => number;
     grpcPort?: number;
-    /** Serve agent streams from the ingest thread too (0: a free port). */
+    /** The agent streams' port (default 0: a free one). */
     agentPort?: number;
     bodyLimitBytes?: number;
     warmupMs?: number;
@@ -55,7 +49,7 @@ export async function startTestGateway(
     bindAddress: '127.0.0.1',
     webhookPort: 0,
     grpcPort: over.grpcPort ?? 0,
-    ...(over.agentPort !== undefined && { agentPort: over.agentPort }),
+    agentPort: over.agentPort ?? 0,
     metricsPort: 0,
     tls: cert,
     policies: over.policies ?? flagsPolicySource(over.policy ?? DEFAULT_POLICY),

@@ -65,7 +65,7 @@ describe('per-container usage in a rollout, against the contract before it', () 
     const gw = await startTestGateway();
     cleanups.push(() => gw.close());
     const V1 = oldContract();
-    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, unknown> })(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure());
+    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, unknown> })(`127.0.0.1:${gw.ports.agent}`, grpc.credentials.createInsecure());
     cleanups.push(() => client.close());
     const call = client.Report();
     cleanups.push(() => call.cancel());
@@ -79,7 +79,7 @@ describe('per-container usage in a rollout, against the contract before it', () 
   it('a new agent and a new gateway: the pod\'s throttled time arrives over the wire as read', async () => {
     const gw = await startTestGateway();
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('new-agent'), log });
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('new-agent'), log });
     cleanups.push(() => rs.stop());
     rs.start();
     await eventually(async () => rs.live || undefined, 5000, 'welcomed by the gateway');

@@ -67,7 +67,7 @@ describe('batches against a gateway that takes them', () => {
   it('a steady node sends a tenth of the messages and the gateway stores every sample; a rise goes at once', async () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 5000 } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('batch-a'), log });
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('batch-a'), log });
     cleanups.push(() => rs.stop());
     rs.start();
     await eventually(async () => rs.live || undefined, 5000, 'welcomed');
@@ -93,7 +93,7 @@ describe('batches against a gateway that takes them', () => {
   it('a sample waits at most send_every_ms: samples a second apart leave every 3 s', async () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000 } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('batch-c'), log });
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('batch-c'), log });
     cleanups.push(() => rs.stop());
     rs.start();
     await eventually(async () => rs.live || undefined, 5000, 'welcomed');
@@ -107,7 +107,7 @@ describe('batches against a gateway that takes them', () => {
   it('a gateway that announces no batches (what every gateway before them says) gets one message per sample', async () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 0, sendEveryMs: 0 } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('batch-b'), log });
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('batch-b'), log });
     cleanups.push(() => rs.stop());
     rs.start();
     await eventually(async () => rs.live || undefined, 5000, 'welcomed');
@@ -139,7 +139,7 @@ describe('a rollout, both ways, against the contract before batches', () => {
     const gw = await startTestGateway();
     cleanups.push(() => gw.close());
     const V1 = oldContract();
-    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, { welcome?: { settings?: Record<string, unknown> } }> })(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure());
+    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, { welcome?: { settings?: Record<string, unknown> } }> })(`127.0.0.1:${gw.ports.agent}`, grpc.credentials.createInsecure());
     cleanups.push(() => client.close());
     const call = client.Report();
     cleanups.push(() => call.cancel());

@@ -10,7 +10,7 @@ import type { Sample__Output } from '../../../proto/gen/oversell/v1/Sample.js';
 import { contractBeforeBatches } from '../../helpers/contract-before-batches.js';
 import { createLogger } from '../../../lib/log.js';
 import { eventually } from '../../helpers/grpc.js';
-import { AGENT_STREAM_MODES, listPolicySource, startTestGateway } from '../../helpers/gateway.js';
+import { listPolicySource, startTestGateway } from '../../helpers/gateway.js';
 import { decide, DEFAULT_POLICY, type Policy } from '../../../gateway/decide/policy.js';
 import { UsageWindow } from '../../../lib/usage/usage-window.js';
 import { summarizeWindow } from '../../../lib/usage/window-summary.js';
@@ -49,45 +49,43 @@ after(async () => {
 const windowOf = (samples: Sample__Output[]) =>
   UsageWindow.of(samples.map((s) => ({ timestampMs: s.timestampMs, cpuMillicores: s.cpuUsageMillicores, memoryBytes: s.memoryWorkingSetBytes, cpuPressure: 0, memoryPressure: 0 })));
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) {
-  describe(`summaries (${mode})`, () => {
-    it('one sample goes per send_every_ms, and the decision reads the window of every sample the agent took', async () => {
-      const gw = await startTestGateway({ ...options, agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
-      cleanups.push(() => gw.close());
-      const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port(gw)}`, hello: hello('sum-a'), log });
-      cleanups.push(() => rs.stop());
-      rs.start();
-      await eventually(async () => rs.live || undefined, 5000, 'welcomed');
-      const taken = Array.from({ length: 61 }, (_, i) => creeping(i + 1));
-      for (const s of taken) rs.push(s);
-      // The first at once, then one every 3 s of samples (31, 61): three messages for 61 samples.
-      assert.equal(rs.messagesSent, 3);
-      const record = await eventually(async () => {
-        const r = gw.store.get('sum-a');
-        return r?.lastSeq === 61 ? r : undefined;
-      }, 5000, 'sample 61 stored');
-      assert.equal(record.window.length, 3, 'the gateway keeps the samples sent, not the ones between');
-      assert.equal(record.summaries.length, 1, 'one plan: the default policy\'s');
-      assert.equal(record.summaries[0]!.planId, planId(DEFAULT_POLICY));
+describe('summaries', () => {
+  it('one sample goes per send_every_ms, and the decision reads the window of every sample the agent took', async () => {
+    const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('sum-a'), log });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const taken = Array.from({ length: 61 }, (_, i) => creeping(i + 1));
+    for (const s of taken) rs.push(s);
+    // The first at once, then one every 3 s of samples (31, 61): three messages for 61 samples.
+    assert.equal(rs.messagesSent, 3);
+    const record = await eventually(async () => {
+      const r = gw.store.get('sum-a');
+      return r?.lastSeq === 61 ? r : undefined;
+    }, 5000, 'sample 61 stored');
+    assert.equal(record.window.length, 3, 'the gateway keeps the samples sent, not the ones between');
+    assert.equal(record.summaries.length, 1, 'one plan: the default policy\'s');
+    assert.equal(record.summaries[0]!.planId, planId(DEFAULT_POLICY));
 
-      const everySample = summarizeWindow(windowOf(taken), DEFAULT_POLICY, CAPACITY.memoryBytes);
-      const sentOnly = summarizeWindow(record.window, DEFAULT_POLICY, CAPACITY.memoryBytes);
-      assert.notEqual(everySample.cpuMillicores, sentOnly.cpuMillicores, 'the workload is one whose peak falls between sends');
-      const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) });
-      assert.equal(d.cpu.usage, everySample.cpuMillicores, 'the decision reads the agent\'s window');
-      assert.deepEqual(record.summaries[0]!.summary, { ...everySample, newestMs: taken.at(-1)!.timestampMs });
-      // A summarized stream is acknowledged by time (30 s since the last ack), not every fifth sample: the first at once.
-      await eventually(async () => rs.ackedSeq >= 1 || undefined, 3000, 'acknowledged');
-      assert.equal(rs.ackedSeq, 1, 'the next two, within 30 s of that ack, are not: an ack costs the gateway what a message does');
+    const everySample = summarizeWindow(windowOf(taken), DEFAULT_POLICY, CAPACITY.memoryBytes);
+    const sentOnly = summarizeWindow(record.window, DEFAULT_POLICY, CAPACITY.memoryBytes);
+    assert.notEqual(everySample.cpuMillicores, sentOnly.cpuMillicores, 'the workload is one whose peak falls between sends');
+    const d = decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) });
+    assert.equal(d.cpu.usage, everySample.cpuMillicores, 'the decision reads the agent\'s window');
+    assert.deepEqual(record.summaries[0]!.summary, { ...everySample, newestMs: taken.at(-1)!.timestampMs });
+    // A summarized stream is acknowledged by time (30 s since the last ack), not every fifth sample: the first at once.
+    await eventually(async () => rs.ackedSeq >= 1 || undefined, 3000, 'acknowledged');
+    assert.equal(rs.ackedSeq, 1, 'the next two, within 30 s of that ack, are not: an ack costs the gateway what a message does');
 
-      rs.push(creeping(62));
-      rs.push(sample(63, { cpuUsageMillicores: 3000 }));
-      assert.equal(rs.messagesSent, 4, 'a rise goes at once, carrying the samples before it in its summary');
-      await eventually(async () => gw.store.get('sum-a')?.lastSeq === 63 || undefined, 3000, 'the rise stored');
-      assert.equal(decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) }).cpu.usage, summarizeWindow(windowOf([...taken, creeping(62), sample(63, { cpuUsageMillicores: 3000 })]), DEFAULT_POLICY, CAPACITY.memoryBytes).cpuMillicores);
-    });
+    rs.push(creeping(62));
+    rs.push(sample(63, { cpuUsageMillicores: 3000 }));
+    assert.equal(rs.messagesSent, 4, 'a rise goes at once, carrying the samples before it in its summary');
+    await eventually(async () => gw.store.get('sum-a')?.lastSeq === 63 || undefined, 3000, 'the rise stored');
+    assert.equal(decide({ raw: RAW, policy: DEFAULT_POLICY, usage: gw.store.usage('sum-a', Date.now()) }).cpu.usage, summarizeWindow(windowOf([...taken, creeping(62), sample(63, { cpuUsageMillicores: 3000 })]), DEFAULT_POLICY, CAPACITY.memoryBytes).cpuMillicores);
   });
-}
+});
 
 describe('summaries and policies', () => {
   it('every valid policy\'s plan is named, a policy change reaches welcomed agents, and a node decides by its own policy\'s summary', async () => {
@@ -95,7 +93,7 @@ describe('summaries and policies', () => {
     const source = listPolicySource([{ name: 'default', priority: 0, selector: POOL, policy: DEFAULT_POLICY }]);
     const gw = await startTestGateway({ policies: source, agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.grpc}`, hello: hello('sum-b'), log });
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('sum-b'), log });
     cleanups.push(() => rs.stop());
     rs.start();
     await eventually(async () => rs.live || undefined, 5000, 'welcomed');
@@ -135,7 +133,7 @@ describe('summaries in a rollout', () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
     cleanups.push(() => gw.close());
     const V1 = contractBeforeBatches();
-    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, { welcome?: unknown }> })(`127.0.0.1:${gw.ports.grpc}`, grpc.credentials.createInsecure());
+    const client = new (V1.AgentStream as unknown as new (address: string, creds: grpc.ChannelCredentials) => grpc.Client & { Report(): grpc.ClientDuplexStream<unknown, { welcome?: unknown }> })(`127.0.0.1:${gw.ports.agent}`, grpc.credentials.createInsecure());
     cleanups.push(() => client.close());
     const call = client.Report();
     cleanups.push(() => call.cancel());
@@ -161,7 +159,7 @@ describe('a real agent to a gateway with summaries', () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 1000, summaries: true } });
     cleanups.push(() => gw.close());
     const fixtures = fileURLToPath(new URL('../../fixtures', import.meta.url));
-    const address = `127.0.0.1:${gw.ports.grpc}`;
+    const address = `127.0.0.1:${gw.ports.agent}`;
     // A pod report every 2nd sample, a sample every 100 ms: alone, a message every 200 ms.
     const agent = startAgent({
       nodeName: 'sum-pods', gatewayAddresses: [address], procRoot: join(fixtures, 'proc', 'vm-2cpu'), cgroupRoot: join(fixtures, 'cgroup', 'v2-systemd'),

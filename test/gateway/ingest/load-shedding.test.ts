@@ -17,7 +17,7 @@ import { filePodSource } from '../../../agent/requests/pod-source.js';
 import { copyFixtureHost } from '../../helpers/fake-host.js';
 import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
 import { createLogger } from '../../../lib/log.js';
-import { AGENT_STREAM_MODES, postHttps, startTestGateway } from '../../helpers/gateway.js';
+import { postHttps, startTestGateway } from '../../helpers/gateway.js';
 import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
 import { FIXTURE_NODE, kubeletReview, nodeSample } from '../../helpers/node-reviews.js';
 
@@ -53,74 +53,69 @@ function holdMainThread(): () => void {
 const metric = (text: string, line: RegExp) => Number(text.match(line)?.[1]);
 
 describe('load shedding with the main thread held', () => {
-  for (const { mode, options, port } of AGENT_STREAM_MODES) {
-    it(`agents on the ${mode} are slowed, queries refused, reviews answered; calm undoes it`, async () => {
-      const gw = await startTestGateway({
-        ...options,
-        agentSending: { maxBatchSamples: 10, sendEveryMs: 5000 },
-        // Measured every 100 ms, overloaded over 30 ms; one doubling only, and calm after 300 ms, so the test takes seconds.
-        shedding: { loopDelayMs: 30, maxSendEveryMs: 20_000, periodMs: 100, slowEveryMs: 60_000, calmForMs: 300 },
-      });
-      cleanups.push(() => gw.close());
-      const settings: Settings__Output[] = [];
-      const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port(gw)}`, hello: { nodeName: FIXTURE_NODE, instanceId: `i-${mode}`, agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
-      cleanups.push(() => rs.stop());
-      rs.start();
-      await eventually(async () => rs.live || undefined, 5000, 'welcomed');
-      rs.push(nodeSample(Date.now()));
-      const query = queryClient(gw.ports.grpc);
-      cleanups.push(() => query.close());
-      await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'the sample stored');
-      assert.equal(settings[0]?.sendEveryMs, 5000, 'welcomed with the base interval');
-
-      const release = holdMainThread();
-      try {
-        const slowed = await eventually(async () => settings.find((s) => s.sendEveryMs > 5000), 5000, 'a longer send_every_ms pushed to the open stream');
-        assert.deepEqual({ sendEveryMs: slowed.sendEveryMs, maxBatchSamples: slowed.maxBatchSamples }, { sendEveryMs: 10_000, maxBatchSamples: 20 }, 'doubled, with a batch that holds it');
-
-        // On a loaded host the ingest thread may be late first (its delay alone
-        // decides), slowing agents before the main thread has been over for
-        // two periods in a row: queries are refused once it has.
-        const refused = await eventually(async () => {
-          const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
-          return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
-        }, 5000, 'GetNode refused RESOURCE_EXHAUSTED while the main thread is overloaded');
-        assert.match(refused.details, /overloaded .* refuses queries so that node reviews are answered; retry with exponential backoff/);
-
-        const started = performance.now();
-        const review = kubeletReview();
-        const answer = await postHttps(gw, '/mutate/nodes', JSON.stringify(review));
-        const tookMs = performance.now() - started;
-        assert.equal(answer.status, 200);
-        const body = answer.json() as { response: { uid: string; allowed: boolean; patch?: string } };
-        assert.equal(body.response.uid, review.request.uid);
-        assert.equal(body.response.allowed, true);
-        assert.ok(body.response.patch, 'the review is decided from the agent\'s data: a patch, not a pass-through');
-        assert.ok(tookMs < 2000, `answered inside the API server's timeout (took ${Math.round(tookMs)} ms)`);
-
-        // Read while the main thread is overloaded: on a loaded host a period may have let it calm for a moment.
-        const text = await eventually(async () => {
-          const t = await gw.metrics.exposition();
-          return metric(t, /^oversell_overloaded\{thread="main"\} (\d+)$/m) === 1 ? t : undefined;
-        }, 5000, 'the main thread reported overloaded');
-        assert.ok(metric(text, /^oversell_shed_total\{what="queries"\} (\d+)$/m) >= 1, 'the refused query counted');
-        // 10 s, or 20 s where a loaded host let a thread calm and be overloaded again (a first overload doubles at once).
-        assert.ok(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m) >= 10, 'agents told to send less often');
-      } finally {
-        release();
-      }
-
-      await eventually(async () => (settings.at(-1)?.sendEveryMs === 5000 ? true : undefined), 5000, 'back to the base interval once calm');
-      await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'queries served again');
-      const text = await gw.metrics.exposition();
-      assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 0);
-      assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 5);
-      if (gw.ports.agent !== undefined) {
-        // The ingest thread measures its own loop (the main thread's monitor cannot see it) and reports it every second.
-        await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest-0"\} \S+$/m.test(await gw.metrics.exposition()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
-      }
+  it('agents are slowed, queries refused, reviews answered; calm undoes it', async () => {
+    const gw = await startTestGateway({
+      agentSending: { maxBatchSamples: 10, sendEveryMs: 5000 },
+      // Measured every 100 ms, overloaded over 30 ms; one doubling only, and calm after 300 ms, so the test takes seconds.
+      shedding: { loopDelayMs: 30, maxSendEveryMs: 20_000, periodMs: 100, slowEveryMs: 60_000, calmForMs: 300 },
     });
-  }
+    cleanups.push(() => gw.close());
+    const settings: Settings__Output[] = [];
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: { nodeName: FIXTURE_NODE, instanceId: 'i-shed', agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    rs.push(nodeSample(Date.now()));
+    const query = queryClient(gw.ports.grpc);
+    cleanups.push(() => query.close());
+    await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'the sample stored');
+    assert.equal(settings[0]?.sendEveryMs, 5000, 'welcomed with the base interval');
+
+    const release = holdMainThread();
+    try {
+      const slowed = await eventually(async () => settings.find((s) => s.sendEveryMs > 5000), 5000, 'a longer send_every_ms pushed to the open stream');
+      assert.deepEqual({ sendEveryMs: slowed.sendEveryMs, maxBatchSamples: slowed.maxBatchSamples }, { sendEveryMs: 10_000, maxBatchSamples: 20 }, 'doubled, with a batch that holds it');
+
+      // On a loaded host the ingest thread may be late first (its delay alone
+      // decides), slowing agents before the main thread has been over for
+      // two periods in a row: queries are refused once it has.
+      const refused = await eventually(async () => {
+        const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+        return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
+      }, 5000, 'GetNode refused RESOURCE_EXHAUSTED while the main thread is overloaded');
+      assert.match(refused.details, /overloaded .* refuses queries so that node reviews are answered; retry with exponential backoff/);
+
+      const started = performance.now();
+      const review = kubeletReview();
+      const answer = await postHttps(gw, '/mutate/nodes', JSON.stringify(review));
+      const tookMs = performance.now() - started;
+      assert.equal(answer.status, 200);
+      const body = answer.json() as { response: { uid: string; allowed: boolean; patch?: string } };
+      assert.equal(body.response.uid, review.request.uid);
+      assert.equal(body.response.allowed, true);
+      assert.ok(body.response.patch, 'the review is decided from the agent\'s data: a patch, not a pass-through');
+      assert.ok(tookMs < 2000, `answered inside the API server's timeout (took ${Math.round(tookMs)} ms)`);
+
+      // Read while the main thread is overloaded: on a loaded host a period may have let it calm for a moment.
+      const text = await eventually(async () => {
+        const t = await gw.metrics.exposition();
+        return metric(t, /^oversell_overloaded\{thread="main"\} (\d+)$/m) === 1 ? t : undefined;
+      }, 5000, 'the main thread reported overloaded');
+      assert.ok(metric(text, /^oversell_shed_total\{what="queries"\} (\d+)$/m) >= 1, 'the refused query counted');
+      // 10 s, or 20 s where a loaded host let a thread calm and be overloaded again (a first overload doubles at once).
+      assert.ok(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m) >= 10, 'agents told to send less often');
+    } finally {
+      release();
+    }
+
+    await eventually(async () => (settings.at(-1)?.sendEveryMs === 5000 ? true : undefined), 5000, 'back to the base interval once calm');
+    await eventually(() => getNode(query, FIXTURE_NODE).catch(() => undefined), 5000, 'queries served again');
+    const text = await gw.metrics.exposition();
+    assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 0);
+    assert.equal(metric(text, /^oversell_agent_send_every_seconds (\S+)$/m), 5);
+    // The ingest thread measures its own loop (the main thread's monitor cannot see it) and reports it every second.
+    await eventually(async () => (/^oversell_event_loop_delay_seconds\{thread="ingest-0"\} \S+$/m.test(await gw.metrics.exposition()) || undefined), 3000, 'the ingest thread\'s loop delay reported');
+  });
 });
 
 // Sending as seldom as allowed did not relieve the gateway: the real agent is
@@ -138,7 +133,7 @@ describe('samples shed with the main thread held (--shed-max-sample-every)', () 
     cleanups.push(() => rmSync(work, { recursive: true, force: true }));
     const { procRoot, cgroupRoot } = copyFixtureHost(work);
     const agent = startAgent({
-      nodeName: 'shed-node', gatewayAddresses: [`127.0.0.1:${gw.ports.grpc}`], procRoot, cgroupRoot, intervalMs: 50, podReportEvery: 10,
+      nodeName: 'shed-node', gatewayAddresses: [`127.0.0.1:${gw.ports.agent}`], procRoot, cgroupRoot, intervalMs: 50, podReportEvery: 10,
       pods: filePodSource(fileURLToPath(new URL('../../../examples/local-pods.yaml', import.meta.url)), log), log,
     });
     cleanups.push(() => agent.stop());

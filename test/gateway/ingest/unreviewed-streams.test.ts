@@ -15,7 +15,7 @@ import type { AgentMessage } from '../../../proto/gen/oversell/v1/AgentMessage.j
 import type { AgentStreamClient } from '../../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage__Output } from '../../../proto/gen/oversell/v1/GatewayMessage.js';
 import { oversellV1 } from '../../../proto/load.js';
-import { AGENT_STREAM_MODES, getHttp, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { getHttp, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { bearer, eventually, plainSample } from '../../helpers/grpc.js';
 import { metricValue } from '../../helpers/metrics.js';
 
@@ -115,12 +115,12 @@ const bigSample = (seq: number): AgentMessage => ({
 });
 const BIG_BYTES = oversellV1().AgentStream.service.Report.requestSerialize(bigSample(1)).length;
 
-for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`agent streams awaiting their token review (${mode})`, () => {
+describe('agent streams awaiting their token review', () => {
   it('nothing of a stream is read before its token is reviewed: its client gets no further than the HTTP/2 window; once accepted, what it sent is read in order', async () => {
     assert.ok(BIG_BYTES > 4 * UNREAD_BYTES_PER_STREAM, `${BIG_BYTES} bytes a message`);
     const reviews = slowReviews();
-    const gw = await startTestGateway({ ...options, auth: { agents: reviews.authenticate } });
-    const proxy = await countingProxy(port(gw));
+    const gw = await startTestGateway({ auth: { agents: reviews.authenticate } });
+    const proxy = await countingProxy(gw.ports.agent);
     const c = client(proxy.port);
     const streams: Stream[] = [];
     try {
@@ -170,9 +170,9 @@ for (const { mode, options, port } of AGENT_STREAM_MODES) describe(`agent stream
 
   it(`at most ${MAX_UNREVIEWED_STREAMS} streams wait for their token review at once: one more is refused at once (UNAVAILABLE, counted as throttled) and costs no review; a slot is free again once a stream is answered or gone`, async () => {
     const reviews = slowReviews();
-    const gw = await startTestGateway({ ...options, auth: { agents: reviews.authenticate } });
+    const gw = await startTestGateway({ auth: { agents: reviews.authenticate } });
     // 100 streams a connection at most (grpc.max_concurrent_streams).
-    const clients = Array.from({ length: Math.ceil(MAX_UNREVIEWED_STREAMS / 90) + 1 }, () => client(port(gw)));
+    const clients = Array.from({ length: Math.ceil(MAX_UNREVIEWED_STREAMS / 90) + 1 }, () => client(gw.ports.agent));
     const streams: Stream[] = [];
     try {
       for (let i = 0; i < MAX_UNREVIEWED_STREAMS; i++) {

@@ -94,7 +94,7 @@ describe('shard members from the agents\' Service', () => {
 describe('three sharded replicas', () => {
   const gateways: TestGateway[] = [];
   let agents: GatewaySet | undefined;
-  const keyOf = (gw: TestGateway) => `127.0.0.1:${gw.ports.grpc}`;
+  const keyOf = (gw: TestGateway) => `127.0.0.1:${gw.ports.agent}`;
   const membersOf = (list: TestGateway[]): ShardMember[] => list.map((gw) => ({ key: keyOf(gw), webhook: `127.0.0.1:${gw.ports.webhook}` }));
   let ownerSet: TestGateway[] = [];
   let outsider: TestGateway;
@@ -409,7 +409,7 @@ describe('an owner whose agent streams to it', () => {
     let skewMs = 0;
     const ahead = await startTestGateway({ shard: { copies: 2 }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey, now: () => Date.now() + skewMs });
     const other = await startTestGateway({ shard: { copies: 2 }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey });
-    const key = (gw: TestGateway) => `127.0.0.1:${gw.ports.grpc}`;
+    const key = (gw: TestGateway) => `127.0.0.1:${gw.ports.agent}`;
     const members = [ahead, other].map((gw) => ({ key: key(gw), webhook: `127.0.0.1:${gw.ports.webhook}` }));
     for (const gw of [ahead, other]) gw.shard!.set(members);
     const agent = GatewaySet.withOptions({

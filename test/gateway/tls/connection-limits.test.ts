@@ -48,13 +48,12 @@ describe('connections that never speak (300 ms timeout)', () => {
   before(async () => {
     gw = await startTestGateway({
       grpcTls: true,
-      agentPort: 0,
       connections: { grpcMaxConnections: 1000, webhookMaxConnections: 1000, webhookBacklog: 64, handshakeTimeoutMs: TIMEOUT_MS },
     });
   });
   after(() => gw?.close());
 
-  for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
+  for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent]] as const) {
     it(`${listener}: a TCP connection that never sends a ClientHello is closed within the timeout, counted`, { timeout: 10_000 }, async () => {
       const { closed } = silentTcp(port());
       const afterMs = await closed;
@@ -63,7 +62,7 @@ describe('connections that never speak (300 ms timeout)', () => {
     });
   }
 
-  for (const [listener, port] of [['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
+  for (const [listener, port] of [['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent]] as const) {
     it(`${listener}: a TLS connection that never sends the HTTP/2 preface is closed within the timeout, counted`, { timeout: 10_000 }, async () => {
       const { closed } = await silentTls(port(), gw.ca);
       const afterMs = await closed;
@@ -112,14 +111,13 @@ describe('connections per listener', () => {
   before(async () => {
     gw = await startTestGateway({
       grpcTls: true,
-      agentPort: 0,
       // Long enough that the first CAP connections are still open when the next one comes.
       connections: { grpcMaxConnections: CAP, webhookMaxConnections: CAP, webhookBacklog: 64, handshakeTimeoutMs: 10_000 },
     });
   });
   after(() => gw?.close());
 
-  for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent ?? NaN]] as const) {
+  for (const [listener, port] of [['webhook', () => gw.ports.webhook], ['grpc', () => gw.ports.grpc], ['agent', () => gw.ports.agent]] as const) {
     it(`${listener}: past ${CAP} open connections the next is closed at once, counted; once one closes, a new one is taken`, { timeout: 10_000 }, async () => {
       const held = Array.from({ length: CAP }, () => silentTcp(port()));
       try {

@@ -61,7 +61,7 @@ describe('Health/Watch streams are counted per connection and per port', () => {
   let gw: TestGateway;
   const refusals = (listener: string, reason: string) => scrapeMetric(gw.ports.metrics, 'oversell_grpc_stream_refusals_total', `{listener="${listener}",reason="${reason}"}`);
   before(async () => {
-    gw = await startTestGateway({ agentPort: 0, grpcStreams: { perConnection: 2, total: 3, stallMs: 60_000 } });
+    gw = await startTestGateway({ grpcStreams: { perConnection: 2, total: 3, stallMs: 60_000 } });
   });
   after(async () => {
     closeAll();
@@ -96,7 +96,7 @@ describe('Health/Watch streams are counted per connection and per port', () => {
   });
 
   it('the agent port (an ingest thread) counts its own, under listener="agent"', async () => {
-    const c = client(Health, gw.ports.agent ?? NaN);
+    const c = client(Health, gw.ports.agent);
     await watch(c).serving();
     await watch(c).serving();
     const third = await watch(c).ended();
@@ -109,7 +109,7 @@ describe('Health/Watch streams are counted per connection and per port', () => {
 
 describe(`streams whose client reads nothing are ended (${STALL_MS} ms stall)`, () => {
   let gw: TestGateway;
-  const ended = (service: string) => scrapeMetric(gw.ports.metrics, 'oversell_grpc_streams_ended_total', `{listener="grpc",service="${service}"}`);
+  const ended = (service: string, listener = 'grpc') => scrapeMetric(gw.ports.metrics, 'oversell_grpc_streams_ended_total', `{listener="${listener}",service="${service}"}`);
   before(async () => {
     gw = await startTestGateway({ grpcStreams: { stallMs: STALL_MS } });
   });
@@ -137,14 +137,14 @@ describe(`streams whose client reads nothing are ended (${STALL_MS} ms stall)`, 
   });
 
   it('an agent stream whose agent reads nothing is ended too, and its node detached', async () => {
-    const agent = client(oversellV1().AgentStream, gw.ports.grpc, { 'grpc-node.flow_control_window': 0 });
+    const agent = client(oversellV1().AgentStream, gw.ports.agent, { 'grpc-node.flow_control_window': 0 });
     const call = agent.Report();
     opened.unshift(call);
     call.on('error', () => {});
     call.write({ hello: { nodeName: 'unread-agent', instanceId: 'i1', agentVersion: 'test' } });
     await waitUntil('attached', () => (gw.store.connectedCount() === 1 ? true : undefined), 5000);
     // The welcome waits for a window that never opens.
-    await waitUntil('the stream is ended', async () => ((await ended('oversell.v1.AgentStream')) === 1 ? true : undefined), STALL_MS + LATE_MS + 2000, 20);
+    await waitUntil('the stream is ended', async () => ((await ended('oversell.v1.AgentStream', 'agent')) === 1 ? true : undefined), STALL_MS + LATE_MS + 2000, 20);
     await waitUntil('detached', () => (gw.store.connectedCount() === 0 ? true : undefined), 5000);
   });
 
