@@ -93,17 +93,15 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
 
   // The node each of the thread's streams reports for, from its attach: rows carry only the stream id.
   const nodeOf = new Map<number, string>();
-  const { width } = sampleRow();
-  const stride = ROW_SAMPLE + width;
+  const stride = ROW_SAMPLE + sampleRow().width;
   const counted = (result: IngestResult, streamId: number) => {
     metrics.sampleReceived(result);
     if (result === 'not-current-stream') send({ type: 'superseded', streamId });
   };
   // Samples were checked on the thread (sample-check.ts), which counted and logged those it refused.
-  const applyOne = (op: IngestOp, figures: Float64Array) => {
+  const applyOne = (op: IngestOp) => {
     if (op.op === 'sample') {
-      const pods = op.podNames === undefined ? undefined : { names: op.podNames, figures: figures.subarray(op.at + width) };
-      counted(store.ingest(op.name, op.streamId, figures, op.at, op.receivedAtMs, pods, op.summaries), op.streamId);
+      counted(store.ingest(op.name, op.streamId, op.row, 0, op.receivedAtMs, op.pods, op.summaries), op.streamId);
     } else if (op.op === 'consume') {
       if (store.consume(op.name, op.streamId, op.seq) === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {
@@ -134,7 +132,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     op(m, index) {
       const op = m.ops[index]!;
       try {
-        applyOne(op, m.figures);
+        applyOne(op);
       } catch (err) {
         log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
         // The stream waits for its welcome: tell it, so it ends and the agent reconnects.
@@ -243,8 +241,9 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
 }
 
 // Stream ids of the ingest thread: each start of the thread gets the next
-// 2^32 above 2^40 (2 million starts fit under 2^53). Disjoint across restarts, so a detach from a thread that is
-// going away can never end its successor's stream for the same node.
+// 2^32 above 2^40 (2 million starts fit under 2^53). Disjoint across
+// restarts, so a detach from a thread that is going away can never end its
+// successor's stream for the same node.
 const FIRST_THREAD_STREAM_ID = 2 ** 40;
 const STREAM_IDS_PER_START = 2 ** 32;
 let threadStarts = 0;
