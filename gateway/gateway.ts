@@ -94,8 +94,10 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   let ingest: ReturnType<typeof ingestThreadPart> | undefined;
   const shedder = new LoadShedder({
     // Agents without batches send every sample at once: nothing to slow.
+    // Summarizing agents send once per interval however often they sample: shedding their samples relieves
+    // nothing and costs a Settings to every agent at each step (docs/performance-log.md, 2026-12-06 night).
     limits: {
-      ...shedLimits(baseSending.sendEveryMs, baseSending.maxBatchSamples > 0 ? shedding.maxSendEveryMs : baseSending.sendEveryMs, shedding.loopDelayMs, shedding.maxSampleEveryMs),
+      ...shedLimits(baseSending.sendEveryMs, baseSending.maxBatchSamples > 0 ? shedding.maxSendEveryMs : baseSending.sendEveryMs, shedding.loopDelayMs, options.agentSending?.summaries ? 0 : shedding.maxSampleEveryMs),
       ...(shedding.slowEveryMs !== undefined && { slowEveryMs: shedding.slowEveryMs }),
       ...(shedding.calmForMs !== undefined && { calmForMs: shedding.calmForMs }),
     },

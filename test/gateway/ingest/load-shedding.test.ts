@@ -2,7 +2,7 @@
 // a real agent stream (agent/stream/report-stream.ts) is told to send less
 // often, queries get RESOURCE_EXHAUSTED, and a node review posted meanwhile is
 // still answered with its patch; calm again, agents are told the base interval
-// and queries are served. Real gRPC, real HTTPS, port 0, on both agent ports.
+// and queries are served. Real gRPC, real HTTPS, port 0.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -120,7 +120,7 @@ describe('load shedding with the main thread held', () => {
 
 // Sending as seldom as allowed did not relieve the gateway: the real agent is
 // told to sample less often, samples at that interval, and at its own again
-// once the gateway is calm. Main-thread port only: the policy is the same.
+// once the gateway is calm.
 describe('samples shed with the main thread held (--shed-max-sample-every)', () => {
   it('the real agent samples at most every 2 s while told, at its own 50 ms again once calm', async () => {
     const gw = await startTestGateway({
@@ -158,5 +158,43 @@ describe('samples shed with the main thread held (--shed-max-sample-every)', () 
     }
     await eventually(async () => (/^oversell_agent_min_sample_interval_seconds 0$/m.test(await gw.metrics.exposition()) || undefined), 5000, 'every sample again once calm');
     await eventually(async () => ((await rate(500)) >= 4 ? true : undefined), 5000, 'the agent at its own interval again');
+  });
+});
+
+// A summarizing agent sends once per interval however often it samples:
+// shedding its samples relieves nothing and costs a Settings to every agent at
+// each step, so with summaries the shedder never sheds samples.
+describe('no samples shed from summarizing agents', () => {
+  it('overloaded with agents at their longest interval: queries refused, no min_sample_interval announced', async () => {
+    const gw = await startTestGateway({
+      agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true },
+      // Already at the longest interval, and a sample step due after 100 ms of overload: without the rule, samples would be shed at once.
+      shedding: { loopDelayMs: 30, maxSendEveryMs: 3000, maxSampleEveryMs: 2000, periodMs: 100, slowEveryMs: 100, calmForMs: 300 },
+    });
+    cleanups.push(() => gw.close());
+    const settings: Settings__Output[] = [];
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: { nodeName: FIXTURE_NODE, instanceId: 'i-summaries', agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const query = queryClient(gw.ports.grpc);
+    cleanups.push(() => query.close());
+
+    const release = holdMainThread();
+    try {
+      await eventually(async () => {
+        const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+        return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
+      }, 5000, 'GetNode refused while the main thread is overloaded');
+      // Ten more periods overloaded: each would have been a sample step.
+      await new Promise((r) => setTimeout(r, 1000));
+      const text = await gw.metrics.exposition();
+      assert.equal(metric(text, /^oversell_overloaded\{thread="main"\} (\d+)$/m), 1, 'still overloaded');
+      assert.equal(metric(text, /^oversell_agent_min_sample_interval_seconds (\S+)$/m), 0, 'no sampling interval announced');
+    } finally {
+      release();
+    }
+    assert.deepEqual(settings.filter((s) => s.minSampleIntervalMs > 0), [], 'the agent was never told to sample less often');
+    assert.ok(settings.length >= 1, 'the welcome\'s Settings arrived');
   });
 });
