@@ -113,7 +113,7 @@ $SUDO env ROOT="$ROOT" WORK="$WORK" USERSPEC="$user" unshare --net --mount --pro
   env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" /nodejs/bin/node /app/dist/gateway/main.js --bind-address 127.0.0.1 --tls-dir /tmp/tls \
     --policies flags --log-level warn >"$WORK/gateway.log" 2>&1 &
   gw=$!
-  env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" "${agent[@]}" --node-name image-check --gateway 127.0.0.1:50051 --pods-file /app/examples/local-pods.yaml \
+  env -i "${env[@]}" chroot --userspec="$USERSPEC" "$ROOT" "${agent[@]}" --node-name image-check --gateway 127.0.0.1:50052 --pods-file /app/examples/local-pods.yaml \
     --proc-root /host/proc --cgroup-root /host/sys/fs/cgroup --metrics-address 127.0.0.1:9091 \
     --log-level warn >"$WORK/agent.log" 2>&1 &
   ag=$!
