@@ -28,13 +28,13 @@ after(() => rmSync(work, { recursive: true, force: true }));
 const CALM_PSI = 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n';
 
 /** The real agent, sampling every 50 ms from a private copy of the v2-systemd fixture host. */
-function fixtureAgent(nodeName: string, grpcPort: number, over: Partial<AgentOptions> = {}): RunningAgent {
+function fixtureAgent(nodeName: string, agentPort: number, over: Partial<AgentOptions> = {}): RunningAgent {
   const { procRoot, cgroupRoot } = copyFixtureHost(join(work, nodeName));
   // The copied host was busy (cpu some avg10 49%); these tests start calm.
   writeFileSync(join(procRoot, 'pressure', 'cpu'), CALM_PSI);
   return startAgent({
     nodeName,
-    gatewayAddresses: [`127.0.0.1:${grpcPort}`],
+    gatewayAddresses: [`127.0.0.1:${agentPort}`],
     procRoot,
     cgroupRoot,
     intervalMs: 50,

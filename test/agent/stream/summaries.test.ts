@@ -1,7 +1,7 @@
 // Summaries (issue 46, item 1): a gateway with --agent-summaries names its
 // policies' plans; the agent keeps its own window and sends one sample with
 // the window summarized by each plan, and the decision reads every sample the
-// agent took while the gateway received a few. Real gRPC, on both agent ports.
+// agent took while the gateway received a few. Real gRPC.
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
