@@ -17,7 +17,7 @@ import { filePodSource } from '../../../agent/requests/pod-source.js';
 import { copyFixtureHost } from '../../helpers/fake-host.js';
 import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
 import { createLogger } from '../../../lib/log.js';
-import { postHttps, startTestGateway } from '../../helpers/gateway.js';
+import { postHttps, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { eventually, getNode, queryClient } from '../../helpers/grpc.js';
 import { FIXTURE_NODE, kubeletReview, nodeSample } from '../../helpers/node-reviews.js';
 
@@ -52,6 +52,23 @@ function holdMainThread(): () => void {
 
 const metric = (text: string, line: RegExp) => Number(text.match(line)?.[1]);
 
+/** An agent stream to the gateway's agent port, welcomed, keeping every Settings it is told. */
+async function welcomedStream(gw: TestGateway, instanceId: string): Promise<{ rs: ReportStream; settings: Settings__Output[] }> {
+  const settings: Settings__Output[] = [];
+  const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: { nodeName: FIXTURE_NODE, instanceId, agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
+  cleanups.push(() => rs.stop());
+  rs.start();
+  await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+  return { rs, settings };
+}
+
+/** The status a GetNode is refused with once the main thread is overloaded. */
+const refusedQuery = (query: ReturnType<typeof queryClient>, what: string) =>
+  eventually(async () => {
+    const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
+    return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
+  }, 5000, what);
+
 describe('load shedding with the main thread held', () => {
   it('agents are slowed, queries refused, reviews answered; calm undoes it', async () => {
     const gw = await startTestGateway({
@@ -60,11 +77,7 @@ describe('load shedding with the main thread held', () => {
       shedding: { loopDelayMs: 30, maxSendEveryMs: 20_000, periodMs: 100, slowEveryMs: 60_000, calmForMs: 300 },
     });
     cleanups.push(() => gw.close());
-    const settings: Settings__Output[] = [];
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: { nodeName: FIXTURE_NODE, instanceId: 'i-shed', agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const { rs, settings } = await welcomedStream(gw, 'i-shed');
     rs.push(nodeSample(Date.now()));
     const query = queryClient(gw.ports.grpc);
     cleanups.push(() => query.close());
@@ -79,10 +92,7 @@ describe('load shedding with the main thread held', () => {
       // On a loaded host the ingest thread may be late first (its delay alone
       // decides), slowing agents before the main thread has been over for
       // two periods in a row: queries are refused once it has.
-      const refused = await eventually(async () => {
-        const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
-        return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
-      }, 5000, 'GetNode refused RESOURCE_EXHAUSTED while the main thread is overloaded');
+      const refused = await refusedQuery(query, 'GetNode refused RESOURCE_EXHAUSTED while the main thread is overloaded');
       assert.match(refused.details, /overloaded .* refuses queries so that node reviews are answered; retry with exponential backoff/);
 
       const started = performance.now();
@@ -172,20 +182,13 @@ describe('no samples shed from summarizing agents', () => {
       shedding: { loopDelayMs: 30, maxSendEveryMs: 3000, maxSampleEveryMs: 2000, periodMs: 100, slowEveryMs: 100, calmForMs: 300 },
     });
     cleanups.push(() => gw.close());
-    const settings: Settings__Output[] = [];
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: { nodeName: FIXTURE_NODE, instanceId: 'i-summaries', agentVersion: 'test', host: null }, log, onSettings: (s) => settings.push(s) });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const { settings } = await welcomedStream(gw, 'i-summaries');
     const query = queryClient(gw.ports.grpc);
     cleanups.push(() => query.close());
 
     const release = holdMainThread();
     try {
-      await eventually(async () => {
-        const err = await getNode(query, FIXTURE_NODE).then(() => undefined, (e: grpc.ServiceError) => e);
-        return err?.code === grpc.status.RESOURCE_EXHAUSTED ? err : undefined;
-      }, 5000, 'GetNode refused while the main thread is overloaded');
+      await refusedQuery(query, 'GetNode refused while the main thread is overloaded');
       // Ten more periods overloaded: each would have been a sample step.
       await new Promise((r) => setTimeout(r, 1000));
       const text = await gw.metrics.exposition();
