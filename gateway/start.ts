@@ -78,7 +78,7 @@ async function proofKeyOf(proofKey: ProofKeyConfig, kc: KubeConfig | undefined):
 
 function authOf(auth: AuthConfig, kc: KubeConfig | undefined, log: Logger): GatewayOptions['auth'] {
   if (auth.mode === 'none') {
-    log.warn('--auth none: any client that reaches the gRPC port may report for any node and query every node (local mode only)');
+    log.warn('--auth none: any client that reaches the agent port may report for any node, and any that reaches the gRPC port may query every node (local mode only)');
     return undefined;
   }
   if (!kc) throw new Error('bug: kubernetes auth without a kubeconfig');
