@@ -6,6 +6,7 @@ import { oversellV1, packageDefinition } from '../proto/load.js';
 import { messageRow } from '../wire/message-row.js';
 import { sampleRow } from '../wire/sample-row.js';
 import { NodeStore } from '../gateway/store/node-store.js';
+import { podFigures } from '../wire/pod-figures.js';
 
 /** A Sample as the ingest thread gets it: encoded and decoded by the service's own (de)serializers. */
 function decoded(sample: Sample): Sample__Output {
@@ -93,7 +94,7 @@ describe('a message as a row of numbers (wire/message-row.ts)', () => {
     const pods = [{ uid: 'u', qosClass: 'burstable', cpuUsageMillicores: 1, memoryWorkingSetBytes: 2, containers: [], cpuThrottledMicros: 0 }];
     const row = new Float64Array(layout.width);
     layout.write(decoded({ ...full, seq: 1 }), row, 0);
-    store.ingest('n', 1, row, 0, 1, pods);
+    store.ingest('n', 1, row, 0, 1, podFigures(pods));
     assert.deepEqual(store.get('n')?.latest?.pods, pods);
     layout.write(decoded({ ...full, seq: 2, podsIncluded: false }), row, 0);
     store.ingest('n', 1, row, 0, 2);

@@ -63,7 +63,7 @@ const sample = (seq: number) => ({
 });
 
 describe('agent -> gRPC -> gateway -> query API', () => {
-  // Through the ingest thread, samples without pods cross to the store as rows of numbers and those with pods as objects.
+  // Through the ingest thread, samples without pods cross to the store as rows of numbers and those with pods as ops whose figures are numbers too.
   it('a sample read by the agent is visible through GetNode, ListNodes and WatchNodes', async () => {
     const gw = await startTestGateway();
     const query = queryClient(gw.ports.grpc);

@@ -32,6 +32,8 @@ import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authentic
 import { authStatus } from '../auth/grpc-status.js';
 import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
 import { SUMMARY_ACK_EVERY_MS, summariesFromWire } from '../../wire/usage-summary.js';
+import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 
 /** The longest delay setTimeout honours. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -48,8 +50,8 @@ export interface IngestTarget {
    * link learns it late).
    */
   attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): Promise<number>;
-  /** Stores a sample the service checked, as NodeStore.ingest() takes it: its row of numbers and the pods it carried. */
-  ingest: NodeStore['ingest'];
+  /** Stores a sample the service checked, as NodeStore.ingest() does: its row of numbers, the pods it carried (decoded), its summaries. */
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: readonly PodUsage__Output[], summaries?: readonly AgentSummary[]): IngestResult;
   /** Takes a refused sample's seq as received (NodeStore.consume). */
   consume: NodeStore['consume'];
   detach: NodeStore['detach'];

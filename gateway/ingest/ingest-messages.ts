@@ -1,11 +1,11 @@
 // What the ingest thread and the main thread say to each other. Only plain
 // data crosses, in batches: a decoded sample as a row of the batch's numbers
 // (wire/sample-row.ts) behind its stream id and arrival time, or, when it
-// carries pods, its row and the pods structured-cloned.
+// carries pods or summaries, an op whose row and pod figures are numbers too.
 import type { Sending } from './agent-sending.js';
 import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 import type { HostFacts__Output } from '../../proto/gen/oversell/v1/HostFacts.js';
-import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import type { PodNames } from '../../wire/pod-figures.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import type { AuthFailure } from '../auth/identity.js';
 import type { SampleRefused } from '../store/sample-check.js';
@@ -43,8 +43,12 @@ export interface IngestThreadData {
  */
 export type IngestOp =
   | { op: 'attach'; after: number; id: number; name: string; instanceId: string; host: HostFacts__Output | null; streamId: number }
-  /** A sample with pods or summaries: its row, and the lists a row cannot hold. */
-  | { op: 'sample'; after: number; name: string; streamId: number; row: Float64Array; pods: PodUsage__Output[]; summaries?: readonly AgentSummary[]; receivedAtMs: number }
+  /**
+   * A sample with pods or summaries: its row at `at` in the batch's `figures`,
+   * followed there by its pods' `count` figures when it carried pods (named
+   * by `names`, wire/pod-figures.ts).
+   */
+  | { op: 'sample'; after: number; name: string; streamId: number; at: number; pods?: PodNames & { count: number }; summaries?: readonly AgentSummary[]; receivedAtMs: number }
   | { op: 'detach'; after: number; name: string; streamId: number }
   /** A sample the thread refused (sample-check.ts): the store takes its seq as received. */
   | { op: 'consume'; after: number; name: string; streamId: number; seq: number };
@@ -59,8 +63,8 @@ export type MetricCount = [kind: 'sample', result: 'duplicate' | 'not-current-st
 export type ToMain =
   | { type: 'listening'; port: number }
   | { type: 'failed'; message: string; code: string | undefined }
-  /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), checked by the thread; the other ops; and what the thread counted itself: samples refused or dropped there, refused tokens. */
-  | { type: 'ops'; rows: Float64Array; ops: IngestOp[]; counts: MetricCount[] }
+  /** Samples as rows (ROW_SAMPLE + sampleRow().width numbers each), checked by the thread; the numbers of the samples that cross as ops; the other ops; and what the thread counted itself: samples refused or dropped there, refused tokens. Both arrays are transferred. */
+  | { type: 'ops'; rows: Float64Array; figures: Float64Array; ops: IngestOp[]; counts: MetricCount[] }
   | { type: 'authenticate'; id: number; authorization: unknown }
   /** The thread's V8 heap, at start and every few seconds (for /metrics). */
   | { type: 'heap'; usedBytes: number; limitBytes: number }

@@ -13,6 +13,7 @@ import { createLogger } from '../../lib/log.js';
 import { fixStreamDecoder, streamDecoderWarning } from '../../lib/grpc-stream-decoder.js';
 import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
+import { figuresLength, writePodFigures } from '../../wire/pod-figures.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
@@ -49,6 +50,15 @@ const stride = ROW_SAMPLE + width;
 /** The batch's samples as numbers; grown as needed, copied out at each flush. */
 let rows = new Float64Array(256 * stride);
 let rowsUsed = 0;
+/** The rows and pod figures of the batch's samples that cross as ops. */
+let figures = new Float64Array(64 * 1024);
+let figuresUsed = 0;
+const room = (a: Float64Array<ArrayBuffer>, need: number): Float64Array<ArrayBuffer> => {
+  if (need <= a.length) return a;
+  const bigger = new Float64Array(Math.max(need, a.length * 2));
+  bigger.set(a);
+  return bigger;
+};
 const counts = new Map<string, MetricCount>();
 const count = (kind: MetricCount[0], what: string) => {
   const key = `${kind}:${what}`;
@@ -60,9 +70,11 @@ const count = (kind: MetricCount[0], what: string) => {
 const flushOps = () => {
   if (ops.length === 0 && rowsUsed === 0 && counts.size === 0) return;
   const batchRows = rows.slice(0, rowsUsed * stride);
-  port.postMessage({ type: 'ops', rows: batchRows, ops, counts: [...counts.values()] } satisfies ToMain, [batchRows.buffer]);
+  const batchFigures = figures.slice(0, figuresUsed);
+  port.postMessage({ type: 'ops', rows: batchRows, figures: batchFigures, ops, counts: [...counts.values()] } satisfies ToMain, [batchRows.buffer, batchFigures.buffer]);
   ops = [];
   rowsUsed = 0;
+  figuresUsed = 0;
   counts.clear();
 };
 const flush = flushSoon(flushOps, FLUSH_EVERY_MS);
@@ -110,15 +122,17 @@ const store: IngestTarget = {
     if (seq <= last) return 'duplicate';
     lastSeq.set(streamId, seq);
     if (pods || summaries) {
-      ops.push({ op: 'sample', after: rowsUsed, name, streamId, row: sampleRows.slice(sampleAt, sampleAt + width), pods: pods ?? [], ...(summaries && { summaries }), receivedAtMs });
+      const at = figuresUsed;
+      const count = pods ? figuresLength(pods) : 0;
+      figuresUsed = at + width + count;
+      figures = room(figures, figuresUsed);
+      for (let i = 0; i < width; i++) figures[at + i] = sampleRows[sampleAt + i]!;
+      const named = pods && { ...writePodFigures(pods, figures, at + width), count };
+      ops.push({ op: 'sample', after: rowsUsed, name, streamId, at, ...(named && { pods: named }), ...(summaries && { summaries }), receivedAtMs });
       flush.soon();
     } else {
       const at = rowsUsed * stride;
-      if (at + stride > rows.length) {
-        const bigger = new Float64Array(rows.length * 2);
-        bigger.set(rows);
-        rows = bigger;
-      }
+      rows = room(rows, at + stride);
       rows[at + ROW_STREAM_ID] = streamId;
       rows[at + ROW_RECEIVED_AT_MS] = receivedAtMs;
       // A loop, not set(subarray()): no view object per sample.

@@ -93,15 +93,18 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
 
   // The node each of the thread's streams reports for, from its attach: rows carry only the stream id.
   const nodeOf = new Map<number, string>();
-  const stride = ROW_SAMPLE + sampleRow().width;
+  const { width } = sampleRow();
+  const stride = ROW_SAMPLE + width;
   const counted = (result: IngestResult, streamId: number) => {
     metrics.sampleReceived(result);
     if (result === 'not-current-stream') send({ type: 'superseded', streamId });
   };
   // Samples were checked on the thread (sample-check.ts), which counted and logged those it refused.
-  const applyOne = (op: IngestOp) => {
+  const applyOne = (op: IngestOp, figures: Float64Array) => {
     if (op.op === 'sample') {
-      counted(store.ingest(op.name, op.streamId, op.row, 0, op.receivedAtMs, op.pods, op.summaries), op.streamId);
+      const start = op.at + width;
+      const pods = op.pods && { names: op.pods.names, key: op.pods.key, figures: figures.subarray(start, start + op.pods.count) };
+      counted(store.ingest(op.name, op.streamId, figures, op.at, op.receivedAtMs, pods, op.summaries), op.streamId);
     } else if (op.op === 'consume') {
       if (store.consume(op.name, op.streamId, op.seq) === 'not-current-stream') send({ type: 'superseded', streamId: op.streamId });
     } else if (op.op === 'attach') {
@@ -132,7 +135,7 @@ export async function startIngestWorker(options: IngestWorkerOptions): Promise<I
     op(m, index) {
       const op = m.ops[index]!;
       try {
-        applyOne(op);
+        applyOne(op, m.figures);
       } catch (err) {
         log.error({ node: op.name, op: op.op, err: (err as Error).message }, 'an agent stream\'s message could not be applied to the store; dropped');
         // The stream waits for its welcome: tell it, so it ends and the agent reconnects.

@@ -15,9 +15,10 @@ import type { LoadHistory } from '../decide/load-history.js';
 import { learnSample, type LearnAgainst } from '../decide/node-inputs.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
 import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
-import { keepPodReport } from './pod-report.js';
+import { keepPodReport, NO_PODS_KEY, type KeptPods } from './pod-report.js';
+import type { PodFigures } from '../../wire/pod-figures.js';
 
-export class NodeRecord {
+export class NodeRecord implements KeptPods {
   readonly name: string;
   instanceId: string;
   host: HostFacts__Output | null;
@@ -39,6 +40,8 @@ export class NodeRecord {
   summaries: readonly AgentSummary[] = NO_SUMMARIES;
   /** The last full pod list an agent sent. */
   pods: PodUsage__Output[] = [];
+  /** The key of what names `pods` (wire/pod-figures.ts): a report of the same key updates them in place. */
+  podNamesKey = NO_PODS_KEY;
   /** Agent clock of the sample that carried `pods` (0: none yet); the metrics API's timestamp. */
   podsAtMs = 0;
   /** What their CPU rates cover: the time since the pod report before (0: unknown, the first one this store saw). */
@@ -197,16 +200,20 @@ export class NodeStore extends EventEmitter<StoreEvents> {
    * Stores a checked sample (gateway/store/sample-check.ts), handed over as
    * its row of numbers at rows[at .. at + width) (wire/sample-row.ts), which
    * is copied into the record's row: whatever decoded it lets go of it. pods:
-   * the pod list it carried, when it carried one (a row holds no lists);
+   * the pod report it carried, as names and figures (a row holds no lists);
    * summaries: its agent's window summaries, checked too.
    */
-  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodUsage__Output[], summaries?: readonly AgentSummary[]): IngestResult {
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodFigures, summaries?: readonly AgentSummary[]): IngestResult {
     const record = this.#current(name, streamId, rows[at + sampleAt().seq]!);
     if (typeof record === 'string') return record;
     record.setLatestRow(rows, at);
     record.summaries = summaries ?? NO_SUMMARIES;
     if (record.value('podsIncluded') === 1) {
-      record.pods = pods ? keepPodReport(record.pods, pods) : record.pods.length > 0 ? [] : record.pods;
+      if (pods) keepPodReport(record, pods);
+      else if (record.pods.length > 0) {
+        record.pods = [];
+        record.podNamesKey = NO_PODS_KEY;
+      }
       // The agent's rates run from its previous pod report to this one (agent/sample/sampler.ts).
       const at = record.value('timestampMs');
       record.podsWindowMs = record.podsAtMs > 0 && at > record.podsAtMs ? at - record.podsAtMs : 0;

@@ -4,44 +4,28 @@
 // interval (300,000 objects at 10,000 nodes of 30: most of its garbage
 // collection, docs/performance-log.md 2026-12-06). When a report names the
 // same pods and containers in the same order as the one kept, its figures are
-// copied into the kept objects and the new ones die young.
-import type { ContainerUsage__Output } from '../../proto/gen/oversell/v1/ContainerUsage.js';
+// copied into the kept objects and no new ones are made. The record keeps the
+// names' key, not the names (6 KB a node of 30 pods).
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
+import { copyPodFigures, podsFrom, type PodFigures } from '../../wire/pod-figures.js';
 
-const sameContainers = (a: ContainerUsage__Output[], b: ContainerUsage__Output[]): boolean =>
-  a.length === b.length && a.every((c, i) => c.containerId === b[i]!.containerId);
+/** No key of names: keys are never negative. */
+export const NO_PODS_KEY = -1;
 
-/** Whether `next` names the same pods, QoS classes and containers as `kept`, in the same order. */
-function samePods(kept: PodUsage__Output[], next: PodUsage__Output[]): boolean {
-  if (kept.length !== next.length) return false;
-  for (let i = 0; i < kept.length; i++) {
-    const k = kept[i]!;
-    const n = next[i]!;
-    if (k.uid !== n.uid || k.qosClass !== n.qosClass || !sameContainers(k.containers, n.containers)) return false;
-  }
-  return true;
+export interface KeptPods {
+  pods: PodUsage__Output[];
+  /** The key of the names (wire/pod-figures.ts) the pods were made from; NO_PODS_KEY with none. */
+  podNamesKey: number;
 }
 
 /**
- * The report to keep for a node: `kept` with `next`'s figures when both name
- * the same pods and containers, else `next` itself. Readers take a node's
- * pods synchronously (relief, the harm meter, the metrics API), so an update
- * in place is never seen half-done.
+ * Keeps `next` in `kept`: its figures in the kept objects when both name the
+ * same pods, else new objects. Readers take a node's pods synchronously
+ * (relief, the harm meter, the metrics API), so an update in place is never
+ * seen half-done.
  */
-export function keepPodReport(kept: PodUsage__Output[], next: PodUsage__Output[]): PodUsage__Output[] {
-  if (!samePods(kept, next)) return next;
-  for (let i = 0; i < kept.length; i++) {
-    const k = kept[i]!;
-    const n = next[i]!;
-    k.cpuUsageMillicores = n.cpuUsageMillicores;
-    k.memoryWorkingSetBytes = n.memoryWorkingSetBytes;
-    k.cpuThrottledMicros = n.cpuThrottledMicros;
-    for (let j = 0; j < k.containers.length; j++) {
-      const kc = k.containers[j]!;
-      const nc = n.containers[j]!;
-      kc.cpuUsageMillicores = nc.cpuUsageMillicores;
-      kc.memoryWorkingSetBytes = nc.memoryWorkingSetBytes;
-    }
-  }
-  return kept;
+export function keepPodReport(kept: KeptPods, next: PodFigures): void {
+  if (next.key === kept.podNamesKey && copyPodFigures(next.figures, kept.pods)) return;
+  kept.pods = podsFrom(next);
+  kept.podNamesKey = next.key;
 }
