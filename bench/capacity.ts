@@ -91,9 +91,9 @@ export function capacityPlan(ingest: BenchResult, webhook: BenchResult, cluster?
   });
 }
 
-export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult, replicas?: BenchResult, sharded?: BenchResult): string {
+export function capacityMarkdown(ingest: BenchResult | undefined, webhook: BenchResult | undefined, cluster?: BenchResult, replicas?: BenchResult, sharded?: BenchResult, peerInputs?: BenchResult): string {
   if (!ingest || !webhook) return '## capacity on paper\n\nNeeds the ingest and webhook results.\n';
-  return `${everyReplicaMarkdown(ingest, webhook, cluster)}\n${shardedMarkdown(ingest, webhook, cluster, replicas, sharded)}`;
+  return `${everyReplicaMarkdown(ingest, webhook, cluster)}\n${shardedMarkdown(ingest, webhook, cluster, replicas, sharded, peerInputs)}`;
 }
 
 function everyReplicaMarkdown(ingest: BenchResult, webhook: BenchResult, cluster?: BenchResult): string {
@@ -135,13 +135,15 @@ export interface ShardedRow {
   replicas: number;
   agentsPerReplica: number;
   reviewsPerReplicaPerS: number;
-  /** Share of the reviews reaching a replica that holds no copy of the node's data: forwarded (and of its queries: asked of the owners). */
-  forwardedShare: number;
+  /** Reports of nodes' decision inputs a replica receives a second (as many as it sends, on an even share). */
+  reportsPerReplicaPerS: number;
   queriesPerReplicaPerS: number;
   millicores: number;
   rssMiB: number;
-  /** Bytes a second in and out of one replica: agents, reviews and forwarded reviews. */
+  /** Bytes a second in and out of one replica: agents, reviews and reports between replicas. */
   networkBytesPerS: number;
+  /** False when no replica count up to the plan's largest keeps a replica within the budget (the row is at that count). */
+  fits?: boolean;
 }
 
 /**
@@ -186,8 +188,12 @@ export interface MeasuredCosts {
   reviewMillicoresAt(reviewsPerS: number): number;
   /** The rates and costs (µs) it is drawn through. */
   reviewPoints: ReadonlyArray<readonly [number, number]>;
-  /** CPU of forwarding one review to its owner, millicores per review/s. */
-  forwardMillicores: number;
+  /** CPU of one report of a node's decision inputs to one replica, both ends, building it aside (bench/peer-inputs.ts), millicores per report/s; 0 without that run. */
+  reportMillicores: number;
+  /** CPU of building one report, once per change of a node whatever the replicas it goes to, millicores per change/s. */
+  reportBuildMillicores: number;
+  /** Bytes of one report, in the request's body. */
+  reportBytes: number;
   /** GetNode calls a second over the whole cluster: the replicas benchmarks' rate (no cluster-size rule exists for it). */
   queriesPerS: number;
   /** CPU per GetNode answered from the replica's own data (the unsharded run), millicores per call/s. */
@@ -198,7 +204,6 @@ export interface MeasuredCosts {
    * share it sent to peers); millicores per call/s, 0 without a sharded run.
    */
   peerQueryMillicores: number;
-  forwardAddedP99Ms: number;
   messageWireBytes: number;
   reviewBytes: number;
   rss(agents: number): number;
@@ -216,16 +221,6 @@ function between(points: ReadonlyArray<readonly [number, number]>, x: number): n
   return y0 + ((y1 - y0) * (x - x0)) / (x1 - x0);
 }
 
-/**
- * What a forwarded review cost the sharded run over one decided where it
- * arrived, µs: its reviews part per review, less the unsharded cost at its
- * rate, over the share it forwarded. Three times the noise of either run.
- */
-function forwardedInRun(sharded: BenchResult, reviewPoints: ReadonlyArray<readonly [number, number]>): number {
-  const rate = figure(sharded, 'replica_reviews_per_s');
-  return (figure(sharded, 'review_cpu_us') - between(reviewPoints, rate)) / peerShare(figure(sharded, 'replicas'));
-}
-
 /** Of the queries a sharded replica receives, the share for nodes it does not own (it asks their owners). */
 const peerShare = (replicas: number) => Math.max(0, replicas - SHARD_COPIES) / replicas;
 
@@ -235,7 +230,7 @@ const peerShare = (replicas: number) => Math.max(0, replicas - SHARD_COPIES) / r
  * the two (the model cannot yet say why they differ, so it takes the one
  * that errs high), and the peer queries' term, which only the sharded run shows.
  */
-export function measuredCosts(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult, sharded?: BenchResult): MeasuredCosts {
+export function measuredCosts(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult, sharded?: BenchResult, peerInputs?: BenchResult): MeasuredCosts {
   const larger = (key: string) => Math.max(figure(replicas, key), sharded ? figure(sharded, key) : Number.NEGATIVE_INFINITY);
   const millicoresPerAgent = larger('agent_millicores_per_1000') / 1000;
   const messagesPerAgentPerS = figure(replicas, 'agent_messages_per_agent_per_s');
@@ -255,8 +250,9 @@ export function measuredCosts(ingest: BenchResult, webhook: BenchResult, cluster
     usPerMessage: (millicoresPerAgent / messagesPerAgentPerS) * 1000,
     reviewPoints, reviewMillicoresAt: (rate) => between(reviewPoints, rate) / 1000,
     queriesPerS: figure(replicas, 'queries_per_s'), queryMillicores, peerQueryMillicores,
-    forwardMillicores: Math.max(figure(replicas, 'forward_cpu_us_per_review'), sharded ? forwardedInRun(sharded, reviewPoints) : 0) / 1000,
-    forwardAddedP99Ms: figure(replicas, 'forward_added_p99_ms'),
+    reportMillicores: peerInputs ? (figure(peerInputs, 'report_us_both_ends') - figure(peerInputs, 'build_us_per_report')) / 1000 : 0,
+    reportBuildMillicores: peerInputs ? figure(peerInputs, 'build_us_per_report') / 1000 : 0,
+    reportBytes: peerInputs ? figure(peerInputs, 'bytes_per_report') : 0,
     messageWireBytes: figure(replicas, 'agent_message_bytes') + FRAMING_BYTES,
     reviewBytes: figure(replicas, 'review_request_bytes') + figure(replicas, 'review_answer_bytes'),
     rss: (n: number) => plainRss(n) + n * tls.mib,
@@ -277,31 +273,40 @@ function heaviestReplica(nodeNames: readonly string[], replicas: number): number
 function shardedReplica(c: MeasuredCosts, nodes: number, replicas: number, agentsPerReplica = Math.ceil((nodes * SHARD_COPIES) / replicas)): ShardedRow {
   const reviewsPerReplicaPerS = (nodes * REVIEWS_PER_NODE_PER_S) / replicas;
   const queriesPerReplicaPerS = c.queriesPerS / replicas;
-  const forwardedShare = peerShare(replicas);
-  // Its fixed cost; its agents; the reviews it owns (every review is decided once, by an owner); forwarding the
-  // share that reached it without the data; its queries, the same share of them asked of the owners.
+  // Every owner reports each of its nodes to every other replica once per agent message, building the report once:
+  // on an even share each replica receives as many reports as it sends, and a report's cost (both ends) is counted once per replica.
+  const reportsPerReplicaPerS = (nodes * SHARD_COPIES * c.messagesPerAgentPerS * (replicas - 1)) / replicas;
+  const reportsBuiltPerS = agentsPerReplica * c.messagesPerAgentPerS;
+  // Its fixed cost; its agents; the reviews that reach it, each decided there; the reports; its queries, a share asked of the owners.
   const millicores = c.fixedMillicores + agentsPerReplica * c.millicoresPerAgent
-    + reviewsPerReplicaPerS * (c.reviewMillicoresAt(reviewsPerReplicaPerS) + forwardedShare * c.forwardMillicores)
-    + queriesPerReplicaPerS * (c.queryMillicores + forwardedShare * c.peerQueryMillicores);
-  const networkBytesPerS = agentsPerReplica * c.messagesPerAgentPerS * c.messageWireBytes + reviewsPerReplicaPerS * c.reviewBytes * (1 + 2 * forwardedShare);
-  return { nodes, replicas, agentsPerReplica, reviewsPerReplicaPerS, forwardedShare, queriesPerReplicaPerS, millicores, rssMiB: c.rss(agentsPerReplica), networkBytesPerS };
+    + reviewsPerReplicaPerS * c.reviewMillicoresAt(reviewsPerReplicaPerS)
+    + reportsBuiltPerS * c.reportBuildMillicores + reportsPerReplicaPerS * c.reportMillicores
+    + queriesPerReplicaPerS * (c.queryMillicores + peerShare(replicas) * c.peerQueryMillicores);
+  const networkBytesPerS = agentsPerReplica * c.messagesPerAgentPerS * c.messageWireBytes + reviewsPerReplicaPerS * c.reviewBytes + 2 * reportsPerReplicaPerS * c.reportBytes;
+  return { nodes, replicas, agentsPerReplica, reviewsPerReplicaPerS, reportsPerReplicaPerS, queriesPerReplicaPerS, millicores, rssMiB: c.rss(agentsPerReplica), networkBytesPerS };
 }
+
+/** Past this many replicas the plan stops looking: a size that no count up to it fits is reported as not fitting. */
+const MAX_PLAN_REPLICAS = 1000;
 
 /**
  * The fewest replicas (at least MIN_SHARDED_REPLICAS) that keep the heaviest
  * within the CPU budget and the memory limit. Counted by hashing only where an
  * even share already fits: hashing 100,000 names over every count is slow.
+ * When no count fits (a cost every replica pays whatever R, such as the
+ * reports it receives, is over the budget), the row at MAX_PLAN_REPLICAS,
+ * an even share, with fits false.
  */
 export function shardedPlan(c: MeasuredCosts, nodes: readonly number[] = SHARDED_NODES): ShardedRow[] {
   const fits = (row: ShardedRow) => row.millicores <= CPU_BUDGET_M && row.rssMiB <= MEMORY_LIMIT_MIB;
   return nodes.map((n) => {
     const names = planNodeNames(n);
-    for (let r = MIN_SHARDED_REPLICAS; r < 10_000; r++) {
+    for (let r = MIN_SHARDED_REPLICAS; r <= MAX_PLAN_REPLICAS; r++) {
       if (!fits(shardedReplica(c, n, r))) continue;
       const row = shardedReplica(c, n, r, heaviestReplica(names, r));
       if (fits(row)) return row;
     }
-    throw new Error(`no replica count up to 10,000 fits ${n} nodes: a per-replica cost alone is over the budget`);
+    return { ...shardedReplica(c, n, MAX_PLAN_REPLICAS), fits: false };
   });
 }
 
@@ -336,7 +341,7 @@ export function shardedModelCheck(c: MeasuredCosts, sharded: BenchResult): { rep
   const parts: ModelCheckPart[] = [
     { part: 'fixed', predicted: c.fixedMillicores, measured: fixed },
     { part: 'agents', predicted: agentsPerReplica * c.millicoresPerAgent, measured: agents - fixed },
-    { part: 'reviews', predicted: reviewsPerS * (c.reviewMillicoresAt(reviewsPerS) + peerShare(replicas) * c.forwardMillicores), measured: reviews - agents },
+    { part: 'reviews', predicted: reviewsPerS * c.reviewMillicoresAt(reviewsPerS), measured: reviews - agents },
     { part: 'queries', predicted: queriesPerS * c.queryMillicores, measured: total - reviews },
   ];
   parts.push({ part: 'total', predicted: parts.reduce((sum, p) => sum + p.predicted, 0), measured: total });
@@ -346,7 +351,7 @@ export function shardedModelCheck(c: MeasuredCosts, sharded: BenchResult): { rep
 const PART_TEXT: Record<ModelCheckPart['part'], string> = {
   fixed: 'fixed (idle, no agent)',
   agents: 'its agents',
-  reviews: 'reviews, a third forwarded',
+  reviews: 'reviews, each decided where it lands',
   queries: 'GetNode, a third asked of the owners',
   total: '**total**',
 };
@@ -362,15 +367,15 @@ function modelCheckMarkdown(m: ReturnType<typeof shardedModelCheck>): string {
     ...m.parts.map((p) => `| ${PART_TEXT[p.part]} | ${Math.round(p.predicted)} | ${Math.round(p.measured)} | ${off(p.predicted, p.measured)} |`),
     '',
     total.predicted < total.measured
-      ? `From the unsharded run alone, the model is under the sharded run by ${Math.round(total.measured - total.predicted)} millicores. The plan below closes what it can measure: it takes the fixed cost, the cost per agent and a forwarded review's at the larger of the two runs', and adds the peer queries' term. A part the model predicts over the run stays as predicted.`
-      : 'From the unsharded run alone, the model is at or over the sharded run in total: the plan below, which also takes the fixed cost, the cost per agent and a forwarded review\'s at the larger of the two runs\' and adds the peer queries\' term, errs high at this size.',
+      ? `From the unsharded run alone, the model is under the sharded run by ${Math.round(total.measured - total.predicted)} millicores. The plan below closes what it can measure: it takes the fixed cost and the cost per agent (which holds the reports between replicas in the sharded run) at the larger of the two runs', and adds the peer queries' and the reports' terms. A part the model predicts over the run stays as predicted.`
+      : 'From the unsharded run alone, the model is at or over the sharded run in total: the plan below, which also takes the fixed cost and the cost per agent at the larger of the two runs\' and adds the peer queries\' and the reports\' terms, errs high at this size.',
   ].join('\n');
 }
 
-function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult | undefined, sharded: BenchResult | undefined): string {
+function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: BenchResult | undefined, replicas: BenchResult | undefined, sharded: BenchResult | undefined, peerInputs: BenchResult | undefined): string {
   if (!replicas) return '## 100,000 nodes on paper\n\nNeeds the replicas result (bench/replicas.ts).\n';
   const unsharded = measuredCosts(ingest, webhook, cluster, replicas);
-  const c = measuredCosts(ingest, webhook, cluster, replicas, sharded);
+  const c = measuredCosts(ingest, webhook, cluster, replicas, sharded, peerInputs);
   const limit = everyReplicaLimit(unsharded);
   const rows = shardedPlan(c);
   const n = (v: number) => Math.round(v).toLocaleString('en-US');
@@ -378,18 +383,18 @@ function shardedMarkdown(ingest: BenchResult, webhook: BenchResult, cluster: Ben
   return [
     '## 100,000 nodes on paper',
     '',
-    `The sharded gateway is built (\`--shard-copies\`, [architecture.md](architecture.md#sharding---shard-copies-n)). The plan is costed part by part from the two replicas runs above, which add their load in phases and measure each replica's CPU in each (their notes). Where both measured a part, the plan takes the larger (a replica's agents cost more each when it holds fewer, as the sharded ones do: [performance-log.md](performance-log.md), 2026-11-29; at the plan's thousands of agents a replica they cost less, so this errs high): **a replica's fixed cost ${n(c.fixedMillicores)} millicores** (up, watching, no agent: ${n(figure(replicas, 'fixed_millicores'))} unsharded, ${sharded ? n(figure(sharded, 'fixed_millicores')) : '-'} sharded); **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents** (${(unsharded.millicoresPerAgent * 1000).toFixed(1)} unsharded, ${sharded ? (figure(sharded, 'agent_millicores_per_1000')).toFixed(1) : '-'} sharded; agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second: ${n(c.usPerMessage)} µs per message); **a review's CPU falls as a replica's review rate rises**: ${c.reviewPoints.map(([r, us]) => `${n(us)} µs at ${n(r)}/s`).join(', ')} (the first from the unsharded run's reviews part, the others from the webhook benchmark); a row costs its rate on the straight line between them, which lies above a cost that falls as fixed per-wakeup costs spread over more reviews, so it errs high; **${n(c.queryMillicores * 1000)} µs per GetNode** answered from its own data, and ${c.peerQueryMillicores > 0 ? `${n(c.peerQueryMillicores * 1000)} µs more for one that asks the node's owners (the sharded run's GetNode part over the unsharded one's, per call it sent to peers)` : 'no more for one that asks the owners (the sharded run measured none over the unsharded one)'}, at the benchmarks' ${c.queriesPerS} GetNode/s for the whole cluster. Memory per agent as in the table above. Forwarding a review to another replica: **${n(c.forwardMillicores * 1000)} µs**, the larger of ${figure(replicas, 'forward_cpu_us_per_review')} µs of a forwarding proxy's CPU (replicas benchmark, HTTPS keep-alive between replicas) and ${sharded ? `${n(forwardedInRun(sharded, c.reviewPoints))} µs` : '-'} from the sharded run (its reviews part per review over the unsharded cost at its rate, per review it forwarded: three times either run's noise); it adds ${c.forwardAddedP99Ms} ms at p99, far inside the webhook's 2 s.`,
+    `The sharded gateway is built (\`--shard-copies\`, [architecture.md](architecture.md#sharding---shard-copies-n)). The plan is costed part by part from the two replicas runs above, which add their load in phases and measure each replica's CPU in each (their notes). Where both measured a part, the plan takes the larger (a replica's agents cost more each when it holds fewer, as the sharded ones do: [performance-log.md](performance-log.md), 2026-11-29; at the plan's thousands of agents a replica they cost less, so this errs high): **a replica's fixed cost ${n(c.fixedMillicores)} millicores** (up, watching, no agent: ${n(figure(replicas, 'fixed_millicores'))} unsharded, ${sharded ? n(figure(sharded, 'fixed_millicores')) : '-'} sharded); **${(c.millicoresPerAgent * 1000).toFixed(1)} millicores per 1,000 agents** (${(unsharded.millicoresPerAgent * 1000).toFixed(1)} unsharded, ${sharded ? (figure(sharded, 'agent_millicores_per_1000')).toFixed(1) : '-'} sharded; agents on their own TLS connections, each sending ${figure(replicas, 'agent_samples_per_message')} samples a message, ${figure(replicas, 'agent_messages_per_agent_per_s')} messages a second: ${n(c.usPerMessage)} µs per message); **a review's CPU falls as a replica's review rate rises**: ${c.reviewPoints.map(([r, us]) => `${n(us)} µs at ${n(r)}/s`).join(', ')} (the first from the unsharded run's reviews part, the others from the webhook benchmark); a row costs its rate on the straight line between them, which lies above a cost that falls as fixed per-wakeup costs spread over more reviews, so it errs high; **${n(c.queryMillicores * 1000)} µs per GetNode** answered from its own data, and ${c.peerQueryMillicores > 0 ? `${n(c.peerQueryMillicores * 1000)} µs more for one that asks the node's owners (the sharded run's GetNode part over the unsharded one's, per call it sent to peers)` : 'no more for one that asks the owners (the sharded run measured none over the unsharded one)'}, at the benchmarks' ${c.queriesPerS} GetNode/s for the whole cluster. Memory per agent as in the table above. A report of a node's decision inputs to one other replica: **${c.reportMillicores > 0 ? `${(c.reportMillicores * 1000).toFixed(1)} µs` : 'not measured'}** of CPU, both ends, and ${(c.reportBuildMillicores * 1000).toFixed(1)} µs more to build it, once for every replica it goes to (peer-inputs above: real HTTPS on loopback, batches of a quarter second), ${n(c.reportBytes)} bytes; no review travels between replicas.`,
     '',
     `**Every agent on every replica stops at ${n(Math.min(limit.byCpu, limit.byMemory))} nodes** at the batched rate: one core of ingest holds ${n(limit.byCpu)} agents, and the ${MEMORY_LIMIT_MIB} MiB limit ${n(limit.byMemory)}. More replicas do not help, because each one holds every agent.`,
     '',
-    `**Sharded**: each node belongs to ${SHARD_COPIES} replicas. The owners come from rendezvous hashing of the node's name over the replicas the Service's EndpointSlices list (lib/rendezvous.ts: a replica that joins or leaves moves only the nodes it takes or held). Every replica and every agent computes the owners from the same list, with no Lease per shard: two replicas that briefly disagree (one has seen the Service change, the other not yet) both act on the node, and that is harmless here, since both hold its data, an early lowering is pinned to the allocatable it was decided from (a second one fails), and load histories are merged entry by entry. The agent streams to its ${SHARD_COPIES} owners (the gateway's welcome says how many). A review that reaches a replica without the node's data (the Service picks any replica: ${SHARD_COPIES} in R hold it) is forwarded to an owner, and to the other owner too if the first fails or has not answered within its share of the 1 s (a quarter with two owners: shard/hedged.ts); a query is answered from the replicas that hold the nodes (a get asks the owners, a list every replica). Each replica pays its fixed cost, for about ${SHARD_COPIES}/R of the agents (the table costs the heaviest: the owners of as many cloud-style node names as the row has nodes, hashed over replica pod names by lib/rendezvous.ts), its share of the reviews and of the GetNode calls, and the forwarding of the share that reached it without the data ((R - ${SHARD_COPIES})/R of each). Replicas: the fewest (at least ${MIN_SHARDED_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores and ${MEMORY_LIMIT_MIB} MiB. Network: agent messages (protobuf size measured, plus gRPC, HTTP/2 and TLS framing) and reviews in and out (${n(c.reviewBytes)} bytes each, a forwarded one twice more).`,
+    `**Sharded**: each node belongs to ${SHARD_COPIES} replicas. The owners come from rendezvous hashing of the node's name over the replicas the Service's EndpointSlices list (lib/rendezvous.ts: a replica that joins or leaves moves only the nodes it takes or held). Every replica and every agent computes the owners from the same list, with no Lease per shard: two replicas that briefly disagree (one has seen the Service change, the other not yet) both act on the node, and that is harmless here, since both hold its data, an early lowering is pinned to the allocatable it was decided from (a second one fails), and load histories are merged entry by entry. The agent streams to its ${SHARD_COPIES} owners (the gateway's welcome says how many). Each owner reports its nodes' decision inputs to every other replica once per agent message (${figure(replicas, 'agent_messages_per_agent_per_s')} a second per agent here), so a review is decided by the replica the Service picks, from its own data or the report; a query is answered from the replicas that hold the nodes (a get asks the owners, a list every replica). Each replica pays its fixed cost, for about ${SHARD_COPIES}/R of the agents (the table costs the heaviest: the owners of as many cloud-style node names as the row has nodes, hashed over replica pod names by lib/rendezvous.ts), its share of the reviews and of the GetNode calls (the share of GetNode for nodes it does not own asked of their owners), and the reports: one built per message of its own agents, and nodes x ${SHARD_COPIES} x messages a second x (R - 1) / R received (as many sent), each at the report's CPU. Replicas: the fewest (at least ${MIN_SHARDED_REPLICAS}) that keep each within ${CPU_BUDGET_M} millicores and ${MEMORY_LIMIT_MIB} MiB. Network: agent messages (protobuf size measured, plus gRPC, HTTP/2 and TLS framing), reviews in and out (${n(c.reviewBytes)} bytes each) and reports in and out (HTTP and TLS framing not included).`,
     '',
     ...(sharded ? [modelCheckMarkdown(shardedModelCheck(unsharded, sharded)), ''] : ['Not checked against a sharded run: bench/replicas-sharded.ts has not been run.', '']),
-    '| nodes | replicas | agents on the heaviest replica | reviews/s per replica | forwarded | CPU per replica | memory per replica | network per replica |',
+    '| nodes | replicas | agents on the heaviest replica | reviews/s per replica | reports received/s per replica | CPU per replica | memory per replica | network per replica |',
     '|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${n(r.nodes)} | ${r.replicas} | ${n(r.agentsPerReplica)} | ${n(r.reviewsPerReplicaPerS)} | ${Math.round(r.forwardedShare * 100)}% | ${n(r.millicores)}m | ${n(r.rssMiB)} MiB | ${mbps(r.networkBytesPerS)} Mbit/s |`),
+    ...rows.map((r) => `| ${n(r.nodes)} | ${r.fits === false ? `does not fit: over the budget at ${r.replicas}` : r.replicas} | ${n(r.agentsPerReplica)} | ${n(r.reviewsPerReplicaPerS)} | ${n(r.reportsPerReplicaPerS)} | ${n(r.millicores)}m | ${n(r.rssMiB)} MiB | ${mbps(r.networkBytesPerS)} Mbit/s |`),
     '',
-    'What grows with R: a list or a watch asks every replica for its share, so one costs R requests (or streams) between replicas.',
+    'What grows with R: a list or a watch asks every replica for its share, so one costs R requests (or streams) between replicas. What does not shrink with R: every replica receives the reports of every node (nodes x owners x messages a second, less its own), a floor under each replica\'s CPU that more replicas do not lower.',
     '',
   ].join('\n');
 }

@@ -14,7 +14,7 @@ import type { BenchResult } from './result.js';
 export const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /** The order of docs/benchmarks.md. */
-export const ALL = ['cluster', 'replicas', 'replicas-sharded', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
+export const ALL = ['cluster', 'replicas', 'replicas-sharded', 'peer-inputs', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'agent-real-node', 'agent-overhead', 'freshness', 'pressure-to-node'] as const;
 
 type Saved = BenchResult & { date: string; machine: Record<string, string | number> };
 
@@ -75,7 +75,7 @@ export function renderBenchmarks(repo = REPO): string {
     : cpus.size > 1 ? `Machines of these runs: ${[...cpus].join('; ')} (each section names its own; the newest: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}).\n`
     : `Machine of this run: ${m.cores} × ${m.cpu}, ${m.memoryGiB} GiB, kernel ${m.kernel}, Node.js ${m.node}.\n`;
   const of = (name: (typeof ALL)[number]) => saved[ALL.indexOf(name)];
-  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'), of('replicas'), of('replicas-sharded'))].join('\n') + '\n';
+  return [HEADER + '\n' + machineLine, ...ALL.map((name, i) => section(name, saved[i])), capacityMarkdown(of('ingest'), of('webhook'), of('cluster'), of('replicas'), of('replicas-sharded'), of('peer-inputs'))].join('\n') + '\n';
 }
 
 export function writeBenchmarks(repo = REPO): string {

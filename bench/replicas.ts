@@ -6,10 +6,8 @@
 // does), GetNode calls go to each, and one replica holds the leader Lease.
 // The leader is the one killed. Measured: reviews answered before and after
 // the kill, what the API server would have left unanswered and why, how long
-// until another replica held the Lease, what the agents did; then, on the two
-// survivors, what forwarding a review from one replica to another costs (the
-// sharded plan of bench/capacity.ts reads it), and each replica's CPU and
-// memory per agent at the batched message rate. The load is added in phases
+// until another replica held the Lease, what the agents did, and each
+// replica's CPU and memory per agent at the batched message rate. The load is added in phases
 // (idle, agents, reviews, GetNode) so that each part's CPU is read apart:
 // bench/capacity.ts costs the plan part by part from them.
 //
@@ -33,7 +31,7 @@ import { AGENT_SERVICE_ACCOUNT, BENCH_NAMESPACE, createAgents, deleteAgents } fr
 import { useControlPlane } from './control-plane.js';
 import { ensureLoadgen, PROTO, startLoadgen, waitForLine, type Latencies, type LoadgenRun } from './loadgen.js';
 import { cpuSeconds, peakRssMiB, rssMiB } from './proc-stats.js';
-import { GATEWAY_NODE_ARGS, log, REPO, startChild, startGateway, type GatewayProcess } from './processes.js';
+import { GATEWAY_NODE_ARGS, log, REPO, startGateway, type GatewayProcess } from './processes.js';
 import type { ReplicaReviewsConfig, ReplicaReviewsResult } from './replica-reviews.js';
 import { mean, round, runIfMain, type BenchResult } from './result.js';
 import { reviewBody } from './review-body.js';
@@ -149,16 +147,18 @@ async function shardMembers(kc: KubeConfig, gateways: GatewayProcess[], tokens: 
   });
 }
 
-/** The survivors' webhook outcomes, failed forwards and queries another replica did not answer, summed (docs/metrics.md): a review answered "no-data" passed unchanged. */
+/** The survivors' webhook outcomes, reports of node inputs that did not land and queries another replica did not answer, summed (docs/metrics.md): a review answered "no-data" passed unchanged. */
 async function shardOutcomes(gateways: GatewayProcess[]): Promise<Record<string, number>> {
   const sum: Record<string, number> = {};
   for (const gw of gateways) {
-    for (const outcome of ['patched', 'unchanged', 'forwarded', 'no-data']) {
+    for (const outcome of ['patched', 'unchanged', 'no-data']) {
       const n = await scrapeMetric(gw.ports.metrics, 'oversell_webhook_request_duration_seconds_count', `{outcome="${outcome}"}`, HOST);
       sum[outcome] = (sum[outcome] ?? 0) + (Number.isFinite(n) ? n : 0);
     }
-    const failed = await scrapeMetric(gw.ports.metrics, 'oversell_review_forwards_failed_total', '', HOST);
-    sum['forward-failed'] = (sum['forward-failed'] ?? 0) + (Number.isFinite(failed) ? failed : 0);
+    for (const result of ['send-failed', 'refused']) {
+      const n = await scrapeMetric(gw.ports.metrics, 'oversell_peer_inputs_total', `{result="${result}"}`, HOST);
+      sum[`inputs-${result}`] = (sum[`inputs-${result}`] ?? 0) + (Number.isFinite(n) ? n : 0);
+    }
     const peers = await scrapeMetric(gw.ports.metrics, 'oversell_query_peers_failed_total', '', HOST);
     sum['query-peer-failed'] = (sum['query-peer-failed'] ?? 0) + (Number.isFinite(peers) ? peers : 0);
   }
@@ -198,44 +198,6 @@ async function leaseHolder(api: CoordinationV1Api): Promise<{ holder?: string; d
   return { holder: lease?.spec?.holderIdentity ?? undefined, durationS: lease?.spec?.leaseDurationSeconds ?? undefined };
 }
 
-interface ForwardRound { directP50: number; directP99: number; viaP50: number; viaP99: number; viaErrors: number; directErrors: number; cpuUsPerReview: number }
-
-/**
- * A review sent to survivor `via` for a node only `owner` holds: a proxy with
- * via's serving certificate forwards it over HTTPS keep-alive. Rounds of the
- * direct path and the forwarded one alternate, so the machine's other load
- * falls on both alike.
- */
-async function measureForward(via: GatewayProcess, owner: GatewayProcess, template: string, agents: number, rate: number, seconds: number, rounds: number): Promise<ForwardRound[]> {
-  const ownerUrl = `https://${HOST}:${owner.ports.webhook}/mutate/nodes`;
-  const proxy = startChild('forward-proxy', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/forward-proxy.ts'),
-    join(via.tlsDir, 'tls.crt'), join(via.tlsDir, 'tls.key'), ownerUrl, join(owner.tlsDir, 'ca.crt'), HOST]);
-  try {
-    const port = Number((await proxy.waitForLine(/^listening \d+$/, 30_000)).slice(10));
-    const base = { rate, warmupS: 3, durationS: seconds, prefix: PREFIX, count: agents, timeoutMs: WEBHOOK_TIMEOUT_MS, template, nodePlaceholder: NODE_PLACEHOLDER, uidPlaceholder: UID_PLACEHOLDER };
-    const out: ForwardRound[] = [];
-    for (let i = 0; i < rounds; i++) {
-      const direct = await startReviews({ ...base, endpoints: [{ name: 'owner', url: ownerUrl, ca: join(owner.tlsDir, 'ca.crt') }] }).result;
-      const cpu0 = cpuSeconds(proxy.pid);
-      const forwarded = await startReviews({ ...base, endpoints: [{ name: 'via', url: `https://${HOST}:${port}/mutate/nodes`, ca: join(via.tlsDir, 'ca.crt') }] }).result;
-      // The warm-up's reviews went through the proxy too.
-      const reviews = Math.floor((base.warmupS + seconds) * rate);
-      const r: ForwardRound = {
-        directP50: direct.before.latencyMs.p50, directP99: direct.before.latencyMs.p99, directErrors: total(direct.before.errors),
-        viaP50: forwarded.before.latencyMs.p50, viaP99: forwarded.before.latencyMs.p99, viaErrors: total(forwarded.before.errors),
-        cpuUsPerReview: Math.round(((cpuSeconds(proxy.pid) - cpu0) * 1e6) / reviews),
-      };
-      // Every forwarded review failed: its CPU would be the cost of failing, not of forwarding.
-      if (forwarded.before.ok === 0) throw new Error(`forward round ${i + 1}: no review answered through the proxy (${kinds(forwarded.before.errors)}); its CPU per review would not be forwarding's`);
-      log(`  forward round ${i + 1}: direct p50 ${r.directP50} p99 ${r.directP99} ms; forwarded p50 ${r.viaP50} p99 ${r.viaP99} ms; forwarding ${r.cpuUsPerReview} µs CPU per review`);
-      out.push(r);
-    }
-    return out;
-  } finally {
-    await proxy.stop();
-  }
-}
-
 /** Starts counting each gateway's CPU; the function returned gives it since then, in millicores. */
 function cpuSince(gateways: readonly GatewayProcess[]): () => number[] {
   const cpu0 = gateways.map((gw) => cpuSeconds(gw.pid));
@@ -253,8 +215,6 @@ async function cpuWindow(gateways: readonly GatewayProcess[], seconds: number): 
   return read();
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-
 /** shardCopies (default OVERSELL_BENCH_REPLICA_SHARD, else 0): run the replicas sharded, published as replicas-sharded. */
 export async function run(options: { quick?: boolean; shardCopies?: number } = {}): Promise<BenchResult> {
   SHARD_COPIES = options.shardCopies ?? SHARD_FROM_ENV;
@@ -264,7 +224,6 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
   const beforeS = options.quick ? 15 : 30;
   // Long enough for the Lease to change hands (its duration, 15 s, plus a retry period).
   const afterS = options.quick ? 30 : 40;
-  const forward = { seconds: options.quick ? 8 : 20, rounds: options.quick ? 1 : 3 };
   // The phases that cost the load apart (bench/capacity.ts): idle, then agents, then reviews, then GetNode.
   const phase = { startS: options.quick ? 5 : 20, idleS: options.quick ? 5 : 30, agentsS: options.quick ? 8 : 15, reviewsS: options.quick ? 8 : 15, queryWarmupS: 5 };
   const pin = cpus().length > 1 ? ['taskset', '-c', String(cpus().length - 1)] : [];
@@ -296,7 +255,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
       gateways.push(await startGateway({
         readyWithinMs: 60_000,
         host: HOST,
-        // Sharded replicas forward reviews to each other: one serving certificate, as from the cluster's Secret.
+        // Sharded replicas report node inputs and ask each other queries: one serving certificate, as from the cluster's Secret.
         ...(SHARD_COPIES > 0 && { tlsDir: sharedTls }),
         // Their refusals while every agent's token is reviewed would bury the run's lines; an unexpected exit still prints its output.
         echo: false,
@@ -429,14 +388,11 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const whatIfAnswered = r.whatIfAnswered;
     log(`reviews before the kill: ${r.before.ok}/${r.before.sent} answered, p99 ${r.before.latencyMs.p99} ms; after: ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms (${kinds(r.after.errors)}); a client retrying elsewhere would have had ${whatIfAnswered} of the ${unanswered} unanswered`);
 
-    // Sharded: what the survivors did with the reviews they got (answered from their data, relayed from an owner, or without data).
+    // Sharded: what the survivors did with the reviews they got (decided from their data or their peers' reports, or without data).
     const outcomes = SHARD_COPIES > 0 ? await shardOutcomes(survivors.map((i) => gateways[i]!)) : undefined;
     if (outcomes) log(`sharded survivors' reviews: ${JSON.stringify(outcomes)}`);
-    // Forwarding through the proxy, on the survivors, agents still streaming to them (sharded, the gateways forward themselves: counted above).
-    if (SHARD_COPIES === 0) log(`forwarding: reviews to replica-${survivors[0]} for nodes replica-${survivors[1]} owns, against the same reviews sent to replica-${survivors[1]} directly`);
-    const fwd = SHARD_COPIES > 0 ? [] : await measureForward(gateways[survivors[0]!]!, gateways[survivors[1]!]!, template, agents, reviewRate, forward.seconds, forward.rounds);
 
-    // From the kill to the end of the forwarding rounds.
+    // From the kill to the end of the run.
     const survivorAgents = await Promise.all(survivors.map(async (i) => {
       agentRuns[i]!.child.kill('SIGTERM');
       const a = await agentRuns[i]!.result;
@@ -458,16 +414,11 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const met = unanswered === 0;
     const costs = phaseCosts({ idle: idleMillicores, agents: agentsMillicores, reviews: reviewsMillicores, all: millicores }, mean(agentsPerReplica), reviewRate / REPLICAS, QUERY_RATE / REPLICAS);
     log(`per replica: fixed ${costs.fixed_millicores}m, ${costs.agent_millicores_per_1000} millicores per 1,000 agents, ${costs.review_cpu_us} µs per review, ${costs.query_cpu_us} µs per GetNode`);
-    const fwdFig = {
-      cpuUs: median(fwd.map((f) => f.cpuUsPerReview)),
-      addedP50: round(median(fwd.map((f) => f.viaP50 - f.directP50)), 2),
-      addedP99: round(median(fwd.map((f) => f.viaP99 - f.directP99)), 2),
-    };
     return {
       name: SHARD_COPIES > 0 ? 'replicas-sharded' : 'replicas',
       summary: `${REPLICAS} replicas, ${agents} agents ${SHARD_COPIES > 0 ? `streaming to their node's ${SHARD_COPIES} owners (--shard-copies ${SHARD_COPIES})` : 'streaming to each'}, ${reviewRate} reviews/s round-robin, leader ${STOP_SIGNAL === 'SIGKILL' ? 'killed (SIGKILL)' : `stopped (SIGTERM, --shutdown-drain ${DRAIN})`} mid-run: before, ${r.before.ok}/${r.before.sent} reviews answered, p99 ${r.before.latencyMs.p99} ms; after, ${r.after.ok}/${r.after.sent}, p99 ${r.after.latencyMs.p99} ms` +
         `, ${unanswered} unanswered as the API server sends them (${kinds(allErrors)}; ${onKilled} on the killed replica, the last ${Number.isFinite(lastFailureMs) ? `${lastFailureMs} ms` : '-'} after the kill), ${whatIfAnswered} of them answered by a retry on another replica` +
-        `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors${SHARD_COPIES > 0 ? '' : `; forwarding a review: ${fwdFig.cpuUs} µs CPU, +${fwdFig.addedP50} ms p50, +${fwdFig.addedP99} ms p99`}`,
+        `; Lease to ${newLeader || 'nobody'} in ${Number.isFinite(failoverMs) ? `${(failoverMs / 1000).toFixed(1)} s` : `more than ${afterS - 2} s`}; agents: ${killedReconnects} reconnect attempts to the killed replica before its endpoint went, ${survivorReconnects} on the survivors`,
       figures: {
         replicas: REPLICAS, agents, settled_after_connect_s: calm >= SETTLED_SECONDS ? settleS : `not within ${SETTLE_WITHIN_S}`, reviews_per_s: reviewRate, queries_per_s: QUERY_RATE, before_window_s: beforeS, after_window_s: afterS, endpoint_removal_ms: ENDPOINT_REMOVAL_MS, stop_signal: STOP_SIGNAL,
         before_reviews_sent: r.before.sent, before_reviews_answered: r.before.ok, before_webhook_p50_ms: r.before.latencyMs.p50, before_webhook_p99_ms: r.before.latencyMs.p99, before_webhook_max_ms: r.before.latencyMs.max,
@@ -494,8 +445,6 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         stored_samples_per_agent_per_s: round(mean(stored) / agents, 3),
         agent_messages_per_agent_per_s: round(mean(messagesPerAgentPerS), 3), agent_samples_per_message: round(samplesPerMessage, 2), agent_message_bytes: Math.round(messageBytes),
         review_request_bytes: r.requestBytes, review_answer_bytes: r.answerBytes,
-        ...(SHARD_COPIES === 0 && { forward_cpu_us_per_review: fwdFig.cpuUs, forward_added_p50_ms: fwdFig.addedP50, forward_added_p99_ms: fwdFig.addedP99 }),
-        forward_rounds: JSON.stringify(fwd),
         ...(outcomes && { shard_copies: SHARD_COPIES, shard_survivor_review_outcomes: JSON.stringify(outcomes) }),
       },
       targets: [
@@ -503,7 +452,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         { name: 'agents on the surviving replicas keep their streams through the kill', measured: `${survivorReconnects} reconnects, ${survivorStreamErrors} stream errors`, met: survivorReconnects === 0 && survivorStreamErrors === 0 },
       ],
       notes: [
-        ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (forwarded: relayed from an owner; no-data: passed unchanged) failed forwards, and query-peer-failed (a replica that did not answer a survivor's query: a GetNode for a node the survivor holds no usage of asks the node's owners); no forwarding round (the gateways forward themselves)`] : []),
+        ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (patched or unchanged: decided from their own data or their peers' reports of the node; no-data: passed unchanged), reports of node inputs that did not land (inputs-send-failed, inputs-refused), and query-peer-failed (a replica that did not answer a survivor's query: a GetNode for a node the survivor holds no usage of asks the node's owners)`] : []),
         `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports on the local cluster's bridge address (oversell0, as pods reach each other over a pod network, not loopback), --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
         `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
         `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
@@ -514,7 +463,6 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         `agents of the killed replica: stopped ${ENDPOINT_REMOVAL_MS} ms after the kill, as an agent drops a replica its EndpointSlices no longer list; their reconnects and stream errors are those of that window. The survivors' agents: reconnects and stream errors from the kill to the end of the run (the connect storm before it, refusals while tokens are reviewed, not counted); messages per agent per second over the window before the kill`,
         `the load's parts, costed apart (bench/capacity.ts reads them): each replica's CPU over ${phase.idleS} s idle (${phase.startS} s after its members were listed, before any agent: fixed_millicores), ${phase.agentsS} s with its agents only (once settled), ${phase.reviewsS} s with the reviews added (after their ${warmupS} s warm-up), then the window before the kill with GetNode added (after a ${phase.queryWarmupS} s warm-up); agent_millicores_per_1000, review_cpu_us and query_cpu_us are what each phase added over the one before, on the replicas' mean, per agent it holds, per review and per GetNode it received; each window is short and the machine shared, so a part smaller than the windows' noise can come out below zero and is reported as measured. The reviews' "before" figures cover the reviews' window, the GetNode warm-up and the window before the kill`,
         `per replica (before the kill): CPU from /proc over the ${beforeS} s window, serving ${SHARD_COPIES > 0 ? `about ${Math.round(mean(agentsPerReplica))} agents (the nodes it owns)` : `${agents} agents`}, ${round(reviewRate / REPLICAS, 1)} reviews/s and ${round(QUERY_RATE / REPLICAS, 1)} GetNode/s each; agent_message_bytes is the protobuf message (gRPC, HTTP/2 and TLS framing not included)`,
-        ...(SHARD_COPIES > 0 ? [] : [`forwarding: bench/forward-proxy.ts (the gateway's Node flags, a survivor's serving certificate) takes each review, reads request.name, and sends it to the other survivor over HTTPS keep-alive; ${forward.rounds} rounds of ${forward.seconds} s at ${reviewRate}/s, each the direct path then the forwarded one; forward_cpu_us_per_review is the proxy's CPU per review (median of the rounds), forward_added_*: forwarded minus direct latency (median of the rounds)`]),
       ],
     };
   } finally {

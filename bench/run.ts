@@ -22,7 +22,7 @@ import { ensureLoadgen } from './loadgen.js';
  * last: it brings the control plane up with the real node, which the two
  * before it bring up without (and take down again).
  */
-const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'replicas-sharded', 'agent-real-node'] as const;
+const RUN_ORDER = ['agent-overhead', 'webhook', 'ingest', 'message-cost', 'scaling', 'metrics-api', 'peer-inputs', 'freshness', 'pressure-to-node', 'cluster', 'replicas', 'replicas-sharded', 'agent-real-node'] as const;
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const publish = !quick && (!only || process.env.BENCH_PUBLISH === '1');
@@ -30,8 +30,8 @@ const resultsDir = publish ? PUBLISHED_DIR : scratchDir();
 const started = Date.now();
 
 const wanted = RUN_ORDER.filter((name) => !only || only.includes(name));
-// scaling and metrics-api measure in this process; the others start the built binaries.
-if (wanted.some((name) => name !== 'scaling' && name !== 'metrics-api') && !existsSync(join(REPO, 'dist/gateway/main.js'))) {
+// scaling, metrics-api and peer-inputs measure in this process; the others start the built binaries.
+if (wanted.some((name) => name !== 'scaling' && name !== 'metrics-api' && name !== 'peer-inputs') && !existsSync(join(REPO, 'dist/gateway/main.js'))) {
   console.log('building (npm run build)');
   if (spawnSync('npm', ['run', 'build'], { cwd: REPO, stdio: 'inherit' }).status !== 0) process.exit(1);
 }

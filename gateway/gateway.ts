@@ -29,7 +29,8 @@ import { DEFAULT_STREAM_LIMITS } from './tls/stream-guard.js';
 import { DEFAULT_POLICY } from './decide/policy.js';
 import { PodDirectory } from './store/pod-directory.js';
 import { ShardView } from './shard/shard-view.js';
-import { ReviewForwarder } from './shard/review-forwarder.js';
+import { NodeInputsSender } from './shard/node-inputs-sender.js';
+import { PeerInputs } from './store/peer-inputs.js';
 import { PeerClient } from './shard/peer-client.js';
 import { PeerQueries } from './shard/peer-queries.js';
 import { LocalNodes } from './query/local-nodes.js';
@@ -128,7 +129,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
   };
   let serving = options.tls;
   if (options.shard) {
-    if (options.webhookClientCa) throw new Error('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to its node\'s owner has no API server client certificate to present');
+    if (options.webhookClientCa) throw new Error('--shard-copies cannot be used with --webhook-client-ca-file: replicas call each other on the webhook port (node inputs, queries) with the serving certificate, not one from the API server\'s client CA');
     const view = new ShardView(options.shard.copies, selfMatcher(() => ingest?.port));
     const client = new PeerClient(() => serving);
     const identity = options.cluster?.identity ?? 'gateway';
@@ -139,10 +140,16 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
         metrics.queryPeersFailed(failed.length);
         if (unanswered.take('query')) log.warn({ failed }, 'query answered without the nodes some replicas hold: they did not answer in time (check their readiness and logs)');
       },
-      forwarder: new ReviewForwarder(client, identity),
+      onInputsRefused: (why) => {
+        metrics.peerInputs('refused');
+        if (unanswered.take('inputs refused')) log.warn({ why }, 'node inputs from a replica refused: they failed their checks (a replica of another version, or a bug); reviews of its nodes here decide from older inputs');
+      },
+      inputs: new PeerInputs(options.forgetAfterMs),
       peers: new PeerQueries(view, client, identity, PEER_QUERY_DEADLINE_MS),
     };
+    const sender = new NodeInputsSender({ store, policies: () => policies.entries(), view, client, identity, now, log, onFailed: () => metrics.peerInputs('send-failed') });
     life.add({ name: 'connections to the other replicas', close: () => client.close() });
+    life.add({ name: 'node inputs to the other replicas', start: () => sender.start(), close: () => sender.stop() });
   }
   // The gateway owns its sources from here: they stop after everything that reads them.
   const templates = options.sidecars?.source ?? noTemplates();
@@ -170,7 +177,10 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
       start: () => {
         healthTimer = setInterval(() => grpcPort.setServing(!s.notReady()), 1000);
         healthTimer.unref();
-        prune = setInterval(() => store.prune(now()), 30_000);
+        prune = setInterval(() => {
+          store.prune(now());
+          s.shard?.inputs.prune(now());
+        }, 30_000);
         prune.unref();
       },
       close: () => {
@@ -209,7 +219,7 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
         grpcPort.setServing(false);
         log.info({ webhookPort: webhook.port }, 'draining: /readyz fails and every webhook answer closes its connection, so reviews move to the other replicas');
       };
-      return { store, metrics, ports, setTls, drain, ...(s.shard && { shard: s.shard.view }), close: () => life.close() };
+      return { store, metrics, ports, setTls, drain, ...(s.shard && { shard: s.shard.view, peerInputs: s.shard.inputs }), close: () => life.close() };
     };
     return { store, metrics, start, close: () => life.close() };
   } catch (err) {

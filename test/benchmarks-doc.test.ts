@@ -103,7 +103,7 @@ describe('docs/benchmarks.md', () => {
     assert.match(render('--print', '--repo', tree).stdout, /\*\*the CPU column is too low\*\*.* Its 2,500-node pass did not fit the core either, narrowly: 625 millicores, throttled 1.1% of the window\./);
   });
 
-  it('costs the sharded 100,000-node plan from the replicas result: costlier forwarding needs more replicas', () => {
+  it('costs the sharded 100,000-node plan from the replicas result: costlier reports between replicas need more replicas', () => {
     const tree = join(work, 'plan-sharded');
     cpSync(join(repo, 'bench/results'), join(tree, 'bench/results'), { recursive: true });
     const results = join(tree, 'bench/results');
@@ -115,6 +115,7 @@ describe('docs/benchmarks.md', () => {
       writeFileSync(file, JSON.stringify({ ...r, name, figures: { ...r.figures, ...figures } }));
     };
     writeFileSync(join(results, 'replicas.json'), readFileSync(join(results, 'ingest.json')));
+    writeFileSync(join(results, 'peer-inputs.json'), readFileSync(join(results, 'ingest.json')));
     set('ingest', { agents_1000_gateway_rss_mib: 210, agents_10000_gateway_rss_mib: 300 });
     // A review costs 1 ms at every rate measured (the replicas run's 50/s, the webhook benchmark's 500 and 1,000/s).
     set('webhook', { '500_gateway_cpu_us_per_request': 1000, '1000_gateway_cpu_us_per_request': 1000 });
@@ -122,25 +123,39 @@ describe('docs/benchmarks.md', () => {
     set('replicas', {
       agents: 1000, replicas: 3, replica_reviews_per_s: 50, fixed_millicores: 0, agent_millicores_per_1000: 100, review_cpu_us: 1000, query_cpu_us: 0, queries_per_s: 0,
       agent_messages_per_agent_per_s: 0.2, agent_samples_per_message: 5, agent_message_bytes: 464,
-      review_request_bytes: 36_000, review_answer_bytes: 1000, forward_cpu_us_per_review: 500, forward_added_p99_ms: 3,
+      review_request_bytes: 36_000, review_answer_bytes: 1000,
     });
+    // A report between replicas: 3 µs both ends, of which 1 µs is building it (once for every replica), 400 bytes.
+    set('peer-inputs', { report_us_both_ends: 3, build_us_per_report: 1, bytes_per_report: 400 });
     const row = (page: string, nodes: string) => page.split('\n').filter((l) => l.startsWith(`| ${nodes} |`)).at(-1);
     const page = render('--print', '--repo', tree).stdout;
     assert.match(page, /\*\*100\.0 millicores per 1,000 agents\*\* \(100\.0 unsharded, - sharded; .*: 500 µs per message\)/);
     // One core holds 10,000 agents; memory (200 MiB + 10 MiB per 1,000) would hold 133,600.
     assert.match(page, /\*\*Every agent on every replica stops at 10,000 nodes\*\* at the batched rate: one core of ingest holds 10,000 agents, and the \d+ MiB limit 133,600/);
-    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + a third of them forwarded (56 m) is over 1,000 m; 4: the heaviest
-    // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 62.5.
-    // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 x (1 + 2 x 0.5) = 19 MB/s.
-    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 50% | 815m | 250 MiB | 152.0 Mbit/s |');
+    // Reports: 10,000 nodes x 2 owners x 0.2 messages a second x (R - 1) / R each replica receives.
+    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + 2,667 reports/s (5 m) is over 1,000 m; 4: the heaviest
+    // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 3,000 x 0.002
+    // + 5,027 x 0.2 x 0.001 built = 760.
+    // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 + 2 x 3,000 x 400 = 12.2 MB/s.
+    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 3,000 | 760m | 250 MiB | 97.2 Mbit/s |');
     assert.match(page, /The sharded gateway is built \(`--shard-copies`.*The plan is costed part by part from the two replicas runs above/);
+    assert.match(page, /A report of a node's decision inputs to one other replica: \*\*2\.0 µs\*\* of CPU, both ends, and 1\.0 µs more to build it/);
     assert.match(page, /Not checked against a sharded run: bench\/replicas-sharded\.ts has not been run/);
-    // Forwarding at 5 ms a review: 7 replicas (the heaviest 2,876 agents: 288 + 143 + 143 x 5/7 x 5 = 941 m).
-    set('replicas', { forward_cpu_us_per_review: 5000 });
-    assert.match(row(render('--print', '--repo', tree).stdout, '10,000') ?? '', /^\| 10,000 \| 7 \| 2,876 \| 143 \| 71% \| 941m \|/);
-    set('replicas', { forward_cpu_us_per_review: 500 });
+    // Every replica receives every node's reports, whatever R: at 100,000 nodes 40,000 x (R - 1) / R a second, a floor
+    // under each replica's CPU that more replicas do not lower. At 10 µs (400 m of it) the plan needs more replicas.
+    const replicasAt100k = (page: string) => {
+      const cells = (row(page, '100,000') ?? '').split('|').map((c) => c.trim());
+      const r = Number(cells[2]);
+      assert.equal(cells[5], Math.round((40_000 * (r - 1)) / r).toLocaleString('en-US'), 'reports received: nodes x 2 owners x 0.2 messages x (R - 1) / R');
+      return r;
+    };
+    const cheap = replicasAt100k(page);
+    set('peer-inputs', { report_us_both_ends: 11 });
+    const costly = replicasAt100k(render('--print', '--repo', tree).stdout);
+    assert.ok(costly > cheap, `${costly} replicas at 10 µs a report, ${cheap} at 2 µs`);
+    set('peer-inputs', { report_us_both_ends: 3 });
 
-    // A sharded run whose agents cost 0.12 m each, whose reviews cost 1.2 ms (1 ms decided + a third forwarded at 0.6 ms),
+    // A sharded run whose agents cost 0.12 m each, whose reviews cost 1.2 ms,
     // and whose GetNode calls cost 3 ms on average against 0 unsharded: 9 ms for each of the third sent to peers.
     writeFileSync(join(results, 'replicas-sharded.json'), readFileSync(join(results, 'ingest.json')));
     set('replicas-sharded', {
@@ -149,21 +164,20 @@ describe('docs/benchmarks.md', () => {
       agents_phase_millicores: 85, reviews_phase_millicores: 125, replica_millicores: 155, replica_rss_mib: 250,
     });
     const checked = render('--print', '--repo', tree).stdout;
-    // Predicted from the unsharded run alone: 0 fixed; 667 x 0.1 = 67 for the agents; 33.3 x (1 + 0.5 / 3) = 39 for the reviews; 0 for the queries.
+    // Predicted from the unsharded run alone: 0 fixed; 667 x 0.1 = 67 for the agents; 33.3 x 1 = 33 for the reviews; 0 for the queries.
     assert.match(checked, /\*\*Checked against the sharded run\*\* \(replicas-sharded above: 3 replicas, each with about 667 agents\), part by part/);
     assert.match(checked, /\| fixed \(idle, no agent\) \| 0 \| 5 \| -100% \|/);
     assert.match(checked, /\| its agents \| 67 \| 80 \| -17% \|/);
-    assert.match(checked, /\| reviews, a third forwarded \| 39 \| 40 \| -3% \|/);
+    assert.match(checked, /\| reviews, each decided where it lands \| 33 \| 40 \| -17% \|/);
     assert.match(checked, /\| GetNode, a third asked of the owners \| 0 \| 30 \| -100% \|/);
-    assert.match(checked, /\| \*\*total\*\* \| 106 \| 155 \| -32% \|/);
-    assert.match(checked, /the model is under the sharded run by 49 millicores/);
-    // The plan takes the larger of the two runs: 5 m fixed, 0.12 m an agent, forwarding (1,200 - 1,000) / (1/3) = 600 µs;
+    assert.match(checked, /\| \*\*total\*\* \| 100 \| 155 \| -35% \|/);
+    assert.match(checked, /the model is under the sharded run by 55 millicores/);
+    // The plan takes the larger of the two runs: 5 m fixed, 0.12 m an agent;
     // a GetNode sent to peers costs (3 - 0) / (1/3) = 9 ms more (no calls in this plan: queries_per_s is 0).
     assert.match(checked, /\*\*a replica's fixed cost 5 millicores\*\* \(up, watching, no agent: 0 unsharded, 5 sharded\); \*\*120\.0 millicores per 1,000 agents\*\* \(100\.0 unsharded, 120\.0 sharded;/);
     assert.match(checked, /and 9,000 µs more for one that asks the node's owners/);
-    assert.match(checked, /Forwarding a review to another replica: \*\*600 µs\*\*, the larger of 500 µs of a forwarding proxy's CPU/);
-    // 10,000 nodes on 4: 5 + 5,027 x 0.12 + 250 x (1 + 0.5 x 0.6) = 933 m.
-    assert.match(row(checked, '10,000') ?? '', /^\| 10,000 \| 4 \| 5,027 \| 250 \| 50% \| 933m \|/);
+    // 10,000 nodes on 4: 5 + 5,027 x 0.12 + 250 + 3,000 x 0.002 + 5,027 x 0.2 x 0.001 = 865 m.
+    assert.match(row(checked, '10,000') ?? '', /^\| 10,000 \| 4 \| 5,027 \| 250 \| 3,000 \| 865m \|/);
   });
 
   it('links to the performance log and carries none of its history', () => {

@@ -5,6 +5,7 @@ import { decide, DEFAULT_POLICY, headroom, type DecisionInput, type Policy, type
 import { summarize, windowStart, windowStatistic, type Statistic } from '../lib/usage/usage-stats.js';
 import { UsageWindow, type WindowPoint } from '../lib/usage/usage-window.js';
 import { summarizeWindow } from '../lib/usage/window-summary.js';
+import { planId } from '../lib/usage/summary-plan.js';
 
 // The obvious implementations, as oracles for the copy-free ones the policy uses.
 function lastWindow(points: readonly WindowPoint[], windowMs: number): readonly WindowPoint[] {
@@ -489,7 +490,7 @@ describe('decide: properties over random inputs', () => {
       fc.property(arbInput, fc.integer({ min: 0, max: 500_000 }), fc.integer({ min: 0, max: 2 ** 40 }), (i, dc, dm) => {
         const more: DecisionInput = {
           ...i,
-          usage: { ...i.usage!, summary: undefined, window: UsageWindow.of(i.usage!.window!.points().map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm }))) },
+          usage: { ...i.usage!, summary: undefined, planned: undefined, window: UsageWindow.of(i.usage!.window!.points().map((p) => ({ ...p, cpuMillicores: p.cpuMillicores + dc, memoryBytes: p.memoryBytes + dm }))) },
         };
         const a = decide(i);
         const b = decide(more);
@@ -517,13 +518,36 @@ describe('decide: properties over random inputs', () => {
     fc.assert(
       fc.property(arbInput, (i) => {
         const u = i.usage!;
-        const fromSummary = decide({ ...i, usage: { ...u, window: undefined, agentSummaries: undefined, summary: summarizeWindow(u.window!, i.policy, u.capacityMemoryBytes) } });
+        const fromSummary = decide({ ...i, usage: { ...u, window: undefined, agentSummaries: undefined, planned: undefined, summary: summarizeWindow(u.window!, i.policy, u.capacityMemoryBytes) } });
         const fromWindow = decide(i);
         assert.deepEqual(fromSummary.cpu, fromWindow.cpu);
         assert.deepEqual(fromSummary.memory, fromWindow.memory);
         assert.equal(fromSummary.reason, fromWindow.reason);
       }),
       { numRuns: 1000 },
+    );
+  });
+
+  it('decides from the summary made under its policy\'s plan among others (another replica\'s view) exactly as from the window; without that plan, as with no usage', () => {
+    const other = { ...DEFAULT_POLICY, windowMs: DEFAULT_POLICY.windowMs + 60_000 };
+    fc.assert(
+      fc.property(arbInput, (i) => {
+        const u = i.usage!;
+        const policy = i.policy ?? DEFAULT_POLICY;
+        const planned = [
+          { planId: planId(other), summary: summarizeWindow(u.window!, other, u.capacityMemoryBytes) },
+          { planId: planId(policy), summary: summarizeWindow(u.window!, policy, u.capacityMemoryBytes) },
+        ];
+        const facts = { ...u, window: undefined, agentSummaries: undefined, summary: undefined };
+        const fromPlanned = decide({ ...i, policy, usage: { ...facts, planned } });
+        const fromWindow = decide({ ...i, policy });
+        assert.deepEqual(fromPlanned.cpu, fromWindow.cpu);
+        assert.deepEqual(fromPlanned.memory, fromWindow.memory);
+        assert.equal(fromPlanned.reason, fromWindow.reason);
+        const withoutPlan = decide({ ...i, policy, usage: { ...facts, planned: planned.slice(0, 1) } });
+        assert.equal(withoutPlan.cpu.decidedBy, 'no-data');
+      }),
+      { numRuns: 500 },
     );
   });
 

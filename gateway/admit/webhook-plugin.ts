@@ -9,25 +9,6 @@ import { reviewNode, type NodeReviewDeps } from './node-review.js';
 import type { NodeObservation } from '../decide/policy.js';
 import { NODE_REVIEW_FIELDS, readJsonFields } from './review-reader.js';
 import { answerBodyFailures, answerReviewFailure, secondsSince } from './review-failures.js';
-import { FORWARDED_BY, type ReviewForwarder } from '../shard/review-forwarder.js';
-import type { ShardView } from '../shard/shard-view.js';
-import { isObject } from '../../lib/json.js';
-
-/** Sharding: where a node's data is, and how a review reaches it. */
-export interface ShardRouting {
-  view: ShardView;
-  forwarder: ReviewForwarder;
-  /**
-   * A replica decides itself while its node's agent streams to it (its data
-   * is then as fresh as the agent sends: up to --agent-send-every, 20 s with
-   * summaries), or when its own data is younger than this; otherwise it asks
-   * the node's other owners first.
-   */
-  localIfYoungerMs: number;
-  streaming: (node: string) => boolean;
-  /** For the owners to answer, all tries together: inside the API server's 2 s, leaving time to decide here. */
-  deadlineMs: number;
-}
 
 export interface WebhookPluginOptions extends FastifyPluginOptions {
   deps: NodeReviewDeps;
@@ -44,28 +25,8 @@ export interface WebhookPluginOptions extends FastifyPluginOptions {
    * port could otherwise post reviews that move a node's gauges and alerts.
    */
   perNodeMetrics?: boolean;
-  /** Sharded: a review for a node this replica does not own goes to an owner, which has the node's data. */
-  shard?: ShardRouting;
   metrics: GatewayMetrics;
   log: Logger;
-}
-
-/**
- * The owners to forward a review to: undefined when this replica decides it
- * (it holds fresh data on the node, no other replica owns it, or the body
- * names no node). An owner without data (it just came to own the node) asks
- * the other owners too.
- */
-function forwardTargets(body: unknown, shard: ShardRouting, deps: NodeReviewDeps): { node: string; owners: ReturnType<ShardView['forwardTo']> } | undefined {
-  const request = isObject(body) ? body.request : undefined;
-  const object = isObject(request) ? request.object : undefined;
-  const metadata = isObject(object) ? object.metadata : undefined;
-  const node = isObject(metadata) && typeof metadata.name === 'string' ? metadata.name : undefined;
-  if (!node || shard.streaming(node)) return undefined;
-  const age = deps.usage(node)?.ageMs;
-  if (age !== undefined && age < shard.localIfYoungerMs) return undefined;
-  const owners = shard.view.forwardTo(node);
-  return owners.length === 0 ? undefined : { node, owners };
 }
 
 /** Says "grant changed" at info level, at most once per node per interval, so 500 calls/s do not flood the log. */
@@ -115,10 +76,6 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
   const perNode = options.perNodeMetrics ?? true;
   const changes = new ChangeLog(log);
   const untouched = new UntouchedLog(log);
-  const shard = options.shard;
-  // The bytes of each body, to forward as they came (only when sharded).
-  const bodies = new WeakMap<object, Buffer>();
-  const unforwarded = new OncePer(60_000);
 
   const observe = (outcome: string, seconds: number) => metrics.observeWebhook(outcome, seconds);
   answerBodyFailures(app, observe, log);
@@ -127,9 +84,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     try {
-      const read = readJsonFields(body as Buffer, NODE_REVIEW_FIELDS);
-      if (shard && isObject(read)) bodies.set(read, body as Buffer);
-      done(null, read);
+      done(null, readJsonFields(body as Buffer, NODE_REVIEW_FIELDS));
     } catch (err) {
       done(err as Error, undefined);
     }
@@ -139,21 +94,6 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookPlugin
     const started = process.hrtime.bigint();
     const seconds = () => secondsSince(started);
     try {
-      const targets = shard && request.headers[FORWARDED_BY] === undefined ? forwardTargets(request.body, shard, deps) : undefined;
-      const raw = targets && isObject(request.body) ? bodies.get(request.body) : undefined;
-      if (targets && raw && shard) {
-        const forwarded = await shard.forwarder.forward(targets.owners, raw, shard.deadlineMs);
-        if (forwarded.unanswered.length > 0) metrics.reviewOwnersUnanswered(forwarded.unanswered.length);
-        if ('answer' in forwarded) {
-          // Once a minute per owner that did not answer, whichever nodes it owns.
-          const first = forwarded.unanswered[0];
-          if (first && unforwarded.take(`owner ${first.webhook}`)) log.warn({ node: targets.node, answeredBy: forwarded.to, unanswered: forwarded.unanswered }, 'review answered by the node\'s next owner: an owner did not answer within its share of the deadline (check its readiness and logs)');
-          metrics.observeWebhook('forwarded', seconds());
-          return reply.header('content-type', 'application/json; charset=utf-8').send(forwarded.answer);
-        }
-        metrics.reviewForwardFailed();
-        if (unforwarded.take(targets.node)) log.warn({ node: targets.node, failed: forwarded.failed }, 'review not forwarded: no owner of the node answered; decided here with what this replica holds (check the owners\' logs and readiness)');
-      }
       const result = reviewNode(request.body, deps);
       metrics.observeWebhook(result.outcome, seconds());
       if (result.outcome === 'not-kubelet' || result.outcome === 'unverified') {

@@ -303,7 +303,7 @@ function build(o: Record<string, unknown>, env: Env, args: Args): GatewayConfig 
   const caConfigMap = String(o.caConfigmap ?? '');
   const shardCopies = Number(o.shardCopies);
   if (shardCopies > 0 && o.webhookClientCaFile) {
-    throw new ConfigError('--shard-copies cannot be used with --webhook-client-ca-file: a replica forwarding a review to the node\'s owner has no API server client certificate to present');
+    throw new ConfigError('--shard-copies cannot be used with --webhook-client-ca-file: replicas call each other on the webhook port (node inputs, queries) with the serving certificate, not one from the API server\'s client CA');
   }
   const metricsApi = onOff(o.metricsApi, '--metrics-api', false);
   return {

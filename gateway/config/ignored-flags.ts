@@ -76,7 +76,7 @@ export const RULES: readonly Rule[] = [
   },
   {
     keys: ['shardService'],
-    ignoredWhen: (c) => (c.mode === 'cluster' && !c.cluster.shard ? 'without --shard-copies above 0: agents stream to every replica and no review is forwarded; pass --shard-copies, or drop it' : undefined),
+    ignoredWhen: (c) => (c.mode === 'cluster' && !c.cluster.shard ? 'without --shard-copies above 0: agents stream to every replica, which then holds the data of every node itself; pass --shard-copies, or drop it' : undefined),
   },
   {
     keys: ['metricsApiPort'],

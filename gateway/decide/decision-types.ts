@@ -130,8 +130,15 @@ export type UsageInput = UsageFacts & (
      * instead of the window, which then holds only the samples sent.
      */
     agentSummaries?: readonly AgentSummary[];
+    planned?: undefined;
   }
-  | { summary: WindowSummary; window?: undefined; agentSummaries?: undefined }
+  | { summary: WindowSummary; window?: undefined; agentSummaries?: undefined; planned?: undefined }
+  /**
+   * The window summarized under each plan where its points are (the replica
+   * the node's agent streams to, shard/node-inputs-sender.ts): the decision
+   * reads the one made by its policy's plan, and no usage without it.
+   */
+  | { planned: readonly AgentSummary[]; window?: undefined; summary?: undefined; agentSummaries?: undefined }
 );
 
 

@@ -51,7 +51,7 @@
 // factor of pods that are running. A fall is never delayed.
 import type { LoadHistoryView } from './load-history.js';
 import { NO_USAGE, summarizeWindow } from '../../lib/usage/window-summary.js';
-import { summaryFor } from '../../lib/usage/summary-plan.js';
+import { planId, summaryFor, type AgentSummary } from '../../lib/usage/summary-plan.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
@@ -307,7 +307,8 @@ export function decide(input: DecisionInput): Decision {
   const trusted = input.boundRequests;
   const known = trusted !== undefined || usage?.requests.known === true;
   // A summary made where the points are, or the gateway's window summarized here: the same figures from the same points.
-  const summary = usage === undefined ? NO_USAGE : (usage.summary ?? agentSummaryOf(usage, policy) ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes));
+  const summary = usage === undefined ? NO_USAGE
+    : usage.summary ?? (usage.window ? agentSummaryOf(usage, policy) ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes) : plannedSummaryOf(usage.planned, policy));
   const samples = summary.samples;
   const mem = policy?.memory;
   const noData = summary.newestMs === undefined;
@@ -404,6 +405,13 @@ export function decide(input: DecisionInput): Decision {
     cpuBudgetSpent,
   };
   return new ExplainedDecision(cpu, memory, policy?.name, dryRun, facts, samples);
+}
+
+/** The summary made elsewhere under the policy's plan; none without a policy or that plan. */
+function plannedSummaryOf(planned: readonly AgentSummary[], policy: Policy | undefined) {
+  if (!policy) return NO_USAGE;
+  const id = planId(policy);
+  return planned.find((p) => p.planId === id)?.summary ?? NO_USAGE;
 }
 
 /** The agent's summary of its window under the policy's plan, when it ends at the newest sample the gateway holds. */

@@ -32,8 +32,7 @@ export class GatewayMetrics {
   readonly #samplesSinceScrape = new Map<SampleResult, number>();
   readonly #statusWrites: Counter<'result'>;
   readonly #untouched: Counter<'reason'>;
-  readonly #forwardsFailed: Counter;
-  readonly #ownersUnanswered: Counter;
+  readonly #peerInputs: Counter<'result'>;
   readonly #queryPeersFailed: Counter;
   readonly #podWebhookDuration: Histogram<'outcome'>;
   readonly #bindingWebhookDuration: Histogram<'outcome'>;
@@ -54,7 +53,7 @@ export class GatewayMetrics {
     openFdsOffTheLoop(this.registry, 'oversell_gateway_');
     this.#webhookDuration = new Histogram({
       name: 'oversell_webhook_request_duration_seconds',
-      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error; forwarded: answered by the owner of the node, sharded).',
+      help: 'Time to answer one AdmissionReview, by outcome (patched, unchanged, no-data, skipped, not-kubelet, unverified, bad-request, error).',
       labelNames: ['outcome'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
       registers,
@@ -87,14 +86,10 @@ export class GatewayMetrics {
       labelNames: ['reason'],
       registers: [this.registry],
     });
-    this.#forwardsFailed = new Counter({
-      name: 'oversell_review_forwards_failed_total',
-      help: 'Sharded (--shard-copies): reviews for a node this replica does not own that no owner answered in time; this replica decided them with what it held (usually no data: the write passed unchanged).',
-      registers: [this.registry],
-    });
-    this.#ownersUnanswered = new Counter({
-      name: 'oversell_review_owners_unanswered_total',
-      help: 'Sharded (--shard-copies): owners a review was forwarded to that did not answer it, one per owner per review: they failed, or had not answered within their share of the 1 s when another owner answered (the review was decided there) or the 1 s ran out.',
+    this.#peerInputs = new Counter({
+      name: 'oversell_peer_inputs_total',
+      help: 'Sharded (--shard-copies): reports of nodes\' decision inputs between replicas, by result: send-failed (a report this replica could not deliver to a replica in 2 s; reviews of those nodes there decide from older inputs until the next), refused (a report from a replica that failed its checks, dropped whole).',
+      labelNames: ['result'],
       registers: [this.registry],
     });
     this.#queryPeersFailed = new Counter({
@@ -214,12 +209,8 @@ export class GatewayMetrics {
     this.#untouched.inc({ reason });
   }
 
-  reviewForwardFailed(): void {
-    this.#forwardsFailed.inc();
-  }
-
-  reviewOwnersUnanswered(count: number): void {
-    this.#ownersUnanswered.inc(count);
+  peerInputs(result: 'send-failed' | 'refused'): void {
+    this.#peerInputs.inc({ result });
   }
 
   queryPeersFailed(count: number): void {

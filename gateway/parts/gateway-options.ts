@@ -13,6 +13,7 @@ import type { QueryLimits } from '../query/query-limits.js';
 import type { CommonConfig } from '../config/types.js';
 import type { AccessReview } from '../metrics-api/access-review.js';
 import type { ShardView } from '../shard/shard-view.js';
+import type { PeerInputs } from '../store/peer-inputs.js';
 
 export interface GatewayOptions {
   bindAddress: string;
@@ -115,6 +116,8 @@ export interface RunningGateway {
   drain(): void;
   /** Sharded (GatewayOptions.shard): who owns which node; with a cluster the Service's EndpointSlices keep it. */
   shard?: ShardView;
+  /** Sharded: what the other replicas reported of their nodes' decision inputs (shard/node-inputs-sender.ts). */
+  peerInputs?: PeerInputs;
   close(): Promise<void>;
 }
 

@@ -15,7 +15,7 @@ import { AGENT_SENDING } from '../config/defaults.js';
 import { metricsPlan } from '../metrics-api/metrics-plan.js';
 import type { SummaryPlan } from '../../lib/usage/summary-plan.js';
 import type { ShardView } from '../shard/shard-view.js';
-import type { ReviewForwarder } from '../shard/review-forwarder.js';
+import type { PeerInputs } from '../store/peer-inputs.js';
 import type { PeerQueries } from '../shard/peer-queries.js';
 import type { LocalNodes } from '../query/local-nodes.js';
 import type { QueryLimits } from '../query/query-limits.js';
@@ -48,22 +48,22 @@ export interface Shared {
   shedder: LoadShedder;
   /** The nodes this replica holds as the query API shows them (to callers, and when sharded to the other replicas). */
   local: LocalNodes;
-  /** Sharded: who owns which node, how a review reaches an owner, and how a query reaches the other replicas. */
+  /** Sharded: who owns which node, what the other replicas said of their nodes' decision inputs, and how a query reaches them. */
   shard?: {
     view: ShardView;
-    forwarder: ReviewForwarder;
+    inputs: PeerInputs;
     peers: PeerQueries;
     certificate: () => string;
     /** Replicas that did not answer a query in time: counted, and logged at most once a minute. */
     onPeersFailed: (failed: string[]) => void;
+    /** A replica's report of its nodes' inputs refused (node-inputs-wire.ts): counted, and logged at most once a minute. */
+    onInputsRefused: (why: string) => void;
   };
 }
 
-/** How long a sharded replica waits for a node's owners to answer a forwarded review: half the API server's 2 s (each owner a share, shard/hedged.ts). */
-export const FORWARD_DEADLINE_MS = 1000;
 /** How long a sharded replica waits for the other replicas to answer a query, all of them together; and for a watch's stream to send something before its SYNCED. */
 export const PEER_QUERY_DEADLINE_MS = 2000;
-/** A replica decides a review itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
+/** A replica answers a query on a node itself when it holds data on the node younger than this; otherwise the node's other owners are asked first. */
 export const LOCAL_IF_YOUNGER_MS = 10_000;
 
 export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;

@@ -12,7 +12,7 @@ import type { NodeObservation } from '../decide/policy.js';
 import type { PodDirectory } from '../store/pod-directory.js';
 import { peerPlugin } from '../shard/peer-plugin.js';
 import { MetricsReader } from '../metrics-api/metrics-reader.js';
-import { type Shared, FORWARD_DEADLINE_MS, LOCAL_IF_YOUNGER_MS, listen, metricsCpuPlanOf, staleAfterMsOf } from './shared.js';
+import { type Shared, listen, metricsCpuPlanOf, staleAfterMsOf } from './shared.js';
 import type { ClusterSources } from './cluster.js';
 
 /** The webhook's HTTPS port: node status reviews and sidecar injection. */
@@ -64,7 +64,7 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
   limitLargeBodies(webhook, new LargeBodyBudget(), () => metrics.webhookRefused('large-body-rate'));
   await webhook.register(webhookPlugin, {
     deps: {
-      usage: (name) => store.usage(name, now()),
+      usage: (name) => reviewUsage(s, name),
       policyFor: (labels) => options.policies.select(labels),
       proof: s.proof,
       boundRequests: s.boundRequests,
@@ -74,7 +74,6 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
     ...(!options.cluster && { observe: (name: string, observed: NodeObservation) => store.observe(name, observed, now()) }),
     // Without the API server's client certificate any caller may post reviews: with a cluster, node gauges follow what it stored.
     perNodeMetrics: !s.nodeGaugesFromWatch,
-    ...(s.shard && { shard: { ...s.shard, localIfYoungerMs: LOCAL_IF_YOUNGER_MS, streaming: (node: string) => store.get(node)?.streamId !== undefined, deadlineMs: FORWARD_DEADLINE_MS } }),
     metrics,
     log,
   });
@@ -85,10 +84,11 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
   templates.onChange(countTemplates);
   countTemplates();
   if (s.shard) {
-    const view = s.shard.view;
+    const { view, inputs } = s.shard;
     const cpuPlan = metricsCpuPlanOf(options);
     await webhook.register(peerPlugin, {
       local: s.local, certificate: s.shard.certificate,
+      inputs: { keep: (nodes) => inputs.put(nodes, now()), refused: s.shard.onInputsRefused },
       watch: { streams: (node, standingInFor) => (standingInFor ? view.standsIn(node, standingInFor) : view.streams(node)), onMembersChange: (listener) => view.onChange(listener), stallMs: s.queryLimits.watchStallMs },
       ...(directory && { metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: staleAfterMsOf(options.policies), ...(cpuPlan && { cpuPlan }) }), now } }),
     });
@@ -115,4 +115,17 @@ export async function webhookPart(s: Shared, templates: TemplateSource, director
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') metrics.connectionRefused('webhook', 'handshake-timeout');
   });
   return part;
+}
+
+/**
+ * What a node's review decides from: this replica's own data while the node's
+ * agent streams here; sharded, otherwise the newer of its own and what the
+ * replica the agent streams to last reported (shard/node-inputs-sender.ts).
+ */
+function reviewUsage(s: Shared, name: string) {
+  const t = s.now();
+  const own = s.store.usage(name, t);
+  if (!s.shard || s.store.get(name)?.streamId !== undefined) return own;
+  const reported = s.shard.inputs.usage(name, t);
+  return own && (!reported || own.ageMs <= reported.ageMs) ? own : reported;
 }

@@ -10,6 +10,9 @@ import * as https from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { splitHostPort } from './shard-members.js';
 
+/** Set on each request from another replica: its name, for the peer's logs; a query so marked is answered from what the peer holds, never asked further. */
+export const FORWARDED_BY = 'x-oversell-forwarded-by';
+
 /** The serving certificate and key this replica presents now. */
 export type PeerCredentials = () => { cert: string; key: string };
 
@@ -45,7 +48,7 @@ export class PeerClient {
   /**
    * Per certificate (after a rotation new connections present the new one):
    * kept-alive connections for requests, and one connection per stream apart
-   * from them, so watches never take the sockets forwarded reviews need.
+   * from them, so watches never take the sockets queries and node inputs need.
    */
   #agents: PeerAgents | undefined;
   readonly #checked = new WeakSet<TLSSocket>();

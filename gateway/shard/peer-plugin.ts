@@ -1,10 +1,12 @@
 // What a replica of a sharded gateway tells the others about the nodes it
 // holds, on its webhook port: the query API's own views (query/local-nodes.ts),
 // encoded as the gRPC API encodes them, so a node reads the same from any
-// replica. Only a replica may ask: the caller must present this gateway's
-// serving certificate as its client certificate (peer-client.ts), since
-// usage is data the query API gives only to authorized callers, and the
-// replica that was asked has authorized its caller.
+// replica; and where the others' reports of their nodes' decision inputs
+// arrive (node-inputs-sender.ts). Only a replica may ask or report: the caller
+// must present this gateway's serving certificate as its client certificate
+// (peer-client.ts), since usage is data the query API gives only to
+// authorized callers, the replica that was asked has authorized its caller,
+// and a report moves the grants this replica makes.
 import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SelectorError } from '../../lib/label-selector.js';
@@ -17,8 +19,10 @@ import { encodeEvent, encodeNodes, encodeSummaries } from './peer-wire.js';
 import { streamNodes } from '../query/watch-stream.js';
 import type { RowFilter } from '../query/summary-table.js';
 import type { NodeRecord } from '../store/node-store.js';
+import type { PeerNodeInputs } from '../store/peer-inputs.js';
+import { peerInputsFromWire } from './node-inputs-wire.js';
 
-export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics', watch: '/shard/v1/watch' } as const;
+export const PEER_PATHS = { nodes: '/shard/v1/nodes', summaries: '/shard/v1/summaries', metrics: '/shard/v1/metrics', watch: '/shard/v1/watch', inputs: '/shard/v1/inputs' } as const;
 
 export interface PeerPluginOptions {
   local: LocalNodes;
@@ -31,6 +35,8 @@ export interface PeerPluginOptions {
    * and how long a reader may stall.
    */
   watch: { streams: (node: string, standingInFor?: ReadonlySet<string>) => boolean; onMembersChange: (listener: () => void) => () => void; stallMs: number };
+  /** Where another replica's reports of its nodes' decision inputs are kept (node-inputs-sender.ts), and a report refused. */
+  inputs: { keep: (nodes: ReadonlyMap<string, PeerNodeInputs>) => void; refused: (why: string) => void };
   /** With the metrics API: what metrics.k8s.io finds here, for the replica a `kubectl top` or an HPA reached. */
   metrics?: { reader: MetricsReader; now: () => number };
 }
@@ -129,6 +135,16 @@ export async function peerPlugin(app: FastifyInstance, o: PeerPluginOptions): Pr
       refilterOn: o.watch.onMembersChange,
     });
     res.on('close', stop);
+  });
+
+  app.post(PEER_PATHS.inputs, async (request, reply) => {
+    const nodes = peerInputsFromWire(request.body);
+    if (typeof nodes === 'string') {
+      o.inputs.refused(nodes);
+      return reply.code(400).type('text/plain').send(`node inputs refused: ${nodes}`);
+    }
+    o.inputs.keep(nodes);
+    return reply.code(200).send('');
   });
 
   app.post(PEER_PATHS.summaries, async (request, reply) => {

@@ -16,10 +16,9 @@ import type { MetricsQuery } from '../metrics-api/metrics-reader.js';
 import type { NodeMetrics, PodMetrics } from '../metrics-api/resource-metrics.js';
 import type { FromPeers, PeerNodes, PeerWatch, PeerWatchHandlers } from '../query/peer-nodes.js';
 import { firstAnswer, shareOf } from './hedged.js';
-import type { PeerClient, PeerStream } from './peer-client.js';
+import { FORWARDED_BY, type PeerClient, type PeerStream } from './peer-client.js';
 import { PEER_PATHS, type PeerRequest } from './peer-plugin.js';
 import { decodeNodes, decodeSummaries, EventFrames } from './peer-wire.js';
-import { FORWARDED_BY } from './review-forwarder.js';
 import type { ShardMember, ShardView } from './shard-view.js';
 
 /** How soon a replica's watch stream that failed is opened again, while the replica is listed. */

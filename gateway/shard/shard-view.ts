@@ -8,7 +8,7 @@ import { RendezvousOwners } from '../../lib/rendezvous.js';
 export interface ShardMember {
   /** "ip:port" as the EndpointSlices list it for agents: the key nodes hash against. */
   key: string;
-  /** host:port of the member's webhook, where a review for one of its nodes is forwarded. */
+  /** host:port of the member's webhook, where node inputs are reported and queries for its nodes asked. */
   webhook: string;
 }
 

@@ -2,8 +2,10 @@
 // and three replicas), on the local cluster's real node: the image built from
 // our Dockerfile, the replicas finding each other in the agents' Service's
 // real EndpointSlices, the agent DaemonSet pod narrowing its streams to its
-// node's two owners, and the replica that does not own the node answering a
-// review, a get, a list and a watch with its owners' data over the pod network.
+// node's two owners, which report its decision inputs to every replica, and
+// the replica that does not own the node deciding a review from their report
+// and answering a get, a list and a watch with its owners' data over the pod
+// network.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:https';
@@ -95,7 +97,7 @@ after(async () => {
 });
 
 describe('three sharded gateway replicas on the real node', { timeout: 10 * 60_000 }, () => {
-  it('the replica without the node\'s data answers a review, a get, a list and a watch with its owners\' data; uninstalled, raw again', async (t) => {
+  it('the replica without the node\'s stream decides a review from its owners\' report and answers a get, a list and a watch with their data; uninstalled, raw again', async (t) => {
     if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
     await applyOverlay(OVERLAY);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
@@ -121,9 +123,9 @@ describe('three sharded gateway replicas on the real node', { timeout: 10 * 60_0
     const outsider = gateways[holding.indexOf(0)]!;
     console.log(`# agents connected per replica: ${holding.join(', ')}; the outsider is ${outsider.metadata?.name} (${outsider.status?.podIP})`);
 
-    // A review sent to the outsider is decided from the agent's samples, which only the owners hold: it relays an owner's answer.
+    // A review sent to the outsider is decided there from the agent's samples, which only the owners hold, as they reported them.
     const ca = (await core().readNamespacedConfigMap({ namespace: NS, name: 'oversell-gateway-ca' })).data?.['ca.crt'] ?? '';
-    const forwardedBefore = await metricOf(outsider, 'oversell_webhook_request_duration_seconds_count', '{outcome="forwarded"}');
+    const patchedBefore = await metricOf(outsider, 'oversell_webhook_request_duration_seconds_count', '{outcome="patched"}');
     let last = 'no answer';
     const reason = await eventually('the outsider\'s answer decided from the agent\'s samples', async () => {
       const a = await postReview(outsider, ca, kubeletReview(await core().readNode({ name: nodeName })));
@@ -133,8 +135,9 @@ describe('three sharded gateway replicas on the real node', { timeout: 10 * 60_0
       const logs = await kubectl('logs', '-n', NS, outsider.metadata!.name!, '--tail=30').catch((e: Error) => e.message);
       assert.fail(`${err.message}; its last answer: ${last}; the outsider's log:\n${logs}`);
     });
-    assert.ok(await metricOf(outsider, 'oversell_webhook_request_duration_seconds_count', '{outcome="forwarded"}') > forwardedBefore, 'the outsider relayed the owner\'s answer');
-    console.log(`# a review at the outsider, relayed from an owner: ${reason}`);
+    assert.ok(await metricOf(outsider, 'oversell_webhook_request_duration_seconds_count', '{outcome="patched"}') > patchedBefore, 'the outsider patched it itself');
+    for (const gw of gateways) assert.equal(await metricOf(gw, 'oversell_peer_inputs_total', '{result="refused"}'), 0, `no report refused at ${gw.metadata?.name}`);
+    console.log(`# a review at the outsider, decided there from its owners' report: ${reason}`);
 
     // The query API at the outsider: the node with its agent's sample, in a get, a list and a watch.
     const conn = await queryAsViewer(NS, NS, `${outsider.status!.podIP}:50051`);

@@ -14,6 +14,8 @@ import type { TemplateEntry } from '../../gateway/inject/sidecar-template.js';
 
 export interface TestGateway extends RunningGateway {
   ca: string;
+  /** The serving certificate and key, which every test gateway shares: a replica presents them to another. */
+  serving: { cert: string; key: string };
 }
 
 let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
@@ -72,7 +74,7 @@ export async function startTestGateway(
     // cgroup, and a thread at nice 10 yields to all of them, not only to its gateway's main thread as in a pod.
     ingestNice: 0,
   });
-  return { ...gw, ca: cert.ca };
+  return { ...gw, ca: cert.ca, serving: { cert: cert.cert, key: cert.key } };
 }
 
 export interface HttpAnswer {

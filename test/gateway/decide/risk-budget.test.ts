@@ -149,7 +149,7 @@ describe('the risk budget', () => {
     assert.equal(idle.cpu.granted, 64_000n, '4 x 16 cores');
     assert.equal(idle.memory.granted, (BigInt(Math.floor(64 * GI * 3)) / 1024n) * 1024n, '3 x 64 GiB');
     const u = usage(history(25, 0.45, 0.55));
-    const pressured: UsageInput = { ...u, summary: undefined, window: UsageWindow.of(Array.from({ length: 60 }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: 8000, memoryBytes: 30 * GI, cpuPressure: 90, memoryPressure: 0 }))) };
+    const pressured: UsageInput = { ...u, summary: undefined, planned: undefined, window: UsageWindow.of(Array.from({ length: 60 }, (_, i) => ({ timestampMs: (i + 1) * 1000, cpuMillicores: 8000, memoryBytes: 30 * GI, cpuPressure: 90, memoryPressure: 0 }))) };
     assert.equal(decide(input(pressured)).cpu.decidedBy, 'pressure');
     const unknown = decide(input(usage(history(25, 0.45, 0.55), { known: false })));
     assert.equal(unknown.cpu.decidedBy, 'floor-raw');

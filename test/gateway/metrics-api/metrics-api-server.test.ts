@@ -332,6 +332,7 @@ describe('metrics API over HTTPS', () => {
         local: new LocalNodes(store, flagsPolicySource(DEFAULT_POLICY), () => Date.now()),
         certificate: () => serving.cert,
         watch: { streams: () => true, onMembersChange: () => () => {}, stallMs: 30_000 },
+        inputs: { keep: () => {}, refused: () => {} },
         metrics: { reader: new MetricsReader({ store, directory, staleAfterMs: () => 40_000 }), now: () => Date.now() },
       });
       await holder.listen({ host: '127.0.0.1', port: 0 });

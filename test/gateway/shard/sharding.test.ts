@@ -1,10 +1,11 @@
 // Sharding (issue 32, item 5): three real gateways on 127.0.0.1 with
 // --shard-copies, real agent streams (agent/stream/gateway-set.ts over real
 // gRPC) and real HTTPS between the replicas. An agent streams to its node's
-// owners only, as the gateways compute them; a review that reaches a replica
-// without the node's data is answered by an owner, with the owner's decision;
-// an owner that does not answer, or answers with another certificate, is not
-// believed, and the replica decides with what it holds.
+// owners only, as the gateways compute them; the owners report the node's
+// decision inputs to every replica, so a review that reaches a replica
+// without the node's stream is decided there, as an owner decides it; a
+// replica that does not answer, or answers with another certificate, is not
+// believed.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:https';
@@ -15,7 +16,6 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { GatewaySet } from '../../../agent/stream/gateway-set.js';
 import { createLogger } from '../../../lib/log.js';
 import { owners } from '../../../lib/rendezvous.js';
-import { FORWARDED_BY, ReviewForwarder } from '../../../gateway/shard/review-forwarder.js';
 import { PeerClient } from '../../../gateway/shard/peer-client.js';
 import type { NodeSummaries__Output } from '../../../proto/gen/oversell/v1/NodeSummaries.js';
 import { ShardView, type ShardMember } from '../../../gateway/shard/shard-view.js';
@@ -29,6 +29,9 @@ import { FIXTURE_NODE, kubeletReview, nodeSample, patchOf } from '../../helpers/
 const log = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const COPIES = 2;
 const proofKey = randomBytes(32);
+
+/** The allocatable operations of a review's answer: what a grant is (its annotations carry the time of signing). */
+const allocatableOps = (body: string) => patchOf(JSON.parse(body) as { response: { patch?: string } }).filter((op) => op.path.startsWith('/status/allocatable/'));
 
 describe('ShardView', () => {
   const members: ShardMember[] = ['10.0.0.1:50052', '10.0.0.2:50052', '10.0.0.3:50052'].map((key) => ({ key, webhook: key.replace('50052', '8443') }));
@@ -201,28 +204,41 @@ describe('three sharded replicas', () => {
     assert.equal(stranger.status, 403, 'another certificate is not this gateway\'s');
   });
 
-  it('a review at a replica without the node\'s data is answered by an owner, with the owner\'s decision', async () => {
+  it('a review at a replica the node\'s agent does not stream to is decided there, from the owners\' report, as an owner decides it', async () => {
     const review = JSON.stringify(kubeletReview());
     const direct = await postHttps(ownerSet[0]!, '/mutate/nodes', review);
-    const relayed = await postHttps(outsider, '/mutate/nodes', review);
-    assert.equal(relayed.status, 200);
-    const ops = patchOf(relayed.json() as { response: { patch?: string } });
-    assert.ok(ops.some((op) => op.path === '/status/allocatable/cpu'), `the owner's data inflated it: ${relayed.body}`);
-    assert.deepEqual(ops, patchOf(direct.json() as { response: { patch?: string } }), 'the owner\'s own answer');
-    assert.match(await outsider.metrics.exposition(), /oversell_webhook_request_duration_seconds_count\{outcome="forwarded"\} 1/);
-    // A review that was forwarded already is decided where it lands: no second hop, here without data.
-    const once = await postHttps(outsider, '/mutate/nodes', review, { 'content-type': 'application/json', [FORWARDED_BY]: 'another-replica' });
-    assert.equal((once.json() as { response: { patch?: string } }).response.patch, undefined, 'decided here, with no data: unchanged');
+    assert.ok(allocatableOps(direct.body).length > 0, `the owner's data inflates it: ${direct.body}`);
+    const here = await eventually(async () => {
+      const res = await postHttps(outsider, '/mutate/nodes', review);
+      return allocatableOps(res.body).length > 0 ? res : undefined;
+    }, 10_000, 'the owners\' report of the node reached the replica');
+    assert.deepEqual(allocatableOps(here.body), allocatableOps(direct.body), 'the owner\'s grant');
+    assert.equal(outsider.store.get(FIXTURE_NODE)?.lastSeq ?? 0, 0, 'decided without the node\'s samples');
+    assert.ok(outsider.peerInputs!.usage(FIXTURE_NODE, Date.now()), 'from what the owners reported');
+    assert.match(await outsider.metrics.exposition(), /oversell_webhook_request_duration_seconds_count\{outcome="patched"\} [1-9]/);
   });
 
-  it('when no owner answers in time, the replica decides itself and counts it', async () => {
+  it('a report of node inputs is believed only from a replica, and only whole and within bounds', async () => {
+    const report = (ageMs: number) => JSON.stringify({ nodes: [{ name: 'reported-node', ageMs, capacityMemoryBytes: 2 ** 34, requests: [1000, 2 ** 30, 1], cpuManager: null, summaries: [], history: null }] });
+    const anonymous = await postHttps(outsider, '/shard/v1/inputs', report(0));
+    assert.equal(anonymous.status, 403, 'no certificate: not a replica');
+    const bad = await postHttps(outsider, '/shard/v1/inputs', report(-1), undefined, undefined, outsider.serving);
+    assert.equal(bad.status, 400);
+    assert.match(bad.body, /reported-node: ageMs out of bounds/);
+    assert.equal(outsider.peerInputs!.usage('reported-node', Date.now()), undefined, 'nothing kept from a refused report');
+    assert.match(await outsider.metrics.exposition(), /oversell_peer_inputs_total\{result="refused"\} 1/);
+    const good = await postHttps(outsider, '/shard/v1/inputs', report(0), undefined, undefined, outsider.serving);
+    assert.equal(good.status, 200, good.body);
+    assert.equal(outsider.peerInputs!.usage('reported-node', Date.now())?.requests.cpuMillicores, 1000);
+  });
+
+  it('when no owner can be reached, a review is still decided here from their last report; a query answers with what the replicas that answered hold', async () => {
     const down = membersOf(gateways).map((m) => (m.key === keyOf(outsider) ? m : { ...m, webhook: '127.0.0.1:1' }));
     outsider.shard!.set(down);
     try {
       const res = await postHttps(outsider, '/mutate/nodes', JSON.stringify(kubeletReview()));
       assert.equal(res.status, 200);
-      assert.equal((res.json() as { response: { patch?: string } }).response.patch, undefined, 'no data here: the write passes unchanged');
-      assert.match(await outsider.metrics.exposition(), /oversell_review_forwards_failed_total 1/);
+      assert.ok(allocatableOps(res.body).length > 0, `decided from the owners' last report: ${res.body}`);
       // The query API the same: no owner answers, so the node is not found, and the message says where it is.
       const client = queryClient(outsider.ports.grpc);
       try {
@@ -289,20 +305,19 @@ describe('three sharded replicas', () => {
       await hung?.close();
     });
 
-    it('a review forwarded to owners [hung, healthy] comes back patched by the healthy one, well within the deadline', async () => {
-      const before = await outsider.metrics.exposition();
+    it('the healthy owners\' reports reach this replica while their sends to the hung one wait; a review here is decided from the newest, patched', async () => {
+      const sampleAt = Math.max(...ownerSet.map((gw) => gw.store.get(FIXTURE_NODE)!.receivedAtMs));
+      const arrived = await eventually(() => {
+        const u = outsider.peerInputs!.usage(FIXTURE_NODE, Date.now());
+        return u && Date.now() - u.ageMs >= sampleAt - 5 ? Date.now() : undefined;
+      }, 10_000, 'the report of the new sample');
+      assert.ok(arrived - sampleAt < 1200, `reported ${arrived - sampleAt} ms after the sample arrived: the hung replica's 2 s hold back only the sends to it`);
       const started = performance.now();
       const res = await postHttps(outsider, '/mutate/nodes', JSON.stringify(kubeletReview()));
       const ms = performance.now() - started;
-      assert.equal(res.status, 200);
-      const ops = patchOf(res.json() as { response: { patch?: string } });
-      assert.ok(ops.some((op) => op.path === '/status/allocatable/cpu'), `patched with the second owner's data: ${res.body}`);
-      assert.ok(ms < 600, `answered in ${Math.round(ms)} ms: the hung owner had only its share of the 1 s`);
-      log.info({ ms: Math.round(ms) }, 'forwarded review with a hung first owner');
-      const after = await outsider.metrics.exposition();
-      const count = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-      assert.equal(count(after, 'oversell_review_owners_unanswered_total') - count(before, 'oversell_review_owners_unanswered_total'), 1, 'the hung owner counted');
-      assert.equal(count(after, 'oversell_review_forwards_failed_total'), count(before, 'oversell_review_forwards_failed_total'), 'not a failed forward');
+      assert.ok(allocatableOps(res.body).length > 0, `patched: ${res.body}`);
+      assert.ok(ms < 600, `answered in ${Math.round(ms)} ms: no owner is asked`);
+      await eventually(async () => (/oversell_peer_inputs_total\{result="send-failed"\} [1-9]/.test(await second.metrics.exposition()) ? true : undefined), 10_000, 'the send to the hung replica failed, counted');
     });
 
     it('GetNode asks the other owner when the first does not answer, and a list does not wait the whole deadline for it', async () => {
@@ -380,18 +395,14 @@ describe('three sharded replicas', () => {
     await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
     const ours = await generateServingCertificate(['localhost']);
     const client = new PeerClient(() => ours);
-    const forwarder = new ReviewForwarder(client, 'test');
+    const post = (c: PeerClient) => c.post(`127.0.0.1:${(impostor.address() as AddressInfo).port}`, '/shard/v1/nodes', Buffer.from('{}'), { timeoutMs: 2000, headers: {} }).then(String, (err: Error) => err.message);
     try {
-      const port = (impostor.address() as AddressInfo).port;
-      const got = await forwarder.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
-      assert.ok('failed' in got && /does not present this gateway's serving certificate/.test(got.failed), JSON.stringify(got));
+      assert.match(await post(client), /does not present this gateway's serving certificate/);
       // The same server presenting our certificate is believed.
       impostor.setSecureContext({ cert: ours.cert, key: ours.key });
       const freshClient = new PeerClient(() => ours);
-      const fresh = new ReviewForwarder(freshClient, 'test');
       try {
-        const believed = await fresh.forward([{ key: 'x', webhook: `127.0.0.1:${port}` }], Buffer.from('{}'), 2000);
-        assert.ok('answer' in believed && believed.answer.toString() === '{"forged":true}', JSON.stringify(believed));
+        assert.equal(await post(freshClient), '{"forged":true}');
       } finally {
         freshClient.close();
       }
@@ -404,7 +415,7 @@ describe('three sharded replicas', () => {
 });
 
 describe('an owner whose agent streams to it', () => {
-  it('decides a review and answers GetNode itself, though its data is older than 10 s (an agent summarizing sends every 20 s): no hop to the other owner', async () => {
+  it('decides a review and answers GetNode itself, though its data is older than 10 s (an agent summarizing sends every 20 s)', async () => {
     // Two replicas, each owning every node; one's clock runs 15 s ahead, so the data it holds is 15 s old to it.
     let skewMs = 0;
     const ahead = await startTestGateway({ shard: { copies: 2 }, agentSending: { maxBatchSamples: 0, sendEveryMs: 1000 }, proofKey, now: () => Date.now() + skewMs });
@@ -425,9 +436,7 @@ describe('an owner whose agent streams to it', () => {
       await eventually(() => ([ahead, other].every((gw) => (gw.store.get(FIXTURE_NODE)?.lastSeq ?? 0) > 0) ? true : undefined), 10_000, 'both hold the node');
       skewMs = 15_000;
       const res = await postHttps(ahead, '/mutate/nodes', JSON.stringify(kubeletReview()));
-      assert.equal(res.status, 200);
-      const exposition = await ahead.metrics.exposition();
-      assert.doesNotMatch(exposition, /oversell_webhook_request_duration_seconds_count\{outcome="forwarded"\}/, 'decided where the agent streams, not forwarded');
+      assert.ok(allocatableOps(res.body).length > 0, `patched from its own data: ${res.body}`);
       const node = await getNode(client, FIXTURE_NODE);
       assert.ok(Number(node.ageMs) >= 15_000, `its own view, 15 s old to it: ${node.ageMs} ms`);
     } finally {
