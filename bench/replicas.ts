@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { owners } from '../lib/rendezvous.js';
 import { onLines } from '../scripts/harness/processes.js';
-import { AGENT_SENDING, GATEWAY_DEFAULTS } from '../gateway/config/defaults.js';
+import { GATEWAY_DEFAULTS, SUMMARY_SEND_EVERY_MS } from '../gateway/config/defaults.js';
 import { ADMIN_KUBECONFIG, cluster } from '../test/e2e/cluster.js';
 import { scrapeMetric } from '../test/helpers/metrics.js';
 import { sleep } from './agent-overhead.js';
@@ -89,8 +89,8 @@ function bridgeAddress(): string {
   if (!address) throw new Error('the replicas benchmarks listen on the local cluster\'s bridge oversell0: bring the cluster up with its real node (bash scripts/cluster/cluster.sh up)');
   return address;
 }
-/** The agent samples every second and, steady, sends them every AGENT_SENDING.sendEveryMs in one batch. */
-const SAMPLES_PER_BATCH = Math.round(AGENT_SENDING.sendEveryMs / 1000);
+/** Pods a node reports (each with 2 containers), as the cluster benchmark's agents. */
+const PODS_PER_NODE = 30;
 const LEASE_NAME = 'oversell-gateway';
 /** Settled: every replica's main-thread loop delay (p99 over a second) under the gateway's default --shed-loop-delay, this many seconds running. */
 const SETTLED_LOOP_DELAY_S = 0.05;
@@ -268,7 +268,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const agentsPerReplica = tokensOf.map((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).length);
     log(SHARD_COPIES > 0
       ? `${REPLICAS} replicas up, sharded (--shard-copies ${SHARD_COPIES}); each of ${agents} agents streams to its node's ${SHARD_COPIES} owners (${agentsPerReplica.join(', ')} agents on the replicas)`
-      : `${REPLICAS} replicas up; ${agents} agents streaming to each (${SAMPLES_PER_BATCH} samples a message, one message per ${AGENT_SENDING.sendEveryMs / 1000} s, as a steady agent sends)`);
+      : `${REPLICAS} replicas up; ${agents} agents streaming to each (summaries, one message per ${SUMMARY_SEND_EVERY_MS / 1000} s with a pod report of ${PODS_PER_NODE} pods, as a steady agent sends by default)`);
     // A replica's fixed cost: up, leading or not, watching its members, no agent yet (after its start's lists and Lease).
     await sleep(phase.startS * 1000);
     const idleMillicores = await cpuWindow(gateways, phase.idleS);
@@ -276,7 +276,8 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
     const tlsArgs = (gw: GatewayProcess) => ['--ca', join(gw.tlsDir, 'ca.crt'), '--server-name', 'localhost', '--proto', PROTO];
     const statuses: Array<() => AgentsStatus> = [];
     for (const gw of gateways) {
-      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `${HOST}:${gw.ports.agent}`, '--tokens', tokensOf[gateways.indexOf(gw)]!, '--interval', '1s', '--batch', String(SAMPLES_PER_BATCH), ...tlsArgs(gw)], { launcher: pin, echo: false });
+      // As agents run by default: summaries of their window, one message every SUMMARY_SEND_EVERY_MS as the welcome says, a pod report in each.
+      const run = startLoadgen<AgentsResult>(loadgen, 'agents', ['--address', `${HOST}:${gw.ports.agent}`, '--tokens', tokensOf[gateways.indexOf(gw)]!, '--batch', '0', '--summaries', '1', '--pods', String(PODS_PER_NODE), '--pod-report-every', '1', ...tlsArgs(gw)], { launcher: pin, echo: false });
       agentRuns.push(run);
       statuses.push(latestStatus(run));
     }
@@ -455,7 +456,7 @@ export async function run(options: { quick?: boolean; shardCopies?: number } = {
         ...(SHARD_COPIES > 0 ? [`sharded (OVERSELL_BENCH_REPLICA_SHARD=${SHARD_COPIES}): --shard-copies ${SHARD_COPIES}, the replicas listening on the local cluster's bridge address (an EndpointSlice may not list loopback) with one serving certificate and grant key, their members from one EndpointSlice per replica; each replica's agents are the nodes it owns (the agent notes below say "every replica": here it is the owners); shard_survivor_review_outcomes: the survivors' webhook outcomes over the whole run (patched or unchanged: decided from their own data or their peers' reports of the node; no-data: passed unchanged), reports of node inputs that did not land (inputs-send-failed, inputs-refused), and query-peer-failed (a replica that did not answer a survivor's query: a GetNode for a node the survivor holds no usage of asks the node's owners)`] : []),
         `gateways from dist/ as deployed (node ${GATEWAY_NODE_ARGS.join(' ')}), each with its own ports on the local cluster's bridge address (oversell0, as pods reach each other over a pod network, not loopback), --identity replica-i, --grpc-tls on, --auth kubernetes, agents on --agent-port; no cgroup: ${REPLICAS} replicas share this ${cpus().length}-CPU machine with the API server, etcd and the load generators, so per-replica CPU is what each used, not a quota`,
         `the reviews start once the replicas have settled after every agent connected (each main thread's loop delay under ${SETTLED_LOOP_DELAY_S * 1000} ms for ${SETTLED_SECONDS} s running; settled_after_connect_s): on this shared machine a replica's main thread lagged about 2 s for some 30 s after 3,000 agent connections, and reviews sent meanwhile timed out`,
-        `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; one sample a second sent as a SampleBatch of ${SAMPLES_PER_BATCH} every ${AGENT_SENDING.sendEveryMs / 1000} s (a steady node under the gateway's default --agent-send-every; a real agent also sends at once on a change, which a steady node does not make)`,
+        `agents: bench/loadgen agents, one process per replica (every agent streams to every replica), each agent on its own TLS connection with its own pod-bound token; sampling every second and sending as the gateway's welcome says, as agents do by default (--agent-summaries on: one sample with its window's summaries every ${SUMMARY_SEND_EVERY_MS / 1000} s, each with a pod report of ${PODS_PER_NODE} pods of 2 containers; a real agent also sends at once on a change, which a steady node does not make)`,
         `reviews: bench/replica-reviews.ts, open-loop at ${reviewRate}/s, 36 KB kubelet-shaped reviews over ${agents} nodes, round-robin over the endpoints the Service lists, HTTPS keep-alive, timeout ${WEBHOOK_TIMEOUT_MS / 1000} s (the webhook's timeoutSeconds), latency from when each was due`,
         'failures as the kube-apiserver fails them: its mutating dispatcher calls the webhook once (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go: client.Post().Body(...).Do(ctx), no WithExponentialBackoff; DefaultShouldRetry and WithExponentialBackoff in k8s.io/apiserver/pkg/util/webhook serve the authn, authz and audit webhooks only); client-go\'s rest.Request retries a transport error only for GET and a response only when it is 429 or 5xx with Retry-After (rest/request.go, with_retry.go); Go\'s net/http re-sends on a new connection only when a reused keep-alive connection failed before any byte of the request was written. So a refused connection, a reset after the review was sent and a timeout leave the review unanswered: with failurePolicy Ignore the status write passes unchanged (raw allocatable until the next one, 10 s later). reviews_answered_by_a_retry_elsewhere: the same review tried once more on another listed replica within its 2 s, as a retrying client would, never counted as answered',
         `the Service: the killed replica's endpoint stays listed ${ENDPOINT_REMOVAL_MS} ms after the kill (a floor: the kubelet notices a dead container at its next relist, every 1 s, before the EndpointSlice and kube-proxy follow); new connections to it meanwhile are refused. The kube-apiserver reaches a webhook Service through its ClusterIP (kube-proxy picks an endpoint per connection) unless --enable-aggregator-routing, which picks from the EndpointSlices itself`,
