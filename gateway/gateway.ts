@@ -147,7 +147,12 @@ export async function buildGateway(given: GatewayOptions): Promise<BuiltGateway>
       inputs: new PeerInputs(options.forgetAfterMs),
       peers: new PeerQueries(view, client, identity, PEER_QUERY_DEADLINE_MS),
     };
-    const sender = new NodeInputsSender({ store, policies: () => policies.entries(), view, client, identity, now, log, onFailed: () => metrics.peerInputs('send-failed') });
+    const inputs = s.shard.inputs;
+    const sender = new NodeInputsSender({
+      store, policies: () => policies.entries(), view, client, identity, now, log,
+      onFailed: () => metrics.peerInputs('send-failed'),
+      reportedSampleAtMs: (node) => inputs.reportedSampleAtMs(node),
+    });
     life.add({ name: 'connections to the other replicas', close: () => client.close() });
     life.add({ name: 'node inputs to the other replicas', start: () => sender.start(), close: () => sender.stop() });
   }

@@ -132,21 +132,21 @@ describe('docs/benchmarks.md', () => {
     assert.match(page, /\*\*100\.0 millicores per 1,000 agents\*\* \(100\.0 unsharded, - sharded; .*: 500 µs per message\)/);
     // One core holds 10,000 agents; memory (200 MiB + 10 MiB per 1,000) would hold 133,600.
     assert.match(page, /\*\*Every agent on every replica stops at 10,000 nodes\*\* at the batched rate: one core of ingest holds 10,000 agents, and the \d+ MiB limit 133,600/);
-    // Reports: 10,000 nodes x 2 owners x 0.2 messages a second x (R - 1) / R each replica receives.
-    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + 2,667 reports/s (5 m) is over 1,000 m; 4: the heaviest
-    // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 3,000 x 0.002
-    // + 5,027 x 0.2 x 0.001 built = 760.
-    // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 + 2 x 3,000 x 400 = 12.2 MB/s.
-    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 3,000 | 760m | 250 MiB | 97.2 Mbit/s |');
+    // Reports, each node's from its first owner: 10,000 nodes x 0.2 messages a second x (R - 1) / R each replica receives.
+    // 3 replicas: 6,667 agents (667 m) + 333 reviews/s (333 m) + 1,333 reports/s (3 m) is over 1,000 m; 4: the heaviest
+    // replica owns 5,027 nodes (rendezvous hashing of 10,000 names; an even share is 5,000): 503 + 250 + 1,500 x 0.002
+    // + 5,027 / 2 first-owned x 0.2 x 0.001 built = 756.
+    // Network: 5,027 x 0.2 x 500 bytes + 250 x 37,000 + 2 x 1,500 x 400 = 11.0 MB/s.
+    assert.equal(row(page, '10,000'), '| 10,000 | 4 | 5,027 | 250 | 1,500 | 756m | 250 MiB | 87.6 Mbit/s |');
     assert.match(page, /The sharded gateway is built \(`--shard-copies`.*The plan is costed part by part from the two replicas runs above/);
     assert.match(page, /A report of a node's decision inputs to one other replica: \*\*2\.0 µs\*\* of CPU, both ends, and 1\.0 µs more to build it/);
     assert.match(page, /Not checked against a sharded run: bench\/replicas-sharded\.ts has not been run/);
-    // Every replica receives every node's reports, whatever R: at 100,000 nodes 40,000 x (R - 1) / R a second, a floor
+    // Every replica receives every node's reports, whatever R: at 100,000 nodes 20,000 x (R - 1) / R a second, a floor
     // under each replica's CPU that more replicas do not lower. At 10 µs (400 m of it) the plan needs more replicas.
     const replicasAt100k = (page: string) => {
       const cells = (row(page, '100,000') ?? '').split('|').map((c) => c.trim());
       const r = Number(cells[2]);
-      assert.equal(cells[5], Math.round((40_000 * (r - 1)) / r).toLocaleString('en-US'), 'reports received: nodes x 2 owners x 0.2 messages x (R - 1) / R');
+      assert.equal(cells[5], Math.round((20_000 * (r - 1)) / r).toLocaleString('en-US'), 'reports received: nodes x 0.2 messages x (R - 1) / R');
       return r;
     };
     const cheap = replicasAt100k(page);
@@ -176,8 +176,8 @@ describe('docs/benchmarks.md', () => {
     // a GetNode sent to peers costs (3 - 0) / (1/3) = 9 ms more (no calls in this plan: queries_per_s is 0).
     assert.match(checked, /\*\*a replica's fixed cost 5 millicores\*\* \(up, watching, no agent: 0 unsharded, 5 sharded\); \*\*120\.0 millicores per 1,000 agents\*\* \(100\.0 unsharded, 120\.0 sharded;/);
     assert.match(checked, /and 9,000 µs more for one that asks the node's owners/);
-    // 10,000 nodes on 4: 5 + 5,027 x 0.12 + 250 + 3,000 x 0.002 + 5,027 x 0.2 x 0.001 = 865 m.
-    assert.match(row(checked, '10,000') ?? '', /^\| 10,000 \| 4 \| 5,027 \| 250 \| 3,000 \| 865m \|/);
+    // 10,000 nodes on 4: 5 + 5,027 x 0.12 + 250 + 1,500 x 0.002 + 2,514 x 0.2 x 0.001 = 862 m.
+    assert.match(row(checked, '10,000') ?? '', /^\| 10,000 \| 4 \| 5,027 \| 250 \| 1,500 \| 862m \|/);
   });
 
   it('links to the performance log and carries none of its history', () => {

@@ -2,8 +2,12 @@
 // each node whose agent streams here, a few times a second and only for the
 // nodes whose data changed (a sample, a stream's start or end), so that a
 // review decides where it lands instead of travelling to the node's owner.
-// Each owner of a node reports it: a replica that lost its stream stops, and
-// the receiver keeps the report of the newest sample (store/peer-inputs.ts).
+// The node's first owner reports it; another owner holds its own report back
+// while the first owner's reports cover the samples it holds, and sends it
+// once they fall a second behind (the first owner lost the agent's stream,
+// or is gone): every replica then receives each node's reports about once,
+// not once per owner. The receiver keeps the report of the newest sample
+// (store/peer-inputs.ts).
 import { planId, summaryFor, type AgentSummary, type SummaryPlan } from '../../lib/usage/summary-plan.js';
 import { summarizeWindow } from '../../lib/usage/window-summary.js';
 import type { Logger } from '../../lib/log.js';
@@ -32,7 +36,18 @@ export interface NodeInputsSenderOptions {
   everyMs?: number;
   /** Most nodes in one request (default 4,000: about 1.6 MB, inside the webhook port's body limit). */
   maxNodesPerRequest?: number;
+  /**
+   * When the newest report this replica received of the node was of a
+   * sample that arrived at its sender (this replica's clock); undefined: none.
+   * Without it, every owner reports every change.
+   */
+  reportedSampleAtMs?: (node: string) => number | undefined;
 }
+
+/** How long an owner other than the first holds a change back for the first owner's report to cover it. */
+export const FIRST_OWNER_GRACE_MS = 1000;
+/** A report covers a sample this replica holds when its sample arrived at its sender no more than this before: the same agent message reaches both owners about at once. */
+const SAME_MESSAGE_MS = 1000;
 
 /** How long one send to one replica may take: that replica's next send waits for it. */
 const SEND_TIMEOUT_MS = 2000;
@@ -57,6 +72,8 @@ export class NodeInputsSender {
   /** Per other replica (member key): each is sent on its own, so one that hangs holds back only itself. */
   readonly #peers = new Map<string, Peer>();
   readonly #failedLog = new OncePer(60_000);
+  /** Changes of nodes this replica is not the first owner of, held back: node -> since when. */
+  readonly #held = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
   #stopListening: (() => void) | undefined;
 
@@ -92,14 +109,14 @@ export class NodeInputsSender {
   async flush(): Promise<void> {
     const members = this.#o.view.others();
     for (const key of this.#peers.keys()) if (!members.some((m) => m.key === key)) this.#peers.delete(key);
+    const due = this.#due(this.#o.now());
     const ready: { webhook: string; key: string; peer: Peer }[] = [];
     for (const m of members) {
       let peer = this.#peers.get(m.key);
       if (!peer) this.#peers.set(m.key, (peer = { pending: new Set(), sending: false }));
-      for (const name of this.#changed) peer.pending.add(name);
+      for (const name of due) peer.pending.add(name);
       if (!peer.sending && peer.pending.size > 0) ready.push({ webhook: m.webhook, key: m.key, peer });
     }
-    this.#changed.clear();
     if (ready.length === 0) return;
     const entries = this.#entries(ready);
     const headers = { 'content-type': 'application/json', [FORWARDED_BY]: this.#o.identity };
@@ -116,6 +133,30 @@ export class NodeInputsSender {
         peer.sending = false;
       }
     }));
+  }
+
+  /** The changed nodes to report now: the first owner's at once, another owner's once the first owner's reports stop covering them. */
+  #due(now: number): string[] {
+    const reported = this.#o.reportedSampleAtMs;
+    const due: string[] = [];
+    for (const name of this.#changed) {
+      if (!reported || this.#o.view.isFirstOwner(name)) due.push(name);
+      else if (!this.#held.has(name)) this.#held.set(name, now);
+    }
+    this.#changed.clear();
+    if (!reported) return due;
+    for (const [name, since] of this.#held) {
+      const record = this.#o.store.get(name);
+      const covered = record !== undefined && (reported(name) ?? Number.NEGATIVE_INFINITY) >= record.receivedAtMs - SAME_MESSAGE_MS;
+      if (!record || record.streamId === undefined || covered || this.#o.view.isFirstOwner(name)) {
+        this.#held.delete(name);
+        if (record && this.#o.view.isFirstOwner(name)) due.push(name);
+      } else if (now - since >= FIRST_OWNER_GRACE_MS) {
+        this.#held.delete(name);
+        due.push(name);
+      }
+    }
+    return due;
   }
 
   /** Each node pending for a ready peer, as JSON, once however many peers get it; undefined for nodes not streamed here. */

@@ -48,6 +48,11 @@ export class PeerInputs {
     return kept && { ...kept.inputs.usage, ageMs: Math.max(0, nowMs - kept.sampleAtMs) };
   }
 
+  /** When the sample of the node's newest report arrived at its sender (this replica's clock); undefined with none. */
+  reportedSampleAtMs(name: string): number | undefined {
+    return this.#nodes.get(name)?.sampleAtMs;
+  }
+
   prune(nowMs: number): void {
     for (const [name, kept] of this.#nodes) if (nowMs - kept.sampleAtMs > this.forgetAfterMs) this.#nodes.delete(name);
   }

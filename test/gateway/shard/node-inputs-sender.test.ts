@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { NodeStore } from '../../../gateway/store/node-store.js';
-import { NodeInputsSender } from '../../../gateway/shard/node-inputs-sender.js';
+import { FIRST_OWNER_GRACE_MS, NodeInputsSender } from '../../../gateway/shard/node-inputs-sender.js';
 import { peerInputsFromWire } from '../../../gateway/shard/node-inputs-wire.js';
 import { ShardView } from '../../../gateway/shard/shard-view.js';
 import { flagsPolicySource } from '../../../gateway/policies/policy-source.js';
@@ -17,7 +17,7 @@ import { nodeSample } from '../../helpers/node-reviews.js';
 
 const log = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
 
-function setup() {
+function setup(o: { reportedSampleAtMs?: (node: string) => number | undefined; now?: () => number } = {}) {
   const store = new NodeStore({ retainMs: 600_000, forgetAfterMs: 600_000 });
   const view = new ShardView(2, (key) => key === 'self');
   view.set([{ key: 'self', webhook: 'self:8443' }, { key: 'a', webhook: 'a:8443' }, { key: 'b', webhook: 'b:8443' }]);
@@ -33,10 +33,12 @@ function setup() {
   };
   let failed = 0;
   const policies = flagsPolicySource(DEFAULT_POLICY);
-  const sender = new NodeInputsSender({ store, policies: () => policies.entries(), view, client, identity: 'self', now: Date.now, log, onFailed: () => (failed += 1) });
+  const clock = o.now ?? Date.now;
+  // The timer never fires within a test: each flush is the test's own.
+  const sender = new NodeInputsSender({ store, policies: () => policies.entries(), view, client, identity: 'self', now: clock, log, onFailed: () => (failed += 1), everyMs: 3_600_000, ...(o.reportedSampleAtMs && { reportedSampleAtMs: o.reportedSampleAtMs }) });
   const report = (name: string, streamId: number, seq: number) => {
     if (!store.get(name)) store.attach(name, `agent-${name}`, null, streamId);
-    const now = Date.now();
+    const now = clock();
     storeSample(store, name, streamId, nodeSample(now, { seq, summaries: [{ planId: planId(DEFAULT_POLICY), samples: 30, spanMs: 30_000, cpuMillicores: 700, memoryBytes: 2 ** 30, cpuPressure: false, memoryPressure: true }] }), now);
   };
   /** Answers the sends held so far. */
@@ -94,6 +96,41 @@ describe('node inputs sent to the other replicas', () => {
       await turn();
       await sender.flush();
       assert.deepEqual(posts.filter((p) => p.webhook === 'a:8443').map((p) => p.nodes.sort()), [['n1'], ['n2', 'n3']], 'what changed meanwhile, in one send');
+    } finally {
+      sender.stop();
+    }
+  });
+
+  it('an owner other than the first holds a change back while the first owner\'s reports cover it, and sends it a second after they fall behind', async () => {
+    let t = Date.now();
+    const reports = new Map<string, number>();
+    const { sender, posts, report, view } = setup({ reportedSampleAtMs: (n) => reports.get(n), now: () => t });
+    const names = Array.from({ length: 40 }, (_, i) => `node-${i}`);
+    const first = names.find((n) => view.isFirstOwner(n))!;
+    const second = names.find((n) => !view.isFirstOwner(n))!;
+    const sentTo = (webhook: string) => posts.filter((p) => p.webhook === webhook).flatMap((p) => p.nodes);
+    sender.start();
+    try {
+      report(first, 1, 1);
+      report(second, 2, 1);
+      await sender.flush();
+      assert.deepEqual(sentTo('a:8443'), [first], 'the first owner\'s node at once; the other held');
+      // The first owner's report of the same message arrives: nothing to add, ever.
+      reports.set(second, t);
+      t += 2 * FIRST_OWNER_GRACE_MS;
+      await sender.flush();
+      assert.deepEqual(sentTo('a:8443'), [first]);
+      // A new sample the first owner does not report (it lost the stream): sent once the grace has passed.
+      t += 5000;
+      report(second, 2, 2);
+      await sender.flush();
+      t += FIRST_OWNER_GRACE_MS / 2;
+      await sender.flush();
+      assert.deepEqual(sentTo('a:8443'), [first], 'still within the grace');
+      t += FIRST_OWNER_GRACE_MS;
+      await sender.flush();
+      assert.deepEqual(sentTo('a:8443'), [first, second], 'the first owner\'s reports fell behind: this owner reports');
+      assert.deepEqual(sentTo('b:8443'), [first, second]);
     } finally {
       sender.stop();
     }

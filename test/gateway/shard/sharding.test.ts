@@ -305,13 +305,15 @@ describe('three sharded replicas', () => {
       await hung?.close();
     });
 
-    it('the healthy owners\' reports reach this replica while their sends to the hung one wait; a review here is decided from the newest, patched', async () => {
+    it('the healthy owner reports in the hung first owner\'s place while its sends to the hung one wait; a review here is decided from the newest, patched', async () => {
       const sampleAt = Math.max(...ownerSet.map((gw) => gw.store.get(FIXTURE_NODE)!.receivedAtMs));
       const arrived = await eventually(() => {
         const u = outsider.peerInputs!.usage(FIXTURE_NODE, Date.now());
         return u && Date.now() - u.ageMs >= sampleAt - 5 ? Date.now() : undefined;
       }, 10_000, 'the report of the new sample');
-      assert.ok(arrived - sampleAt < 1200, `reported ${arrived - sampleAt} ms after the sample arrived: the hung replica's 2 s hold back only the sends to it`);
+      // The hung replica is the node's first owner and reports nothing: the second owner reports once its 1 s grace has
+      // passed, at most two 250 ms ticks around it (1.5 s), not after its sends to the hung replica time out (2 s each).
+      assert.ok(arrived - sampleAt < 2000, `reported ${arrived - sampleAt} ms after the sample arrived`);
       const started = performance.now();
       const res = await postHttps(outsider, '/mutate/nodes', JSON.stringify(kubeletReview()));
       const ms = performance.now() - started;
