@@ -76,8 +76,9 @@ export interface GatewayOptions {
   grpcStreams?: Partial<StreamLimits>;
   /**
    * Sharding (Settings.shard_copies): agents stream to this many owners of
-   * their node among the Service's ready replicas, and a review for a node
-   * without fresh data here is forwarded to an owner (gateway/shard/review-forwarder.ts).
+   * their node among the Service's ready replicas, and each node's first
+   * owner reports its decision inputs to the others, so any replica decides
+   * any review (gateway/shard/node-inputs-sender.ts).
    * Absent: every agent streams to every replica. With a cluster, `service`
    * (the agents' Service) lists the members; without one, RunningGateway.shard.set().
    */
