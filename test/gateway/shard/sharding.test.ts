@@ -205,16 +205,24 @@ describe('three sharded replicas', () => {
   });
 
   it('a review at a replica the node\'s agent does not stream to is decided there, from the owners\' report, as an owner decides it', async () => {
+    // The agent's samples reach the owners over a few seconds: compare once the owners hold the same newest one and the
+    // replica's report is of it too (the report's sample arrived at the first owner, the reporter, no earlier), so
+    // both decide from the same sample.
+    const first = ownerSet.find((gw) => gw.shard!.isFirstOwner(FIXTURE_NODE))!;
+    const seqs = () => ownerSet.map((gw) => gw.store.get(FIXTURE_NODE)?.lastSeq ?? 0);
+    await eventually(() => (new Set(seqs()).size === 1 ? true : undefined), 15_000, 'every owner holds the same newest sample');
+    await eventually(() => {
+      const u = outsider.peerInputs!.usage(FIXTURE_NODE, Date.now());
+      return u && Date.now() - u.ageMs >= first.store.get(FIXTURE_NODE)!.receivedAtMs ? true : undefined;
+    }, 10_000, 'the first owner\'s report of the last sample reached the replica');
     const review = JSON.stringify(kubeletReview());
-    const direct = await postHttps(ownerSet[0]!, '/mutate/nodes', review);
+    const newest = seqs()[0];
+    const direct = await postHttps(first, '/mutate/nodes', review);
     assert.ok(allocatableOps(direct.body).length > 0, `the owner's data inflates it: ${direct.body}`);
-    const here = await eventually(async () => {
-      const res = await postHttps(outsider, '/mutate/nodes', review);
-      return allocatableOps(res.body).length > 0 ? res : undefined;
-    }, 10_000, 'the owners\' report of the node reached the replica');
+    const here = await postHttps(outsider, '/mutate/nodes', review);
+    assert.deepEqual(seqs(), [newest, newest], 'no sample arrived meanwhile');
     assert.deepEqual(allocatableOps(here.body), allocatableOps(direct.body), 'the owner\'s grant');
     assert.equal(outsider.store.get(FIXTURE_NODE)?.lastSeq ?? 0, 0, 'decided without the node\'s samples');
-    assert.ok(outsider.peerInputs!.usage(FIXTURE_NODE, Date.now()), 'from what the owners reported');
     assert.match(await outsider.metrics.exposition(), /oversell_webhook_request_duration_seconds_count\{outcome="patched"\} [1-9]/);
   });
 
