@@ -6,9 +6,8 @@
 // plan (bench/capacity.ts) costs every report every replica receives with it.
 import { NodeStore } from '../gateway/store/node-store.js';
 import { PeerInputs } from '../gateway/store/peer-inputs.js';
-import { NodeInputsSender, plannedSummaries } from '../gateway/shard/node-inputs-sender.js';
-import { digestHistory, digestShares } from '../gateway/decide/history-digest.js';
-import { nodeInputsToWire, peerInputsFromWire } from '../gateway/shard/node-inputs-wire.js';
+import { NodeInputsSender, nodeReport, reportShape } from '../gateway/shard/node-inputs-sender.js';
+import { peerInputsFromWire } from '../gateway/shard/node-inputs-wire.js';
 import { PeerClient } from '../gateway/shard/peer-client.js';
 import { peerPlugin } from '../gateway/shard/peer-plugin.js';
 import { ShardView } from '../gateway/shard/shard-view.js';
@@ -91,13 +90,8 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
     const bytesPerReport = bodyBytes / reports;
     // The sender's part alone, once per changed node whatever the replicas (the sender shares it among them):
     // the summaries and the history digest from the record, as JSON. And the receiver's alone on those bodies.
-    const shares = digestShares([DEFAULT_POLICY.cpu.riskBudget.overShare, DEFAULT_POLICY.memory.riskBudget.overShare]);
-    const build = (name: string) => {
-      const record = store.get(name)!;
-      const u = store.usage(name, now)!;
-      const planned = plannedSummaries(record, [DEFAULT_POLICY]);
-      return JSON.stringify(nodeInputsToWire(name, { ...u, window: undefined, agentSummaries: undefined, summary: undefined, planned }, record.history && digestHistory(record.history, shares)));
-    };
+    const shape = reportShape(policies.entries());
+    const build = (name: string) => nodeReport(store, name, shape, now)!;
     const bodies: string[] = [];
     const buildBefore = cpuUs();
     for (let r = 0; r < rounds; r++) {

@@ -50,14 +50,13 @@
 // until it has started, so a rise then would count its requests at the load
 // factor of pods that are running. A fall is never delayed.
 import type { LoadHistoryView } from './load-history.js';
-import { NO_USAGE, summarizeWindow } from '../../lib/usage/window-summary.js';
-import { planId, summaryFor, type AgentSummary } from '../../lib/usage/summary-plan.js';
+import { NO_USAGE, summaryUnder } from '../../lib/usage/window-summary.js';
+import { planId, type AgentSummary } from '../../lib/usage/summary-plan.js';
 import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
 import { DEFAULT_RELIEF } from './relief.js';
-import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy, type UsageInput } from './decision-types.js';
-import type { UsageWindow } from '../../lib/usage/usage-window.js';
+import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
@@ -308,7 +307,7 @@ export function decide(input: DecisionInput): Decision {
   const known = trusted !== undefined || usage?.requests.known === true;
   // A summary made where the points are, or the gateway's window summarized here: the same figures from the same points.
   const summary = usage === undefined ? NO_USAGE
-    : usage.summary ?? (usage.window ? agentSummaryOf(usage, policy) ?? summarizeWindow(usage.window, policy, usage.capacityMemoryBytes) : plannedSummaryOf(usage.planned, policy));
+    : usage.summary ?? (usage.window ? summaryUnder(usage.window, policy, usage.capacityMemoryBytes, usage.agentSummaries) : plannedSummaryOf(usage.planned, policy));
   const samples = summary.samples;
   const mem = policy?.memory;
   const noData = summary.newestMs === undefined;
@@ -412,9 +411,4 @@ function plannedSummaryOf(planned: readonly AgentSummary[], policy: Policy | und
   if (!policy) return NO_USAGE;
   const id = planId(policy);
   return planned.find((p) => p.planId === id)?.summary ?? NO_USAGE;
-}
-
-/** The agent's summary of its window under the policy's plan, when it ends at the newest sample the gateway holds. */
-function agentSummaryOf(usage: UsageInput & { window: UsageWindow }, policy: Policy | undefined) {
-  return policy && usage.agentSummaries ? summaryFor(usage.agentSummaries, policy, usage.window.newestMs()) : undefined;
 }

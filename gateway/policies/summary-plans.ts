@@ -4,7 +4,7 @@
 // its policy's summary among those its agent sent.
 import type { SummaryPlan__Output as SummaryPlan } from '../../proto/gen/oversell/v1/SummaryPlan.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
-import type { SummaryPlan as Plan } from '../../lib/usage/summary-plan.js';
+import { planId, type SummaryPlan as Plan } from '../../lib/usage/summary-plan.js';
 import { MAX_SUMMARY_PLANS, planToWire } from '../../wire/usage-summary.js';
 
 /**
@@ -13,13 +13,14 @@ import { MAX_SUMMARY_PLANS, planToWire } from '../../wire/usage-summary.js';
  * gateway's own window.
  */
 export function summaryPlansOf(entries: readonly PolicyEntry[], first: readonly Plan[] = []): SummaryPlan[] {
-  const byId = new Map<number, SummaryPlan>();
-  for (const e of entries) {
-    if (!e.policy) continue;
-    const plan = planToWire(e.policy);
-    byId.set(plan.id, plan);
-  }
   const kept = first.map(planToWire);
   const ids = new Set(kept.map((p) => p.id));
-  return [...kept, ...[...byId.values()].filter((p) => !ids.has(p.id)).sort((a, b) => a.id - b.id)].slice(0, MAX_SUMMARY_PLANS);
+  return [...kept, ...distinctPlans(entries).map(planToWire).filter((p) => !ids.has(p.id)).sort((a, b) => a.id - b.id)].slice(0, MAX_SUMMARY_PLANS);
+}
+
+/** The distinct plans of the valid policies (one per id). */
+export function distinctPlans(entries: readonly PolicyEntry[]): Plan[] {
+  const byId = new Map<number, Plan>();
+  for (const e of entries) if (e.policy) byId.set(planId(e.policy), e.policy);
+  return [...byId.values()];
 }

@@ -8,12 +8,13 @@
 // or is gone): every replica then receives each node's reports about once,
 // not once per owner. The receiver keeps the report of the newest sample
 // (store/peer-inputs.ts).
-import { planId, summaryFor, type AgentSummary, type SummaryPlan } from '../../lib/usage/summary-plan.js';
-import { summarizeWindow } from '../../lib/usage/window-summary.js';
+import { planId, type AgentSummary, type SummaryPlan } from '../../lib/usage/summary-plan.js';
+import { summaryUnder } from '../../lib/usage/window-summary.js';
 import type { Logger } from '../../lib/log.js';
 import { OncePer } from '../../lib/once-per.js';
 import { digestHistory, digestShares } from '../decide/history-digest.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
+import { distinctPlans } from '../policies/summary-plans.js';
 import type { NodeRecord, NodeStore } from '../store/node-store.js';
 import { nodeInputsToWire } from './node-inputs-wire.js';
 import { FORWARDED_BY, type PeerClient } from './peer-client.js';
@@ -52,12 +53,35 @@ const SAME_MESSAGE_MS = 1000;
 /** How long one send to one replica may take: that replica's next send waits for it. */
 const SEND_TIMEOUT_MS = 2000;
 
-/** The window under `plan`: the agent's own summary when it ends at the newest point held, else made here from the points. */
-export function plannedSummaries(record: NodeRecord, plans: readonly SummaryPlan[]): AgentSummary[] {
-  const window = record.window;
-  const newest = window.newestMs();
+/** What a report carries of the policies: their distinct plans, and the shares their risk budgets read. */
+export interface ReportShape {
+  plans: SummaryPlan[];
+  shares: number[];
+}
+
+export function reportShape(policies: readonly PolicyEntry[]): ReportShape {
+  return {
+    plans: distinctPlans(policies),
+    shares: digestShares(policies.flatMap((e) => (e.policy ? [e.policy.cpu.riskBudget.overShare, e.policy.memory.riskBudget.overShare] : []))),
+  };
+}
+
+/** The window under each plan, as the decision reads it (window-summary.ts, summaryUnder). */
+function plannedSummaries(record: NodeRecord, plans: readonly SummaryPlan[]): AgentSummary[] {
   const capacity = record.value('capacity.memoryBytes');
-  return plans.map((plan) => ({ planId: planId(plan), summary: summaryFor(record.summaries, plan, newest) ?? summarizeWindow(window, plan, capacity) }));
+  return plans.map((plan) => ({ planId: planId(plan), summary: summaryUnder(record.window, plan, capacity, record.summaries) }));
+}
+
+/**
+ * A node's report as JSON, built once for every replica it goes to;
+ * undefined unless its agent streams here (a report is never relayed).
+ */
+export function nodeReport(store: NodeStore, name: string, shape: ReportShape, nowMs: number): string | undefined {
+  const record = store.get(name);
+  const usage = record?.streamId !== undefined ? store.usage(name, nowMs) : undefined;
+  if (!record || !usage) return undefined;
+  const history = record.history && digestHistory(record.history, shape.shares);
+  return JSON.stringify(nodeInputsToWire(name, { ...usage, window: undefined, agentSummaries: undefined, summary: undefined, planned: plannedSummaries(record, shape.plans) }, history));
 }
 
 interface Peer {
@@ -147,39 +171,23 @@ export class NodeInputsSender {
     if (!reported) return due;
     for (const [name, since] of this.#held) {
       const record = this.#o.store.get(name);
-      const covered = record !== undefined && (reported(name) ?? Number.NEGATIVE_INFINITY) >= record.receivedAtMs - SAME_MESSAGE_MS;
-      if (!record || record.streamId === undefined || covered || this.#o.view.isFirstOwner(name)) {
-        this.#held.delete(name);
-        if (record && this.#o.view.isFirstOwner(name)) due.push(name);
-      } else if (now - since >= FIRST_OWNER_GRACE_MS) {
-        this.#held.delete(name);
-        due.push(name);
-      }
+      const streamed = record !== undefined && record.streamId !== undefined;
+      const covered = streamed && (reported(name) ?? Number.NEGATIVE_INFINITY) >= record.receivedAtMs - SAME_MESSAGE_MS;
+      // Reported now: it became the first owner, or the first owner's reports have not covered it for the grace.
+      const report = streamed && (this.#o.view.isFirstOwner(name) || (!covered && now - since >= FIRST_OWNER_GRACE_MS));
+      if (report) due.push(name);
+      if (report || !streamed || covered) this.#held.delete(name);
     }
     return due;
   }
 
   /** Each node pending for a ready peer, as JSON, once however many peers get it; undefined for nodes not streamed here. */
   #entries(ready: readonly { peer: Peer }[]): Map<string, string | undefined> {
-    const policies = this.#o.policies();
-    const plans = uniquePlans(policies);
-    const shares = digestShares(policies.flatMap((e) => (e.policy ? [e.policy.cpu.riskBudget.overShare, e.policy.memory.riskBudget.overShare] : [])));
+    const shape = reportShape(this.#o.policies());
     const now = this.#o.now();
     const out = new Map<string, string | undefined>();
     for (const { peer } of ready) {
-      for (const name of peer.pending) {
-        if (out.has(name)) continue;
-        const record = this.#o.store.get(name);
-        // Only what arrives here from the node's own agent: a report is never relayed.
-        const usage = record && record.streamId !== undefined ? this.#o.store.usage(name, now) : undefined;
-        if (!record || !usage) {
-          out.set(name, undefined);
-          continue;
-        }
-        const planned = plannedSummaries(record, plans);
-        const history = record.history && digestHistory(record.history, shares);
-        out.set(name, JSON.stringify(nodeInputsToWire(name, { ...usage, window: undefined, agentSummaries: undefined, summary: undefined, planned }, history)));
-      }
+      for (const name of peer.pending) if (!out.has(name)) out.set(name, nodeReport(this.#o.store, name, shape, now));
     }
     return out;
   }
@@ -201,11 +209,4 @@ export class NodeInputsSender {
     if (nodes.length > 0) close();
     return bodies;
   }
-}
-
-/** The distinct plans of the valid policies. */
-function uniquePlans(entries: readonly PolicyEntry[]): SummaryPlan[] {
-  const byId = new Map<number, SummaryPlan>();
-  for (const e of entries) if (e.policy) byId.set(planId(e.policy), e.policy);
-  return [...byId.values()];
 }

@@ -9,12 +9,21 @@
 import { COLUMN, type UsageWindow } from './usage-window.js';
 import { windowStart, windowStatistic } from './usage-stats.js';
 import { cpuPressureSince, memoryPressureSince } from './pressure.js';
-import type { SummaryPlan, WindowSummary } from './summary-plan.js';
+import { summaryFor, type AgentSummary, type SummaryPlan, type WindowSummary } from './summary-plan.js';
 
 export type { SummaryPlan, WindowSummary } from './summary-plan.js';
 
 /** The summary of no usage at all. */
 export const NO_USAGE: WindowSummary = Object.freeze({ newestMs: undefined, samples: 0, spanMs: 0, cpuMillicores: 0, memoryBytes: 0, cpuPressure: false, memoryPressure: false });
+
+/**
+ * The window as `plan` reads it, wherever the summary was made: the agent's
+ * own under the plan when it ends at the window's newest point, else made
+ * here from the points.
+ */
+export function summaryUnder(window: UsageWindow, plan: SummaryPlan | undefined, capacityMemoryBytes: number, agentSummaries: readonly AgentSummary[] = []): WindowSummary {
+  return (plan && summaryFor(agentSummaries, plan, window.newestMs())) ?? summarizeWindow(window, plan, capacityMemoryBytes);
+}
 
 /** The window as `policy` reads it; with no policy, only whether there are points (nothing is decided from them). */
 export function summarizeWindow(window: UsageWindow, policy: SummaryPlan | undefined, capacityMemoryBytes: number): WindowSummary {
