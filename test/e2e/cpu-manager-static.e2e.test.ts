@@ -32,7 +32,7 @@ import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
 import { ADMIN_KUBECONFIG, CLUSTER_SH, STATE, clusterAsync, core } from './cluster.js';
 import {
-  customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
+  customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, replaceWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
 import { findRealNode, kubeletLogSince, kubeletLogSize, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, realNodePod } from './real-node.js';
@@ -355,7 +355,7 @@ describe('static CPU manager on the real kubelet node', { timeout: 15 * 60_000 }
     await reportedExclusive(0, true, 90_000);
     const plain: V1MutatingWebhookConfiguration = webhookFromDeploy(gateway!, WEBHOOK);
     plain.webhooks = plain.webhooks?.filter((h) => h.name !== 'bindings.oversell.io');
-    await installWebhook(plain);
+    await replaceWebhook(plain);
     await sleep(2_000); // the API server's view of webhook configurations follows within a second
     const room2 = await ensureRoom(ROOM_NEEDED, MAX_RATIO * raw - ROOM_NEEDED - 500);
     const logFrom2 = kubeletLogSize();

@@ -67,6 +67,19 @@ export async function installWebhook(config: V1MutatingWebhookConfiguration): Pr
   return (await objects().create({ ...WEBHOOK_KIND, ...config })) as V1MutatingWebhookConfiguration;
 }
 
+/**
+ * Replaces an installed webhook configuration in place. Removing and creating
+ * it again leaves a moment with no webhook: a kubelet write then is stored raw
+ * and unsigned, and a kubelet that reads back what it computed writes again
+ * only after nodeStatusReportFrequency (5 min).
+ */
+export async function replaceWebhook(config: V1MutatingWebhookConfiguration): Promise<V1MutatingWebhookConfiguration> {
+  const ref = { ...WEBHOOK_KIND, metadata: { name: config.metadata?.name ?? '' } };
+  const current = (await objects().read(ref)) as V1MutatingWebhookConfiguration;
+  const body = { ...WEBHOOK_KIND, ...config, metadata: { ...config.metadata, resourceVersion: current.metadata?.resourceVersion } };
+  return (await objects().replace(body)) as V1MutatingWebhookConfiguration;
+}
+
 /** Deletes the webhook configuration if it exists, and waits until it is gone. */
 export async function removeWebhook(name: string): Promise<void> {
   const ref = { ...WEBHOOK_KIND, metadata: { name } };
