@@ -28,9 +28,14 @@ export function flushSoon(flush: () => void, everyMs: number, timers: Timers = g
     disarm();
     flush();
   };
+  // A timer that fired is spent: clearing it again cost a busy thread as much as the flush's own hand-over.
+  const fired = () => {
+    armed = undefined;
+    flush();
+  };
   return {
     soon: () => {
-      armed ??= timers.setTimeout(now, everyMs);
+      armed ??= timers.setTimeout(fired, everyMs);
     },
     now,
     stop: disarm,

@@ -27,7 +27,11 @@ import { ROW_RECEIVED_AT_MS, ROW_SAMPLE, ROW_STREAM_ID, type IngestOp, type Inge
 import { niceThisThread } from '../../lib/thread-priority.js';
 
 // A sample waits at most this long on this thread before the store has it.
-const FLUSH_EVERY_MS = 5;
+// Each hand-over costs both threads a timer, a message and a turn whatever it
+// carries: at a summary every 20 s from 1,000 agents (50 messages a second),
+// 50 ms against 5 took a fifth off the replica's CPU (docs/performance-log.md,
+// 2026-12-07), and freshness's 1.5 s target has room for it.
+const FLUSH_EVERY_MS = 50;
 const HEAP_REPORT_EVERY_MS = 5000;
 /** The load shedder's period on the main thread. */
 const LOAD_REPORT_EVERY_MS = 1000;

@@ -7,6 +7,7 @@ function recordingTimers() {
   const pending = new Map<number, { fn: () => void; ms: number }>();
   let next = 1;
   let armedEver = 0;
+  let cleared = 0;
   const timers: Timers = {
     setTimeout(fn, ms) {
       armedEver += 1;
@@ -14,6 +15,7 @@ function recordingTimers() {
       return next++;
     },
     clearTimeout(handle) {
+      cleared += 1;
       pending.delete(handle as number);
     },
   };
@@ -22,7 +24,7 @@ function recordingTimers() {
     pending.clear();
     for (const [, t] of due) t.fn();
   };
-  return { timers, pending, fire, armedEver: () => armedEver };
+  return { timers, pending, fire, armedEver: () => armedEver, cleared: () => cleared };
 }
 
 /** A flusher on recording timers, and how many times it flushed. */
@@ -54,6 +56,7 @@ test('ops queued within one period share one timer and one flush, everyMs after 
   t.fire();
   assert.equal(flushes(), 2);
   assert.equal(t.pending.size, 0);
+  assert.equal(t.cleared(), 0, 'a timer that fired is not cleared again');
 });
 
 test('now() flushes at once and disarms the timer, so the batch is not handed over twice', () => {
