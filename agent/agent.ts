@@ -76,7 +76,7 @@ export function startAgent(options: AgentOptions): RunningAgent {
 
   const gateways = GatewaySet.withOptions({
     // Within what the gateway takes of a hello (wire/agent-bounds.ts): a longer CPU model or OS name is cut.
-    hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host: boundedHostFacts(host) },
+    hello: { nodeName: options.nodeName, instanceId, agentVersion: AGENT_VERSION, host: boundedHostFacts(host), readsSummaryAckEvery: true },
     log,
     ...(options.backoffInitialMs !== undefined && { backoffInitialMs: options.backoffInitialMs }),
     ...(options.backoffMaxMs !== undefined && { backoffMaxMs: options.backoffMaxMs }),

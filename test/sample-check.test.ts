@@ -156,7 +156,7 @@ describe('sample check (pure)', () => {
 
 describe('hello check (pure)', () => {
   const hello = (over: Partial<Hello__Output> = {}, host: Partial<NonNullable<Hello__Output['host']>> = {}): Hello__Output => ({
-    nodeName: 'node-h', instanceId: '5f0c6c1e-2f8a-4e6b-9a51-3d2f0c1b7e44', agentVersion: '0.1.0',
+    nodeName: 'node-h', instanceId: '5f0c6c1e-2f8a-4e6b-9a51-3d2f0c1b7e44', agentVersion: '0.1.0', readsSummaryAckEvery: true,
     host: { cpuModel: 'Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz', logicalCpus: 8, memoryTotalBytes: 32 * GI, os: 'Ubuntu 22.04.4 LTS', kernel: '6.5.0-1020-aws', cgroupMode: 'v2', cgroupDriver: 'systemd', ...host },
     ...over,
   });

@@ -15,10 +15,24 @@ export const MAX_PLAN_WINDOW_MS = 86_400_000;
  * A gateway acknowledges a stream of summarized samples once this long has
  * passed since its last ack (a summary needs no replay; the ack only says the
  * gateway is there), and the agent waits this long plus two send intervals
- * before it takes the gateway for silent. An ack costs the gateway about what
- * a message does (docs/performance-log.md, 2026-12-06).
+ * before it takes the gateway for silent. What an agent older than
+ * Hello.reads_summary_ack_every waits for, and what an agent assumes of a
+ * gateway that does not say (Settings.summary_ack_every_ms 0).
  */
 export const SUMMARY_ACK_EVERY_MS = 30_000;
+/**
+ * The same for an agent that reads Settings.summary_ack_every_ms. An ack costs
+ * the gateway about 300 µs (a write through grpc-js, HTTP/2 and TLS on its own
+ * connection; docs/performance-log.md, 2026-12-07); the price is a silent
+ * gateway (a half-open connection; a closed one is seen at once) noticed
+ * after 130 s instead of 70 at the default 20 s send interval.
+ */
+export const SUMMARY_ACK_EVERY_READER_MS = 90_000;
+
+/** How long an agent waits for an ack on a summarizing stream before it takes the gateway for silent. */
+export function summarySilenceMs(summaryAckEveryMs: number, sendEveryMs: number): number {
+  return (summaryAckEveryMs > 0 ? summaryAckEveryMs : SUMMARY_ACK_EVERY_MS) + 2 * sendEveryMs;
+}
 
 export function planToWire(plan: SummaryPlan): SummaryPlan__Output {
   return {

@@ -8,7 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { AgentStreamClient } from '../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage__Output } from '../../proto/gen/oversell/v1/GatewayMessage.js';
-import type { Hello__Output } from '../../proto/gen/oversell/v1/Hello.js';
+import type { Hello } from '../../proto/gen/oversell/v1/Hello.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { Settings__Output } from '../../proto/gen/oversell/v1/Settings.js';
 import { oversellV1 } from '../../proto/load.js';
@@ -17,11 +17,11 @@ import { Backoff } from '../../lib/backoff.js';
 import type { GatewayConnection } from './gateway-connection.js';
 import { cpuPressureOf } from '../../wire/cpu-pressure.js';
 import { keptPlans, type KeptPlan, UsageSummarizer } from './usage-summarizer.js';
-import { SUMMARY_ACK_EVERY_MS } from '../../wire/usage-summary.js';
+import { summarySilenceMs } from '../../wire/usage-summary.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
-  hello: Hello__Output;
+  hello: Hello;
   log: Logger;
   /** Samples kept for replay while the gateway is away. */
   bufferSize?: number;
@@ -240,9 +240,9 @@ export class ReportStream {
   }
 
   #armSilenceTimer(call: Call): void {
-    // A gateway acknowledges summarized samples by time (SUMMARY_ACK_EVERY_MS after its last ack, with the next sample): wait for that.
+    // A gateway acknowledges summarized samples by time (the interval its settings say, with the next sample): wait for that.
     const s = this.#summarizing;
-    const silenceMs = s ? Math.max(this.#options.silenceTimeoutMs, SUMMARY_ACK_EVERY_MS + 2 * s.everyMs) : this.#options.silenceTimeoutMs;
+    const silenceMs = s ? Math.max(this.#options.silenceTimeoutMs, summarySilenceMs(s.ackEveryMs, s.everyMs)) : this.#options.silenceTimeoutMs;
     clearTimeout(this.#silenceTimer);
     this.#silenceTimer = setTimeout(
       () => this.#onBroken(call, `no message from the gateway for ${silenceMs} ms`),
@@ -259,13 +259,15 @@ interface Sending {
 interface Summarizing {
   plans: KeptPlan[];
   everyMs: number;
+  /** Settings.summary_ack_every_ms: 0 from a gateway older than it. */
+  ackEveryMs: number;
 }
 
 /** The plans a gateway's settings ask summaries for; undefined when it names none this agent can keep (an older gateway names none). */
 function summarizingOf(settings: Settings__Output | null | undefined): Summarizing | undefined {
   const plans = keptPlans(settings?.summaryPlans ?? []);
   if (plans.length === 0) return undefined;
-  return { plans, everyMs: Math.max(1000, settings!.sendEveryMs || 10_000) };
+  return { plans, everyMs: Math.max(1000, settings!.sendEveryMs || 10_000), ackEveryMs: settings!.summaryAckEveryMs ?? 0 };
 }
 
 /** What a gateway's settings say about batches; undefined from a gateway that takes none (an older one says nothing). */

@@ -157,6 +157,8 @@ func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessage
 func (m *agentMessages) hello(node string) (*dynamicpb.Message, error) {
 	return newMessage(m.agentMessage, fields{"hello": fields{
 		"node_name": node, "instance_id": node + "-1", "agent_version": "loadgen",
+		// As the agent does: it is acknowledged at the interval its settings say.
+		"reads_summary_ack_every": true,
 	}})
 }
 

@@ -31,7 +31,7 @@ import { MAX_BATCH_SAMPLES } from './shed.js';
 import type { AgentAuthenticator, AgentPrincipal } from '../auth/agent-authenticator.js';
 import { authStatus } from '../auth/grpc-status.js';
 import { checkHello, checkSample, isRefused, refusalLog, type SampleRefused } from '../store/sample-check.js';
-import { SUMMARY_ACK_EVERY_MS, summariesFromWire } from '../../wire/usage-summary.js';
+import { SUMMARY_ACK_EVERY_MS, SUMMARY_ACK_EVERY_READER_MS, summariesFromWire } from '../../wire/usage-summary.js';
 import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { AgentSummary } from '../../lib/usage/summary-plan.js';
 
@@ -167,6 +167,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
       let node: string | undefined;
       let sinceAck = 0;
       let lastAckAtMs = -Infinity;
+      let summaryAckEveryMs = SUMMARY_ACK_EVERY_MS;
       let ended = false;
       const bucket = new TokenBucket(rate, burst, now);
       let principal: AgentPrincipal | undefined;
@@ -264,9 +265,12 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           node = nodeName;
           const { agentVersion } = msg.hello;
+          // An agent that reads the interval is acknowledged less often; an older one waits for an ack every 30 s.
+          summaryAckEveryMs = msg.hello.readsSummaryAckEvery ? SUMMARY_ACK_EVERY_READER_MS : SUMMARY_ACK_EVERY_MS;
           const settingsOf = (s: Sending) => ({
             sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0, shardCopies,
             summaryPlans: [...(s.summaryPlans ?? [])],
+            summaryAckEveryMs: msg.hello!.readsSummaryAckEvery ? summaryAckEveryMs : 0,
           });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
@@ -303,7 +307,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           }
           // A batch is acknowledged as a whole: its samples were sent together and are dropped together.
           // A summarized sample comes every send_every_ms: acknowledged often enough that the agent never takes the stream for silent.
-          const summarized = (msg.sample?.summaries.length ?? 0) > 0 && receivedAtMs - lastAckAtMs >= SUMMARY_ACK_EVERY_MS;
+          const summarized = (msg.sample?.summaries.length ?? 0) > 0 && receivedAtMs - lastAckAtMs >= summaryAckEveryMs;
           if (lastTaken > 0 && (sinceAck >= ackEvery || samples.length > 1 || summarized)) {
             sinceAck = 0;
             lastAckAtMs = receivedAtMs;

@@ -35,6 +35,9 @@
 // A hello is checked by checkHello() (its strings within HELLO_BOUNDS): the
 // store keeps its host facts, and every query of the node returns them.
 import type { Hello__Output } from '../../proto/gen/oversell/v1/Hello.js';
+
+/** What of a hello is kept and shown: its strings. */
+type HelloStrings = Pick<Hello__Output, 'nodeName' | 'instanceId' | 'agentVersion' | 'host'>;
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import { HELLO_BOUNDS, POD_BOUNDS } from '../../wire/agent-bounds.js';
 import { sampleRow } from '../../wire/sample-row.js';
@@ -169,7 +172,7 @@ export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
 }
 
 /** The snake_case field of each bounded hello string, for the refusal's words. */
-const HELLO_FIELDS: ReadonlyArray<[keyof typeof HELLO_BOUNDS, string, (h: Hello__Output) => string | undefined]> = [
+const HELLO_FIELDS: ReadonlyArray<[keyof typeof HELLO_BOUNDS, string, (h: HelloStrings) => string | undefined]> = [
   ['instanceId', 'hello.instance_id', (h) => h.instanceId],
   ['agentVersion', 'hello.agent_version', (h) => h.agentVersion],
   ['cpuModel', 'hello.host.cpu_model', (h) => h.host?.cpuModel],
@@ -184,7 +187,7 @@ const HELLO_FIELDS: ReadonlyArray<[keyof typeof HELLO_BOUNDS, string, (h: Hello_
  * words), or undefined when it may. The node name is checked apart (a
  * Kubernetes node name, at most 253 characters).
  */
-export function checkHello(hello: Hello__Output): string | undefined {
+export function checkHello(hello: HelloStrings): string | undefined {
   for (const [bound, field, read] of HELLO_FIELDS) {
     const length = read(hello)?.length ?? 0;
     if (length > HELLO_BOUNDS[bound]) return `${field} is ${length} characters long; at most ${HELLO_BOUNDS[bound]}`;

@@ -19,6 +19,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startAgent } from '../../../agent/agent.js';
 import { noPodSource } from '../../../agent/requests/pod-source.js';
+import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
+import type { Hello } from '../../../proto/gen/oversell/v1/Hello.js';
+import { SUMMARY_ACK_EVERY_MS, SUMMARY_ACK_EVERY_READER_MS, summarySilenceMs } from '../../../wire/usage-summary.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const T0 = Date.now() - 20_000;
@@ -176,5 +179,26 @@ describe('a real agent to a gateway with summaries', () => {
     const record = gw.store.get('sum-pods');
     assert.ok(record && record.podsAtMs > 0, 'pod reports still reach the gateway');
     assert.ok(Date.now() - record.podsReceivedAtMs <= 2500, `the newest pod report is ${Date.now() - record.podsReceivedAtMs} ms old`);
+  });
+});
+
+describe('acknowledgements of a summarizing stream', () => {
+  it('an agent that reads the interval is told a longer one and waits for it; an older agent is acknowledged every 30 s as it expects', async () => {
+    const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const settingsOf = async (h: Hello) => {
+      let told: Settings__Output | undefined;
+      const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: h, log, onSettings: (s) => (told = s) });
+      cleanups.push(() => rs.stop());
+      rs.start();
+      return eventually(async () => told, 5000, `${h.nodeName} welcomed`);
+    };
+    const reader = await settingsOf({ ...hello('ack-reader'), readsSummaryAckEvery: true });
+    assert.equal(reader.summaryAckEveryMs, SUMMARY_ACK_EVERY_READER_MS);
+    const older = await settingsOf(hello('ack-older'));
+    assert.equal(older.summaryAckEveryMs, 0, 'an older agent is not told (it would not read it) and is acknowledged every 30 s');
+    // The agent waits the interval it was told and two send intervals; a gateway that says nothing, 30 s and two.
+    assert.equal(summarySilenceMs(reader.summaryAckEveryMs, 20_000), 130_000);
+    assert.equal(summarySilenceMs(0, 20_000), SUMMARY_ACK_EVERY_MS + 40_000);
   });
 });
