@@ -22,6 +22,7 @@ import { ensureLoadgen, PROTO, startLoadgen, waitForLine } from './loadgen.js';
 import { mean, round, runIfMain, type BenchResult } from './result.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { SUMMARY_SEND_EVERY_MS } from '../gateway/config/defaults.js';
+import { SUMMARY_ACK_EVERY_READER_MS } from '../wire/usage-summary.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -120,7 +121,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
     targets: [{ name: `a replica's cost per 1,000 agents <= 15 millicores, agents at the default (setting S: a summary every ${SUMMARY_SEND_EVERY_MS / 1000} s)`, measured: `${perThousand(sum)} millicores`, met: perThousand(sum) <= 15 }],
     notes: [
       `one gateway per setting (dist/, TLS on the agent port, decoded by its ingest thread), ${AGENTS} bench/loadgen agents each on its own TLS connection, no token (a gateway without a cluster asks none); each setting ${rounds} times in turn; its CPU (every thread) over ${windowS} s after ${warmS} s and one batch period, less its idle CPU before the agents`,
-      `A: a sample a second sent 5 a message (a steady agent with batches, --agent-summaries off, --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message; S: one sample every ${SUMMARY_SEND_EVERY_MS / 1000} s with one window summary, to a gateway with its defaults (--agent-summaries on, acknowledged once 30 s have passed since the last ack); every agent reports ${PODS} pods (2 containers each) as a real one does: A, B and C every 10 s (every 10th sample, C every sample), S with each message. Batches leave spread over their period (agent i's first batch is i mod the batch short), as independent agents' do. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate (both with 100 pod reports/s)`,
+      `A: a sample a second sent 5 a message (a steady agent with batches, --agent-summaries off, --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message; S: one sample every ${SUMMARY_SEND_EVERY_MS / 1000} s with one window summary, to a gateway with its defaults (--agent-summaries on, acknowledged once ${SUMMARY_ACK_EVERY_READER_MS / 1000} s have passed since the last ack, as an agent that reads the interval is); every agent reports ${PODS} pods (2 containers each) as a real one does: A, B and C every 10 s (every 10th sample, C every sample), S with each message. Batches leave spread over their period (agent i's first batch is i mod the batch short), as independent agents' do. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate (both with 100 pod reports/s)`,
     ],
   };
 }
