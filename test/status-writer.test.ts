@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Node } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { holdBack, loweringPatch, StatusWriter } from '../gateway/act/status-writer.js';
+import { NUDGE_EVERY_MS, nudgePatch, shouldNudge } from '../gateway/act/kubelet-nudge.js';
 import type { LeaderLease } from '../gateway/act/leader-lease.js';
 import { GatewayMetrics } from '../gateway/metrics/metrics.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
@@ -166,5 +167,76 @@ describe('status writer: sharded, each replica lowers the nodes it holds', () =>
     } finally {
       follower.stop();
     }
+  });
+});
+
+describe('status writer: the nudge, when the node carries no record of ours (a kubelet write passed the webhook unpatched)', () => {
+  const NODES = '/api/v1/nodes';
+  let api: FakeKubeApi;
+  before(async () => {
+    api = await FakeKubeApi.start([NODES]);
+  });
+  after(() => api.close());
+
+  it('nudgePatch: memory exactly one byte down, pinned to what the node held', () => {
+    assert.deepEqual(nudgePatch('31369912Ki'), [
+      { op: 'test', path: '/status/allocatable/memory', value: '31369912Ki' },
+      { op: 'replace', path: '/status/allocatable/memory', value: String(31369912n * 1024n - 1n) },
+    ]);
+  });
+
+  it('shouldNudge: only without a valid record, only with a decision to make, at most once per interval', () => {
+    const due = { unverified: 'no-proof' as const, decidable: true, lastNudgeAt: undefined, now: 1e6 };
+    assert.equal(shouldNudge(due), true);
+    assert.equal(shouldNudge({ ...due, unverified: 'above-capacity' }), false, 'an object that is not raw: the kubelet rewrites it every 10 s anyway');
+    assert.equal(shouldNudge({ ...due, decidable: false }), false, 'stale data or no policy: the webhook would not decide either');
+    assert.equal(shouldNudge({ ...due, lastNudgeAt: 1e6 - NUDGE_EVERY_MS + 1 }), false);
+    assert.equal(shouldNudge({ ...due, lastNudgeAt: 1e6 - NUDGE_EVERY_MS }), true);
+  });
+
+  it('nudges a raw node with fresh data once per interval, never a node carrying our record, a stale node, or while held back', async () => {
+    let t = 1.7e12;
+    const bench = reviewBench({ now: () => t });
+    const raw = (name: string) => kubeletReview(name).request.object as V1Node;
+    // node-signed went through the webhook; node-raw and node-stale are as their kubelet wrote them.
+    bench.report('node-stale', nodeSample(t));
+    t += DEFAULT_POLICY.staleAfterMs + 6000;
+    for (let i = 0; i < 5; i++) for (const name of ['node-signed', 'node-raw']) bench.report(name, nodeSample(t - 5000 + i * 1000));
+    const review = kubeletReview('node-signed');
+    const result = bench.review(review);
+    assert.equal(result.outcome, 'patched');
+    const objects = new Map<string, V1Node>([
+      ['node-signed', applied(review.request.object, patchOf(result.review as { response: { patch?: string } })) as V1Node],
+      ['node-raw', raw('node-raw')],
+      ['node-stale', raw('node-stale')],
+    ]);
+    let notReady: string | undefined;
+    const writer = new StatusWriter({
+      kubeConfig: api.kubeConfig(), nodes: { list: () => [...objects.values()], get: (n: string) => objects.get(n) }, store: bench.store,
+      policies: flagsPolicySource(DEFAULT_POLICY), lease: { isLeader: true, onChange: () => {} } as unknown as LeaderLease,
+      metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
+      notReady: () => notReady, identity: 'test', now: () => t, minFreshShare: 0,
+    });
+    const nudged = () => api.requests.filter((u) => u.endsWith('/status')).map((u) => u.split('/')[4]);
+    const settled = () => new Promise((r) => setTimeout(r, 200));
+
+    writer.sweep();
+    await eventually(() => (nudged().length >= 1 ? true : undefined), 5000, 'the nudge');
+    await settled();
+    assert.deepEqual(nudged(), ['node-raw'], 'only the raw node with fresh data');
+    t += NUDGE_EVERY_MS - 1000;
+    for (const name of ['node-signed', 'node-raw']) bench.report(name, nodeSample(t));
+    writer.sweep();
+    await settled();
+    assert.deepEqual(nudged(), ['node-raw'], 'not again before the interval');
+    t += 1000;
+    notReady = 'policies not synced';
+    writer.sweep();
+    await settled();
+    assert.deepEqual(nudged(), ['node-raw'], 'not while held back');
+    notReady = undefined;
+    writer.sweep();
+    await eventually(() => (nudged().length >= 2 ? true : undefined), 5000, 'the second nudge');
+    assert.deepEqual(nudged(), ['node-raw', 'node-raw']);
   });
 });

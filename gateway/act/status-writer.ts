@@ -20,7 +20,7 @@ import { nodePatch } from '../admit/node-review.js';
 import type { GrantProof } from '../decide/grant-proof.js';
 import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
 import { pressureNow, type Allocatable, type Decision, type Policy, type ResourceDecision } from '../decide/policy.js';
-import type { NodeObjectFacts } from '../decide/trusted-raw.js';
+import type { NodeObjectFacts, Unverified } from '../decide/trusted-raw.js';
 import type { JsonPatchOp } from '../../lib/json.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
@@ -30,6 +30,7 @@ import type { NodeRequests } from '../store/bound-requests.js';
 import type { NodeCache } from '../ingest/node-watch.js';
 import type { LeaderLease } from './leader-lease.js';
 import { TokenBucket } from '../../lib/token-bucket.js';
+import { nudgePatch, shouldNudge } from './kubelet-nudge.js';
 
 /** A memory rise, as a share of capacity, that makes the leader re-decide a node at once instead of at the next sweep. */
 const USAGE_RISE = 0.02;
@@ -144,6 +145,8 @@ export class StatusWriter {
   /** Why node writes are held back now; undefined when they may go ahead. Set by every sweep. */
   #paused: string | undefined = 'no sweep yet';
   #lastOverCapEvent = new Map<string, number>();
+  /** Per node, when this replica last nudged its kubelet (kubelet-nudge.ts); gone once the node carries our record again. */
+  readonly #nudgedAt = new Map<string, number>();
 
   constructor(options: StatusWriterOptions) {
     this.#o = { sweepEveryMs: 2000, now: Date.now, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, boundRequests: () => undefined, ...options };
@@ -162,7 +165,10 @@ export class StatusWriter {
       if (!this.#lowers(record.name)) return;
       if (this.#mayBeUnderPressure(record) || this.#usageRose(record)) this.check(record.name);
     };
-    const removed = (name: string) => this.#memorySeen.delete(name);
+    const removed = (name: string) => {
+      this.#memorySeen.delete(name);
+      this.#nudgedAt.delete(name);
+    };
     store.on('updated', updated);
     store.on('removed', removed);
     this.#unlisten = () => {
@@ -261,7 +267,11 @@ export class StatusWriter {
     }
     // Only nodes carrying our own signed record: we lower what we raised, and never guess raw.
     const { facts, trusted } = inputs;
-    if (trusted.unverified) return;
+    if (trusted.unverified) {
+      this.#nudgeIfDue(name, trusted.unverified, inputs.labels, status.allocatable.memory);
+      return;
+    }
+    this.#nudgedAt.delete(name);
     const { raw } = trusted;
     const decision = decideForNode({
       raw, signed: trusted.signed, nodeMaxRatio: inputs.nodeMaxRatio, usage: this.#o.store.usage(name, this.#o.now()),
@@ -281,19 +291,47 @@ export class StatusWriter {
       return; // the next sweep or sample tries again
     }
     const guarded = loweringPatch(facts, { cpu: status.allocatable.cpu, memory: status.allocatable.memory }, raw, decision, this.#o.proof, trusted.signed?.unconfirmed);
+    this.#patch(name, guarded, () => {
+      this.#o.metrics.statusWrite('lowered');
+      this.#o.log.info({ node: name, cpu: `${decision.cpu.decidedBy}`, memory: `${decision.memory.decidedBy}`, reason: decision.reason }, 'lowered allocatable without waiting for the kubelet');
+    }, 'could not lower allocatable now; the kubelet\'s next write will');
+  }
+
+  /**
+   * Memory one byte down on a node whose stored allocatable carries no valid
+   * record of ours, so its kubelet writes again within 10 s through the
+   * webhook instead of in up to 5 min (kubelet-nudge.ts). Held back as
+   * lowering is, and it spends the same write budget.
+   */
+  #nudgeIfDue(name: string, unverified: Unverified, labels: Record<string, string>, heldMemory: string): void {
+    const now = this.#o.now();
+    const policy = this.#o.policies.select(labels)?.policy;
+    const age = this.#o.store.usage(name, now)?.ageMs;
+    const decidable = policy !== undefined && age !== undefined && age <= policy.staleAfterMs;
+    if (!shouldNudge({ unverified, decidable, lastNudgeAt: this.#nudgedAt.get(name), now })) return;
+    if (this.#paused) {
+      this.#o.metrics.statusWrite('paused');
+      return;
+    }
+    if (!this.#bucket.take()) {
+      this.#o.metrics.statusWrite('rate-limited');
+      return;
+    }
+    this.#nudgedAt.set(name, now);
+    this.#patch(name, nudgePatch(heldMemory), () => {
+      this.#o.metrics.statusWrite('nudged');
+      this.#o.log.info({ node: name, memory: heldMemory }, 'nudged the kubelet to write its status again: the node carries no valid grant record of ours (a kubelet write passed the webhook unpatched, or the node was just labelled)');
+    }, 'could not nudge the kubelet; it writes its status again within 5 min, or at once when restarted');
+  }
+
+  #patch(name: string, body: object[], done: () => void, failure: string): void {
     this.#inFlight.add(name);
     this.#core
-      .patchNodeStatus({ name, body: guarded }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch))
-      .then(
-        () => {
-          this.#o.metrics.statusWrite('lowered');
-          this.#o.log.info({ node: name, cpu: `${decision.cpu.decidedBy}`, memory: `${decision.memory.decidedBy}`, reason: decision.reason }, 'lowered allocatable without waiting for the kubelet');
-        },
-        (err: unknown) => {
-          this.#o.metrics.statusWrite('failed');
-          this.#o.log.warn({ node: name, err: String((err as Error).message ?? err) }, 'could not lower allocatable now; the kubelet\'s next write will');
-        },
-      )
+      .patchNodeStatus({ name, body }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch))
+      .then(done, (err: unknown) => {
+        this.#o.metrics.statusWrite('failed');
+        this.#o.log.warn({ node: name, err: String((err as Error).message ?? err) }, failure);
+      })
       .finally(() => this.#inFlight.delete(name));
   }
 

@@ -76,7 +76,7 @@ export class GatewayMetrics {
     });
     this.#statusWrites = new Counter({
       name: 'oversell_node_status_writes_total',
-      help: 'The leader\'s own writes: allocatable lowered ahead of the kubelet (lowered, failed, rate-limited; paused: not written because the gateway is not ready or its data is fresh for too few nodes) and Events on nodes whose bound requests exceed the cap (event, event-failed).',
+      help: 'The leader\'s own writes: allocatable lowered ahead of the kubelet (lowered), memory one byte down so a kubelet whose last write passed the webhook unpatched writes again (nudged), either refused (failed) or held back (rate-limited; paused: not written because the gateway is not ready or its data is fresh for too few nodes) and Events on nodes whose bound requests exceed the cap (event, event-failed).',
       labelNames: ['result'],
       registers,
     });
@@ -236,7 +236,7 @@ export class GatewayMetrics {
     this.#templates.set({ state: 'invalid' }, invalid);
   }
 
-  statusWrite(result: 'lowered' | 'failed' | 'rate-limited' | 'paused' | 'event' | 'event-failed'): void {
+  statusWrite(result: 'lowered' | 'nudged' | 'failed' | 'rate-limited' | 'paused' | 'event' | 'event-failed'): void {
     this.#statusWrites.inc({ result });
   }
 

@@ -15,6 +15,8 @@ import {
 import { pino } from 'pino';
 import { HistorySnapshots } from '../../gateway/act/history-snapshots.js';
 import { loweringPatch } from '../../gateway/act/status-writer.js';
+import { nudgePatch } from '../../gateway/act/kubelet-nudge.js';
+import { parseBytes } from '../../lib/quantity.js';
 import { decodeLoadHistory } from '../../gateway/decide/load-history-codec.js';
 import { LoadHistory } from '../../gateway/decide/load-history.js';
 import { NodeStore } from '../../gateway/store/node-store.js';
@@ -225,6 +227,22 @@ describe('the gateway bound down to fields and names on the real API server (Val
           { op: 'replace', path: '/status/allocatable/cpu', value: '6' },
           { op: 'replace', path: '/status/allocatable/memory', value: '12Gi' },
         ] }, jsonPatch);
+      });
+
+      it('allows the kubelet nudge (kubelet-nudge.ts): memory one byte below what the node holds, even at the recorded raw; two bytes there are refused', async () => {
+        await core().patchNodeStatus({ name: NODE, body: [{ op: 'replace', path: '/status/allocatable/memory', value: RAW.memory }] }, jsonPatch);
+        try {
+          const twoBytes = await patchStatus(gatewayCore(), [{ op: 'replace', path: '/status/allocatable/memory', value: String(8n * GI - 2n) }]);
+          assert.equal(twoBytes.ok, false, 'two bytes below the recorded raw');
+          if (!twoBytes.ok) assert.match(twoBytes.message, /below the node's raw allocatable/);
+          assert.deepEqual(await patchStatus(gatewayCore(), nudgePatch(RAW.memory)), { ok: true });
+          const stored = await core().readNode({ name: NODE });
+          assert.equal(parseBytes(stored.status?.allocatable?.memory, 'memory'), 8n * GI - 1n);
+          assert.equal(stored.status?.allocatable?.cpu, '6', 'CPU as it was');
+          assert.equal(stored.metadata?.annotations?.['oversell.io/raw-allocatable-memory'], RAW.memory, 'the raw record as it was');
+        } finally {
+          await core().patchNodeStatus({ name: NODE, body: [{ op: 'replace', path: '/status/allocatable/memory', value: '12Gi' }] }, jsonPatch);
+        }
       });
 
       it('binds only the gateway: an administrator may still raise allocatable', async () => {

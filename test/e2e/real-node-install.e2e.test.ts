@@ -12,12 +12,12 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { AppsV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, type V1MutatingWebhookConfiguration, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import { DEFAULT_POLICY } from '../../gateway/decide/policy.js';
 import { REPO, adminConfig, clusterAsync, core, helm, objects } from './cluster.js';
-import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, POLICY_CRD, removeInstallLeftovers } from './fixtures.js';
+import { deleteNamespaceAndWait, ensureNamespace, eventually, OPT_IN, POLICY_CRD, removeInstallLeftovers, removeWebhook } from './fixtures.js';
 import { boundMemoryOn, hostMemory, waitInstalledOn, OVERSELL_IMAGE_TAR, REAL_NODE_IDLE_PODS, REAL_NODE_LABEL, applyOverlay, assertRawAfterUninstall, removeOverlay, changedStatus, getNodeStatus, idlePodFor, findRealNode, heartbeatOf, importImage, kubeletWritesAfter, optOutNode, patchNodeMetadata, podInPhase, queryAsViewer, realNodePod, recordNode, restartKubelet } from './real-node.js';
 
 const NS = 'oversell';
@@ -28,6 +28,7 @@ const MI = 1024 ** 2;
 const MEMORY_CAP = Math.min(DEFAULT_POLICY.memory.maxRatio, DEFAULT_POLICY.history.learningMaxRatio.memory);
 /** How long the kubelet's status writes are counted: 3 writes at its 10 s nodeStatusUpdateFrequency. */
 const WRITES_WINDOW_MS = 31_000;
+const WEBHOOK = { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } };
 
 let node: V1Node | undefined;
 let nodeName = '';
@@ -120,7 +121,7 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
     await applyOverlay(OVERLAY);
     await patchNodeMetadata(nodeName, { labels: OPT_IN });
     await waitInstalledOn(node!, rawMemory);
-    const webhook = await objects().read({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name: 'oversell' } }) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };
+    const webhook = await objects().read(WEBHOOK) as { webhooks?: { clientConfig: { service?: { name?: string }; url?: string } }[] };
     assert.ok(webhook.webhooks?.every((w) => w.clientConfig.service?.name === 'oversell-gateway' && !w.clientConfig.url), 'the webhook calls the Service, no URL');
     installed = true;
 
@@ -152,6 +153,40 @@ describe('kubectl apply -k on the real node', { timeout: 10 * 60_000 }, () => {
       }
     } finally {
       record.stop();
+    }
+  });
+
+  it('a kubelet write that passed the webhook unpatched is inflated again within a minute, not at the kubelet\'s 5-min report: the gateway nudges it (memory one byte down)', async (t) => {
+    if (!node) return t.skip('no real node in this cluster (OVERSELL_REAL_NODE=0)');
+    if (!installed) return t.skip('the install test above failed');
+    const saved = (await objects().read(WEBHOOK)) as V1MutatingWebhookConfiguration;
+    const record = await recordNode(nodeName);
+    let restored = false;
+    const restore = async () => {
+      restored = true;
+      const { name, labels, annotations } = saved.metadata ?? {};
+      await objects().create({ ...saved, metadata: { name, ...(labels && { labels }), ...(annotations && { annotations }) } });
+    };
+    try {
+      // The webhook gone while the kubelet writes: its write is stored as it computed it, raw and unsigned.
+      await removeWebhook('oversell');
+      await sleep(1000); // the API server's view of webhook configurations follows within a second
+      const restartedAt = Date.now();
+      await restartKubelet();
+      const rawWrite = await eventually('the kubelet\'s raw write', () => record.kubeletWrites().find((w) => w.at > restartedAt && memoryOf(w.node) <= rawMemory), 60_000, 100)
+        .catch((err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`));
+      const restoredAt = Date.now();
+      await restore();
+      // Without the nudge, the kubelet's next write would come 5 min after its restart.
+      const inflated = await eventually('a kubelet write inflated again', () => record.kubeletWrites().find((w) => w.at > restoredAt && memoryOf(w.node) > rawMemory), 90_000, 100)
+        .catch((err: Error) => assert.fail(`${err.message}; the node's writes:\n${record.summary()}`));
+      const nudges = record.writes.filter((w) => w.at > rawWrite.at && w.at <= inflated.at && memoryOf(w.node) === memoryOf(rawWrite.node) - 1n);
+      assert.ok(nudges.length >= 1, `no write one byte below the kubelet's ${rawWrite.node.status?.allocatable?.memory} before the inflated one; the node's writes:\n${record.summary()}`);
+      assert.equal(inflated.node.metadata?.annotations?.[ANNOTATION.rawMemory], rawMemoryText, 'raw recorded from the kubelet\'s own number, not from the nudge');
+      console.log(`# a write that passed the webhook unpatched: inflated again ${inflated.at - restoredAt} ms after the webhook came back, ${inflated.at - rawWrite.at} ms after that write (${nudges.length} nudge(s))`);
+    } finally {
+      record.stop();
+      if (!restored) await restore().catch(() => {});
     }
   });
 
