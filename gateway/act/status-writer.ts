@@ -135,6 +135,7 @@ export class StatusWriter {
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
   readonly #bucket: TokenBucket;
+  readonly #burst: number;
   readonly #inFlight = new Set<string>();
   #timers: NodeJS.Timeout[] = [];
   #unlisten: () => void = () => {};
@@ -152,7 +153,8 @@ export class StatusWriter {
     this.#o = { sweepEveryMs: 2000, now: Date.now, minFreshShare: 0.5, overCapEventEveryMs: 30 * 60_000, boundRequests: () => undefined, ...options };
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.#bucket = new TokenBucket(options.writesPerSecond, Math.max(1, options.writesPerSecond * 2), this.#o.now);
+    this.#burst = Math.max(1, options.writesPerSecond * 2);
+    this.#bucket = new TokenBucket(options.writesPerSecond, this.#burst, this.#o.now);
   }
 
   start(): void {
@@ -313,14 +315,17 @@ export class StatusWriter {
       this.#o.metrics.statusWrite('paused');
       return;
     }
-    if (!this.#bucket.take()) {
+    // Half the burst stays for lowering: after an outage every node wants a nudge, and a fall must not wait behind them.
+    if (!this.#bucket.take(1, Math.floor(this.#burst / 2))) {
       this.#o.metrics.statusWrite('rate-limited');
       return;
     }
+    // Logged once per loss of the record, not every 30 s for a webhook that keeps failing open.
+    const first = !this.#nudgedAt.has(name);
     this.#nudgedAt.set(name, now);
     this.#patch(name, nudgePatch(heldMemory), () => {
       this.#o.metrics.statusWrite('nudged');
-      this.#o.log.info({ node: name, memory: heldMemory }, 'nudged the kubelet to write its status again: the node carries no valid grant record of ours (a kubelet write passed the webhook unpatched, or the node was just labelled)');
+      this.#o.log[first ? 'info' : 'debug']({ node: name, memory: heldMemory }, 'nudged the kubelet to write its status again: the node carries no valid grant record of ours (a kubelet write passed the webhook unpatched, or the node was just labelled)');
     }, 'could not nudge the kubelet; it writes its status again within 5 min, or at once when restarted');
   }
 

@@ -15,4 +15,11 @@ describe('TokenBucket', () => {
     t = 10_000;
     assert.deepEqual([b.take(), b.take(), b.take(), b.take()], [true, true, true, false]);
   });
+
+  it('a reserve: a caller that keeps it takes only while that much would be left for the others', () => {
+    let t = 0;
+    const b = new TokenBucket(2, 4, () => t);
+    assert.deepEqual([b.take(1, 2), b.take(1, 2), b.take(1, 2)], [true, true, false], 'two of four, two kept');
+    assert.deepEqual([b.take(), b.take(), b.take()], [true, true, false], 'the kept two for the others');
+  });
 });
