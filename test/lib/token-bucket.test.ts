@@ -21,5 +21,7 @@ describe('TokenBucket', () => {
     const b = new TokenBucket(2, 4, () => t);
     assert.deepEqual([b.take(1, 2), b.take(1, 2), b.take(1, 2)], [true, true, false], 'two of four, two kept');
     assert.deepEqual([b.take(), b.take(), b.take()], [true, true, false], 'the kept two for the others');
+    t = 1500;
+    assert.deepEqual([b.take(1, 2), b.take(), b.take(), b.take()], [true, true, true, false], 'refilled to three: one with two kept, then the two');
   });
 });
