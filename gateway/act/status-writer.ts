@@ -283,15 +283,7 @@ export class StatusWriter {
     if (decision.cpu.requestsOverCap || decision.memory.requestsOverCap) this.#reportOverCap(node, decision);
     const { incoming } = facts;
     const lower = decision.cpu.applied < incoming.cpuMillicores || decision.memory.applied < incoming.memoryBytes;
-    if (!lower) return;
-    if (this.#paused) {
-      this.#o.metrics.statusWrite('paused');
-      return;
-    }
-    if (!this.#bucket.take()) {
-      this.#o.metrics.statusWrite('rate-limited');
-      return; // the next sweep or sample tries again
-    }
+    if (!lower || !this.#mayWrite()) return;
     const guarded = loweringPatch(facts, { cpu: status.allocatable.cpu, memory: status.allocatable.memory }, raw, decision, this.#o.proof, trusted.signed?.unconfirmed);
     this.#patch(name, guarded, () => {
       this.#o.metrics.statusWrite('lowered');
@@ -311,15 +303,8 @@ export class StatusWriter {
     const age = this.#o.store.usage(name, now)?.ageMs;
     const decidable = policy !== undefined && age !== undefined && age <= policy.staleAfterMs;
     if (!shouldNudge({ unverified, decidable, lastNudgeAt: this.#nudgedAt.get(name), now })) return;
-    if (this.#paused) {
-      this.#o.metrics.statusWrite('paused');
-      return;
-    }
     // Half the burst stays for lowering: after an outage every node wants a nudge, and a fall must not wait behind them.
-    if (!this.#bucket.take(1, Math.floor(this.#burst / 2))) {
-      this.#o.metrics.statusWrite('rate-limited');
-      return;
-    }
+    if (!this.#mayWrite(Math.floor(this.#burst / 2))) return;
     // Logged once per loss of the record, not every 30 s for a webhook that keeps failing open.
     const first = !this.#nudgedAt.has(name);
     this.#nudgedAt.set(name, now);
@@ -327,6 +312,23 @@ export class StatusWriter {
       this.#o.metrics.statusWrite('nudged');
       this.#o.log[first ? 'info' : 'debug']({ node: name, memory: heldMemory }, 'nudged the kubelet to write its status again: the node carries no valid grant record of ours (a kubelet write passed the webhook unpatched, or the node was just labelled)');
     }, 'could not nudge the kubelet; it writes its status again within 5 min, or at once when restarted');
+  }
+
+  /**
+   * Whether a node write may go now: not held back, and within the rate,
+   * `reserve` tokens left for others. Counts why not; the next sweep or
+   * sample tries again.
+   */
+  #mayWrite(reserve = 0): boolean {
+    if (this.#paused) {
+      this.#o.metrics.statusWrite('paused');
+      return false;
+    }
+    if (!this.#bucket.take(1, reserve)) {
+      this.#o.metrics.statusWrite('rate-limited');
+      return false;
+    }
+    return true;
   }
 
   #patch(name: string, body: object[], done: () => void, failure: string): void {
