@@ -5,14 +5,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Node } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { holdBack, loweringPatch, StatusWriter } from '../gateway/act/status-writer.js';
+import { holdBack, loweringPatch, StatusWriter, type StatusWriterOptions } from '../gateway/act/status-writer.js';
 import { NUDGE_EVERY_MS, nudgePatch, shouldNudge } from '../gateway/act/kubelet-nudge.js';
 import type { LeaderLease } from '../gateway/act/leader-lease.js';
 import { GatewayMetrics } from '../gateway/metrics/metrics.js';
 import { flagsPolicySource } from '../gateway/policies/policy-source.js';
 import { FakeKubeApi } from './helpers/fake-kube-api.js';
 import { eventually } from './helpers/grpc.js';
-import { applied, kubeletReview, nodeSample, patchOf, reviewBench } from './helpers/node-reviews.js';
+import { applied, kubeletReview, nodeSample, patchOf, reviewBench, type ReviewBench } from './helpers/node-reviews.js';
 import { GrantProof } from '../gateway/decide/grant-proof.js';
 import { DEFAULT_POLICY, type Decision, type ResourceDecision } from '../gateway/decide/policy.js';
 
@@ -20,6 +20,17 @@ const nodes = (n: number, labels: Record<string, string> = { pool: 'a' }): V1Nod
   Array.from({ length: n }, (_, i) => ({ metadata: { name: `n${i}`, labels } }));
 const governed = (labels: Record<string, string>) => (labels.pool === 'a' ? DEFAULT_POLICY : undefined);
 const stale = DEFAULT_POLICY.staleAfterMs + 1;
+
+/** A status writer on the fake API server and the bench's store, leading, at 100 writes a second, at the test's clock. */
+function writerOn(api: FakeKubeApi, bench: ReviewBench, now: () => number, options: Partial<StatusWriterOptions> & { leader?: boolean } = {}): StatusWriter {
+  const { leader = true, ...rest } = options;
+  return new StatusWriter({
+    kubeConfig: api.kubeConfig(), nodes: { list: () => [], get: () => undefined }, store: bench.store, policies: flagsPolicySource(DEFAULT_POLICY),
+    lease: { isLeader: leader, onChange: () => {} } as unknown as LeaderLease,
+    metrics: new GatewayMetrics(bench.store, now), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
+    notReady: () => undefined, identity: 'test', now, ...rest,
+  });
+}
 
 describe('status writer: hold back while blind', () => {
   it('writes when ready and every governed node is fresh', () => {
@@ -106,12 +117,7 @@ describe('status writer: sharded, each replica lowers the nodes it holds', () =>
     for (const name of inflated.keys()) bench.report(name, nodeSample(t, { memoryWorkingSetBytes: 30 * 1024 ** 3 }));
     const nodes = { list: () => [...inflated.values()], get: (n: string) => inflated.get(n) };
     const writer = (leader: boolean, lowers?: (node: string) => boolean) =>
-      new StatusWriter({
-        kubeConfig: api.kubeConfig(), nodes, store: bench.store, policies: flagsPolicySource(DEFAULT_POLICY),
-        lease: { isLeader: leader, onChange: () => {} } as unknown as LeaderLease,
-        metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
-        notReady: () => undefined, identity: 'test', now: () => t, ...(lowers && { lowers }),
-      });
+      writerOn(api, bench, () => t, { nodes, leader, ...(lowers && { lowers }) });
     const patched = () => api.requests.filter((u) => u.endsWith('/status')).map((u) => u.split('/')[4]).sort();
 
     const settled = () => new Promise((r) => setTimeout(r, 200));
@@ -141,12 +147,7 @@ describe('status writer: sharded, each replica lowers the nodes it holds', () =>
       },
     };
     const started = (leader: boolean, lowers?: (node: string) => boolean) => {
-      const w = new StatusWriter({
-        kubeConfig: api.kubeConfig(), nodes: { list: () => [], get: () => undefined }, store: bench.store, policies,
-        lease: { isLeader: leader, onChange: () => {} } as unknown as LeaderLease,
-        metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
-        notReady: () => undefined, identity: 'test', now: () => t, ...(lowers && { lowers }),
-      });
+      const w = writerOn(api, bench, () => t, { policies, leader, ...(lowers && { lowers }) });
       w.start();
       return w;
     };
@@ -211,11 +212,8 @@ describe('status writer: the nudge, when the node carries no record of ours (a k
       ['node-stale', raw('node-stale')],
     ]);
     let notReady: string | undefined;
-    const writer = new StatusWriter({
-      kubeConfig: api.kubeConfig(), nodes: { list: () => [...objects.values()], get: (n: string) => objects.get(n) }, store: bench.store,
-      policies: flagsPolicySource(DEFAULT_POLICY), lease: { isLeader: true, onChange: () => {} } as unknown as LeaderLease,
-      metrics: new GatewayMetrics(bench.store, () => t), log: pino({ level: 'silent' }), writesPerSecond: 100, proof: bench.proof,
-      notReady: () => notReady, identity: 'test', now: () => t, minFreshShare: 0,
+    const writer = writerOn(api, bench, () => t, {
+      nodes: { list: () => [...objects.values()], get: (n: string) => objects.get(n) }, notReady: () => notReady, minFreshShare: 0,
     });
     const nudged = () => api.requests.filter((u) => u.endsWith('/status')).map((u) => u.split('/')[4]);
     const settled = () => new Promise((r) => setTimeout(r, 200));
