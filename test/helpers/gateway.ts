@@ -18,7 +18,9 @@ export interface TestGateway extends RunningGateway {
   serving: { cert: string; key: string };
 }
 
-let cert: Awaited<ReturnType<typeof generateServingCertificate>> | undefined;
+// The promise, not its value: two gateways started at once (Promise.all) must share one certificate, not each
+// generate one and return whichever was assigned last as the other's CA.
+let certificate: ReturnType<typeof generateServingCertificate> | undefined;
 
 export async function startTestGateway(
   over: {
@@ -45,7 +47,8 @@ export async function startTestGateway(
     shard?: GatewayOptions['shard'];
   } = {},
 ): Promise<TestGateway> {
-  cert ??= await generateServingCertificate(['localhost', '127.0.0.1']);
+  certificate ??= generateServingCertificate(['localhost', '127.0.0.1']);
+  const cert = await certificate;
   const gw = await startGateway({
     ...GATEWAY_DEFAULTS,
     bindAddress: '127.0.0.1',
