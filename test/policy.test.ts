@@ -154,8 +154,11 @@ describe('decide', () => {
     assert.match(d.reason, /41s old \(staleAfter 40s\)/);
   });
 
-  it('exactly at the staleness limit, data is still fresh', () => {
-    assert.equal(decide(input(usage({ ageMs: 40_000, cpu: 100 }))).cpu.decidedBy, 'cap');
+  it('exactly at the staleness limit, data is still fresh, and the reason agrees', () => {
+    const edge = decide(input(usage({ ageMs: 40_000, cpu: 100 })));
+    assert.equal(edge.cpu.decidedBy, 'cap');
+    assert.doesNotMatch(edge.reason, /staleAfter/);
+    assert.match(decide(input(usage({ ageMs: 40_001, cpu: 100 }))).reason, /staleAfter 40s\): no inflation/);
   });
 
   it('reports no-data and keeps raw when there is no usage', () => {

@@ -21,6 +21,7 @@ import type { GrantProof } from '../decide/grant-proof.js';
 import { decideForNode, nodeInputs, type NodeInputs } from '../decide/node-decision.js';
 import { pressureNow, type Allocatable, type Decision, type Policy, type ResourceDecision } from '../decide/policy.js';
 import type { NodeObjectFacts, Unverified } from '../decide/trusted-raw.js';
+import { isFresh } from '../decide/decision-types.js';
 import type { JsonPatchOp } from '../../lib/json.js';
 import type { GatewayMetrics } from '../metrics/metrics.js';
 import { POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION } from '../policies/policy-spec.js';
@@ -90,7 +91,7 @@ export function holdBack(
     if (!name || !policy) continue;
     governed += 1;
     const age = ageMsOf(name);
-    if (age !== undefined && age <= policy.staleAfterMs) fresh += 1;
+    if (age !== undefined && isFresh(age, policy.staleAfterMs)) fresh += 1;
   }
   if (governed > 0 && fresh < minFreshShare * governed) {
     return `usage data is fresh for ${fresh} of ${governed} governed nodes (below ${Math.round(minFreshShare * 100)}%): the gateway may have lost its agents`;
@@ -301,7 +302,7 @@ export class StatusWriter {
     const now = this.#o.now();
     const policy = this.#o.policies.select(labels)?.policy;
     const age = this.#o.store.usage(name, now)?.ageMs;
-    const decidable = policy !== undefined && age !== undefined && age <= policy.staleAfterMs;
+    const decidable = policy !== undefined && age !== undefined && isFresh(age, policy.staleAfterMs);
     if (!shouldNudge({ unverified, decidable, lastNudgeAt: this.#nudgedAt.get(name), now })) return;
     // Half the burst stays for lowering: after an outage every node wants a nudge, and a fall must not wait behind them.
     if (!this.#mayWrite(Math.floor(this.#burst / 2))) return;

@@ -12,6 +12,12 @@ export type { WindowSummary } from '../../lib/usage/summary-plan.js';
 
 export const MAX_INT64 = 2n ** 63n - 1n;
 
+/**
+ * Usage this old may still inflate under a policy with this staleAfter. The one staleness rule: the decision, its
+ * reason, the status writer's hold-back and nudge, and the summary table all ask it, so they cannot disagree at the edge.
+ */
+export const isFresh = (ageMs: number, staleAfterMs: number): boolean => ageMs <= staleAfterMs;
+
 export interface ResourcePolicy {
   /** Hard ceiling on granted / raw. */
   maxRatio: number;

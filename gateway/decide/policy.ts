@@ -56,7 +56,7 @@ import { ExplainedDecision, type ExplainFacts } from './reason.js';
 import { CPU_BUDGET_BURN, CPU_BUDGET_MIN_OBSERVED_SECONDS } from './pool-harm.js';
 import { DEFAULT_PROTECT } from './tiers.js';
 import { DEFAULT_RELIEF } from './relief.js';
-import { MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
+import { isFresh, MAX_INT64, type CpuManagerInput, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type ResourcePolicy } from './decision-types.js';
 
 // Readers import the decision's types from here, with the decision.
 export * from './decision-types.js';
@@ -302,7 +302,7 @@ function decideResource(c: ResourceContext): ResourceDecision {
 
 export function decide(input: DecisionInput): Decision {
   const { raw, usage, policy } = input;
-  const stale = usage !== undefined && policy !== undefined && usage.ageMs > policy.staleAfterMs;
+  const stale = usage !== undefined && policy !== undefined && !isFresh(usage.ageMs, policy.staleAfterMs);
   const trusted = input.boundRequests;
   const known = trusted !== undefined || usage?.requests.known === true;
   // A summary made where the points are, or the gateway's window summarized here: the same figures from the same points.

@@ -1,7 +1,7 @@
 // The reason a decision gives, one line an operator reads in the node's
 // oversell.io/reason annotation, in describe and in the query API.
 import { CPU_BUDGET_BURN } from './pool-harm.js';
-import type { DecidedBy, Decision, DecisionInput, Policy, ResourceDecision, UsageInput } from './decision-types.js';
+import { isFresh, type DecidedBy, type Decision, type DecisionInput, type Policy, type ResourceDecision, type UsageInput } from './decision-types.js';
 
 
 export interface ExplainFacts {
@@ -109,7 +109,7 @@ function explain(cpu: ResourceDecision, memory: ResourceDecision, input: Explain
   const parts: string[] = [];
   if (!policy) parts.push('no valid OversellPolicy selects this node: no inflation');
   else parts.push(`policy ${policy.name}${policy.mode === 'DryRun' ? ' (DryRun: allocatable not changed)' : ''}`);
-  if (policy && usage.ageMs > policy.staleAfterMs) {
+  if (policy && !isFresh(usage.ageMs, policy.staleAfterMs)) {
     parts.push(`usage data is ${Math.round(usage.ageMs / 1000)}s old (staleAfter ${Math.round(policy.staleAfterMs / 1000)}s): no inflation`);
   } else if (usage.ageMs > AGE_SHOWN_MS) {
     parts.push(`usage ${Math.round(usage.ageMs / 1000)}s old`);

@@ -8,6 +8,7 @@ import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import { formatMilli, formatQuantity } from '../../lib/quantity.js';
 import type { LabelSelector } from '../../lib/label-selector.js';
 import { matches } from '../decide/select-policy.js';
+import { isFresh } from '../decide/decision-types.js';
 import type { DirectoryPod } from '../store/pod-directory.js';
 
 export const GROUP = 'metrics.k8s.io';
@@ -105,7 +106,7 @@ export function goDuration(ms: number): string {
 
 /** A node's NodeMetrics, or undefined when its data is older than staleAfterMs. */
 export function nodeMetrics(node: NodeReading, staleAfterMs: number, nowMs: number): NodeMetrics | undefined {
-  if (node.ageMs > staleAfterMs || node.timestampMs <= 0) return undefined;
+  if (!isFresh(node.ageMs, staleAfterMs) || node.timestampMs <= 0) return undefined;
   return {
     kind: 'NodeMetrics',
     apiVersion: GROUP_VERSION,
@@ -132,7 +133,7 @@ export const podsStamp = (reading: PodsReading, nowMs: number): PodsStamp => ({ 
  * its window unknown, or no container of it has a name yet.
  */
 export function podMetrics(pod: DirectoryPod, usage: PodUsage__Output, reading: PodsReading, staleAfterMs: number, stamp: PodsStamp): PodMetrics | undefined {
-  if (reading.ageMs > staleAfterMs || reading.windowMs <= 0) return undefined;
+  if (!isFresh(reading.ageMs, staleAfterMs) || reading.windowMs <= 0) return undefined;
   const containers: ContainerMetrics[] = [];
   for (const c of usage.containers) {
     const name = containerName(pod, c.containerId);

@@ -9,6 +9,7 @@ import type { SampleField } from '../../wire/sample-row.js';
 import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 import { decideObserved } from '../decide/node-decision.js';
 import { DEFAULT_POLICY } from '../decide/policy.js';
+import { isFresh } from '../decide/decision-types.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../../lib/usage/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
@@ -90,7 +91,7 @@ export class SummaryTable {
       const record = this.#records[slot]!;
       if (this.#generation[slot] !== this.#policyGeneration) this.#write(slot, record);
       // Data that went stale since the sample changes the decision, and only that does.
-      const stale = this.#flags.hasSample[slot] === 1 && nowMs - this.#receivedAtMs[slot]! > this.#staleAfterMs[slot]!;
+      const stale = this.#flags.hasSample[slot] === 1 && !isFresh(nowMs - this.#receivedAtMs[slot]!, this.#staleAfterMs[slot]!);
       if (stale !== (this.#decidedStale[slot] === 1)) this.#write(slot, record);
       if (!filter || filter(record, this.#texts.list[this.#numbers.policy[slot]!]!)) rows.push(slot);
     }
@@ -171,7 +172,7 @@ export class SummaryTable {
     this.#staleAfterMs[slot] = staleAfterMs;
     const nowMs = this.#now();
     const usage = usageOf(record, nowMs);
-    this.#decidedStale[slot] = usage !== undefined && usage.ageMs > staleAfterMs ? 1 : 0;
+    this.#decidedStale[slot] = usage !== undefined && !isFresh(usage.ageMs, staleAfterMs) ? 1 : 0;
     if (raw) {
       const d = decideObserved(raw, record, { usage, entry, boundRequests: this.#boundRequests?.(record.name) });
       n.allocatableCpuMillicores[slot] = Number(d.cpu.applied);
