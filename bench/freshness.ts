@@ -91,7 +91,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       host.set(direction === 'pressure' ? pressure : calm);
       const changedAt = Date.now();
       const t0 = performance.now();
-      const deadline = t0 + 10_000;
+      // A fall waits for the agent's next message (summaries: up to SUMMARY_SEND_EVERY_MS); the wait must outlast it.
+      const waitMs = direction === 'pressure' ? 10_000 : SUMMARY_SEND_EVERY_MS + 10_000;
+      const deadline = t0 + waitMs;
       for (;;) {
         const s = await getNode(c, nodeName);
         const now = Date.now();
@@ -107,7 +109,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
             memoryGrantBytes: Number(s.decision?.allocatable?.memoryBytes ?? 0),
           };
         }
-        if (performance.now() > deadline) throw new Error(`no ${direction} grant within 10 s (bound ${s.decision?.memoryBound})`);
+        if (performance.now() > deadline) throw new Error(`no ${direction} grant within ${waitMs / 1000} s (bound ${s.decision?.memoryBound})`);
         await sleep(POLL_MS);
       }
     };

@@ -9,6 +9,8 @@
 //   C  a sample every 10 s, 1 a message    A - B: 100 messages/s at one sample rate
 //   S  a sample every 20 s with its window summary (the default, --agent-summaries on):
 //      what a summarizing agent costs (it sends one sample every 20 s and a rise at once)
+//   S40, S60  the same every 40 s and 60 s, --stale-after twice that: what the send
+//      interval buys, and what it costs in how old the decision's and metrics API's data may be
 //
 // Every agent reports its node's 30 pods as a real agent does: A, B and C one
 // report per 10 s (every 10th sample; C's every sample), S one with each
@@ -27,7 +29,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 interface Setting {
-  name: 'A' | 'B' | 'C' | 'S';
+  name: 'A' | 'B' | 'C' | 'S' | 'S40' | 'S60';
   intervalS: number;
   batch: number;
   summaries?: number;
@@ -39,7 +41,11 @@ const SETTINGS: Setting[] = [
   { name: 'B', intervalS: 1, batch: 10, podEvery: 10 },
   { name: 'C', intervalS: 10, batch: 1, podEvery: 1 },
   { name: 'S', intervalS: SUMMARY_SEND_EVERY_MS / 1000, batch: 1, summaries: 1, podEvery: 1 },
+  { name: 'S40', intervalS: 40, batch: 1, summaries: 1, podEvery: 1 },
+  { name: 'S60', intervalS: 60, batch: 1, summaries: 1, podEvery: 1 },
 ];
+/** The longer sends need a longer --stale-after: twice the interval, as the defaults (20 s, 40 s) leave room for one lost message. */
+const staleAfterArgs = (s: Setting) => (s.summaries && s.intervalS * 1000 > SUMMARY_SEND_EVERY_MS ? ['--stale-after', `${2 * s.intervalS}s`] : []);
 const AGENTS = 1000;
 /** Pods a node runs (the loadgen's requests say 30). */
 const PODS = 30;
@@ -48,7 +54,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The gateway's millicores with AGENTS agents of one setting, over windowS after warmS. */
 async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
-  const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`] : ['--agent-summaries', 'off'])] });
+  const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`, ...staleAfterArgs(s)] : ['--agent-summaries', 'off'])] });
   try {
     const idleFrom = cpuSeconds(gw.pid);
     await sleep(5000);
@@ -80,7 +86,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   // One line per agent, no token: a gateway without a cluster asks none.
   const tokens = join(work, 'agents');
   writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
-  const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [], S: [] };
+  const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [], S: [], S40: [], S60: [] };
   const idle: number[] = [];
   try {
     for (let r = 0; r < rounds; r++) {
@@ -94,14 +100,14 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  const [a, b, c, sum] = [mean(runs.A), mean(runs.B), mean(runs.C), mean(runs.S)];
+  const [a, b, c, sum, s40, s60] = [mean(runs.A), mean(runs.B), mean(runs.C), mean(runs.S), mean(runs.S40), mean(runs.S60)];
   const perThousand = (x: number) => round((x * 1000) / AGENTS, 1);
   // Per second with AGENTS agents: A 200 messages and 1000 samples, B 100 and 1000, C 100 and 100.
   const usPerMessage = ((a - b) / 100) * 1000;
   const usPerSample = ((b - c) / 900) * 1000;
   return {
     name: 'message-cost',
-    summary: `per 1,000 agents: ${perThousand(a)} millicores at 5 samples a message every 5 s, ${perThousand(b)} at 10 every 10 s, ${perThousand(c)} at 1 every 10 s, ${perThousand(sum)} at 1 with its window summary every ${SUMMARY_SEND_EVERY_MS / 1000} s, the default; a pod report of ${PODS} pods every 10 s (every message with summaries); about ${round(usPerMessage)} µs a message and ${round(usPerSample)} µs a sample`,
+    summary: `per 1,000 agents: ${perThousand(a)} millicores at 5 samples a message every 5 s, ${perThousand(b)} at 10 every 10 s, ${perThousand(c)} at 1 every 10 s, ${perThousand(sum)} at 1 with its window summary every ${SUMMARY_SEND_EVERY_MS / 1000} s, the default (${perThousand(s40)} every 40 s, ${perThousand(s60)} every 60 s); a pod report of ${PODS} pods every 10 s (every message with summaries); about ${round(usPerMessage)} µs a message and ${round(usPerSample)} µs a sample`,
     figures: {
       agents: AGENTS,
       rounds,
@@ -110,10 +116,14 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
       b_millicores_per_1000: perThousand(b),
       c_millicores_per_1000: perThousand(c),
       s_millicores_per_1000: perThousand(sum),
+      s40_millicores_per_1000: perThousand(s40),
+      s60_millicores_per_1000: perThousand(s60),
       a_runs: runs.A.map((x) => round(x)).join(' '),
       b_runs: runs.B.map((x) => round(x)).join(' '),
       c_runs: runs.C.map((x) => round(x)).join(' '),
       s_runs: runs.S.map((x) => round(x)).join(' '),
+      s40_runs: runs.S40.map((x) => round(x)).join(' '),
+      s60_runs: runs.S60.map((x) => round(x)).join(' '),
       idle_millicores: round(mean(idle)),
       us_per_message: round(usPerMessage),
       us_per_sample: round(usPerSample),
@@ -122,6 +132,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
     notes: [
       `one gateway per setting (dist/, TLS on the agent port, decoded by its ingest thread), ${AGENTS} bench/loadgen agents each on its own TLS connection, no token (a gateway without a cluster asks none); each setting ${rounds} times in turn; its CPU (every thread) over ${windowS} s after ${warmS} s and one batch period, less its idle CPU before the agents`,
       `A: a sample a second sent 5 a message (a steady agent with batches, --agent-summaries off, --agent-send-every 5s); B: 10 a message; C: one sample every 10 s, one a message; S: one sample every ${SUMMARY_SEND_EVERY_MS / 1000} s with one window summary, to a gateway with its defaults (--agent-summaries on, acknowledged once ${SUMMARY_ACK_EVERY_READER_MS / 1000} s have passed since the last ack, as an agent that reads the interval is); every agent reports ${PODS} pods (2 containers each) as a real one does: A, B and C every 10 s (every 10th sample, C every sample), S with each message. Batches leave spread over their period (agent i's first batch is i mod the batch short), as independent agents' do. A - B is 100 messages/s at one sample rate, B - C 900 samples/s at one message rate (both with 100 pod reports/s)`,
+      'S40 and S60: S with --agent-send-every 40s and 60s and --stale-after twice that (the flags refuse a send interval at or over it). What they cost besides CPU: a rise, pressure or a change of requests is still sent at once, so a node is lowered as fast; but a node whose agent stopped keeps its grant up to --stale-after (80 s, 120 s against 40 s), the end of pressure raises allocatable up to the interval later, and the metrics API\'s figures (kubectl top, the HPA) are up to the interval old (metrics-server\'s own manifests scrape every 15 s)',
     ],
   };
 }
