@@ -17,6 +17,7 @@ import {
 } from '../test/e2e/fixtures.js';
 import { log, sleep } from './agent-overhead.js';
 import { useControlPlane } from './control-plane.js';
+import { RISK_BUDGET_BOUNDS } from '../gateway/policies/policy-spec.js';
 import { percentile, round, runIfMain, type BenchResult } from './result.js';
 
 const POLICY = 'bench-pressure';
@@ -42,7 +43,9 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
   try {
     await installPolicyCrd();
     // calmPeriod 0s: the grant comes back as soon as the pressure is gone, so the trials follow each other.
-    await upsertPolicy(POLICY, { nodeSelector: { matchLabels: { pool: POLICY } }, calmPeriod: '0s', startupGrace: '0s' });
+    // CPU overShare at its bound (0.1): 50 spikes in 10 min are CPU demand over capacity for a few % of the pool's
+    // time, and the default budget's closed loop (10x 0.001) would rightly hold CPU at the floor after about 30.
+    await upsertPolicy(POLICY, { nodeSelector: { matchLabels: { pool: POLICY } }, calmPeriod: '0s', startupGrace: '0s', cpu: { riskBudget: { overShare: RISK_BUDGET_BOUNDS.maxOverShare.cpu } } });
     gateway = await startGatewayProcess(undefined, undefined, ['--policies', 'crd', '--kubeconfig', ADMIN_KUBECONFIG, '--lease-namespace', 'default', ...UNAUTHENTICATED_AGENTS]);
     await gateway.waitFor(/leading/, 30_000);
     await installWebhook(webhookFromDeploy(gateway, WEBHOOK));
@@ -89,6 +92,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
           `some avg10=75 (threshold 40, after a random 0-${AGENT_INTERVAL_MS} ms wait) and stops at the first GET of the Node (every ${POLL_MS} ms) whose status.allocatable.cpu is back at raw (${LOWERED_CPU}: one millicore above it, so the kubelet keeps writing every 10 s): ` +
           'the agent\'s next sample, the gRPC stream, the leader\'s pressure check, its PATCH of nodes/status and the API server\'s write to etcd.',
         'Between trials a kubelet-shaped status write (as system:node:<name>) inflates the node again; no kubelet write happens during a trial.',
+        `The policy's CPU risk budget allows ${RISK_BUDGET_BOUNDS.maxOverShare.cpu * 100} % of node-time over capacity (its bound; the default 0.1 %): ${trials} spikes in ten minutes are CPU demand over capacity for a few % of the time, and the default budget's closed loop holds CPU at the floor after about 30 of them (2026-12-07), which would end the trials, not measure the path.`,
       ],
     };
   } finally {
