@@ -36,7 +36,7 @@ interface Setting {
   /** Every Nth sample carries the pod report of PODS pods. */
   podEvery: number;
 }
-const SETTINGS: Setting[] = [
+export const SETTINGS: Setting[] = [
   { name: 'A', intervalS: 1, batch: 5, podEvery: 10 },
   { name: 'B', intervalS: 1, batch: 10, podEvery: 10 },
   { name: 'C', intervalS: 10, batch: 1, podEvery: 1 },
@@ -53,7 +53,7 @@ const PODS = 30;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The gateway's millicores with AGENTS agents of one setting, over windowS after warmS. */
-async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
+export async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
   const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`, ...staleAfterArgs(s)] : ['--agent-summaries', 'off'])] });
   try {
     const idleFrom = cpuSeconds(gw.pid);
