@@ -52,6 +52,13 @@ const PODS = 30;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The loadgen's tokens file for AGENTS agents in `dir`: one line each, no token (a gateway without a cluster asks none). */
+export function writeAgentTokens(dir: string): string {
+  const tokens = join(dir, 'agents');
+  writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
+  return tokens;
+}
+
 /** The gateway's millicores with AGENTS agents of one setting, over windowS after warmS. */
 export async function measure(loadgen: string, tokens: string, s: Setting, warmS: number, windowS: number): Promise<{ millicores: number; idleMillicores: number }> {
   const gw = await startGateway({ echo: false, args: ['--grpc-tls', 'on', ...(s.summaries ? ['--agent-summaries', 'on', '--agent-send-every', `${s.intervalS}s`, ...staleAfterArgs(s)] : ['--agent-summaries', 'off'])] });
@@ -83,9 +90,7 @@ export async function run(o: { quick?: boolean } = {}): Promise<BenchResult> {
   const windowS = o.quick ? 10 : 30;
   const loadgen = await ensureLoadgen();
   const work = mkdtempSync(join(tmpdir(), 'oversell-message-cost-'));
-  // One line per agent, no token: a gateway without a cluster asks none.
-  const tokens = join(work, 'agents');
-  writeFileSync(tokens, Array.from({ length: AGENTS }, (_, i) => `sim-${i} -\n`).join(''));
+  const tokens = writeAgentTokens(work);
   const runs: Record<Setting['name'], number[]> = { A: [], B: [], C: [], S: [], S40: [], S60: [] };
   const idle: number[] = [];
   try {

@@ -4,19 +4,18 @@
 // agents; for the performance log, not published.
 //
 //   node --import tsx bench/send-interval-sweep.ts
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureLoadgen } from './loadgen.js';
-import { measure, SETTINGS } from './message-cost.js';
+import { measure, SETTINGS, writeAgentTokens } from './message-cost.js';
 import { log } from './processes.js';
 import { mean, round } from './result.js';
 
 const rounds = Number(process.env.ROUNDS ?? 2);
 const loadgen = await ensureLoadgen();
 const work = mkdtempSync(join(tmpdir(), 'oversell-send-sweep-'));
-const tokens = join(work, 'agents');
-writeFileSync(tokens, Array.from({ length: 1000 }, (_, i) => `sim-${i} -\n`).join(''));
+const tokens = writeAgentTokens(work);
 const sweep = SETTINGS.filter((s) => s.summaries);
 const runs = new Map<string, number[]>(sweep.map((s) => [s.name, []]));
 try {

@@ -14,7 +14,8 @@ export const MAX_INT64 = 2n ** 63n - 1n;
 
 /**
  * Usage this old may still inflate under a policy with this staleAfter. The one staleness rule: the decision, its
- * reason, the status writer's hold-back and nudge, and the summary table all ask it, so they cannot disagree at the edge.
+ * reason, the status writer's hold-back and nudge, the summary table and the metrics API all ask it, so they cannot
+ * disagree at the edge.
  */
 export const isFresh = (ageMs: number, staleAfterMs: number): boolean => ageMs <= staleAfterMs;
 

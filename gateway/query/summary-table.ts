@@ -8,8 +8,7 @@ import type { NodeSummaries__Output } from '../../proto/gen/oversell/v1/NodeSumm
 import type { SampleField } from '../../wire/sample-row.js';
 import { cpuPressureFrom } from '../../wire/cpu-pressure.js';
 import { decideObserved } from '../decide/node-decision.js';
-import { DEFAULT_POLICY } from '../decide/policy.js';
-import { isFresh } from '../decide/decision-types.js';
+import { DEFAULT_POLICY, isFresh } from '../decide/policy.js';
 import type { PolicyEntry } from '../decide/select-policy.js';
 import { windowStart } from '../../lib/usage/usage-stats.js';
 import type { PolicySource } from '../policies/policy-source.js';
