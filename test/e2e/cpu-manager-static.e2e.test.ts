@@ -101,7 +101,13 @@ async function restartKubeletWith(extraArgs: string | undefined): Promise<void> 
   const env = { ...process.env };
   if (extraArgs === undefined) delete env.OVERSELL_KUBELET_EXTRA_ARGS;
   else env.OVERSELL_KUBELET_EXTRA_ARGS = extraArgs;
+  const startedAt = Math.floor(Date.now() / 1000) * 1000; // heartbeats are whole seconds
   await exec('bash', [CLUSTER_SH, 'start-component', 'kubelet'], { env, encoding: 'utf8' });
+  // A kubelet just started runs no pod until its first relist (PLEG) and its runtime's network are ready: it says Ready then.
+  await eventually('the restarted kubelet reporting Ready', async () => {
+    const ready = (await core().readNode({ name: nodeName })).status?.conditions?.find((c) => c.type === 'Ready');
+    return ready?.status === 'True' && new Date(ready.lastHeartbeatTime ?? 0).getTime() >= startedAt ? true : undefined;
+  }, 60_000, 250);
 }
 
 
@@ -134,7 +140,7 @@ async function addFiller(cpuMilli: number): Promise<void> {
     namespace: NS,
     body: realNodePod(name, ['sleep', '3600'], { namespace: NS, app: 'cpu-static-filler', nodeName, resources: { requests: { cpu: `${cpuMilli}m`, memory: '16Mi' } } }),
   });
-  const p = await podInPhase(NS, name, ['Running', 'Failed'], 60_000);
+  const p = await podInPhase(NS, name, ['Running', 'Failed'], 120_000);
   assert.equal(p.status?.phase, 'Running', `${name} (${cpuMilli}m) refused by the kubelet: ${p.status?.reason} ${p.status?.message}`);
   fillerMilli += cpuMilli;
   console.log(`# ${at()}: ${name} requesting ${cpuMilli}m running (fillers ${fillerMilli}m)`);

@@ -70,7 +70,22 @@ export function podInPhase(namespace: string, name: string, phases: string[], ti
   return eventually(`pod ${namespace}/${name} ${phases.join(' or ')}`, async () => {
     const p = await core().readNamespacedPod({ namespace, name });
     return phases.includes(p.status?.phase ?? '') ? p : undefined;
-  }, timeoutMs, 250);
+  }, timeoutMs, 250).catch(async (err: Error) => assert.fail(`${err.message}; ${await whyPending(namespace, name)}`));
+}
+
+/** What the API server and the kubelet say of a pod that has not reached a phase: its status, its events, the kubelet's last lines on it. */
+async function whyPending(namespace: string, name: string): Promise<string> {
+  const p = await core().readNamespacedPod({ namespace, name }).catch(() => undefined);
+  const conditions = (p?.status?.conditions ?? []).map((c) => `${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ''}`).join(', ');
+  const containers = (p?.status?.containerStatuses ?? []).map((c) => `${c.name}: ${JSON.stringify(c.state)}`).join('; ');
+  const events = (await core().listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` }).catch(() => undefined))?.items ?? [];
+  const kubelet = kubeletLogSince(0).split('\n').filter((l) => l.includes(`pod="${namespace}/${name}"`) || l.includes(`podName="${name}"`)).slice(-8);
+  return [
+    `phase ${p?.status?.phase ?? 'unknown'} on ${p?.spec?.nodeName ?? 'no node'}; conditions: ${conditions || 'none'}; containers: ${containers || 'none reported'}`,
+    `events: ${events.map((e) => `${e.reason}: ${e.message}`).join(' | ') || 'none'}`,
+    `kubelet log on the pod (last ${kubelet.length} lines):`,
+    ...kubelet.map((l) => `  ${l.slice(0, 400)}`),
+  ].join('\n');
 }
 
 export interface NodeWrite {
