@@ -174,7 +174,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
           'decision.memoryBound changed to/from "pressure".',
         `The gateway runs its defaults (summaries): a rise of pressure is sent at once; a fall waits for the agent's next summarized sample, at most --agent-send-every (${SUMMARY_SEND_EVERY_MS / 1000} s) after its last message (what raises allocatable may wait; what lowers it may not).`,
         'The agent samples every 1 s, so most of the latency is waiting for its next tick (change_to_sample: uniform over 0-1000 ms, since each change ' +
-          'is made after a random 0-1 s delay), plus reading, the gRPC stream, the ingest thread\'s hand-over to the main thread (every 50 ms) and the decision ' +
+          'is made after a random 0-1 s delay), plus reading, the gRPC stream, the ingest thread\'s hand-over to the main thread (within 50 ms of a sample sent at once, a rise; within 500 ms of a summary on the beat, which a fall may be) and the decision ' +
           '(sample_to_query, which includes up to one poll interval). Expect up to ~1 s plus about 100 ms.',
         'Real gateway and agent binaries as child processes on 127.0.0.1, real gRPC stream; agent --pods-file examples/local-pods.yaml so requests are known; ' +
           'raw allocatable from one kubelet-shaped nodes/status AdmissionReview (test/fixtures/admission/node-status-update.json) posted over HTTPS.',

@@ -28,7 +28,7 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
     pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
     podsIncluded: false, pods: [],
-    summaries: [],
+    summaries: [], onBeat: false,
     ...over,
   };
 }

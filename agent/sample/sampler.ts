@@ -98,6 +98,7 @@ export class NodeSampler {
       pressure: this.#readPressure(nowMs),
       podsIncluded: withPods,
       summaries: [],
+      onBeat: false,
       pods: withPods ? this.#readPods(nowMs) : [],
       cpuManager: this.#readCpuManager(cpu.cpus),
     };

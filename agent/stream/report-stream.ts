@@ -116,7 +116,8 @@ export class ReportStream {
     this.#buffer.push(sample);
     if (!this.#live) return;
     const last = this.#lastSent;
-    if (!last || sendsAtOnce(sample, last) || sample.timestampMs - last.timestampMs >= s.everyMs) this.#flush();
+    if (!last || sendsAtOnce(sample, last)) this.#flush();
+    else if (sample.timestampMs - last.timestampMs >= s.everyMs) this.#flush(true);
   }
 
   /** Index of the first buffered sample not yet written on the current call: they are the buffer's tail (seq ascending). */
@@ -126,15 +127,19 @@ export class ReportStream {
     return i;
   }
 
-  /** Writes every buffered sample not yet sent: one message each, or batches when the gateway takes them. */
-  #flush(): void {
+  /**
+   * Writes every buffered sample not yet sent: one message each, or batches
+   * when the gateway takes them. onBeat: a summary sent only because the beat
+   * came (the gateway may hand it over later than one sent at once).
+   */
+  #flush(onBeat = false): void {
     const call = this.#call;
     if (!call) return;
     const summarizing = this.#summarizing;
     if (summarizing) {
       const newest = this.#buffer[this.#buffer.length - 1];
       if (!newest || newest.seq <= this.#sentSeq) return;
-      call.write({ sample: { ...newest, summaries: this.#window.summaries(summarizing.plans, newest.capacity?.memoryBytes ?? 0) } });
+      call.write({ sample: { ...newest, onBeat, summaries: this.#window.summaries(summarizing.plans, newest.capacity?.memoryBytes ?? 0) } });
       this.messagesSent += 1;
       this.#sentSeq = newest.seq;
       this.#lastSent = newest;

@@ -50,8 +50,13 @@ export interface IngestTarget {
    * link learns it late).
    */
   attach(name: string, instanceId: string, host: HostFacts__Output | null, streamId: number, superseded: () => void): Promise<number>;
-  /** Stores a sample the service checked, as NodeStore.ingest() does: its row of numbers, the pods it carried (decoded), its summaries. */
-  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: readonly PodUsage__Output[], summaries?: readonly AgentSummary[]): IngestResult;
+  /**
+   * Stores a sample the service checked, as NodeStore.ingest() does: its row
+   * of numbers, the pods it carried (decoded), its summaries. onBeat: a
+   * summary its agent sent on its steady beat (Sample.on_beat), which may
+   * reach the store later than one sent at once.
+   */
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: readonly PodUsage__Output[], summaries?: readonly AgentSummary[], onBeat?: boolean): IngestResult;
   /** Takes a refused sample's seq as received (NodeStore.consume). */
   consume: NodeStore['consume'];
   detach: NodeStore['detach'];
@@ -328,7 +333,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           result = consumed === 'consumed' ? `refused-${refused}` : consumed;
         } else {
           const summaries = sample.summaries.length > 0 ? summariesFromWire(sample.summaries, sample.timestampMs) : undefined;
-          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined, summaries);
+          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined, summaries, summaries !== undefined && sample.onBeat);
         }
         metrics.sampleReceived(result);
         // A refused sample is acknowledged like a stored one: the agent drops

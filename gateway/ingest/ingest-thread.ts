@@ -32,6 +32,12 @@ import { niceThisThread } from '../../lib/thread-priority.js';
 // 50 ms against 5 took a fifth off the replica's CPU (docs/performance-log.md,
 // 2026-12-07), and freshness's 1.5 s target has room for it.
 const FLUSH_EVERY_MS = 50;
+// A summary its agent sent on the beat (Sample.on_beat) moved nothing the
+// decision must see soon: it waits up to this long, so that a hand-over
+// carries many (at 1,000 agents every 20 s, 2 a second instead of 20: about
+// 8 millicores per 1,000 agents, docs/performance-log.md, 2026-12-07). A rise
+// comes at once, off the beat, and is handed over within FLUSH_EVERY_MS.
+const ON_BEAT_FLUSH_MS = 500;
 const HEAP_REPORT_EVERY_MS = 5000;
 /** The load shedder's period on the main thread. */
 const LOAD_REPORT_EVERY_MS = 1000;
@@ -119,7 +125,7 @@ const store: IngestTarget = {
     });
   },
   // The service checked the sample (sample-check.ts) on its row: here it is copied into the batch, or crosses with its pods.
-  ingest(name, streamId, sampleRows, sampleAt, receivedAtMs, pods, summaries) {
+  ingest(name, streamId, sampleRows, sampleAt, receivedAtMs, pods, summaries, onBeat) {
     const last = lastSeq.get(streamId);
     if (last === undefined) return 'not-current-stream';
     const seq = sampleRows[sampleAt + SEQ]!;
@@ -133,7 +139,7 @@ const store: IngestTarget = {
       for (let i = 0; i < width; i++) figures[at + i] = sampleRows[sampleAt + i]!;
       const named = pods && { ...writePodFigures(pods, figures, at + width), count };
       ops.push({ op: 'sample', after: rowsUsed, name, streamId, at, ...(named && { pods: named }), ...(summaries && { summaries }), receivedAtMs });
-      flush.soon();
+      flush.soon(onBeat ? ON_BEAT_FLUSH_MS : FLUSH_EVERY_MS);
     } else {
       const at = rowsUsed * stride;
       rows = room(rows, at + stride);

@@ -21,7 +21,9 @@ import { startAgent } from '../../../agent/agent.js';
 import { noPodSource } from '../../../agent/requests/pod-source.js';
 import type { Settings__Output } from '../../../proto/gen/oversell/v1/Settings.js';
 import type { Hello } from '../../../proto/gen/oversell/v1/Hello.js';
-import { SUMMARY_ACK_EVERY_MS, SUMMARY_ACK_EVERY_READER_MS, summarySilenceMs } from '../../../wire/usage-summary.js';
+import { planToWire, SUMMARY_ACK_EVERY_MS, SUMMARY_ACK_EVERY_READER_MS, summarySilenceMs } from '../../../wire/usage-summary.js';
+import type { AgentMessage__Output } from '../../../proto/gen/oversell/v1/AgentMessage.js';
+import { oversellV1 } from '../../../proto/load.js';
 
 const log = createLogger('test-agent', process.env.TEST_LOG_LEVEL ?? 'silent');
 const T0 = Date.now() - 20_000;
@@ -33,7 +35,7 @@ function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output
     seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: CAPACITY,
     pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
-    requests: { cpuMillicores: 2000, memoryBytes: 8 * GI, podCount: 4, known: true }, podsIncluded: false, pods: [], summaries: [],
+    requests: { cpuMillicores: 2000, memoryBytes: 8 * GI, podCount: 4, known: true }, podsIncluded: false, pods: [], summaries: [], onBeat: false,
     ...over,
   };
 }
@@ -200,5 +202,58 @@ describe('acknowledgements of a summarizing stream', () => {
     // The agent waits the interval it was told and two send intervals; a gateway that says nothing, 30 s and two.
     assert.equal(summarySilenceMs(reader.summaryAckEveryMs, 20_000), 130_000);
     assert.equal(summarySilenceMs(0, 20_000), SUMMARY_ACK_EVERY_MS + 40_000);
+  });
+});
+
+describe('summaries on the beat', () => {
+  it('a summary sent because its beat came is marked on_beat; the first and a rise are not', async () => {
+    // A gateway that records what it receives: the mark is on the wire, not in the store.
+    const received: Sample__Output[] = [];
+    const server = new grpc.Server();
+    server.addService(oversellV1().AgentStream.service, {
+      Report(call: grpc.ServerDuplexStream<AgentMessage__Output, unknown>) {
+        call.on('data', (m: AgentMessage__Output) => {
+          if (m.hello) call.write({ welcome: { lastSeq: 0, settings: { maxBatchSamples: 10, sendEveryMs: 3000, summaryPlans: [planToWire(DEFAULT_POLICY)] } } });
+          if (m.sample) received.push(m.sample);
+        });
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    cleanups.push(() => server.forceShutdown());
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port}`, hello: hello('beat-a'), log });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    for (let seq = 1; seq <= 61; seq++) rs.push(creeping(seq));
+    rs.push(sample(62, { cpuUsageMillicores: 3000 }));
+    await eventually(async () => (received.length === 4 ? true : undefined), 5000, 'four messages received');
+    assert.deepEqual(received.map((s) => [Number(s.seq), s.onBeat, s.summaries.length > 0]), [
+      [1, false, true], // the first: at once
+      [31, true, true], // 3 s of samples later: the beat
+      [61, true, true],
+      [62, false, true], // a rise: at once, off the beat
+    ]);
+  });
+
+  it('the gateway holds a summary on the beat up to 500 ms before its store has it, and hands a rise over at once', async () => {
+    const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
+    cleanups.push(() => gw.close());
+    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('beat-b'), log });
+    cleanups.push(() => rs.stop());
+    rs.start();
+    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const storedIn = async (push: () => void, seq: number) => {
+      const t0 = performance.now();
+      push();
+      await eventually(async () => (gw.store.get('beat-b')?.lastSeq === seq ? true : undefined), 5000, `sample ${seq} stored`);
+      return performance.now() - t0;
+    };
+    await storedIn(() => rs.push(creeping(1)), 1);
+    for (let seq = 2; seq <= 30; seq++) rs.push(creeping(seq));
+    const onBeat = await storedIn(() => rs.push(creeping(31)), 31);
+    // A timer never fires early: the lower bound holds on any machine (the upper one is the flush-soon test's).
+    assert.ok(onBeat >= 450, `the summary on the beat reached the store ${onBeat.toFixed(0)} ms after it was sent: it waited for the 500 ms hand-over`);
+    const rise = await storedIn(() => rs.push(sample(32, { cpuUsageMillicores: 3000 })), 32);
+    assert.ok(rise < onBeat, `the rise (${rise.toFixed(0)} ms) is handed over sooner than the beat (${onBeat.toFixed(0)} ms)`);
   });
 });

@@ -8,7 +8,9 @@ function recordingTimers() {
   let next = 1;
   let armedEver = 0;
   let cleared = 0;
+  let clock = 0;
   const timers: Timers = {
+    now: () => clock,
     setTimeout(fn, ms) {
       armedEver += 1;
       pending.set(next, { fn, ms });
@@ -24,7 +26,7 @@ function recordingTimers() {
     pending.clear();
     for (const [, t] of due) t.fn();
   };
-  return { timers, pending, fire, armedEver: () => armedEver, cleared: () => cleared };
+  return { timers, pending, fire, armedEver: () => armedEver, cleared: () => cleared, advance: (ms: number) => (clock += ms) };
 }
 
 /** A flusher on recording timers, and how many times it flushed. */
@@ -57,6 +59,26 @@ test('ops queued within one period share one timer and one flush, everyMs after 
   assert.equal(flushes(), 2);
   assert.equal(t.pending.size, 0);
   assert.equal(t.cleared(), 0, 'a timer that fired is not cleared again');
+});
+
+test('an op that may wait longer waits longer; one that may not brings the hand-over forward, never back', () => {
+  const t = recordingTimers();
+  let n = 0;
+  const f = flushSoon(() => n++, 50, t.timers);
+  f.soon(500); // a summary on its agent's beat
+  assert.deepEqual([...t.pending.values()].map((p) => p.ms), [500]);
+  t.advance(100);
+  f.soon(); // a rise, sent at once: within 50 ms, not the 400 left
+  assert.deepEqual([...t.pending.values()].map((p) => p.ms), [50]);
+  assert.equal(t.cleared(), 1);
+  f.soon(500); // another beat: the earlier hand-over stands
+  f.soon();
+  assert.deepEqual([...t.pending.values()].map((p) => p.ms), [50]);
+  assert.equal(t.armedEver(), 2);
+  t.fire();
+  assert.equal(n, 1, 'one hand-over for all four');
+  f.soon(500);
+  assert.deepEqual([...t.pending.values()].map((p) => p.ms), [500], 'after a flush, the next op arms its own wait');
 });
 
 test('now() flushes at once and disarms the timer, so the batch is not handed over twice', () => {
