@@ -35,7 +35,7 @@ const FLUSH_EVERY_MS = 50;
 // A summary its agent sent on the beat (Sample.on_beat) moved nothing the
 // decision must see soon: it waits up to this long, so that a hand-over
 // carries many (at 1,000 agents every 20 s, 2 a second instead of 20: about
-// 8 millicores per 1,000 agents, docs/performance-log.md, 2026-12-07). A rise
+// 11 millicores per 1,000 agents, docs/performance-log.md, 2026-12-07). A rise
 // comes at once, off the beat, and is handed over within FLUSH_EVERY_MS.
 const ON_BEAT_FLUSH_MS = 500;
 const HEAP_REPORT_EVERY_MS = 5000;

@@ -19,7 +19,12 @@ export function cluster(...args: string[]): string {
 
 /** cluster() without blocking the event loop: watches and timers keep running meanwhile. */
 export async function clusterAsync(...args: string[]): Promise<string> {
-  return (await promisify(execFile)('bash', [CLUSTER_SH, ...args], { encoding: 'utf8' })).stdout;
+  return clusterAsyncWith(process.env, ...args);
+}
+
+/** clusterAsync with this environment (scripts/cluster/ reads some of its settings there). */
+export async function clusterAsyncWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
+  return (await promisify(execFile)('bash', [CLUSTER_SH, ...args], { encoding: 'utf8', env })).stdout;
 }
 
 /** A refused API call as a test reads it: the status code and the API server's message. */

@@ -19,23 +19,21 @@
 // policy grants room above raw only where bound requests are used less than
 // they ask, and the host's whole CPU usage counts against 1500m.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import type { CoreV1Event, V1MutatingWebhookConfiguration, V1Node, V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseMilli } from '../../lib/quantity.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
 import type { NodeUsageClient } from '../../proto/gen/oversell/v1/NodeUsage.js';
 import { getNode, queryClient } from '../helpers/grpc.js';
-import { ADMIN_KUBECONFIG, CLUSTER_SH, STATE, clusterAsync, core } from './cluster.js';
+import { ADMIN_KUBECONFIG, STATE, core } from './cluster.js';
 import {
   customObjects, deleteNamespaceAndWait, ensureNamespace, eventually, installPolicyCrd, installWebhook, OPT_IN, POLICY_REF, removeWebhook, replaceWebhook, startGatewayProcess, UNAUTHENTICATED_AGENTS, upsertPolicy, webhookFromDeploy, type GatewayProc,
 } from './fixtures.js';
 import { run, type Proc } from './processes.js';
-import { findRealNode, kubeletLogSince, kubeletLogSize, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, realNodePod } from './real-node.js';
+import { findRealNode, kubeletLogSince, kubeletLogSize, noOtherPodsOn, optOutNode, patchNodeMetadata, podInPhase, realNodePod, restartKubelet } from './real-node.js';
 
 const NS = 'oversell-e2e-cpu-static';
 const WEBHOOK = 'oversell-e2e-cpu-static';
@@ -59,7 +57,6 @@ const ADMISSION_REASONS = /^(OutOf\w+|UnexpectedAdmissionError|TopologyAffinityE
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const milli = (q: string | undefined) => Number(parseMilli(q ?? '0', 'cpu'));
 const cpuOf = (n: V1Node) => milli(n.status?.allocatable?.cpu);
-const exec = promisify(execFile);
 
 let node: V1Node | undefined;
 let nodeName = '';
@@ -91,24 +88,12 @@ function kubeletRootDir(): string {
 }
 
 /**
- * The kubelet stopped, its CPU manager checkpoint removed (a kubelet refuses
- * to start on one written under another policy), and started again with
- * these extra flags (scripts/cluster/realnode.sh reads them when it starts).
+ * The kubelet restarted with these extra flags (none: undefined), its CPU
+ * manager checkpoint removed meanwhile (a kubelet refuses to start on one
+ * written under another policy), Ready again.
  */
-async function restartKubeletWith(extraArgs: string | undefined): Promise<void> {
-  await clusterAsync('stop-component', 'kubelet');
-  rmSync(join(kubeletRoot, 'cpu_manager_state'), { force: true });
-  const env = { ...process.env };
-  if (extraArgs === undefined) delete env.OVERSELL_KUBELET_EXTRA_ARGS;
-  else env.OVERSELL_KUBELET_EXTRA_ARGS = extraArgs;
-  const startedAt = Math.floor(Date.now() / 1000) * 1000; // heartbeats are whole seconds
-  await exec('bash', [CLUSTER_SH, 'start-component', 'kubelet'], { env, encoding: 'utf8' });
-  // A kubelet just started runs no pod until its first relist (PLEG) and its runtime's network are ready: it says Ready then.
-  await eventually('the restarted kubelet reporting Ready', async () => {
-    const ready = (await core().readNode({ name: nodeName })).status?.conditions?.find((c) => c.type === 'Ready');
-    return ready?.status === 'True' && new Date(ready.lastHeartbeatTime ?? 0).getTime() >= startedAt ? true : undefined;
-  }, 60_000, 250);
-}
+const restartKubeletWith = (extraArgs: string | undefined): Promise<void> =>
+  restartKubelet({ extraArgs: extraArgs ?? null, whileStopped: () => rmSync(join(kubeletRoot, 'cpu_manager_state'), { force: true }), readyNode: nodeName });
 
 
 async function podsOnNode(): Promise<V1Pod[]> {

@@ -10,7 +10,7 @@ import { parseMeminfo, type NodeMemory } from '../../agent/sample/meminfo.js';
 import { ANNOTATION } from '../../gateway/admit/node-review.js';
 import { parseBytes } from '../../lib/quantity.js';
 import type { NodeStatus__Output } from '../../proto/gen/oversell/v1/NodeStatus.js';
-import { REPO, STATE, adminConfig, clusterAsync, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
+import { REPO, STATE, adminConfig, clusterAsync, clusterAsyncWith, core, kubeletCredentials, kubeletPatchStatus, objects } from './cluster.js';
 import assert from 'node:assert/strict';
 import { eventually, removeInstallLeftovers } from './fixtures.js';
 
@@ -136,15 +136,35 @@ export async function recordNode(name: string): Promise<NodeRecord> {
   };
 }
 
+export interface KubeletRestart {
+  /** The kubelet's extra flags from now on (scripts/cluster/realnode.sh reads them when it starts); null: none; absent: as the suite started it. */
+  extraArgs?: string | null;
+  /** Runs while the kubelet is stopped (a checkpoint to remove). */
+  whileStopped?: () => void;
+  /** Resolve only once the new kubelet reports this node Ready. */
+  readyNode?: string;
+}
+
 /** Stops and starts the real node's kubelet (its containers keep running, as on a kubelet upgrade). */
-export async function restartKubelet(): Promise<void> {
+export async function restartKubelet(o: KubeletRestart = {}): Promise<void> {
   await clusterAsync('stop-component', 'kubelet');
+  o.whileStopped?.();
   // Heartbeats have a second's resolution, and a restarted kubelet writes its status
   // within a second of starting: had the stopped one written in that same second, the
   // write would be identical, a no-op the API server drops (no watch event), and the
   // next would come 5 min later. A second stopped makes the first write a new one.
   await new Promise((r) => setTimeout(r, 1100));
-  await clusterAsync('start-component', 'kubelet');
+  const startedAt = Math.floor(Date.now() / 1000) * 1000; // after any heartbeat of the stopped kubelet
+  const env = { ...process.env };
+  if (o.extraArgs === null) delete env.OVERSELL_KUBELET_EXTRA_ARGS;
+  else if (o.extraArgs !== undefined) env.OVERSELL_KUBELET_EXTRA_ARGS = o.extraArgs;
+  await clusterAsyncWith(env, 'start-component', 'kubelet');
+  if (o.readyNode === undefined) return;
+  // A kubelet just started runs no pod until its first relist (PLEG) and its runtime's network are ready: it says Ready then.
+  await eventually(`the restarted kubelet reporting ${o.readyNode} Ready`, async () => {
+    const ready = (await core().readNode({ name: o.readyNode! })).status?.conditions?.find((c) => c.type === 'Ready');
+    return ready?.status === 'True' && new Date(ready.lastHeartbeatTime ?? 0).getTime() >= startedAt ? true : undefined;
+  }, 60_000, 250);
 }
 
 /** Imports an image archive into the real node's containerd (no registry is reachable). */

@@ -51,6 +51,15 @@ after(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
+/** An agent's stream to the gateway on 127.0.0.1:port, reporting for node, once welcomed (stopped after the file). */
+async function welcomedStream(port: number, node: string): Promise<ReportStream> {
+  const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port}`, hello: hello(node), log });
+  cleanups.push(() => rs.stop());
+  rs.start();
+  await eventually(async () => rs.live || undefined, 5000, `${node} welcomed`);
+  return rs;
+}
+
 const windowOf = (samples: Sample__Output[]) =>
   UsageWindow.of(samples.map((s) => ({ timestampMs: s.timestampMs, cpuMillicores: s.cpuUsageMillicores, memoryBytes: s.memoryWorkingSetBytes, cpuPressure: 0, memoryPressure: 0 })));
 
@@ -58,10 +67,7 @@ describe('summaries', () => {
   it('one sample goes per send_every_ms, and the decision reads the window of every sample the agent took', async () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('sum-a'), log });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const rs = await welcomedStream(gw.ports.agent, 'sum-a');
     const taken = Array.from({ length: 61 }, (_, i) => creeping(i + 1));
     for (const s of taken) rs.push(s);
     // The first at once, then one every 3 s of samples (31, 61): three messages for 61 samples.
@@ -98,10 +104,7 @@ describe('summaries and policies', () => {
     const source = listPolicySource([{ name: 'default', priority: 0, selector: POOL, policy: DEFAULT_POLICY }]);
     const gw = await startTestGateway({ policies: source, agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('sum-b'), log });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const rs = await welcomedStream(gw.ports.agent, 'sum-b');
     rs.push(creeping(1));
     await eventually(async () => gw.store.get('sum-b')?.summaries.length === 1 || undefined, 3000, 'one plan');
     source.set([
@@ -220,10 +223,7 @@ describe('summaries on the beat', () => {
     });
     const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
     cleanups.push(() => server.forceShutdown());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${port}`, hello: hello('beat-a'), log });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const rs = await welcomedStream(port, 'beat-a');
     for (let seq = 1; seq <= 61; seq++) rs.push(creeping(seq));
     rs.push(sample(62, { cpuUsageMillicores: 3000 }));
     await eventually(async () => (received.length === 4 ? true : undefined), 5000, 'four messages received');
@@ -238,10 +238,7 @@ describe('summaries on the beat', () => {
   it('the gateway holds a summary on the beat up to 500 ms before its store has it, and hands a rise over at once', async () => {
     const gw = await startTestGateway({ agentSending: { maxBatchSamples: 10, sendEveryMs: 3000, summaries: true } });
     cleanups.push(() => gw.close());
-    const rs = new ReportStream({ gatewayAddress: `127.0.0.1:${gw.ports.agent}`, hello: hello('beat-b'), log });
-    cleanups.push(() => rs.stop());
-    rs.start();
-    await eventually(async () => rs.live || undefined, 5000, 'welcomed');
+    const rs = await welcomedStream(gw.ports.agent, 'beat-b');
     const storedIn = async (push: () => void, seq: number) => {
       const t0 = performance.now();
       push();
