@@ -25,7 +25,7 @@ function sample(seq: number, n: number): Sample__Output {
     pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 30, known: true },
     podsIncluded: false, pods: [],
-    summaries: [], onBeat: false,
+    summaries: [], onBeat: false, podNamesAsBefore: false,
   };
 }
 

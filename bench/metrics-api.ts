@@ -69,7 +69,7 @@ export async function run(options: { quick?: boolean } = {}): Promise<BenchResul
       }
       storeSample(store, `node-${n}`, n + 1, {
         seq, timestampMs: at, cpuUsageMillicores: 1500, memoryWorkingSetBytes: 6 * 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null, capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 }, pressure: null,
-        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 10, known: true }, summaries: [], onBeat: false, podsIncluded: true, pods: report,
+        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 10, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: true, pods: report,
       }, at);
     }
   }

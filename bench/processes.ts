@@ -114,8 +114,22 @@ export function startSimAgents(address: string, count: number, prefix = 'sim', s
  * GetNode answered with `status` (a few KB of JSON on its command line);
  * resolves with its port.
  */
-export async function startGrpcFloor(status: object): Promise<Child & { port: number }> {
-  const child = startChild('grpc-floor', process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, 'bench/grpc-floor.ts'), JSON.stringify(status)]);
+export function startGrpcFloor(status: object): Promise<Child & { port: number }> {
+  return startReference('grpc-floor', [JSON.stringify(status)]);
+}
+
+/**
+ * bench/agent-stream-floor.ts as a child process, with the gateway's Node
+ * flags: a bare AgentStream server on TLS (its certificate and ca.crt in
+ * tlsDir); resolves with its port.
+ */
+export function startAgentStreamFloor(tlsDir: string): Promise<Child & { port: number }> {
+  return startReference('agent-stream-floor', [tlsDir]);
+}
+
+/** A reference server bench/<name>.ts that prints `listening <port>` once it listens. */
+async function startReference(name: string, args: string[]): Promise<Child & { port: number }> {
+  const child = startChild(name, process.execPath, [...GATEWAY_NODE_ARGS, '--import', 'tsx', join(REPO, `bench/${name}.ts`), ...args]);
   const port = Number((await child.waitForLine(/^listening \d+$/, 30_000)).slice(10));
   return { ...child, port };
 }

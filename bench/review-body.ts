@@ -65,7 +65,7 @@ export function benchReviewDeps(nodes = 1): NodeReviewDeps {
       storeSample(store, name, i + 1, {
         seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500 + (s % 5) * 50, memoryWorkingSetBytes: 4 * 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 }, pressure: null,
-        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
       }, now);
     }
   }

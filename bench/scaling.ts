@@ -32,7 +32,7 @@ async function bytesPerNode(nodes: number): Promise<number> {
         seq: s, timestampMs: now - (60 - s) * 1000, cpuUsageMillicores: 500, memoryWorkingSetBytes: 4 * 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
         capacity: { cpuMillicores: 8000, memoryBytes: 32 * 2 ** 30 },
         pressure: { available: true, cpuSome: { avg10: 1, avg60: 1 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
-        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+        requests: { cpuMillicores: 6000, memoryBytes: 20 * 2 ** 30, podCount: 30, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
       }, now);
     }
   }

@@ -38,7 +38,7 @@ function node(name: string, over: { cpu: number; mem: number; raw: [number, numb
       pressure: { available: true, cpuSome: { avg10: over.psi?.[0] ?? 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: over.psi?.[1] ?? 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
       requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },
       podsIncluded: false, pods: [],
-      summaries: [], onBeat: false,
+      summaries: [], onBeat: false, podNamesAsBefore: false,
     },
     receivedAtMs: 0,
     ageMs: over.age,

@@ -94,7 +94,7 @@ describe('one decision path: the query API shows what the webhook writes', () =>
           pressure: { available: true, cpuSome: { avg10: s.psi, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
           requests: { cpuMillicores: Math.round(c.requestsShare * c.rawCpu), memoryBytes: Math.round(c.requestsShare * c.rawMemoryGi * GI), podCount: 3, known: true },
           podsIncluded: false, pods: [],
-          summaries: [], onBeat: false,
+          summaries: [], onBeat: false, podNamesAsBefore: false,
         }, clock - 500));
         const annotations: Record<string, string> = {};
         if (c.maxRatioCpu) annotations['oversell.io/max-ratio-cpu'] = c.maxRatioCpu;

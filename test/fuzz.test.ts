@@ -161,7 +161,7 @@ function deps(): NodeReviewDeps {
     storeSample(store, NODE, 1, {
       seq: s, timestampMs: now - (30 - s) * 1000, cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
-      requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+      requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
     }, now);
   }
   const policies = flagsPolicySource(DEFAULT_POLICY);
@@ -217,7 +217,7 @@ describe(`fuzz over real HTTPS: ${HTTP_CASES} reviews and byte garbage`, () => {
     storeSample(gw.store, NODE, 1, {
       seq: 1, timestampMs: Date.now(), cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 ** 31, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
       capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 35 }, pressure: null,
-      requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+      requests: { cpuMillicores: 6000, memoryBytes: 2 ** 34, podCount: 10, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
     }, Date.now());
   });
   after(() => gw.close());

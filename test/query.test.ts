@@ -23,7 +23,7 @@ import { storeSample } from './helpers/store-sample.js';
 const sample = (seq: number): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
   capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
-  requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+  requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
 });
 
 const policies = listPolicySource([

@@ -28,7 +28,7 @@ function sample(over: Partial<Sample__Output> = {}): Sample__Output {
     pressure: { available: true, cpuSome: { avg10: 12.5, avg60: 8 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0.5, avg60: 0.1 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
     requests: { cpuMillicores: 6000, memoryBytes: 10 * GI, podCount: 12, known: true },
     podsIncluded: false, pods: [],
-    summaries: [], onBeat: false,
+    summaries: [], onBeat: false, podNamesAsBefore: false,
     ...over,
   };
 }
@@ -56,6 +56,7 @@ describe('sample check (pure)', () => {
     ['pods within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI), pod(0, 0), pod(6000, 1.1 * 8 * GI)] }],
     ['containers within the node\'s bounds', { podsIncluded: true, pods: [pod(500, GI, [container(0, 0), container(6000, 1.1 * 8 * GI, CID(2))])] }],
     [`${maxContainersPerPod} containers in a pod`, { podsIncluded: true, pods: [pod(500, GI, Array.from({ length: maxContainersPerPod }, (_, i) => container(1, 1, CID(i))))] }],
+    ['a report without names (pod_names_as_before): empty container ids', { podsIncluded: true, podNamesAsBefore: true, pods: [{ ...pod(500, GI, [container(1, 1, '')]), uid: '', qosClass: '' }] }],
     // Unknown requests are not used by the gateway (the proto says so): their numbers are not judged.
     ['unknown requests past the bound', { requests: requests(9e18, 0, false) }],
     [`${maxPodsPerSample} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample) }],
@@ -104,6 +105,7 @@ describe('sample check (pure)', () => {
     ['pod-usage-invalid', 'a container id of 63 hex digits', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, CID(1).slice(1))])] }],
     ['pod-usage-invalid', 'a container id in upper case', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, `${'A'.repeat(63)}1`)])] }],
     ['pod-usage-invalid', 'an empty container id', { podsIncluded: true, pods: [pod(500, GI, [container(1, 1, '')])] }],
+    ['pod-usage-invalid', 'a report without names past the node\'s CPU bound', { podsIncluded: true, podNamesAsBefore: true, pods: [pod(500, GI, [container(6001, 0, '')])] }],
     // Issue 43: one node's agent could make the store keep any number of pods and any length of string.
     ['too-many-pods', `${maxPodsPerSample + 1} pods in a sample`, { podsIncluded: true, pods: pods(maxPodsPerSample + 1) }],
     ['too-many-pods', '20,000 pods in a sample (issue 43: 40 MiB more heap)', { podsIncluded: true, pods: pods(20_000) }],

@@ -10,7 +10,7 @@ import { storeSample } from './helpers/store-sample.js';
 
 const s = (seq: number, timestampMs: number, cpu = 100): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: 10, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null, capacity: null, pressure: null,
-  requests: { cpuMillicores: 5, memoryBytes: 6, podCount: 1, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+  requests: { cpuMillicores: 5, memoryBytes: 6, podCount: 1, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
 });
 
 describe('NodeStore', () => {

@@ -13,7 +13,11 @@ const CONTAINER_FIGURES = 2;
 
 /** What names a report's pods: their uids, QoS classes and container ids, in report order (JSON), and its key. */
 export interface PodNames {
-  names: string;
+  /**
+   * Absent when the agent left the names out (Sample.pod_names_as_before):
+   * the pods are those `key` names, which the store keeps.
+   */
+  names?: string;
   /**
    * A 53-bit hash of `names`: equal keys, the same pods, laid out alike (a
    * store keeps the key, not the names). Two reports whose names differ and
@@ -40,23 +44,52 @@ export function figuresLength(pods: readonly PodUsage__Output[]): number {
 }
 
 /** Writes the report's figures into `into` from `at`; returns its names. */
-export function writePodFigures(pods: readonly PodUsage__Output[], into: Float64Array, at: number): PodNames {
-  const names: Names = [];
+export function writePodFigures(pods: readonly PodUsage__Output[], into: Float64Array, at: number): Required<PodNames> {
+  writeFiguresOnly(pods, into, at);
+  const json = podNames(pods);
+  return { names: json, key: namesKey(json) };
+}
+
+/** What names a report's pods, in order (JSON): equal strings, the same pods and containers laid out alike. */
+export function podNames(pods: readonly PodUsage__Output[]): string {
+  return JSON.stringify(pods.map((p): Names[number] => [p.uid, p.qosClass, p.containers.map((c) => c.containerId)]));
+}
+
+/** Writes the report's figures into `into` from `at`, and nothing of its names. */
+export function writeFiguresOnly(pods: readonly PodUsage__Output[], into: Float64Array, at: number): void {
   let i = at;
   for (const p of pods) {
     into[i++] = p.cpuUsageMillicores;
     into[i++] = p.memoryWorkingSetBytes;
     into[i++] = p.cpuThrottledMicros;
-    const ids: string[] = [];
     for (const c of p.containers) {
       into[i++] = c.cpuUsageMillicores;
       into[i++] = c.memoryWorkingSetBytes;
-      ids.push(c.containerId);
     }
-    names.push([p.uid, p.qosClass, ids]);
   }
-  const json = JSON.stringify(names);
-  return { names: json, key: namesKey(json) };
+}
+
+/**
+ * What a stream's last named report laid out: the key of its names and each
+ * pod's count of containers. A report sent without names
+ * (Sample.pod_names_as_before) is placed on those pods only if it has the
+ * same counts.
+ */
+export interface PodLayout {
+  key: number;
+  containers: Uint8Array;
+}
+
+/** The layout of a named report whose names have `key`. */
+export function layoutOf(pods: readonly PodUsage__Output[], key: number): PodLayout {
+  return { key, containers: Uint8Array.from(pods, (p) => p.containers.length) };
+}
+
+/** Whether a report sent without names has the pods and containers of `layout`. */
+export function fitsLayout(pods: readonly PodUsage__Output[], layout: PodLayout): boolean {
+  if (pods.length !== layout.containers.length) return false;
+  for (let i = 0; i < pods.length; i++) if (pods[i]!.containers.length !== layout.containers[i]) return false;
+  return true;
 }
 
 /** A 53-bit hash of a string: two 32-bit multiplicative hashes, mixed (the public-domain cyrb53 construction). */
@@ -74,13 +107,13 @@ export function namesKey(s: string): number {
 }
 
 /** The report as numbers, on its own. */
-export function podFigures(pods: readonly PodUsage__Output[]): PodFigures {
+export function podFigures(pods: readonly PodUsage__Output[]): Required<PodFigures> {
   const figures = new Float64Array(figuresLength(pods));
   return { ...writePodFigures(pods, figures, 0), figures };
 }
 
-/** New pod objects from a report. */
-export function podsFrom(report: Pick<PodFigures, 'names' | 'figures'>): PodUsage__Output[] {
+/** New pod objects from a named report. */
+export function podsFrom(report: Pick<Required<PodFigures>, 'names' | 'figures'>): PodUsage__Output[] {
   const { figures } = report;
   let i = 0;
   return (JSON.parse(report.names) as Names).map(([uid, qosClass, ids]) => ({

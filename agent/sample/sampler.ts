@@ -98,7 +98,7 @@ export class NodeSampler {
       pressure: this.#readPressure(nowMs),
       podsIncluded: withPods,
       summaries: [],
-      onBeat: false,
+      onBeat: false, podNamesAsBefore: false,
       pods: withPods ? this.#readPods(nowMs) : [],
       cpuManager: this.#readCpuManager(cpu.cpus),
     };

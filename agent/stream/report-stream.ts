@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { AgentStreamClient } from '../../proto/gen/oversell/v1/AgentStream.js';
 import type { GatewayMessage__Output } from '../../proto/gen/oversell/v1/GatewayMessage.js';
 import type { Hello } from '../../proto/gen/oversell/v1/Hello.js';
+import type { PodUsage__Output } from '../../proto/gen/oversell/v1/PodUsage.js';
 import type { Sample__Output } from '../../proto/gen/oversell/v1/Sample.js';
 import type { Settings__Output } from '../../proto/gen/oversell/v1/Settings.js';
 import { oversellV1 } from '../../proto/load.js';
@@ -18,6 +19,7 @@ import type { GatewayConnection } from './gateway-connection.js';
 import { cpuPressureOf } from '../../wire/cpu-pressure.js';
 import { keptPlans, type KeptPlan, UsageSummarizer } from './usage-summarizer.js';
 import { summarySilenceMs } from '../../wire/usage-summary.js';
+import { podNames } from '../../wire/pod-figures.js';
 
 export interface ReportStreamOptions {
   gatewayAddress: string;
@@ -56,6 +58,11 @@ export class ReportStream {
   readonly #window = new UsageSummarizer();
   /** The plans the current gateway asked summaries for (its Settings); undefined: it takes samples. */
   #summarizing: Summarizing | undefined;
+  /** The current gateway takes pod reports without names (Settings.takes_pod_names_as_before). */
+  #takesNamesAsBefore = false;
+  /** The names of the last report on the current call that named its pods, and reports sent without since. */
+  #namedPods: string | undefined;
+  #unnamedSince = 0;
   reconnects = 0;
   ackedSeq = 0;
   /** Messages written (samples or batches), for the agent's metrics. */
@@ -139,7 +146,7 @@ export class ReportStream {
     if (summarizing) {
       const newest = this.#buffer[this.#buffer.length - 1];
       if (!newest || newest.seq <= this.#sentSeq) return;
-      call.write({ sample: { ...newest, onBeat, summaries: this.#window.summaries(summarizing.plans, newest.capacity?.memoryBytes ?? 0) } });
+      call.write({ sample: { ...this.#onWire(newest), onBeat, summaries: this.#window.summaries(summarizing.plans, newest.capacity?.memoryBytes ?? 0) } });
       this.messagesSent += 1;
       this.#sentSeq = newest.seq;
       this.#lastSent = newest;
@@ -150,7 +157,7 @@ export class ReportStream {
     const size = this.#sending?.maxBatchSamples ?? 1;
     for (let i = 0; i < unsent.length; i += size) {
       const chunk = unsent.slice(i, i + size);
-      call.write(chunk.length === 1 ? { sample: chunk[0] } : { batch: { samples: chunk } });
+      call.write(chunk.length === 1 ? { sample: this.#onWire(chunk[0]!) } : { batch: { samples: chunk.map((c) => this.#onWire(c)) } });
       this.messagesSent += 1;
     }
     const last = unsent[unsent.length - 1];
@@ -158,6 +165,23 @@ export class ReportStream {
       this.#sentSeq = last.seq;
       this.#lastSent = last;
     }
+  }
+
+  /**
+   * The sample as it goes on the current call: a pod report whose pods and
+   * containers are the last named report's goes without their names, to a
+   * gateway that takes that, except every NAMES_AGAIN_EVERY-th report.
+   */
+  #onWire(sample: Sample__Output): Sample__Output {
+    if (!sample.podsIncluded || sample.pods.length === 0) return sample;
+    const names = podNames(sample.pods);
+    if (this.#takesNamesAsBefore && names === this.#namedPods && this.#unnamedSince < NAMES_AGAIN_EVERY - 1) {
+      this.#unnamedSince += 1;
+      return { ...sample, podNamesAsBefore: true, pods: sample.pods.map(withoutNames) };
+    }
+    this.#namedPods = names;
+    this.#unnamedSince = 0;
+    return sample;
   }
 
   async stop(): Promise<void> {
@@ -206,6 +230,9 @@ export class ReportStream {
       this.#summarizing = summarizingOf(msg.welcome.settings);
       this.#sentSeq = lastSeq;
       this.#lastSent = undefined;
+      this.#takesNamesAsBefore = msg.welcome.settings?.takesPodNamesAsBefore ?? false;
+      // A new stream knows no names yet: its first report names them.
+      this.#namedPods = undefined;
       this.#options.log.info(
         {
           gateway: this.#options.gatewayAddress, gatewayLastSeq: lastSeq, replaying: this.#summarizing ? 0 : this.#buffer.length,
@@ -221,6 +248,7 @@ export class ReportStream {
       if (msg.settings.maxBatchSamples > 0) this.#sending = sendingOf(msg.settings);
       // Every Settings of a gateway that asks for summaries names its plans: none named, samples again.
       this.#summarizing = summarizingOf(msg.settings);
+      this.#takesNamesAsBefore = msg.settings.takesPodNamesAsBefore;
       this.#options.onSettings?.(msg.settings);
     }
   }
@@ -254,6 +282,17 @@ export class ReportStream {
       silenceMs,
     );
   }
+}
+
+/**
+ * A gateway that takes pod reports without names still gets them named this
+ * often (every 15th report: 5 minutes at a report every 20 s), so one that
+ * could not place a report without names (docs/architecture.md) has them again.
+ */
+export const NAMES_AGAIN_EVERY = 15;
+
+function withoutNames(p: PodUsage__Output): PodUsage__Output {
+  return { ...p, uid: '', qosClass: '', containers: p.containers.map((c) => ({ ...c, containerId: '' })) };
 }
 
 interface Sending {

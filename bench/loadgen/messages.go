@@ -24,6 +24,8 @@ type agentMessages struct {
 	fSettings, fWelcomeSettings, fSendEvery, fMaxBatch, fMinSample protoreflect.FieldDescriptor
 	// fPlans: Settings.summary_plans (a gateway with --agent-summaries on names them).
 	fPlans protoreflect.FieldDescriptor
+	// fTakesNames: Settings.takes_pod_names_as_before.
+	fTakesNames protoreflect.FieldDescriptor
 	fSeq, fTimestamp, fCPU                                         protoreflect.FieldDescriptor
 	// constant holds the fields every sample shares; constantWire is its
 	// encoding, to which each sample appends its own seq, time and CPU.
@@ -36,7 +38,17 @@ type agentMessages struct {
 	withPods *dynamicpb.Message
 	podWire  []byte
 	podEvery uint64
+	// unnamedPods: withPods without the pods' names (pod_names_as_before),
+	// what an agent sends a gateway that takes it between named reports
+	// (NamesAgainEvery); unnamedWire its encoding.
+	unnamedPods *dynamicpb.Message
+	unnamedWire []byte
 }
+
+// NamesAgainEvery is the agent's NAMES_AGAIN_EVERY (agent/stream/report-stream.ts):
+// to a gateway that takes reports without names, the first pod report of a
+// stream and every 15th after it name the pods.
+const NamesAgainEvery = 15
 
 func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessages, error) {
 	m := &agentMessages{podEvery: uint64(podEvery)}
@@ -57,6 +69,7 @@ func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessage
 		func() (e error) { m.fMaxBatch, e = field(m.fSettings.Message(), "max_batch_samples"); return },
 		func() (e error) { m.fMinSample, e = field(m.fSettings.Message(), "min_sample_interval_ms"); return },
 		func() (e error) { m.fPlans, e = field(m.fSettings.Message(), "summary_plans"); return },
+		func() (e error) { m.fTakesNames, e = field(m.fSettings.Message(), "takes_pod_names_as_before"); return },
 		func() (e error) { m.fSeq, e = field(m.sample, "seq"); return },
 		func() (e error) { m.fTimestamp, e = field(m.sample, "timestamp_ms"); return },
 		func() (e error) { m.fCPU, e = field(m.sample, "cpu_usage_millicores"); return },
@@ -138,7 +151,7 @@ func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessage
 				}
 				list.Append(el)
 			}
-			return nil
+			return m.buildUnnamed(fPods)
 		},
 		// The varying fields too, once, so their kinds are checked at start.
 		func() error {
@@ -155,6 +168,37 @@ func newAgentMessages(c *contract, summaries, pods, podEvery int) (*agentMessage
 	return m, nil
 }
 
+// buildUnnamed makes unnamedPods from withPods: every uid, qos_class and
+// container_id cleared, pod_names_as_before set.
+func (m *agentMessages) buildUnnamed(fPods protoreflect.FieldDescriptor) error {
+	m.unnamedPods = proto.Clone(m.withPods).(*dynamicpb.Message)
+	list := m.unnamedPods.Mutable(fPods).List()
+	for i := 0; i < list.Len(); i++ {
+		pod := list.Get(i).Message()
+		for _, name := range []string{"uid", "qos_class"} {
+			fd, e := field(pod.Descriptor(), name)
+			if e != nil {
+				return e
+			}
+			pod.Clear(fd)
+		}
+		fContainers, e := field(pod.Descriptor(), "containers")
+		if e != nil {
+			return e
+		}
+		containers := pod.Mutable(fContainers).List()
+		for j := 0; j < containers.Len(); j++ {
+			c := containers.Get(j).Message()
+			fd, e := field(c.Descriptor(), "container_id")
+			if e != nil {
+				return e
+			}
+			c.Clear(fd)
+		}
+	}
+	return fill(m.unnamedPods, fields{"pod_names_as_before": true})
+}
+
 func (m *agentMessages) hello(node string) (*dynamicpb.Message, error) {
 	return newMessage(m.agentMessage, fields{"hello": fields{
 		"node_name": node, "instance_id": node + "-1", "agent_version": "loadgen",
@@ -165,11 +209,14 @@ func (m *agentMessages) hello(node string) (*dynamicpb.Message, error) {
 
 // sampleMessage is AgentMessage{sample} built by reflection: the reference
 // sampleFrame is checked against at start.
-func (m *agentMessages) sampleMessage(seq uint64, nowMs int64) *dynamicpb.Message {
+func (m *agentMessages) sampleMessage(seq uint64, nowMs int64, unnamed bool) *dynamicpb.Message {
 	s := dynamicpb.NewMessage(m.sample)
 	constant := m.constant
 	if m.hasPods(seq) {
 		constant = m.withPods
+		if unnamed {
+			constant = m.unnamedPods
+		}
 	}
 	constant.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		s.Set(fd, v)
@@ -193,18 +240,22 @@ func (m *agentMessages) hasPods(seq uint64) bool {
 // sampleFrame encodes AgentMessage{sample} without reflection: the constant
 // fields' bytes, then seq, timestamp and CPU as varints under the field
 // numbers the contract gives them (proto fields may come in any order).
-func (m *agentMessages) sampleFrame(seq uint64, nowMs int64) wireFrame {
-	inner := m.sampleBytes(seq, nowMs)
+// unnamed: a pod report goes without its names (pod_names_as_before).
+func (m *agentMessages) sampleFrame(seq uint64, nowMs int64, unnamed bool) wireFrame {
+	inner := m.sampleBytes(seq, nowMs, unnamed)
 	out := make([]byte, 0, len(inner)+8)
 	out = protowire.AppendTag(out, m.fSample.Number(), protowire.BytesType)
 	return protowire.AppendBytes(out, inner)
 }
 
 // sampleBytes is one Sample's encoding, as sampleFrame and batchFrame carry it.
-func (m *agentMessages) sampleBytes(seq uint64, nowMs int64) []byte {
+func (m *agentMessages) sampleBytes(seq uint64, nowMs int64, unnamed bool) []byte {
 	constant := m.constantWire
 	if m.hasPods(seq) {
 		constant = m.podWire
+		if unnamed {
+			constant = m.unnamedWire
+		}
 	}
 	inner := make([]byte, 0, len(constant)+40)
 	inner = append(inner, constant...)
@@ -248,16 +299,21 @@ func (m *agentMessages) checkFrame() error {
 		if m.podWire, err = proto.Marshal(m.withPods); err != nil {
 			return err
 		}
-		// A sample with the pod report decodes to the message built by field name too.
-		want := m.sampleMessage(1, 1_790_000_000_000)
-		got := dynamicpb.NewMessage(m.agentMessage)
-		if err := proto.Unmarshal(m.sampleFrame(1, 1_790_000_000_000), got); err != nil || !proto.Equal(want, got) {
-			return fmt.Errorf("a sample with pods encodes %v, the contract's message is %v (%v)", got, want, err)
+		if m.unnamedWire, err = proto.Marshal(m.unnamedPods); err != nil {
+			return err
+		}
+		// A sample with the pod report, named or not, decodes to the message built by field name too.
+		for _, unnamed := range []bool{false, true} {
+			want := m.sampleMessage(1, 1_790_000_000_000, unnamed)
+			got := dynamicpb.NewMessage(m.agentMessage)
+			if err := proto.Unmarshal(m.sampleFrame(1, 1_790_000_000_000, unnamed), got); err != nil || !proto.Equal(want, got) {
+				return fmt.Errorf("a sample with pods (unnamed %v) encodes %v, the contract's message is %v (%v)", unnamed, got, want, err)
+			}
 		}
 	}
-	want := m.sampleMessage(12345, 1_790_000_000_000)
+	want := m.sampleMessage(12345, 1_790_000_000_000, false)
 	got := dynamicpb.NewMessage(m.agentMessage)
-	if err := proto.Unmarshal(m.sampleFrame(12345, 1_790_000_000_000), got); err != nil {
+	if err := proto.Unmarshal(m.sampleFrame(12345, 1_790_000_000_000, false), got); err != nil {
 		return fmt.Errorf("sampleFrame does not decode: %v", err)
 	}
 	if !proto.Equal(want, got) {
@@ -265,11 +321,11 @@ func (m *agentMessages) checkFrame() error {
 	}
 	// A batch of two decodes to the same samples, in order, under AgentMessage.batch.
 	batch := dynamicpb.NewMessage(m.agentMessage)
-	if err := proto.Unmarshal(m.batchFrame([][]byte{m.sampleBytes(1, 1_790_000_000_000), m.sampleBytes(2, 1_790_000_001_000)}), batch); err != nil {
+	if err := proto.Unmarshal(m.batchFrame([][]byte{m.sampleBytes(1, 1_790_000_000_000, false), m.sampleBytes(2, 1_790_000_001_000, false)}), batch); err != nil {
 		return fmt.Errorf("batchFrame does not decode: %v", err)
 	}
 	list := batch.Get(m.fBatch).Message().Get(m.fBatchSamples).List()
-	if list.Len() != 2 || list.Get(1).Message().Get(m.fSeq).Uint() != 2 || !proto.Equal(list.Get(0).Message().Interface(), m.sampleMessage(1, 1_790_000_000_000).Get(m.fSample).Message().Interface()) {
+	if list.Len() != 2 || list.Get(1).Message().Get(m.fSeq).Uint() != 2 || !proto.Equal(list.Get(0).Message().Interface(), m.sampleMessage(1, 1_790_000_000_000, false).Get(m.fSample).Message().Interface()) {
 		return fmt.Errorf("batchFrame encodes %v, not the two samples given", batch)
 	}
 	return nil
@@ -281,6 +337,12 @@ func (m *agentMessages) lastSeq(gm *dynamicpb.Message) uint64 {
 }
 
 func (m *agentMessages) isWelcome(gm *dynamicpb.Message) bool { return gm.Has(m.fWelcome) }
+
+// takesNamesAsBefore reads Settings.takes_pod_names_as_before of a welcome.
+func (m *agentMessages) takesNamesAsBefore(gm *dynamicpb.Message) bool {
+	w := gm.Get(m.fWelcome).Message()
+	return w.Has(m.fWelcomeSettings) && w.Get(m.fWelcomeSettings).Message().Get(m.fTakesNames).Bool()
+}
 
 // sending reads what a GatewayMessage says about batches, from its welcome's
 // settings or a Settings message (the load shedder's change); ok is false

@@ -107,6 +107,17 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 	// against the same gateway must go on from there or its samples would be
 	// taken for replays.
 	a.seq = max(a.seq, r.msgs.lastSeq(in))
+	// As the agent does: to a gateway that takes it, a stream's pod reports
+	// go without names but the first and every NamesAgainEvery-th.
+	takesNames := r.msgs.takesNamesAsBefore(in)
+	reports := 0
+	unnamed := func(seq uint64) bool {
+		if !r.msgs.hasPods(seq) {
+			return false
+		}
+		reports++
+		return takesNames && (reports-1)%NamesAgainEvery != 0
+	}
 	follow := r.batch == 0
 	if follow {
 		s, _ := r.msgs.sending(in)
@@ -176,14 +187,14 @@ func (r *agentsRun) session(ctx context.Context, a *agent) error {
 			// Pending samples go as a batch even when the gateway has just
 			// said one a message: they were taken under batches.
 			if size := int(a.batch.Load()); size > 1 || len(a.pending) > 0 {
-				a.pending = append(a.pending, r.msgs.sampleBytes(a.seq, t0.UnixMilli()))
+				a.pending = append(a.pending, r.msgs.sampleBytes(a.seq, t0.UnixMilli(), unnamed(a.seq)))
 				if len(a.pending) < size-a.short {
 					continue
 				}
 				a.short = 0
 				frame = r.msgs.batchFrame(a.pending)
 			} else {
-				frame = r.msgs.sampleFrame(a.seq, t0.UnixMilli())
+				frame = r.msgs.sampleFrame(a.seq, t0.UnixMilli(), unnamed(a.seq))
 			}
 			samples := int64(max(1, len(a.pending)))
 			a.pending = a.pending[:0]

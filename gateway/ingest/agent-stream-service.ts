@@ -56,10 +56,16 @@ export interface IngestTarget {
    * summary its agent sent on its steady beat (Sample.on_beat), which may
    * reach the store later than one sent at once.
    */
-  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: readonly PodUsage__Output[], summaries?: readonly AgentSummary[], onBeat?: boolean): IngestResult;
+  ingest(name: string, streamId: number, rows: Float64Array, at: number, nowMs: number, pods?: PodReport, summaries?: readonly AgentSummary[], onBeat?: boolean): IngestResult;
   /** Takes a refused sample's seq as received (NodeStore.consume). */
   consume: NodeStore['consume'];
   detach: NodeStore['detach'];
+}
+
+/** A sample's pods; namesAsBefore: sent without names, as the stream's last named report's (Sample.pod_names_as_before). */
+export interface PodReport {
+  pods: readonly PodUsage__Output[];
+  namesAsBefore: boolean;
 }
 
 export interface AgentStreamServiceOptions {
@@ -276,6 +282,7 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
             sampleIntervalMs: 0, podReportEvery: 0, maxBatchSamples: s.maxBatchSamples, sendEveryMs: s.sendEveryMs, minSampleIntervalMs: s.minSampleIntervalMs ?? 0, shardCopies,
             summaryPlans: [...(s.summaryPlans ?? [])],
             summaryAckEveryMs: msg.hello!.readsSummaryAckEvery ? summaryAckEveryMs : 0,
+            takesPodNamesAsBefore: true,
           });
           const welcome = (lastSeq: number) => {
             log.info({ node, peer, instanceId, lastSeq, agentVersion }, 'agent connected');
@@ -333,7 +340,8 @@ export function agentStreamService(options: AgentStreamServiceOptions): AgentStr
           result = consumed === 'consumed' ? `refused-${refused}` : consumed;
         } else {
           const summaries = sample.summaries.length > 0 ? summariesFromWire(sample.summaries, sample.timestampMs) : undefined;
-          result = store.ingest(node, streamId, row, 0, receivedAtMs, sample.pods.length > 0 ? sample.pods : undefined, summaries, summaries !== undefined && sample.onBeat);
+          const pods = sample.pods.length > 0 ? { pods: sample.pods, namesAsBefore: sample.podNamesAsBefore } : undefined;
+          result = store.ingest(node, streamId, row, 0, receivedAtMs, pods, summaries, summaries !== undefined && sample.onBeat);
         }
         metrics.sampleReceived(result);
         // A refused sample is acknowledged like a stored one: the agent drops

@@ -13,13 +13,14 @@ import { createLogger } from '../../lib/log.js';
 import { fixStreamDecoder, streamDecoderWarning } from '../../lib/grpc-stream-decoder.js';
 import { oversellV1 } from '../../proto/load.js';
 import { sampleRow } from '../../wire/sample-row.js';
-import { figuresLength, writePodFigures } from '../../wire/pod-figures.js';
+import { figuresLength, fitsLayout, layoutOf, writeFiguresOnly, writePodFigures, type PodLayout, type PodNames } from '../../wire/pod-figures.js';
+import { NO_PODS_KEY } from '../store/pod-report.js';
 import type { AgentPrincipal } from '../auth/agent-authenticator.js';
 import { AuthError } from '../auth/identity.js';
 import { GRPC_SERVER_OPTIONS, listenGrpc, type GrpcListener } from '../tls/grpc-listener.js';
 import { methodPaths, streamGuard } from '../tls/stream-guard.js';
 import { AGENT_SENDING } from '../config/defaults.js';
-import { agentStreamService, type IngestTarget } from './agent-stream-service.js';
+import { agentStreamService, type IngestTarget, type PodReport } from './agent-stream-service.js';
 import { AgentSending } from './agent-sending.js';
 import { flushSoon } from './flush-soon.js';
 import { loopDelay } from './loop-delay.js';
@@ -105,6 +106,30 @@ const sending = new AgentSending(data.sending ?? AGENT_SENDING);
 const lastSeq = new Map<number, number>();
 const supersede = new Map<number, () => void>();
 const pending = new Map<number, (v: number | AgentPrincipal | Error) => void>();
+/** Per stream: its last named pod report's layout, which a report without names (pod_names_as_before) refers to. */
+const podLayouts = new Map<number, PodLayout | 'unplaced'>();
+
+/**
+ * Writes a report's figures into the batch at `at`. A named report's names go
+ * with them and lay out the stream's later reports; one without names is
+ * keyed by that layout, and if it does not fit (the counts differ, no named
+ * report came first) it goes under no key, so the store keeps the pods it has.
+ */
+const writeReport = (name: string, streamId: number, report: PodReport, at: number): PodNames => {
+  if (!report.namesAsBefore) {
+    const named = writePodFigures(report.pods, figures, at);
+    podLayouts.set(streamId, layoutOf(report.pods, named.key));
+    return named;
+  }
+  writeFiguresOnly(report.pods, figures, at);
+  const layout = podLayouts.get(streamId);
+  if (layout !== undefined && layout !== 'unplaced' && fitsLayout(report.pods, layout)) return { key: layout.key };
+  if (layout !== 'unplaced') {
+    podLayouts.set(streamId, 'unplaced');
+    log.warn({ node: name, pods: report.pods.length }, 'an agent sent its pods without names (pod_names_as_before) that do not match the last report that named them on this stream: its pod figures are dropped until it names them again (an agent does at least every 15th report); if this repeats, the agent has a bug');
+  }
+  return { key: NO_PODS_KEY };
+};
 let nextRequest = 1;
 /** A question for the main thread, sent at once rather than with the next batch. */
 const ask = <T>(send: (id: number) => void): Promise<T> =>
@@ -133,11 +158,11 @@ const store: IngestTarget = {
     lastSeq.set(streamId, seq);
     if (pods || summaries) {
       const at = figuresUsed;
-      const count = pods ? figuresLength(pods) : 0;
+      const count = pods ? figuresLength(pods.pods) : 0;
       figuresUsed = at + width + count;
       figures = room(figures, figuresUsed);
       for (let i = 0; i < width; i++) figures[at + i] = sampleRows[sampleAt + i]!;
-      const named = pods && { ...writePodFigures(pods, figures, at + width), count };
+      const named = pods && { ...writeReport(name, streamId, pods, at + width), count };
       ops.push({ op: 'sample', after: rowsUsed, name, streamId, at, ...(named && { pods: named }), ...(summaries && { summaries }), receivedAtMs });
       flush.soon(onBeat ? ON_BEAT_FLUSH_MS : FLUSH_EVERY_MS);
     } else {
@@ -166,6 +191,7 @@ const store: IngestTarget = {
   detach(name, streamId) {
     lastSeq.delete(streamId);
     supersede.delete(streamId);
+    podLayouts.delete(streamId);
     ops.push({ op: 'detach', after: rowsUsed, name, streamId });
     flush.soon();
   },

@@ -22,10 +22,14 @@ export interface KeptPods {
  * Keeps `next` in `kept`: its figures in the kept objects when both name the
  * same pods, else new objects. Readers take a node's pods synchronously
  * (relief, the harm meter, the metrics API), so an update in place is never
- * seen half-done.
+ * seen half-done. False when `next` came without names (its agent left them
+ * out) and the kept pods are not the ones it meant: nothing is changed, and
+ * the agent's next named report (at most 15 reports on) is kept again.
  */
-export function keepPodReport(kept: KeptPods, next: PodFigures): void {
-  if (next.key === kept.podNamesKey && copyPodFigures(next.figures, kept.pods)) return;
-  kept.pods = podsFrom(next);
+export function keepPodReport(kept: KeptPods, next: PodFigures): boolean {
+  if (next.key === kept.podNamesKey && copyPodFigures(next.figures, kept.pods)) return true;
+  if (next.names === undefined) return false;
+  kept.pods = podsFrom({ names: next.names, figures: next.figures });
   kept.podNamesKey = next.key;
+  return true;
 }

@@ -165,7 +165,8 @@ export function checkPods(sample: Sample__Output): SampleRefusal | undefined {
     const containers = pod.containers ?? [];
     if (containers.length > SAMPLE_BOUNDS.maxContainersPerPod) return 'pod-usage-invalid';
     for (const c of containers) {
-      if (!CONTAINER_ID.test(c.containerId) || !within(c)) return 'pod-usage-invalid';
+      // A report without names (pod_names_as_before) names its containers by place.
+      if ((!sample.podNamesAsBefore && !CONTAINER_ID.test(c.containerId)) || !within(c)) return 'pod-usage-invalid';
     }
   }
   return undefined;

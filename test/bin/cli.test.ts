@@ -17,7 +17,7 @@ const SAMPLE: Sample__Output = {
   pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: { avg10: 0, avg60: 0 }, memorySome: { avg10: 0, avg60: 0 }, memoryFull: { avg10: 0, avg60: 0 }, cpuContention: null },
   requests: { cpuMillicores: 6000, memoryBytes: 20 * GI, podCount: 12, known: true },
   podsIncluded: false, pods: [],
-  summaries: [], onBeat: false,
+  summaries: [], onBeat: false, podNamesAsBefore: false,
 };
 
 describe('the oversell binary against a real gateway', () => {

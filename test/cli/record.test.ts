@@ -21,7 +21,7 @@ const work = mkdtempSync(join(tmpdir(), 'oversell-record-'));
 const sample = (seq: number, cpu: number, known = true): Sample__Output => ({
   seq, timestampMs: Date.now(), cpuUsageMillicores: cpu, memoryWorkingSetBytes: 6 * GiB, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
   capacity: { cpuMillicores: 8000, memoryBytes: 32 * GiB }, pressure: null,
-  requests: { cpuMillicores: 3000, memoryBytes: 12 * GiB, podCount: 5, known }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+  requests: { cpuMillicores: 3000, memoryBytes: 12 * GiB, podCount: 5, known }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
 });
 
 function run(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -48,7 +48,7 @@ export function plainSample(seq: number): Sample__Output {
   return {
     seq, timestampMs: Date.now(), cpuUsageMillicores: 500, memoryWorkingSetBytes: 2 ** 30, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 8000, memoryBytes: 2 ** 34 }, pressure: null,
-    requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+    requests: { cpuMillicores: 4000, memoryBytes: 2 ** 33, podCount: 4, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
   };
 }
 

@@ -57,7 +57,7 @@ export function nodeSample(timestampMs: number, over: Partial<Sample__Output> = 
     pressure: null,
     requests: { cpuMillicores: 6000, memoryBytes: 20 * 1024 ** 3, podCount: 12, known: true },
     podsIncluded: false,
-    summaries: [], onBeat: false,
+    summaries: [], onBeat: false, podNamesAsBefore: false,
     pods: [],
     ...over,
   };

@@ -23,7 +23,7 @@ function sample(seq: number, pods: PodUsage__Output[]): Sample__Output {
     seq, timestampMs: Date.now() - 1000 + seq, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 4000, memoryBytes: 16 * 1024 ** 3 },
     pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
-    requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 1, known: true }, summaries: [], onBeat: false, podsIncluded: true, pods,
+    requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 1, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: true, pods,
   };
 }
 

@@ -21,7 +21,7 @@ function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output
     seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * 1024 ** 3, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: { cpuMillicores: 4000, memoryBytes: 16 * 1024 ** 3 },
     pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
-    requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 4, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+    requests: { cpuMillicores: 2000, memoryBytes: 8 * 1024 ** 3, podCount: 4, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
     ...over,
   };
 }

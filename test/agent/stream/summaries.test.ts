@@ -35,7 +35,7 @@ function sample(seq: number, over: Partial<Sample__Output> = {}): Sample__Output
     seq, timestampMs: T0 + seq * 100, cpuUsageMillicores: 1000, memoryWorkingSetBytes: 4 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null,
     capacity: CAPACITY,
     pressure: { available: true, cpuSome: { avg10: 0, avg60: 0 }, cpuFull: null, memorySome: { avg10: 0, avg60: 0 }, memoryFull: null, cpuContention: null },
-    requests: { cpuMillicores: 2000, memoryBytes: 8 * GI, podCount: 4, known: true }, podsIncluded: false, pods: [], summaries: [], onBeat: false,
+    requests: { cpuMillicores: 2000, memoryBytes: 8 * GI, podCount: 4, known: true }, podsIncluded: false, pods: [], summaries: [], onBeat: false, podNamesAsBefore: false,
     ...over,
   };
 }

@@ -23,7 +23,7 @@ const START = 1.7e12;
 
 const sample = (seq: number, timestampMs: number, cpu: number, memory: number): Sample__Output => ({
   seq, timestampMs, cpuUsageMillicores: cpu, memoryWorkingSetBytes: memory, rootCgroupMemoryWorkingSetBytes: 0, cpuManager: null, capacity: { cpuMillicores: 16_000, memoryBytes: 68 * GI }, pressure: null,
-  requests: { cpuMillicores: 12_000, memoryBytes: 40 * GI, podCount: 10, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+  requests: { cpuMillicores: 12_000, memoryBytes: 40 * GI, podCount: 10, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
 });
 
 function newStore(): NodeStore {

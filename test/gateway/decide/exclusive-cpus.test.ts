@@ -103,7 +103,7 @@ describe('a lying agent moves only its own node, and only down', () => {
 describe('the store hands the newest sample\'s CPU manager to the decision', () => {
   const sample = (seq: number, cpuManager: Sample__Output['cpuManager']): Sample__Output => ({
     seq, timestampMs: seq * 1000, cpuUsageMillicores: 400, memoryWorkingSetBytes: 2 * GI, rootCgroupMemoryWorkingSetBytes: 0, cpuManager,
-    capacity: { cpuMillicores: 8000, memoryBytes: 16 * GI }, pressure: null, requests: { cpuMillicores: 6000, memoryBytes: 8 * GI, podCount: 3, known: true }, summaries: [], onBeat: false, podsIncluded: false, pods: [],
+    capacity: { cpuMillicores: 8000, memoryBytes: 16 * GI }, pressure: null, requests: { cpuMillicores: 6000, memoryBytes: 8 * GI, podCount: 3, known: true }, summaries: [], onBeat: false, podNamesAsBefore: false, podsIncluded: false, pods: [],
   });
 
   it('static with its exclusive CPUs, none, and unknown from an agent that sends no field', () => {

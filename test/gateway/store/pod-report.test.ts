@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { keepPodReport, NO_PODS_KEY, type KeptPods } from '../../../gateway/store/pod-report.js';
-import { copyPodFigures, figuresLength, namesKey, podFigures, podsFrom, writePodFigures } from '../../../wire/pod-figures.js';
+import { copyPodFigures, figuresLength, fitsLayout, layoutOf, namesKey, podFigures, podsFrom, writePodFigures } from '../../../wire/pod-figures.js';
 import { packageDefinition } from '../../../proto/load.js';
 import type { PodUsage__Output } from '../../../proto/gen/oversell/v1/PodUsage.js';
 
@@ -115,5 +115,38 @@ describe("a node's pod report kept across reports", () => {
     const k: KeptPods = { pods: [], podNamesKey: NO_PODS_KEY };
     keepPodReport(k, podFigures([pod('u1', 1, 1)]));
     assert.deepEqual(k.pods, [pod('u1', 1, 1)]);
+  });
+
+  it('a report without names (pod_names_as_before) under the kept key: its figures on the kept pods', () => {
+    const k = kept([pod('u1', 10, 100), pod('u2', 20, 200)]);
+    const { figures } = podFigures([pod('', 11, 101, [['', 11, 101]]), pod('', 22, 202, [['', 22, 202]])]);
+    assert.equal(keepPodReport(k, { key: k.podNamesKey, figures }), true);
+    assert.deepEqual(k.pods, [pod('u1', 11, 101), pod('u2', 22, 202)], 'the kept names, the new figures');
+  });
+
+  it('a report without names that the kept pods are not (another key, another count, nothing kept): false, nothing changed', () => {
+    const k = kept([pod('u1', 10, 100)]);
+    const snapshot = structuredClone(k);
+    const { figures } = podFigures([pod('', 11, 101, [['', 11, 101]])]);
+    assert.equal(keepPodReport(k, { key: NO_PODS_KEY, figures }), false);
+    assert.equal(keepPodReport(k, { key: k.podNamesKey, figures: figures.subarray(0, 3) }), false);
+    assert.deepEqual(k, snapshot);
+    const none: KeptPods = { pods: [], podNamesKey: NO_PODS_KEY };
+    assert.equal(keepPodReport(none, { key: NO_PODS_KEY, figures }), false, 'NO_PODS_KEY on a node without pods places no figures');
+    assert.deepEqual(none.pods, []);
+  });
+});
+
+describe('the layout a report without names is placed by', () => {
+  it('fits the same count of pods with the same count of containers each, in order', () => {
+    const named = [pod('u1', 1, 1, [['a'.repeat(64), 1, 1], ['b'.repeat(64), 1, 1]]), pod('u2', 2, 2)];
+    const layout = layoutOf(named, 7);
+    assert.equal(layout.key, 7);
+    const unnamed = (counts: number[]) => counts.map((n) => pod('', 1, 1, Array.from({ length: n }, (): [string, number, number] => ['', 1, 1])));
+    assert.equal(fitsLayout(unnamed([2, 1]), layout), true);
+    assert.equal(fitsLayout(unnamed([1, 2]), layout), false, 'the counts in another order');
+    assert.equal(fitsLayout(unnamed([2, 1, 1]), layout), false, 'a pod more');
+    assert.equal(fitsLayout(unnamed([2]), layout), false, 'a pod fewer');
+    assert.equal(fitsLayout(unnamed([2, 2]), layout), false, 'a container more');
   });
 });
